@@ -1,0 +1,67 @@
+// Command claudemesh is the claudemesh daemon and its operator CLI.
+//
+// Exit codes: 0 success; 1 a generic failure (daemon already running, not
+// running, I/O); 2 bad usage or configuration; 8 outbox integrity failure.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+type cli struct {
+	Daemon  daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
+	Version kong.VersionFlag `help:"Print the version and exit."`
+}
+
+type daemonCmd struct {
+	Up      daemonUpCmd      `cmd:"" help:"Start the daemon: detached by default, attached with --foreground."`
+	Version daemonVersionCmd `cmd:"" help:"Print the CLI's and the running daemon's versions."`
+	Outbox  outboxCmd        `cmd:"" help:"Inspect and recover the daemon's outbox."`
+}
+
+type outboxCmd struct {
+	List    outboxListCmd    `cmd:"" help:"List outbox rows, newest first."`
+	Requeue outboxRequeueCmd `cmd:"" help:"Retire a dead or pending row and queue its payload again under a new client_message_id."`
+}
+
+// exitError carries a process exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("claudemesh"),
+		kong.Description("Message peers across a claudemesh mesh through a durable local daemon."),
+		kong.Vars{"version": version},
+		kong.UsageOnError(),
+	)
+	if err != nil {
+		panic(err)
+	}
+	ctx, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		parser.Errorf("%s", err)
+		os.Exit(2)
+	}
+	if err := ctx.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "claudemesh:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+type outboxListCmd struct {
+	Pending  bool   `xor:"status" help:"Only rows waiting to be sent."`
+	Inflight bool   `xor:"status" help:"Only rows being sent now."`
+	Done     bool   `xor:"status" help:"Only rows the broker accepted."`
+	Failed   bool   `xor:"status" help:"Only dead rows (a permanent rejection or too old); recover them with requeue."`
+	Aborted  bool   `xor:"status" help:"Only rows retired by requeue."`
+	Limit    int    `default:"50" help:"Rows per page (1-500)."`
+	Before   string `placeholder:"ROW_ID" help:"Start after this row id (the cursor a previous page printed)."`
+	JSON     bool   `name:"json" help:"Print the page as one JSON object."`
+}
+
+func (c *outboxListCmd) status() string {
+	switch {
+	case c.Pending:
+		return messages.StatusPending
+	case c.Inflight:
+		return messages.StatusInflight
+	case c.Done:
+		return messages.StatusDone
+	case c.Failed:
+		return messages.StatusDead
+	case c.Aborted:
+		return messages.StatusAborted
+	}
+	return ""
+}
+
+func (c *outboxListCmd) Run() error {
+	client, err := daemonClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	page, err := client.ListOutbox(ctx, c.status(), c.Limit, c.Before)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return json.NewEncoder(os.Stdout).Encode(page)
+	}
+	if len(page.Items) == 0 {
+		fmt.Println("no outbox rows")
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCLIENT_MESSAGE_ID\tMESH\tSTATUS\tATTEMPTS\tTO\tENQUEUED\tDETAIL")
+	for _, it := range page.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", it.ID, it.ClientMessageID, it.Mesh, it.Status,
+			it.Attempts, short(it.To, 16), it.EnqueuedAt, detail(&it))
+	}
+	tw.Flush()
+	if page.Next != "" {
+		fmt.Printf("more rows: claudemesh daemon outbox list --before %s\n", page.Next)
+	}
+	return nil
+}
+
+// detail is the one thing worth knowing about a row beyond its status.
+func detail(it *messages.OutboxItem) string {
+	switch {
+	case it.LastError != nil:
+		return *it.LastError
+	case it.SupersededBy != nil:
+		return "superseded by " + *it.SupersededBy
+	case it.BrokerMessageID != nil:
+		return "broker " + *it.BrokerMessageID
+	}
+	return ""
+}
+
+func short(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// daemonClient returns a client for the running daemon's socket.
+func daemonClient() (*ipc.Client, error) {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return nil, &exitError{2, err}
+	}
+	return ipc.NewClient(paths.Socket()), nil
+}

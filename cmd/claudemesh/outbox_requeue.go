@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+type outboxRequeueCmd struct {
+	ID           string `arg:"" name:"id" help:"Outbox row id (the ID column of outbox list)."`
+	NewClientID  string `name:"new-client-id" xor:"newid" placeholder:"ID" help:"client_message_id for the new row."`
+	Auto         bool   `xor:"newid" help:"Mint a fresh client_message_id (the default)."`
+	PatchPayload string `type:"existingfile" placeholder:"FILE" help:"JSON file in the /v1/send request shape to send instead; validated and fingerprinted like a new send."`
+	JSON         bool   `name:"json" help:"Print the result as one JSON object."`
+}
+
+func (c *outboxRequeueCmd) Run() error {
+	req := &messages.RequeueRequest{ID: c.ID, NewClientMessageID: c.NewClientID}
+	if c.PatchPayload != "" {
+		b, err := os.ReadFile(c.PatchPayload)
+		if err != nil {
+			return err
+		}
+		req.Patch = new(messages.SendRequest)
+		if err := messages.DecodeJSON(b, req.Patch); err != nil {
+			return &exitError{2, fmt.Errorf("%s: %w", c.PatchPayload, err)}
+		}
+	}
+	client, err := daemonClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := client.Requeue(ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	fmt.Printf("row %s aborted; new row %s queued with client_message_id %s\n",
+		res.AbortedRowID, res.NewRowID, res.NewClientMessageID)
+	return nil
+}

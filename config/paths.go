@@ -1,0 +1,96 @@
+// Package config resolves where claudemesh keeps its files and reads and
+// writes the small ones: the mesh memberships in config.json (the upstream
+// CLI's format) and the daemon's local-token. It never opens a database.
+//
+// Every file it writes goes through a temp file and rename, so a crash never
+// leaves half a file; directories are 0700 and secrets 0600.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Environment overrides.
+const (
+	EnvDaemonDir = "CLAUDEMESH_DAEMON_DIR"
+	EnvConfigDir = "CLAUDEMESH_CONFIG_DIR"
+)
+
+// Paths are the two directories claudemesh uses.
+type Paths struct {
+	// DaemonDir holds the daemon's runtime files (default ~/.claudemesh/daemon).
+	DaemonDir string
+	// ConfigDir holds config.json (default ~/.claudemesh).
+	ConfigDir string
+}
+
+// ResolvePaths reads the environment overrides and falls back to the home
+// directory.
+func ResolvePaths() (Paths, error) {
+	p := Paths{DaemonDir: os.Getenv(EnvDaemonDir), ConfigDir: os.Getenv(EnvConfigDir)}
+	if p.DaemonDir == "" || p.ConfigDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return Paths{}, fmt.Errorf("find home directory (set %s and %s): %w", EnvDaemonDir, EnvConfigDir, err)
+		}
+		if p.ConfigDir == "" {
+			p.ConfigDir = filepath.Join(home, ".claudemesh")
+		}
+		if p.DaemonDir == "" {
+			p.DaemonDir = filepath.Join(home, ".claudemesh", "daemon")
+		}
+	}
+	return p, nil
+}
+
+// Files inside DaemonDir.
+func (p Paths) Socket() string    { return filepath.Join(p.DaemonDir, "daemon.sock") }
+func (p Paths) PidFile() string   { return filepath.Join(p.DaemonDir, "daemon.pid") }
+func (p Paths) TokenFile() string { return filepath.Join(p.DaemonDir, "local-token") }
+func (p Paths) HTTPPort() string  { return filepath.Join(p.DaemonDir, "http.port") }
+func (p Paths) OutboxDB() string  { return filepath.Join(p.DaemonDir, "outbox.db") }
+func (p Paths) InboxDB() string   { return filepath.Join(p.DaemonDir, "inbox.db") }
+func (p Paths) LogFile() string   { return filepath.Join(p.DaemonDir, "daemon.log") }
+
+// ConfigFile is config.json inside ConfigDir.
+func (p Paths) ConfigFile() string { return filepath.Join(p.ConfigDir, "config.json") }
+
+// EnsureDaemonDir creates DaemonDir with mode 0700, and tightens an existing
+// one that is group- or world-accessible.
+func (p Paths) EnsureDaemonDir() error {
+	if err := os.MkdirAll(p.DaemonDir, 0o700); err != nil {
+		return fmt.Errorf("create daemon directory: %w", err)
+	}
+	if err := os.Chmod(p.DaemonDir, 0o700); err != nil {
+		return fmt.Errorf("set daemon directory mode: %w", err)
+	}
+	return nil
+}
+
+// WriteFileAtomic writes data to path through a temp file in the same
+// directory, fsyncs it and renames it into place.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,56 @@
+package messages
+
+import "fmt"
+
+// Error is a request rejected with a specific code. The IPC server renders it
+// as the JSON error envelope {"error": Code, "detail": Detail} with Status.
+// A rejected request never changes stored state.
+type Error struct {
+	Status int    // HTTP status
+	Code   string // machine-readable, stable
+	Detail string // human-readable, may change
+}
+
+func (e *Error) Error() string {
+	if e.Detail == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Detail
+}
+
+// Is makes errors.Is match any *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+func badRequest(code, format string, args ...any) *Error {
+	return &Error{Status: 400, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Error codes shared by the server and the client. Codes of the send path are
+// listed in the README's API section.
+const (
+	CodeInvalidJSON          = "invalid_json"
+	CodeUnknownField         = "unknown_field"
+	CodePayloadTooLarge      = "payload_too_large"
+	CodeMessageTooLarge      = "message_too_large"
+	CodeMissingTo            = "missing_to"
+	CodeInvalidTo            = "invalid_to"
+	CodeMissingMessage       = "missing_message"
+	CodeInvalidPriority      = "invalid_priority"
+	CodeInvalidMeta          = "invalid_meta"
+	CodeInvalidReplyTo       = "invalid_reply_to_id"
+	CodeInvalidClientID      = "invalid_client_message_id"
+	CodeIdempotencyKeyDiffer = "idempotency_key_mismatch"
+	CodeMeshRequired         = "mesh_required"
+	CodeMeshNotAttached      = "mesh_not_attached"
+	CodeIdempotencyReused    = "idempotency_key_reused"
+	CodeInvalidQuery         = "invalid_query"
+	CodeRowNotFound          = "outbox_row_not_found"
+	CodeRequeueNotEligible   = "requeue_not_eligible"
+	CodeClientIDInUse        = "client_message_id_in_use"
+	CodeDaemonBusy           = "daemon_busy"
+	CodeUnavailable          = "store_unavailable"
+	CodeInternal             = "internal"
+)

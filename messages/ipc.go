@@ -1,0 +1,76 @@
+package messages
+
+// SendAccepted is the 202 body of POST /v1/send.
+type SendAccepted struct {
+	ClientMessageID string `json:"client_message_id"`
+	Status          string `json:"status"` // "queued" or "inflight"
+}
+
+// SendDuplicate is the 200 body of POST /v1/send for a done row whose
+// fingerprint matches: the message was already accepted by the broker.
+type SendDuplicate struct {
+	ClientMessageID string  `json:"client_message_id"`
+	BrokerMessageID *string `json:"broker_message_id"`
+	HistoryID       *string `json:"history_id"`
+	Duplicate       bool    `json:"duplicate"`
+}
+
+// SendConflict is the 409 body of POST /v1/send.
+type SendConflict struct {
+	Error                   string  `json:"error"` // always "idempotency_key_reused"
+	Conflict                string  `json:"conflict"`
+	DaemonFingerprintPrefix string  `json:"daemon_fingerprint_prefix"`
+	ClientMessageID         string  `json:"client_message_id"`
+	BrokerMessageID         *string `json:"broker_message_id,omitempty"`
+	Reason                  *string `json:"reason,omitempty"`
+}
+
+// ErrorBody is the envelope of every other non-2xx answer.
+type ErrorBody struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// MeshInfo describes one joined mesh.
+type MeshInfo struct {
+	Mesh         string `json:"mesh"`
+	MeshID       string `json:"mesh_id"`
+	MemberID     string `json:"member_id"`
+	MemberPubkey string `json:"member_pubkey"`
+}
+
+// Version is the body of GET /v1/version. Mesh and MemberPubkey name the
+// first joined mesh, for clients that expect one daemon per mesh.
+type Version struct {
+	DaemonVersion            string     `json:"daemon_version"`
+	IPCAPI                   string     `json:"ipc_api"`
+	IPCFeatures              []string   `json:"ipc_features"`
+	Protocol                 string     `json:"protocol"`
+	SchemaVersion            int        `json:"schema_version"`
+	BrokerFeaturesNegotiated []string   `json:"broker_features_negotiated"`
+	Mesh                     string     `json:"mesh"`
+	MemberPubkey             string     `json:"member_pubkey"`
+	Meshes                   []MeshInfo `json:"meshes"`
+	PID                      int        `json:"pid"`
+}
+
+// Health is the body of GET /v1/health.
+type Health struct {
+	OK            bool         `json:"ok"`
+	PID           int          `json:"pid"`
+	UptimeS       int64        `json:"uptime_s"`
+	DaemonVersion string       `json:"daemon_version"`
+	SchemaVersion int          `json:"schema_version"`
+	Meshes        []MeshHealth `json:"meshes"`
+}
+
+// MeshHealth is one mesh's part of /v1/health. Connected stays false until
+// the broker connection exists.
+type MeshHealth struct {
+	Mesh         string `json:"mesh"`
+	MemberPubkey string `json:"member_pubkey"`
+	Connected    bool   `json:"connected"`
+	QueueDepth   int    `json:"queue_depth"`
+	Inflight     int    `json:"inflight"`
+	Dead         int    `json:"dead"`
+}

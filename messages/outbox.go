@@ -1,0 +1,128 @@
+package messages
+
+// Outbox row states (spec §4.4).
+const (
+	StatusPending  = "pending"
+	StatusInflight = "inflight"
+	StatusDone     = "done"
+	StatusDead     = "dead"
+	StatusAborted  = "aborted"
+)
+
+// AcceptSend asks for the §4.5 lookup-and-insert of one send. The IPC send
+// handler sends it to the accept router, which hands it to the child for its
+// ClientMessageID; the child asks the store. The reply is *AcceptResult.
+type AcceptSend struct {
+	Mesh            string
+	ClientMessageID string
+	RowID           string // ULID for the row, used only if one is inserted
+	Fingerprint     Fingerprint
+	Payload         []byte // the SendFrame JSON
+	Now             int64  // Unix ms
+}
+
+// AcceptOutcome is which kind of answer the §4.5 table gave.
+type AcceptOutcome int
+
+const (
+	AcceptQueued    AcceptOutcome = iota // 202 status "queued" (new row, or pending + match)
+	AcceptInflight                       // 202 status "inflight"
+	AcceptDuplicate                      // 200 duplicate (done + match)
+	AcceptConflict                       // 409 idempotency_key_reused
+)
+
+// AcceptResult is the store's answer to *AcceptSend. Err is set only when the
+// store itself failed; then nothing was written.
+type AcceptResult struct {
+	Outcome         AcceptOutcome
+	Inserted        bool   // a new row was written
+	Conflict        string // e.g. "outbox_pending_fingerprint_mismatch"
+	BrokerMessageID *string
+	HistoryID       *string
+	Reason          *string // last_error of a dead row
+	Err             error
+}
+
+// ListOutbox asks the store for one page of outbox rows, newest first.
+// Status "" means every status. Before is the keyset cursor (a row id).
+// The reply is *OutboxPage.
+type ListOutbox struct {
+	Status string
+	Limit  int
+	Before string
+}
+
+// OutboxPage is the reply to *ListOutbox and the body of GET /v1/outbox.
+// Next is the cursor of the following page, "" on the last one.
+type OutboxPage struct {
+	Items []OutboxItem `json:"items"`
+	Next  string       `json:"next,omitempty"`
+	Err   error        `json:"-"`
+}
+
+// OutboxItem is one outbox row as operators see it. Times are RFC 3339 UTC.
+type OutboxItem struct {
+	ID                 string  `json:"id"`
+	ClientMessageID    string  `json:"client_message_id"`
+	Mesh               string  `json:"mesh"`
+	Status             string  `json:"status"`
+	To                 string  `json:"to"`
+	Attempts           int     `json:"attempts"`
+	RequestFingerprint string  `json:"request_fingerprint"`
+	EnqueuedAt         string  `json:"enqueued_at"`
+	NextAttemptAt      string  `json:"next_attempt_at"`
+	DeliveredAt        *string `json:"delivered_at"`
+	BrokerMessageID    *string `json:"broker_message_id"`
+	HistoryID          *string `json:"history_id"`
+	LastError          *string `json:"last_error"`
+	AbortedAt          *string `json:"aborted_at"`
+	AbortedBy          *string `json:"aborted_by"`
+	SupersededBy       *string `json:"superseded_by"`
+	PayloadBytes       int     `json:"payload_bytes"`
+}
+
+// RequeueRequest is the body of POST /v1/outbox/requeue. Patch, when given,
+// replaces the payload; it is validated and fingerprinted like a new send.
+// With no NewClientMessageID (and none in Patch) the daemon mints a ULID.
+type RequeueRequest struct {
+	ID                 string       `json:"id"`
+	NewClientMessageID string       `json:"new_client_message_id,omitempty"`
+	Patch              *SendRequest `json:"patch_payload,omitempty"`
+}
+
+// RequeueOutbox asks the store to retire row ID (dead or pending) and insert
+// its successor, in one transaction (spec §4.7). Replacement is nil to keep
+// the old payload and fingerprint. The reply is *RequeueResult.
+type RequeueOutbox struct {
+	ID                 string
+	NewRowID           string
+	NewClientMessageID string
+	Replacement        *Replacement
+	Now                int64
+}
+
+// Replacement is a patched payload for a requeue.
+type Replacement struct {
+	Mesh        string
+	Fingerprint Fingerprint
+	Payload     []byte
+}
+
+// RequeueResult is the reply to *RequeueOutbox and the body of a successful
+// POST /v1/outbox/requeue.
+type RequeueResult struct {
+	AbortedRowID       string `json:"aborted_row_id"`
+	NewRowID           string `json:"new_row_id"`
+	NewClientMessageID string `json:"new_client_message_id"`
+	Err                error  `json:"-"`
+}
+
+// OutboxStats asks the store for row counts per mesh and status. The reply
+// is *OutboxCounts.
+type OutboxStats struct{}
+
+// OutboxCounts is the reply to *OutboxStats: mesh → status → rows.
+type OutboxCounts struct {
+	ByMesh map[string]map[string]int
+	Err    error
+}

@@ -1,0 +1,53 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// SendFrame is the broker `send` frame (wire protocol §2.2). The daemon
+// builds it once, at accept, and stores its JSON as the outbox payload: every
+// attempt sends exactly these bytes, so the nonce and ciphertext of a DM
+// never change between retries. Meta is an extension our broker carries; the
+// upstream broker ignores it.
+type SendFrame struct {
+	Type               string          `json:"type"`
+	ID                 string          `json:"id"`
+	ClientMessageID    string          `json:"client_message_id"`
+	RequestFingerprint string          `json:"request_fingerprint"`
+	TargetSpec         string          `json:"targetSpec"`
+	Priority           string          `json:"priority"`
+	Nonce              string          `json:"nonce"`
+	Ciphertext         string          `json:"ciphertext"`
+	ReplyToID          string          `json:"replyToId,omitempty"`
+	Meta               json.RawMessage `json:"meta,omitempty"`
+}
+
+// NewSendFrame builds the frame of a validated send whose body was already
+// sealed (DM) or encoded (everything else) into nonce and ciphertext.
+func NewSendFrame(s *Send, clientMessageID string, fp Fingerprint, nonce, ciphertext string) *SendFrame {
+	return &SendFrame{
+		Type:               "send",
+		ID:                 clientMessageID,
+		ClientMessageID:    clientMessageID,
+		RequestFingerprint: fp.Hex(),
+		TargetSpec:         s.Destination.TargetSpec,
+		Priority:           s.Priority,
+		Nonce:              nonce,
+		Ciphertext:         ciphertext,
+		ReplyToID:          s.ReplyToID,
+		Meta:               s.Meta,
+	}
+}
+
+// ReassignFrame returns a stored payload with its id fields set to a new
+// client_message_id, everything else (ciphertext, nonce, fingerprint)
+// unchanged: what `outbox requeue` stores for the successor row.
+func ReassignFrame(payload []byte, clientMessageID string) ([]byte, error) {
+	var f SendFrame
+	if err := json.Unmarshal(payload, &f); err != nil {
+		return nil, fmt.Errorf("stored payload is not a send frame: %w", err)
+	}
+	f.ID, f.ClientMessageID = clientMessageID, clientMessageID
+	return json.Marshal(&f)
+}

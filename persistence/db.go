@@ -1,0 +1,145 @@
+// Package persistence owns the daemon's SQLite files: their pragmas, their
+// embedded numbered migrations, and every query against them.
+//
+// Only the store actor calls this package inside a running daemon; nothing
+// else opens outbox.db or inbox.db while the daemon runs. Writes happen in
+// a Batch: one BEGIN IMMEDIATE transaction for a whole mailbox drain, each
+// command in its own SAVEPOINT so that one command's failure leaves its
+// neighbours' work intact (group commit). synchronous=FULL: a committed
+// batch is on disk.
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Tunables.
+const (
+	DefaultBusyTimeout = 5 * time.Second
+	FileMode           = 0o600
+)
+
+// ErrIntegrity means PRAGMA integrity_check did not answer "ok".
+var ErrIntegrity = errors.New("database integrity check failed")
+
+// DB is one SQLite file with its migrations applied. It holds a single
+// connection: the store actor is its only user, so there is no pool to share.
+type DB struct {
+	path string
+	db   *sqlx.DB
+	// version is the schema version after migrations.
+	version int
+}
+
+// Open creates (mode 0600) or opens the SQLite file at path, sets the
+// pragmas, checks that WAL took effect and applies the migrations in dir of
+// migrations (files NNNN_name.sql).
+func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f.Close()
+
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", DefaultBusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	db, err := sqlx.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	d := &DB{path: path, db: db}
+
+	var mode string
+	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if mode != "wal" {
+		db.Close()
+		return nil, fmt.Errorf("open %s: journal_mode is %q, want wal", path, mode)
+	}
+	if d.version, err = migrate(ctx, db, migrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// Path is the file this DB was opened from.
+func (d *DB) Path() string { return d.path }
+
+// SchemaVersion is the highest migration applied.
+func (d *DB) SchemaVersion() int { return d.version }
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// IntegrityCheck runs PRAGMA integrity_check.
+func (d *DB) IntegrityCheck(ctx context.Context) error {
+	var rows []string
+	if err := d.db.SelectContext(ctx, &rows, "PRAGMA integrity_check"); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrIntegrity, d.path, err)
+	}
+	if len(rows) != 1 || rows[0] != "ok" {
+		return fmt.Errorf("%w: %s: %v", ErrIntegrity, d.path, rows)
+	}
+	return nil
+}
+
+// Batch is one write transaction shared by many commands.
+type Batch struct {
+	tx *sqlx.Tx
+}
+
+// Begin starts a batch with BEGIN IMMEDIATE, taking the write lock up front.
+func (d *DB) Begin(ctx context.Context) (*Batch, error) {
+	tx, err := d.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin %s: %w", d.path, err)
+	}
+	return &Batch{tx: tx}, nil
+}
+
+// Do runs fn inside a savepoint: if fn fails, its writes are rolled back and
+// the rest of the batch is untouched.
+func (b *Batch) Do(fn func(tx *sqlx.Tx) error) error {
+	if _, err := b.tx.Exec("SAVEPOINT cmd"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if err := fn(b.tx); err != nil {
+		if _, rbErr := b.tx.Exec("ROLLBACK TO cmd"); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rbErr))
+		}
+		if _, rbErr := b.tx.Exec("RELEASE cmd"); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("release savepoint: %w", rbErr))
+		}
+		return err
+	}
+	if _, err := b.tx.Exec("RELEASE cmd"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// Commit commits the batch; on failure nothing of it is stored.
+func (b *Batch) Commit() error { return b.tx.Commit() }
+
+// Rollback abandons the batch. A failed rollback leaves nothing to do:
+// database/sql discards the connection.
+func (b *Batch) Rollback() { _ = b.tx.Rollback() }

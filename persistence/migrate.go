@@ -1,0 +1,119 @@
+package persistence
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+//go:embed migrations
+var migrationFiles embed.FS
+
+// OutboxMigrations and InboxMigrations are the embedded migration sets.
+var (
+	OutboxMigrations = mustSub("migrations/outbox")
+	InboxMigrations  = mustSub("migrations/inbox")
+)
+
+func mustSub(dir string) fs.FS {
+	sub, err := fs.Sub(migrationFiles, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// ErrSchemaTooNew means the file was written by a newer claudemesh.
+var ErrSchemaTooNew = fmt.Errorf("database schema is newer than this binary; install the matching claudemesh version")
+
+// migrate applies, in order and each in its own transaction, every
+// migration newer than the highest one recorded in schema_migrations, and
+// returns the resulting version.
+func migrate(ctx context.Context, db *sqlx.DB, files fs.FS) (int, error) {
+	all, err := loadMigrations(files)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return 0, err
+	}
+	var current int
+	if err := db.GetContext(ctx, &current, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"); err != nil {
+		return 0, err
+	}
+	latest := 0
+	if len(all) > 0 {
+		latest = all[len(all)-1].version
+	}
+	if current > latest {
+		return 0, fmt.Errorf("%w (file has version %d, binary knows %d)", ErrSchemaTooNew, current, latest)
+	}
+	for _, m := range all {
+		if m.version <= current {
+			continue
+		}
+		if err := apply(ctx, db, m); err != nil {
+			return 0, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		}
+		current = m.version
+	}
+	return current, nil
+}
+
+func apply(ctx context.Context, db *sqlx.DB, m migration) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+		m.version, m.name, time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func loadMigrations(files fs.FS) ([]migration, error) {
+	names, err := fs.Glob(files, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var all []migration
+	for _, name := range names {
+		num, rest, ok := strings.Cut(strings.TrimSuffix(path.Base(name), ".sql"), "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || version <= 0 {
+			return nil, fmt.Errorf("migration file %q is not named NNNN_name.sql", name)
+		}
+		body, err := fs.ReadFile(files, name)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, migration{version: version, name: rest, sql: string(body)})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].version < all[j].version })
+	for i := 1; i < len(all); i++ {
+		if all[i].version == all[i-1].version {
+			return nil, fmt.Errorf("two migrations numbered %d", all[i].version)
+		}
+	}
+	return all, nil
+}

@@ -1,0 +1,265 @@
+package persistence
+
+import (
+	"context"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// Outbox is outbox.db with its prepared hot-path statements.
+type Outbox struct {
+	*DB
+	lookup *sqlx.Stmt
+	insert *sqlx.Stmt
+}
+
+// OpenOutbox opens outbox.db and checks its integrity: the outbox cannot be
+// rebuilt from anywhere else, so a failed check is returned as ErrIntegrity
+// and the daemon must not start.
+func OpenOutbox(ctx context.Context, path string) (*Outbox, error) {
+	db, err := Open(ctx, path, OutboxMigrations)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.IntegrityCheck(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	o := &Outbox{DB: db}
+	if o.lookup, err = db.db.PreparexContext(ctx,
+		`SELECT request_fingerprint, status, broker_message_id, history_id, last_error
+		   FROM outbox WHERE client_message_id = ?`); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if o.insert, err = db.db.PreparexContext(ctx,
+		`INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, payload,
+		                     enqueued_at, attempts, next_attempt_at, status)
+		 VALUES (?, ?, ?, ?, ?, ?, 0, ?, 'pending')`); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// Close releases the statements and the database.
+func (o *Outbox) Close() error {
+	return errors.Join(o.lookup.Close(), o.insert.Close(), o.DB.Close())
+}
+
+type acceptRow struct {
+	Fingerprint     []byte         `db:"request_fingerprint"`
+	Status          string         `db:"status"`
+	BrokerMessageID sql.NullString `db:"broker_message_id"`
+	HistoryID       sql.NullString `db:"history_id"`
+	LastError       sql.NullString `db:"last_error"`
+}
+
+// Accept runs the §4.5 lookup and, for an id with no row, the insert, inside
+// the caller's batch transaction.
+func (o *Outbox) Accept(tx *sqlx.Tx, cmd *messages.AcceptSend) (*messages.AcceptResult, error) {
+	var row acceptRow
+	err := tx.Stmtx(o.lookup).Get(&row, cmd.ClientMessageID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.Stmtx(o.insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
+			cmd.Payload, cmd.Now, cmd.Now); err != nil {
+			return nil, fmt.Errorf("insert outbox row: %w", err)
+		}
+		return &messages.AcceptResult{Outcome: messages.AcceptQueued, Inserted: true}, nil
+	case err != nil:
+		return nil, fmt.Errorf("look up client_message_id: %w", err)
+	}
+	return decide(&row, cmd.Fingerprint), nil
+}
+
+// decide is the §4.5 table for an id that already has a row.
+func decide(row *acceptRow, fp messages.Fingerprint) *messages.AcceptResult {
+	match := subtle.ConstantTimeCompare(row.Fingerprint, fp[:]) == 1
+	r := &messages.AcceptResult{Outcome: messages.AcceptConflict}
+	switch {
+	case row.Status == messages.StatusPending && match:
+		r.Outcome = messages.AcceptQueued
+	case row.Status == messages.StatusInflight && match:
+		r.Outcome = messages.AcceptInflight
+	case row.Status == messages.StatusDone && match:
+		r.Outcome = messages.AcceptDuplicate
+		r.BrokerMessageID, r.HistoryID = nullable(row.BrokerMessageID), nullable(row.HistoryID)
+	case row.Status == messages.StatusDone:
+		r.BrokerMessageID = nullable(row.BrokerMessageID)
+	case row.Status == messages.StatusDead:
+		r.Reason = nullable(row.LastError)
+	}
+	if r.Outcome == messages.AcceptConflict {
+		verdict := "mismatch"
+		if match {
+			verdict = "match"
+		}
+		r.Conflict = "outbox_" + row.Status + "_fingerprint_" + verdict
+	}
+	return r
+}
+
+func nullable(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+// RecoverInflight returns every inflight row to pending (spec §4.13 step 1):
+// attempts+1, next attempt after minBackoff. It runs at start, before IPC.
+func (o *Outbox) RecoverInflight(ctx context.Context, now time.Time, minBackoff time.Duration) (int64, error) {
+	res, err := o.db.ExecContext(ctx,
+		`UPDATE outbox SET status = 'pending', attempts = attempts + 1, next_attempt_at = ?
+		  WHERE status = 'inflight'`, now.Add(minBackoff).UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("recover inflight rows: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+type listRow struct {
+	ID                 string         `db:"id"`
+	ClientMessageID    string         `db:"client_message_id"`
+	Mesh               string         `db:"mesh"`
+	Status             string         `db:"status"`
+	Attempts           int            `db:"attempts"`
+	RequestFingerprint []byte         `db:"request_fingerprint"`
+	Payload            []byte         `db:"payload"`
+	EnqueuedAt         int64          `db:"enqueued_at"`
+	NextAttemptAt      int64          `db:"next_attempt_at"`
+	DeliveredAt        sql.NullInt64  `db:"delivered_at"`
+	BrokerMessageID    sql.NullString `db:"broker_message_id"`
+	HistoryID          sql.NullString `db:"history_id"`
+	LastError          sql.NullString `db:"last_error"`
+	AbortedAt          sql.NullInt64  `db:"aborted_at"`
+	AbortedBy          sql.NullString `db:"aborted_by"`
+	SupersededBy       sql.NullString `db:"superseded_by"`
+}
+
+// List returns one page of rows, newest first (row ids are ULIDs).
+func (o *Outbox) List(tx *sqlx.Tx, q *messages.ListOutbox) (*messages.OutboxPage, error) {
+	var rows []listRow
+	err := tx.Select(&rows, `SELECT id, client_message_id, mesh, status, attempts, request_fingerprint, payload,
+	       enqueued_at, next_attempt_at, delivered_at, broker_message_id, history_id, last_error,
+	       aborted_at, aborted_by, superseded_by
+	  FROM outbox
+	 WHERE (?1 = '' OR status = ?1) AND (?2 = '' OR id < ?2)
+	 ORDER BY id DESC LIMIT ?3`, q.Status, q.Before, q.Limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list outbox: %w", err)
+	}
+	page := &messages.OutboxPage{Items: make([]messages.OutboxItem, 0, len(rows))}
+	if len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+		page.Next = rows[len(rows)-1].ID
+	}
+	for i := range rows {
+		page.Items = append(page.Items, rows[i].item())
+	}
+	return page, nil
+}
+
+func (r *listRow) item() messages.OutboxItem {
+	var frame struct {
+		TargetSpec string `json:"targetSpec"`
+	}
+	_ = json.Unmarshal(r.Payload, &frame) // a payload we wrote; an unreadable one shows an empty "to"
+	return messages.OutboxItem{
+		ID: r.ID, ClientMessageID: r.ClientMessageID, Mesh: r.Mesh, Status: r.Status, To: frame.TargetSpec,
+		Attempts: r.Attempts, RequestFingerprint: fmt.Sprintf("%x", r.RequestFingerprint),
+		EnqueuedAt: isoTime(r.EnqueuedAt), NextAttemptAt: isoTime(r.NextAttemptAt),
+		DeliveredAt: nullTime(r.DeliveredAt), BrokerMessageID: nullable(r.BrokerMessageID),
+		HistoryID: nullable(r.HistoryID), LastError: nullable(r.LastError), AbortedAt: nullTime(r.AbortedAt),
+		AbortedBy: nullable(r.AbortedBy), SupersededBy: nullable(r.SupersededBy), PayloadBytes: len(r.Payload),
+	}
+}
+
+func isoTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+
+func nullTime(v sql.NullInt64) *string {
+	if !v.Valid {
+		return nil
+	}
+	s := isoTime(v.Int64)
+	return &s
+}
+
+type requeueRow struct {
+	Status      string `db:"status"`
+	Mesh        string `db:"mesh"`
+	Fingerprint []byte `db:"request_fingerprint"`
+	Payload     []byte `db:"payload"`
+}
+
+// Requeue retires a dead or pending row and inserts its successor under a
+// new client_message_id (spec §4.7). Run inside one savepoint: any failure
+// leaves both rows as they were.
+func (o *Outbox) Requeue(tx *sqlx.Tx, cmd *messages.RequeueOutbox) (*messages.RequeueResult, error) {
+	var old requeueRow
+	err := tx.Get(&old, "SELECT status, mesh, request_fingerprint, payload FROM outbox WHERE id = ?", cmd.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &messages.Error{Status: 404, Code: messages.CodeRowNotFound, Detail: "no outbox row with id " + cmd.ID}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up outbox row: %w", err)
+	}
+	if old.Status != messages.StatusDead && old.Status != messages.StatusPending {
+		detail := "only dead and pending rows can be requeued; this one is " + old.Status
+		if old.Status == messages.StatusInflight {
+			detail += " (an attempt is under way; retry when it ends)"
+		}
+		return nil, &messages.Error{Status: 409, Code: messages.CodeRequeueNotEligible, Detail: detail}
+	}
+	var taken int
+	if err := tx.Get(&taken, "SELECT COUNT(*) FROM outbox WHERE client_message_id = ?", cmd.NewClientMessageID); err != nil {
+		return nil, fmt.Errorf("check new client_message_id: %w", err)
+	}
+	if taken > 0 {
+		return nil, &messages.Error{Status: 409, Code: messages.CodeClientIDInUse,
+			Detail: "client_message_id " + cmd.NewClientMessageID + " already has an outbox row; ids are never reused"}
+	}
+	mesh, fp, payload := old.Mesh, old.Fingerprint, []byte(nil)
+	if r := cmd.Replacement; r != nil {
+		mesh, fp, payload = r.Mesh, r.Fingerprint[:], r.Payload
+	} else if payload, err = messages.ReassignFrame(old.Payload, cmd.NewClientMessageID); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(`UPDATE outbox SET status = 'aborted', aborted_at = ?, aborted_by = 'operator', superseded_by = ?
+	                       WHERE id = ?`, cmd.Now, cmd.NewRowID, cmd.ID); err != nil {
+		return nil, fmt.Errorf("abort outbox row: %w", err)
+	}
+	if _, err := tx.Stmtx(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now); err != nil {
+		return nil, fmt.Errorf("insert successor row: %w", err)
+	}
+	return &messages.RequeueResult{AbortedRowID: cmd.ID, NewRowID: cmd.NewRowID, NewClientMessageID: cmd.NewClientMessageID}, nil
+}
+
+// Counts returns the number of rows per mesh and status.
+func (o *Outbox) Counts(tx *sqlx.Tx) (map[string]map[string]int, error) {
+	var rows []struct {
+		Mesh   string `db:"mesh"`
+		Status string `db:"status"`
+		N      int    `db:"n"`
+	}
+	if err := tx.Select(&rows, "SELECT mesh, status, COUNT(*) AS n FROM outbox GROUP BY mesh, status"); err != nil {
+		return nil, fmt.Errorf("count outbox rows: %w", err)
+	}
+	out := make(map[string]map[string]int)
+	for _, r := range rows {
+		if out[r.Mesh] == nil {
+			out[r.Mesh] = make(map[string]int)
+		}
+		out[r.Mesh][r.Status] = r.N
+	}
+	return out, nil
+}

@@ -1,0 +1,140 @@
+package ipc
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// Paging of GET /v1/outbox.
+const (
+	DefaultOutboxLimit = 50
+	MaxOutboxLimit     = 500
+)
+
+// outboxList answers GET /v1/outbox?status=&limit=&before=, newest first,
+// with a Link rel="next" header when more rows exist. status "failed" is an
+// alias of "dead".
+func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
+	q, err := parseOutboxQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.ask(s.opts.Store, q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page := res.(*messages.OutboxPage)
+	if page.Err != nil {
+		writeError(w, page.Err)
+		return
+	}
+	if page.Next != "" {
+		next := url.Values{"limit": {strconv.Itoa(q.Limit)}, "before": {page.Next}}
+		if q.Status != "" {
+			next.Set("status", q.Status)
+		}
+		w.Header().Set("Link", `</v1/outbox?`+next.Encode()+`>; rel="next"`)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
+	q := &messages.ListOutbox{Status: v.Get("status"), Limit: DefaultOutboxLimit, Before: v.Get("before")}
+	switch q.Status {
+	case "", messages.StatusPending, messages.StatusInflight, messages.StatusDone, messages.StatusDead, messages.StatusAborted:
+	case "failed":
+		q.Status = messages.StatusDead
+	default:
+		return nil, invalidQuery("status must be pending, inflight, done, dead (or failed) or aborted")
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxOutboxLimit {
+			return nil, invalidQuery("limit must be an integer from 1 to " + strconv.Itoa(MaxOutboxLimit))
+		}
+		q.Limit = n
+	}
+	if q.Before != "" {
+		if _, err := ulid.ParseStrict(q.Before); err != nil {
+			return nil, invalidQuery("before must be a row id from a previous page")
+		}
+	}
+	return q, nil
+}
+
+func invalidQuery(detail string) error {
+	return &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidQuery, Detail: detail}
+}
+
+// outboxRequeue answers POST /v1/outbox/requeue (spec §4.7).
+func (s *Server) outboxRequeue(w http.ResponseWriter, r *http.Request) {
+	cmd, err := s.decodeRequeue(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.ask(s.opts.Store, cmd)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	result := res.(*messages.RequeueResult)
+	if result.Err != nil {
+		writeError(w, result.Err)
+		return
+	}
+	s.opts.Log.Info("outbox_requeued", "aborted_row_id", result.AbortedRowID, "new_row_id", result.NewRowID,
+		"client_message_id", result.NewClientMessageID)
+	writeJSON(w, http.StatusOK, result)
+}
+
+func (s *Server) decodeRequeue(w http.ResponseWriter, r *http.Request) (*messages.RequeueOutbox, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	defer bufPool.Put(body)
+	var req messages.RequeueRequest
+	if err := messages.DecodeJSON(body.Bytes(), &req); err != nil {
+		return nil, err
+	}
+	if req.ID == "" {
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: "missing_id", Detail: "id (the outbox row id) is required"}
+	}
+	newID := req.NewClientMessageID
+	var patch *messages.Send
+	if req.Patch != nil {
+		if patch, err = req.Patch.Validate(); err != nil {
+			return nil, err
+		}
+		if newID != "" && patch.ClientMessageID != "" && patch.ClientMessageID != newID {
+			return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeIdempotencyKeyDiffer,
+				Detail: "new_client_message_id and the patch's client_message_id differ"}
+		}
+		if newID == "" {
+			newID = patch.ClientMessageID
+		}
+	}
+	if newID == "" {
+		newID = ulid.Make().String()
+	} else if !messages.ValidClientMessageID(newID) {
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidClientID,
+			Detail: "new_client_message_id must be 1-128 printable ASCII characters without spaces"}
+	}
+	cmd := &messages.RequeueOutbox{ID: req.ID, NewRowID: ulid.Make().String(), NewClientMessageID: newID, Now: now()}
+	if patch != nil {
+		prepared, err := s.prepare(patch, newID)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Replacement = &messages.Replacement{Mesh: prepared.Mesh, Fingerprint: prepared.Fingerprint, Payload: prepared.Payload}
+	}
+	return cmd, nil
+}

@@ -1,0 +1,85 @@
+package ipc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors"
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writeJSON renders v with status and an exact Content-Length.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		buf.Reset()
+		buf.WriteString(`{"error":"internal","detail":"response could not be encoded"}` + "\n")
+		status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// writeError renders err as the error envelope with the status statusFor
+// gives it.
+func writeError(w http.ResponseWriter, err error) {
+	status, body := statusFor(err)
+	writeJSON(w, status, body)
+}
+
+// statusFor maps every error a handler can meet to its status and envelope.
+func statusFor(err error) (int, *messages.ErrorBody) {
+	var me *messages.Error
+	switch {
+	case errors.As(err, &me):
+		return me.Status, &messages.ErrorBody{Error: me.Code, Detail: me.Detail}
+	case errors.Is(err, actor.ErrTimeout), errors.Is(err, actors.ErrStoreUnavailable):
+		return http.StatusServiceUnavailable, &messages.ErrorBody{Error: messages.CodeUnavailable,
+			Detail: "the store did not answer in time; retry with the same client_message_id"}
+	}
+	return http.StatusInternalServerError, &messages.ErrorBody{Error: messages.CodeInternal, Detail: err.Error()}
+}
+
+// readBody reads a request body of at most DefaultMaxBodyBytes into a pooled
+// buffer; the caller returns it with bufPool.Put.
+func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
+	tooLarge := &messages.Error{Status: http.StatusRequestEntityTooLarge, Code: messages.CodePayloadTooLarge,
+		Detail: "request body exceeds " + strconv.Itoa(DefaultMaxBodyBytes) + " bytes"}
+	if r.ContentLength > DefaultMaxBodyBytes {
+		return nil, tooLarge
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, DefaultMaxBodyBytes))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		bufPool.Put(buf)
+		return nil, tooLarge
+	case err != nil && !errors.Is(err, io.EOF):
+		bufPool.Put(buf)
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidJSON, Detail: "reading body: " + err.Error()}
+	}
+	return buf, nil
+}
+
+// ask sends msg to pid and waits for the reply.
+func (s *Server) ask(pid *actor.PID, msg any) (any, error) {
+	return s.opts.Root.RequestFuture(pid, msg, DefaultRequestTimeout).Result()
+}

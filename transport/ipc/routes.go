@@ -1,0 +1,92 @@
+package ipc
+
+import (
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// Protocol names the broker wire protocol this daemon speaks.
+const Protocol = "claudemesh-ws/1"
+
+// ipcFeatures are the capabilities GET /v1/version advertises.
+var ipcFeatures = []string{"version", "health", "send", "outbox"}
+
+type route struct {
+	method  string
+	path    string
+	handler func(*Server, http.ResponseWriter, *http.Request)
+}
+
+// routes is the whole IPC surface, sorted by path.
+var routes = []route{
+	{http.MethodGet, "/v1/health", (*Server).health},
+	{http.MethodGet, "/v1/outbox", (*Server).outboxList},
+	{http.MethodPost, "/v1/outbox/requeue", (*Server).outboxRequeue},
+	{http.MethodPost, "/v1/send", (*Server).send},
+	{http.MethodGet, "/v1/version", (*Server).version},
+}
+
+// route finds the handler for r: 404 for an unknown path, 405 with Allow for
+// a known path and another method.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, rt := range routes {
+		if rt.path != r.URL.Path {
+			continue
+		}
+		if rt.method == r.Method || (rt.method == http.MethodGet && r.Method == http.MethodHead) {
+			rt.handler(s, w, r)
+			return
+		}
+		allow = append(allow, rt.method)
+	}
+	if allow == nil {
+		writeError(w, &messages.Error{Status: http.StatusNotFound, Code: "not_found", Detail: "no route " + r.URL.Path})
+		return
+	}
+	sort.Strings(allow)
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, &messages.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		Detail: r.Method + " is not allowed on " + r.URL.Path})
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	v := &messages.Version{
+		DaemonVersion: s.opts.DaemonVersion, IPCAPI: "v1", IPCFeatures: ipcFeatures, Protocol: Protocol,
+		SchemaVersion: s.opts.SchemaVersion, BrokerFeaturesNegotiated: []string{}, PID: os.Getpid(),
+		Meshes: make([]messages.MeshInfo, 0, len(s.opts.Meshes)),
+	}
+	for _, m := range s.opts.Meshes {
+		v.Meshes = append(v.Meshes, m.Info)
+	}
+	if len(v.Meshes) > 0 {
+		v.Mesh, v.MemberPubkey = v.Meshes[0].Mesh, v.Meshes[0].MemberPubkey
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	res, err := s.ask(s.opts.Store, &messages.OutboxStats{})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	counts := res.(*messages.OutboxCounts)
+	if counts.Err != nil {
+		writeError(w, counts.Err)
+		return
+	}
+	h := &messages.Health{OK: true, PID: os.Getpid(), UptimeS: int64(time.Since(s.opts.Started).Seconds()),
+		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion}
+	for _, m := range s.opts.Meshes {
+		c := counts.ByMesh[m.Info.Mesh]
+		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
+			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})
+	}
+	writeJSON(w, http.StatusOK, h)
+}

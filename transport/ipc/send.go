@@ -1,0 +1,120 @@
+package ipc
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// send answers POST /v1/send: validate (phase A; a rejection writes nothing
+// and leaves the id free), fingerprint, seal the body once, then one
+// AcceptSend to the accept router, which answers after the store committed.
+func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+	cmd, err := s.decodeSend(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.ask(s.opts.Accept, cmd)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	result := res.(*messages.AcceptResult)
+	if result.Err != nil {
+		writeError(w, result.Err)
+		return
+	}
+	renderAccept(w, cmd, result)
+}
+
+func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (*messages.AcceptSend, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	defer bufPool.Put(body)
+	keys, hasKey := r.Header["Idempotency-Key"]
+	key := ""
+	if hasKey {
+		key = keys[0]
+	}
+	send, err := messages.DecodeSend(body.Bytes(), key, hasKey)
+	if err != nil {
+		return nil, err
+	}
+	id := send.ClientMessageID
+	if id == "" {
+		id = ulid.Make().String()
+	}
+	return s.prepare(send, id)
+}
+
+// prepare turns a validated send into the accept command: it picks the mesh,
+// computes the fingerprint and builds the frame every attempt will send,
+// with a DM body sealed to the recipient by the mesh identity.
+func (s *Server) prepare(send *messages.Send, clientMessageID string) (*messages.AcceptSend, error) {
+	mesh, err := s.mesh(send.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	var nonce, ciphertext string
+	if send.Destination.Kind == messages.KindDM {
+		nonce, ciphertext, err = mesh.Identity.SealDM(send.Destination.Ref, send.Body)
+	} else {
+		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
+	}
+	if err != nil {
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo,
+			Detail: fmt.Sprintf("cannot encrypt to %s: %v", send.Destination.TargetSpec, err)}
+	}
+	fp := send.Fingerprint()
+	payload, err := json.Marshal(messages.NewSendFrame(send, clientMessageID, fp, nonce, ciphertext))
+	if err != nil {
+		return nil, fmt.Errorf("encode send frame: %w", err)
+	}
+	return &messages.AcceptSend{Mesh: mesh.Info.Mesh, ClientMessageID: clientMessageID, RowID: ulid.Make().String(),
+		Fingerprint: fp, Payload: payload, Now: now()}, nil
+}
+
+// mesh picks the mesh a request goes to: the one it names, or the only one.
+func (s *Server) mesh(slug string) (*Mesh, error) {
+	if slug == "" {
+		if len(s.opts.Meshes) == 1 {
+			return &s.opts.Meshes[0], nil
+		}
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeMeshRequired,
+			Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(s.opts.Meshes))}
+	}
+	for i := range s.opts.Meshes {
+		if s.opts.Meshes[i].Info.Mesh == slug {
+			return &s.opts.Meshes[i], nil
+		}
+	}
+	return nil, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached,
+		Detail: fmt.Sprintf("the daemon is not attached to mesh %q", slug)}
+}
+
+func renderAccept(w http.ResponseWriter, cmd *messages.AcceptSend, r *messages.AcceptResult) {
+	switch r.Outcome {
+	case messages.AcceptQueued:
+		writeJSON(w, http.StatusAccepted, &messages.SendAccepted{ClientMessageID: cmd.ClientMessageID, Status: "queued"})
+	case messages.AcceptInflight:
+		writeJSON(w, http.StatusAccepted, &messages.SendAccepted{ClientMessageID: cmd.ClientMessageID, Status: "inflight"})
+	case messages.AcceptDuplicate:
+		writeJSON(w, http.StatusOK, &messages.SendDuplicate{ClientMessageID: cmd.ClientMessageID,
+			BrokerMessageID: r.BrokerMessageID, HistoryID: r.HistoryID, Duplicate: true})
+	default:
+		writeJSON(w, http.StatusConflict, &messages.SendConflict{Error: messages.CodeIdempotencyReused,
+			Conflict: r.Conflict, DaemonFingerprintPrefix: cmd.Fingerprint.Prefix(), ClientMessageID: cmd.ClientMessageID,
+			BrokerMessageID: r.BrokerMessageID, Reason: r.Reason})
+	}
+}
+
+func now() int64 { return time.Now().UnixMilli() }

@@ -1,0 +1,148 @@
+// Package ipc is the daemon's local API: one HTTP handler served on the Unix
+// socket (no auth: the socket's 0600 mode is the boundary) and on a loopback
+// TCP port (Authorization: Bearer <local-token>, compared in constant time).
+//
+// ServeHTTP is one gate and one table. In order: a token in the query string
+// is refused (400), the Host must be loopback (403), any Origin is refused
+// (403; browsers never reach the API), OPTIONS is refused (403), TCP callers
+// must present the bearer (401), at most MaxInflight requests run at once
+// (429 daemon_busy), then the route table answers (404/405 envelopes for
+// unknown paths and methods). Handlers decode, validate, send one message to
+// an actor and render; they never touch SQLite.
+package ipc
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// Defaults of the IPC surface (spec §3.4).
+const (
+	DefaultMaxInflight    = 64
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultRequestTimeout = 15 * time.Second
+)
+
+// Mesh is a joined mesh as the IPC surface needs it: who we are there and
+// the key that seals DMs.
+type Mesh struct {
+	Info     messages.MeshInfo
+	Identity *meshcrypto.Identity
+}
+
+// Options configure a Server.
+type Options struct {
+	Token         string // bearer for TCP callers
+	Root          *actor.RootContext
+	Store         *actor.PID
+	Accept        *actor.PID
+	Meshes        []Mesh
+	DaemonVersion string
+	SchemaVersion int
+	Started       time.Time
+	Log           *slog.Logger
+}
+
+// Server is the IPC HTTP handler.
+type Server struct {
+	opts     Options
+	token    []byte
+	inflight chan struct{}
+	http     *http.Server
+}
+
+type transportKey struct{}
+
+// New returns a server for opts.
+func New(opts Options) *Server {
+	s := &Server{opts: opts, token: []byte(opts.Token), inflight: make(chan struct{}, DefaultMaxInflight)}
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			_, unix := c.(*net.UnixConn)
+			return context.WithValue(ctx, transportKey{}, unix)
+		},
+	}
+	return s
+}
+
+// Serve answers requests on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.http.Serve(l)
+	if err == http.ErrServerClosed {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for running requests.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// ServeHTTP is the gate every request passes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Query().Has("token") {
+		s.opts.Log.Warn("ipc_token_in_query_string_rejected", "path", r.URL.Path, "remote", r.RemoteAddr)
+		writeError(w, &messages.Error{Status: 400, Code: "token_in_query",
+			Detail: "the token belongs in the Authorization header, never in the query string"})
+		return
+	}
+	if !loopbackHost(r.Host) {
+		writeError(w, &messages.Error{Status: 403, Code: "forbidden_host", Detail: "Host must be localhost, 127.0.0.1 or [::1]"})
+		return
+	}
+	if r.Header.Get("Origin") != "" {
+		writeError(w, &messages.Error{Status: 403, Code: "forbidden_origin", Detail: "requests from browsers are refused"})
+		return
+	}
+	if r.Method == http.MethodOptions {
+		writeError(w, &messages.Error{Status: 403, Code: "forbidden_method", Detail: "CORS preflight is refused"})
+		return
+	}
+	if unix, _ := r.Context().Value(transportKey{}).(bool); !unix && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="claudemesh"`)
+		writeError(w, &messages.Error{Status: 401, Code: "unauthorized",
+			Detail: "missing or invalid bearer token (see local-token in the daemon directory)"})
+		return
+	}
+	select {
+	case s.inflight <- struct{}{}:
+		defer func() { <-s.inflight }()
+	default:
+		writeError(w, &messages.Error{Status: 429, Code: messages.CodeDaemonBusy,
+			Detail: "too many requests in flight; retry shortly"})
+		return
+	}
+	s.route(w, r)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(tok), s.token) == 1
+}
+
+// loopbackHost accepts an empty Host, localhost, 127.0.0.1 and [::1], with
+// or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	switch strings.ToLower(host) {
+	case "", "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
