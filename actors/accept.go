@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,10 +12,6 @@ import (
 
 // StoreTimeout bounds how long an accept waits for the store's answer.
 const StoreTimeout = 10 * time.Second
-
-// ErrStoreUnavailable means the store did not answer in time; the request
-// may or may not have been stored, and the caller retries with the same id.
-var ErrStoreUnavailable = errors.New("store did not answer in time")
 
 // AcceptRouter owns one child per client_message_id that has a request in
 // progress. Requests for one id go to one child, which asks the store one at
@@ -120,7 +115,7 @@ func (c *acceptChild) next(ctx actor.Context) {
 	ctx.ReenterAfter(future, func(res any, err error) {
 		reply, ok := res.(*messages.AcceptResult)
 		if err != nil || !ok {
-			reply = &messages.AcceptResult{Err: fmt.Errorf("%w: %v", ErrStoreUnavailable, err)}
+			reply = &messages.AcceptResult{Err: fmt.Errorf("%w: %v", messages.ErrStoreUnavailable, err)}
 		}
 		ctx.Send(head.sender, reply)
 		c.queue = c.queue[1:]

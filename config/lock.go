@@ -32,7 +32,7 @@ func (p Paths) LockPidFile() (*PidLock, error) {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%w (pid %s); stop it with `claudemesh daemon down`", ErrAlreadyRunning, readPid(path))
+				return nil, fmt.Errorf("%w (pid %s)", ErrAlreadyRunning, readPid(path))
 			}
 			return nil, fmt.Errorf("lock pid file: %w", err)
 		}

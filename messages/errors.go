@@ -1,6 +1,13 @@
 package messages
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrStoreUnavailable means the store did not answer in time; the request
+// may or may not have been stored, and the caller retries with the same id.
+var ErrStoreUnavailable = errors.New("store did not answer in time")
 
 // Error is a request rejected with a specific code. The IPC server renders it
 // as the JSON error envelope {"error": Code, "detail": Detail} with Status.

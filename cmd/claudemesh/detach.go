@@ -22,6 +22,10 @@ const startupWait = 3 * time.Second
 // /dev/null and output appended to daemon.log, and reports success only when
 // the new process answers GET /v1/version on the socket with its own pid.
 func detach(paths config.Paths, args []string) error {
+	client := ipc.NewClient(paths.Socket())
+	if v, err := client.Version(context.Background()); err == nil {
+		return fmt.Errorf("daemon already running (pid %d)", v.PID)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -40,7 +44,6 @@ func detach(paths config.Paths, args []string) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
-	client := ipc.NewClient(paths.Socket())
 	deadline := time.Now().Add(startupWait)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/claudemesh/claudemesh-go/actors"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -49,7 +48,7 @@ func statusFor(err error) (int, *messages.ErrorBody) {
 	switch {
 	case errors.As(err, &me):
 		return me.Status, &messages.ErrorBody{Error: me.Code, Detail: me.Detail}
-	case errors.Is(err, actor.ErrTimeout), errors.Is(err, actors.ErrStoreUnavailable):
+	case errors.Is(err, actor.ErrTimeout), errors.Is(err, messages.ErrStoreUnavailable):
 		return http.StatusServiceUnavailable, &messages.ErrorBody{Error: messages.CodeUnavailable,
 			Detail: "the store did not answer in time; retry with the same client_message_id"}
 	}

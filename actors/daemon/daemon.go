@@ -1,0 +1,206 @@
+// Package daemon assembles a running claudemesh daemon: the pid lock, the
+// identities, the databases and their crash recovery, the actor tree and the
+// IPC listeners, in that order, and takes them down in reverse.
+//
+// It decides nothing about the process (detaching, signals, exit codes):
+// cmd/claudemesh does that. Tests start a real daemon in-process with Start.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/actors"
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// Defaults.
+const (
+	DefaultTCPAddr  = "127.0.0.1:47823"
+	RecoveryBackoff = 500 * time.Millisecond // spec §4.13: min_backoff
+	ShutdownTimeout = 5 * time.Second
+)
+
+// ErrConfig marks a start-up failure caused by the user's files or flags.
+var ErrConfig = errors.New("configuration error")
+
+// Options configure a daemon.
+type Options struct {
+	Paths   config.Paths
+	TCPAddr string // "" serves the Unix socket only
+	Version string
+	Log     *slog.Logger
+}
+
+// Daemon is a running daemon.
+type Daemon struct {
+	opts    Options
+	log     *slog.Logger
+	lock    *config.PidLock
+	outbox  *persistence.Outbox
+	tree    *actors.Tree
+	server  *ipc.Server
+	tcpAddr string
+	fatal   chan error
+}
+
+// Start brings a daemon up; on error everything it had opened is closed.
+func Start(opts Options) (_ *Daemon, err error) {
+	if err := opts.Paths.EnsureDaemonDir(); err != nil {
+		return nil, err
+	}
+	lock, err := opts.Paths.LockPidFile()
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{opts: opts, log: opts.Log, lock: lock, fatal: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	meshes, token, err := d.identity()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.openStore(); err != nil {
+		return nil, err
+	}
+	system := actors.NewSystem(d.log)
+	if d.tree, err = actors.Start(system, d.outbox, d.log, d.fatal); err != nil {
+		return nil, err
+	}
+	d.server = ipc.New(ipc.Options{Token: token, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
+		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(), Log: d.log})
+	listeners, err := d.listen()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range listeners {
+		go func() { d.fail(d.server.Serve(l)) }()
+	}
+	d.log.Info("daemon_started", "version", opts.Version, "pid", os.Getpid(), "sock", opts.Paths.Socket(),
+		"tcp", d.tcpAddr, "meshes", len(meshes))
+	return d, nil
+}
+
+// Fatal delivers the error that ended the daemon from inside: a listener
+// that failed, or an actor that could not be kept alive.
+func (d *Daemon) Fatal() <-chan error { return d.fatal }
+
+// TCPAddr is the bound TCP address, "" without a TCP listener.
+func (d *Daemon) TCPAddr() string { return d.tcpAddr }
+
+// identity loads (or creates) the mesh memberships and the local token.
+func (d *Daemon) identity() ([]ipc.Mesh, string, error) {
+	paths := d.opts.Paths
+	token, err := paths.EnsureLocalToken()
+	if err != nil {
+		return nil, "", err
+	}
+	members, err := paths.EnsureMemberships()
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	meshes := make([]ipc.Mesh, 0, len(members))
+	for _, m := range members {
+		id, err := meshcrypto.ParseIdentity(m.SecretKey)
+		if err != nil || id.PublicKeyHex() != m.Pubkey {
+			return nil, "", fmt.Errorf("%w: %s: mesh %q: secretKey does not match pubkey", ErrConfig, paths.ConfigFile(), m.Slug)
+		}
+		meshes = append(meshes, ipc.Mesh{Identity: id, Info: messages.MeshInfo{
+			Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, MemberPubkey: m.Pubkey}})
+	}
+	return meshes, token, nil
+}
+
+// openStore opens and checks both databases and runs crash recovery, all
+// before anything is served (spec §4.13). An outbox that fails its
+// integrity check is returned as persistence.ErrIntegrity.
+func (d *Daemon) openStore() error {
+	ctx := context.Background()
+	var err error
+	if d.outbox, err = persistence.OpenOutbox(ctx, d.opts.Paths.OutboxDB()); err != nil {
+		return err
+	}
+	n, err := d.outbox.RecoverInflight(ctx, time.Now(), RecoveryBackoff)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		d.log.Info("outbox_inflight_recovered", "rows", n)
+	}
+	// The inbox is migrated and checked here; its actor owns it from the
+	// end-to-end delivery milestone on.
+	inbox, err := persistence.OpenInbox(ctx, d.opts.Paths.InboxDB(), d.log)
+	if err != nil {
+		return err
+	}
+	return inbox.Close()
+}
+
+func (d *Daemon) listen() ([]net.Listener, error) {
+	paths := d.opts.Paths
+	unix, err := ipc.ListenUnix(paths.Socket())
+	if err != nil {
+		return nil, err
+	}
+	if d.opts.TCPAddr == "" {
+		os.Remove(paths.HTTPPort())
+		return []net.Listener{unix}, nil
+	}
+	tcp, err := ipc.ListenTCP(d.opts.TCPAddr, paths.HTTPPort())
+	if err != nil {
+		unix.Close()
+		return nil, fmt.Errorf("listen on %s: %w (use --tcp ADDR or --no-tcp)", d.opts.TCPAddr, err)
+	}
+	d.tcpAddr = tcp.Addr().String()
+	return []net.Listener{unix, tcp}, nil
+}
+
+func (d *Daemon) fail(err error) {
+	if err != nil {
+		select {
+		case d.fatal <- err:
+		default:
+		}
+	}
+}
+
+// Close shuts down in order: stop serving IPC (running requests finish),
+// let the actors drain their mailboxes, close the database, remove the
+// socket, http.port and the pid file.
+func (d *Daemon) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if d.server != nil {
+		if err := d.server.Shutdown(ctx); err != nil {
+			d.log.Warn("ipc shutdown", "err", err)
+		}
+		os.Remove(d.opts.Paths.Socket())
+		os.Remove(d.opts.Paths.HTTPPort())
+	}
+	if d.tree != nil {
+		if err := d.tree.System.Root.PoisonFuture(d.tree.Root).Wait(); err != nil {
+			d.log.Warn("actor shutdown", "err", err)
+		}
+		d.tree.System.Shutdown()
+	}
+	if d.outbox != nil {
+		if err := d.outbox.Close(); err != nil {
+			d.log.Warn("close outbox", "err", err)
+		}
+	}
+	if err := d.lock.Release(); err != nil {
+		d.log.Warn("release pid file", "err", err)
+	}
+}
