@@ -27,6 +27,9 @@ type Outbox struct {
 func OpenOutbox(ctx context.Context, path string) (*Outbox, error) {
 	db, err := Open(ctx, path, OutboxMigrations)
 	if err != nil {
+		if isCorrupt(err) {
+			return nil, fmt.Errorf("%w: %v", ErrIntegrity, err)
+		}
 		return nil, err
 	}
 	if err := db.IntegrityCheck(ctx); err != nil {

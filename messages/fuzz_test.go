@@ -1,0 +1,64 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/gowebpki/jcs"
+)
+
+// FuzzDecodeSend: the decoder never panics, rejects only with *Error, and a
+// request it accepts has a stable fingerprint and canonical meta.
+func FuzzDecodeSend(f *testing.F) {
+	f.Add([]byte(`{"to":"#alerts","message":"build done","priority":"now"}`), "", false)
+	f.Add([]byte(`{"to":"`+pk+`","message":"hello","meta":{"b":1,"a":"x"}}`), "k", true)
+	f.Add([]byte(`{"to":"*","message":"x","meta":{"n":1e300,"u":"\u2028"},"replyToId":"r"}`), "", false)
+	f.Fuzz(func(t *testing.T, body []byte, key string, hasKey bool) {
+		s, err := DecodeSend(body, key, hasKey)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status < 400 || e.Status > 499 || e.Code == "" {
+				t.Fatalf("rejection is not a 4xx *Error: %v", err)
+			}
+			return
+		}
+		if s.Fingerprint() != s.Fingerprint() {
+			t.Fatal("fingerprint is not deterministic")
+		}
+		if s.Meta != nil {
+			again, err := CanonicalMeta(s.Meta)
+			if err != nil || !bytes.Equal(again, s.Meta) {
+				t.Fatalf("canonical meta is not a fixed point: %q → %q (%v)", s.Meta, again, err)
+			}
+		}
+	})
+}
+
+// FuzzCanonicalJSON: JCS output is valid JSON, a fixed point, and means the
+// same as its input.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, seed := range []string{`{"b":1,"a":"x"}`, `{"a":[1,2.50,-0,1e21],"é":{"z":null,"y":true}}`,
+		`{"s":"\u0000\u001f\"\\/<>&\u2028"}`, `{"n":123456789012345678901234567890}`, `{}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := jcs.Transform(in)
+		if err != nil {
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("output is not JSON: %q", out)
+		}
+		again, err := jcs.Transform(out)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("not a fixed point: %q → %q (%v)", out, again, err)
+		}
+		var a, b any
+		if json.Unmarshal(in, &a) == nil && json.Unmarshal(out, &b) == nil && !reflect.DeepEqual(a, b) {
+			t.Fatalf("meaning changed: %q → %q", in, out)
+		}
+	})
+}

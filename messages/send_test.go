@@ -1,0 +1,117 @@
+package messages
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+const pk = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"
+
+func TestDecodeSendRejects(t *testing.T) {
+	long := strings.Repeat("x", MaxMessageBytes+1)
+	cases := []struct {
+		name, body, key string
+		hasKey          bool
+		status          int
+		code            string
+	}{
+		{"empty body", ``, "", false, 400, CodeInvalidJSON},
+		{"array", `[1]`, "", false, 400, CodeInvalidJSON},
+		{"null", `null`, "", false, 400, CodeInvalidJSON},
+		{"truncated", `{"to":"*","message":"x"`, "", false, 400, CodeInvalidJSON},
+		{"trailing data", `{"to":"*","message":"x"} {}`, "", false, 400, CodeInvalidJSON},
+		{"invalid utf-8", "{\"to\":\"*\",\"message\":\"\xff\"}", "", false, 400, CodeInvalidJSON},
+		{"unknown field", `{"to":"*","message":"x","priorty":"now"}`, "", false, 400, CodeUnknownField},
+		{"wrong type", `{"to":5,"message":"x"}`, "", false, 400, CodeInvalidJSON},
+		{"missing to", `{"message":"x"}`, "", false, 400, CodeMissingTo},
+		{"display name", `{"to":"alice","message":"x"}`, "", false, 400, CodeInvalidTo},
+		{"short hex", `{"to":"` + pk[:63] + `","message":"x"}`, "", false, 400, CodeInvalidTo},
+		{"bad topic", `{"to":"#has space","message":"x"}`, "", false, 400, CodeInvalidTo},
+		{"empty group", `{"to":"@","message":"x"}`, "", false, 400, CodeInvalidTo},
+		{"missing message", `{"to":"*"}`, "", false, 400, CodeMissingMessage},
+		{"empty message", `{"to":"*","message":""}`, "", false, 400, CodeMissingMessage},
+		{"message too large", `{"to":"*","message":"` + long + `"}`, "", false, 413, CodeMessageTooLarge},
+		{"bad priority", `{"to":"*","message":"x","priority":"urgent"}`, "", false, 400, CodeInvalidPriority},
+		{"meta array", `{"to":"*","message":"x","meta":[1]}`, "", false, 400, CodeInvalidMeta},
+		{"meta string", `{"to":"*","message":"x","meta":"a"}`, "", false, 400, CodeInvalidMeta},
+		{"meta too large", `{"to":"*","message":"x","meta":{"k":"` + strings.Repeat("y", MaxMetaBytes) + `"}}`, "", false, 400, CodeInvalidMeta},
+		{"id with space", `{"to":"*","message":"x","client_message_id":"a b"}`, "", false, 400, CodeInvalidClientID},
+		{"id too long", `{"to":"*","message":"x","client_message_id":"` + strings.Repeat("a", 129) + `"}`, "", false, 400, CodeInvalidClientID},
+		{"id non-ascii", `{"to":"*","message":"x","client_message_id":"é"}`, "", false, 400, CodeInvalidClientID},
+		{"empty header", `{"to":"*","message":"x"}`, "", true, 400, CodeInvalidClientID},
+		{"header and body differ", `{"to":"*","message":"x","client_message_id":"a"}`, "b", true, 400, CodeIdempotencyKeyDiffer},
+		{"reply ids differ", `{"to":"*","message":"x","reply_to_id":"a","replyToId":"b"}`, "", false, 400, CodeInvalidReplyTo},
+		{"reply id bad", `{"to":"*","message":"x","reply_to_id":"a b"}`, "", false, 400, CodeInvalidReplyTo},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeSend([]byte(c.body), c.key, c.hasKey)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %v, want *Error %s", err, c.code)
+			}
+			if e.Status != c.status || e.Code != c.code {
+				t.Fatalf("got %d %s (%s), want %d %s", e.Status, e.Code, e.Detail, c.status, c.code)
+			}
+		})
+	}
+}
+
+func TestDecodeSendAccepts(t *testing.T) {
+	cases := []struct {
+		name, body, key string
+		hasKey          bool
+		want            Send
+	}{
+		{"dm defaults", `{"to":"` + strings.ToUpper(pk) + `","message":"hi"}`, "", false,
+			Send{Destination: Destination{KindDM, pk, pk}, Priority: "next", Body: []byte("hi")}},
+		{"topic", `{"to":"#ops/builds","message":"hi","priority":"low"}`, "", false,
+			Send{Destination: Destination{KindTopic, "ops/builds", "#ops/builds"}, Priority: "low", Body: []byte("hi")}},
+		{"group keeps sigil", `{"to":"@oncall","message":"hi"}`, "", false,
+			Send{Destination: Destination{KindTopic, "@oncall", "@oncall"}, Priority: "next", Body: []byte("hi")}},
+		{"broadcast", `{"to":"*","message":"hi","priority":"now"}`, "", false,
+			Send{Destination: Destination{KindTopic, "*", "*"}, Priority: "now", Body: []byte("hi")}},
+		{"header wins", `{"to":"*","message":"hi"}`, "key-1", true,
+			Send{ClientMessageID: "key-1", Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("hi")}},
+		{"header equals body", `{"to":"*","message":"hi","client_message_id":"key-1"}`, "key-1", true,
+			Send{ClientMessageID: "key-1", Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("hi")}},
+		{"camel reply id and mesh", `{"to":"*","message":"hi","replyToId":"m-1","mesh":"prod","meta":{"z":1,"a":"<&>"}}`, "", false,
+			Send{Mesh: "prod", Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("hi"),
+				ReplyToID: "m-1", Meta: []byte(`{"a":"<&>","z":1}`)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := DecodeSend([]byte(c.body), c.key, c.hasKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Mesh != c.want.Mesh || got.ClientMessageID != c.want.ClientMessageID || got.Destination != c.want.Destination ||
+				got.Priority != c.want.Priority || string(got.Body) != string(c.want.Body) ||
+				got.ReplyToID != c.want.ReplyToID || string(got.Meta) != string(c.want.Meta) {
+				t.Fatalf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestReassignFrame(t *testing.T) {
+	s, err := DecodeSend([]byte(`{"to":"#a","message":"hi","meta":{"k":1}}`), "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := NewSendFrame(s, "old", s.Fingerprint(), "bm9uY2U=", "Y2lwaGVy")
+	orig, _ := json.Marshal(frame)
+	got, err := ReassignFrame(orig, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.ReplaceAll(string(orig), `"old"`, `"new"`)
+	if string(got) != want {
+		t.Fatalf("reassigned frame\n%s\nwant\n%s", got, want)
+	}
+	if _, err := ReassignFrame([]byte("not json"), "x"); err == nil {
+		t.Fatal("a corrupt payload must be an error")
+	}
+}
