@@ -1,0 +1,550 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite" // registers driver "sqlite"
+)
+
+// binPath is the claudemesh binary TestMain builds.
+var binPath string
+
+// Deadlines. Polls run every pollInterval until their deadline.
+const (
+	startDeadline = 10 * time.Second
+	stopDeadline  = 10 * time.Second
+	cliDeadline   = 20 * time.Second
+	pollInterval  = 10 * time.Millisecond
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "cmbin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration: temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binPath = filepath.Join(dir, "claudemesh")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	build := exec.Command(goTool, "build", "-o", binPath, "github.com/claudemesh/claudemesh-go/cmd/claudemesh")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: go build ./cmd/claudemesh: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// env is one test's pair of claudemesh directories.
+type env struct {
+	t         *testing.T
+	daemonDir string
+	configDir string
+}
+
+// newEnv returns fresh, empty daemon and config directories, in t.TempDir
+// unless that path is too long for a Unix socket.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	root := t.TempDir()
+	if len(filepath.Join(root, "d", "daemon.sock")) >= 100 {
+		r, err := os.MkdirTemp("", "cm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(r) })
+		root = r
+	}
+	e := &env{t: t, daemonDir: filepath.Join(root, "d"), configDir: filepath.Join(root, "c")}
+	for _, d := range []string{e.daemonDir, e.configDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+// file is the path of name inside the daemon directory.
+func (e *env) file(name string) string { return filepath.Join(e.daemonDir, name) }
+
+func (e *env) socket() string { return e.file("daemon.sock") }
+
+// environ is our environment with the two claudemesh directories replaced.
+func (e *env) environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CLAUDEMESH_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "CLAUDEMESH_DAEMON_DIR="+e.daemonDir, "CLAUDEMESH_CONFIG_DIR="+e.configDir)
+}
+
+// exists reports whether name exists in the daemon directory.
+func (e *env) exists(name string) bool {
+	_, err := os.Lstat(e.file(name))
+	return err == nil
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// daemonProc is a `claudemesh daemon up --foreground` child process.
+type daemonProc struct {
+	t       *testing.T
+	env     *env
+	cmd     *exec.Cmd
+	stderr  *syncBuffer
+	started time.Time
+	done    chan struct{} // closed when the process has exited and been reaped
+	waitErr error
+}
+
+// spawnDaemon starts a foreground daemon without waiting for it. With no
+// args it listens on TCP 127.0.0.1:0 as well as the socket.
+func spawnDaemon(t *testing.T, e *env, args ...string) *daemonProc {
+	t.Helper()
+	if len(args) == 0 {
+		args = []string{"--tcp", "127.0.0.1:0"}
+	}
+	cmd := exec.Command(binPath, append([]string{"daemon", "up", "--foreground"}, args...)...)
+	cmd.Env = e.environ()
+	d := &daemonProc{t: t, env: e, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = d.stderr
+	cmd.Stdout = d.stderr
+	d.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start daemon: %v", err)
+	}
+	go func() {
+		d.waitErr = cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		if !d.exited() {
+			_ = cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	return d
+}
+
+// startDaemon starts a foreground daemon and waits until it answers
+// GET /v1/version on the socket with its own pid.
+func startDaemon(t *testing.T, e *env, args ...string) *daemonProc {
+	t.Helper()
+	d := spawnDaemon(t, e, args...)
+	d.waitReady()
+	return d
+}
+
+func (d *daemonProc) pid() int { return d.cmd.Process.Pid }
+
+func (d *daemonProc) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitCode is the exit status of an exited process (-1 for a signal).
+func (d *daemonProc) exitCode() int {
+	<-d.done
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// waitReady polls GET /v1/version over the socket until the answer carries
+// this process's pid.
+func (d *daemonProc) waitReady() {
+	d.t.Helper()
+	c := unixClient(d.env.socket())
+	defer c.CloseIdleConnections()
+	deadline := time.Now().Add(startDeadline)
+	for {
+		var v struct {
+			PID int `json:"pid"`
+		}
+		if st, _, err := getJSON(c, "http://localhost/v1/version", &v); err == nil && st == 200 && v.PID == d.pid() {
+			return
+		}
+		select {
+		case <-d.done:
+			d.t.Fatalf("daemon exited during start-up (%v); stderr:\n%s", d.waitErr, d.stderr)
+		case <-time.After(pollInterval):
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon pid %d did not answer on %s within %s; stderr:\n%s", d.pid(), d.env.socket(), startDeadline, d.stderr)
+		}
+	}
+}
+
+// waitExit waits for the process to exit, failing the test after the deadline.
+func (d *daemonProc) waitExit(within time.Duration) {
+	d.t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(within):
+		d.t.Fatalf("daemon pid %d still running after %s; stderr:\n%s", d.pid(), within, d.stderr)
+	}
+}
+
+// stop sends SIGTERM, asserts exit 0 and that the socket, pid file and
+// http.port were removed.
+func (d *daemonProc) stop() {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		d.t.Fatalf("SIGTERM: %v", err)
+	}
+	d.waitExit(stopDeadline)
+	if code := d.exitCode(); code != 0 {
+		d.t.Fatalf("daemon exited %d after SIGTERM, want 0; stderr:\n%s", code, d.stderr)
+	}
+	for _, f := range []string{"daemon.sock", "daemon.pid", "http.port"} {
+		if d.env.exists(f) {
+			d.t.Errorf("%s still exists after a clean stop", f)
+		}
+	}
+}
+
+// kill9 sends SIGKILL and waits for the process to be reaped.
+func (d *daemonProc) kill9() {
+	d.t.Helper()
+	if err := d.cmd.Process.Kill(); err != nil {
+		d.t.Fatalf("SIGKILL: %v", err)
+	}
+	d.waitExit(stopDeadline)
+}
+
+// unixClient is an HTTP client whose every connection goes to sock.
+func unixClient(sock string) *http.Client {
+	var dialer net.Dialer
+	return &http.Client{
+		Timeout: 15 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return dialer.DialContext(ctx, "unix", sock)
+			},
+			MaxIdleConnsPerHost: 64,
+		},
+	}
+}
+
+// tcpClient is a plain HTTP client for the loopback TCP listener.
+func tcpClient() *http.Client {
+	return &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+}
+
+// getJSON GETs url and decodes a JSON answer into out.
+func getJSON(c *http.Client, url string, out any) (int, http.Header, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, resp.Header, err
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s: %w (%q)", url, err, b)
+		}
+	}
+	return resp.StatusCode, resp.Header, nil
+}
+
+// response is an answer with its body read.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// json decodes the body as one JSON object, failing the test if it is not.
+func (r *response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("status %d: body is not a JSON object: %v: %q", r.status, err, r.body)
+	}
+	return m
+}
+
+// do sends one request and reads the whole answer.
+func do(t *testing.T, c *http.Client, req *http.Request) *response {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", req.Method, req.URL, err)
+	}
+	return &response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func newRequest(t *testing.T, method, url string, body []byte) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// sendBody is a /v1/send body.
+func sendBody(t *testing.T, to, message, clientID string) []byte {
+	t.Helper()
+	m := map[string]any{"to": to, "message": message}
+	if clientID != "" {
+		m["client_message_id"] = clientID
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// post sends body to POST /v1/send over c.
+func post(t *testing.T, c *http.Client, body []byte) *response {
+	t.Helper()
+	return do(t, c, newRequest(t, http.MethodPost, "http://localhost/v1/send", body))
+}
+
+// mustSend posts a send and requires 202 queued.
+func mustSend(t *testing.T, c *http.Client, to, message, clientID string) {
+	t.Helper()
+	r := post(t, c, sendBody(t, to, message, clientID))
+	if r.status != http.StatusAccepted {
+		t.Fatalf("send %s: status %d, want 202: %s", clientID, r.status, r.body)
+	}
+	if m := r.json(t); m["status"] != "queued" || m["client_message_id"] != clientID {
+		t.Fatalf("send %s: body %s, want status queued and the same id", clientID, r.body)
+	}
+}
+
+// outboxItem is one row of GET /v1/outbox.
+type outboxItem struct {
+	ID                 string  `json:"id"`
+	ClientMessageID    string  `json:"client_message_id"`
+	Mesh               string  `json:"mesh"`
+	Status             string  `json:"status"`
+	To                 string  `json:"to"`
+	Attempts           int     `json:"attempts"`
+	RequestFingerprint string  `json:"request_fingerprint"`
+	EnqueuedAt         string  `json:"enqueued_at"`
+	NextAttemptAt      string  `json:"next_attempt_at"`
+	DeliveredAt        *string `json:"delivered_at"`
+	BrokerMessageID    *string `json:"broker_message_id"`
+	LastError          *string `json:"last_error"`
+	AbortedAt          *string `json:"aborted_at"`
+	AbortedBy          *string `json:"aborted_by"`
+	SupersededBy       *string `json:"superseded_by"`
+	PayloadBytes       int     `json:"payload_bytes"`
+}
+
+type outboxPage struct {
+	Items []outboxItem `json:"items"`
+	Next  string       `json:"next"`
+}
+
+// listAll pages through GET /v1/outbox (optionally one status) and returns
+// every row, newest first.
+func listAll(t *testing.T, c *http.Client, status string) []outboxItem {
+	t.Helper()
+	var all []outboxItem
+	before := ""
+	for pages := 0; ; pages++ {
+		if pages > 10000 {
+			t.Fatal("GET /v1/outbox never returned a last page")
+		}
+		url := "http://localhost/v1/outbox?limit=500"
+		if status != "" {
+			url += "&status=" + status
+		}
+		if before != "" {
+			url += "&before=" + before
+		}
+		var page outboxPage
+		st, _, err := getJSON(c, url, &page)
+		if err != nil || st != http.StatusOK {
+			t.Fatalf("GET %s: status %d, err %v", url, st, err)
+		}
+		all = append(all, page.Items...)
+		if page.Next == "" {
+			return all
+		}
+		before = page.Next
+	}
+}
+
+// byClientID indexes rows by client_message_id.
+func byClientID(items []outboxItem) map[string]outboxItem {
+	m := make(map[string]outboxItem, len(items))
+	for _, it := range items {
+		m[it.ClientMessageID] = it
+	}
+	return m
+}
+
+// openOutbox opens outbox.db of a stopped daemon; the handle is closed at
+// the end of the test at the latest (close it before starting a daemon).
+func openOutbox(t *testing.T, e *env) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+e.file("outbox.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// execSQL runs statements against outbox.db of a stopped daemon and closes it.
+func execSQL(t *testing.T, e *env, stmts ...string) {
+	t.Helper()
+	db := openOutbox(t, e)
+	defer db.Close()
+	for _, s := range stmts {
+		res, err := db.Exec(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			t.Fatalf("%s: changed no row", s)
+		}
+	}
+}
+
+// cliResult is one finished CLI run.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the claudemesh CLI with e's directories and waits for it.
+func runCLI(t *testing.T, e *env, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = e.environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("claudemesh %s: %v", strings.Join(args, " "), err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("claudemesh %s: still running after %s", strings.Join(args, " "), cliDeadline)
+	}
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// readTrimmed reads a daemon-directory file, trimmed.
+func readTrimmed(t *testing.T, e *env, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(e.file(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// readPort reads http.port.
+func readPort(t *testing.T, e *env) int {
+	t.Helper()
+	p, err := strconv.Atoi(readTrimmed(t, e, "http.port"))
+	if err != nil || p <= 0 || p > 65535 {
+		t.Fatalf("http.port holds %q", readTrimmed(t, e, "http.port"))
+	}
+	return p
+}
+
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(pollInterval) // poll interval, not synchronization: cond is re-checked
+	}
+}
+
+// processGone reports whether pid no longer runs (absent, or a zombie
+// waiting for a parent that is not us).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z' || s[i+2] == 'X'
+	}
+	return false
+}
+
+// str reads a string field of a decoded JSON object.
+func str(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
