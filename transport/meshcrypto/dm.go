@@ -25,13 +25,11 @@ func (id *Identity) SealDM(recipientPubHex string, plaintext []byte) (nonceB64, 
 // SealDMWithNonce is SealDM with a caller-chosen nonce. A nonce must never
 // be reused with the same key pair; outside tests, use SealDM.
 func (id *Identity) SealDMWithNonce(recipientPubHex string, plaintext []byte, nonce *[NonceSize]byte) (nonceB64, ciphertextB64 string, err error) {
-	p, err := parsePoint(recipientPubHex)
+	k, err := id.sharedKey(recipientPubHex)
 	if err != nil {
 		return "", "", fmt.Errorf("seal DM: %w", err)
 	}
-	sk := id.x25519Secret()
-	defer clear(sk[:])
-	ct := box.Seal(nil, plaintext, nonce, x25519Public(p), sk)
+	ct := box.SealAfterPrecomputation(nil, plaintext, nonce, k)
 	return b64.EncodeToString(nonce[:]), b64.EncodeToString(ct), nil
 }
 
@@ -39,10 +37,6 @@ func (id *Identity) SealDMWithNonce(recipientPubHex string, plaintext []byte, no
 // ErrBadPublicKey, ErrBadNonce, ErrBadCiphertext or, when authentication
 // fails, ErrDecrypt.
 func (id *Identity) OpenDM(senderPubHex, nonceB64, ciphertextB64 string) ([]byte, error) {
-	p, err := parsePoint(senderPubHex)
-	if err != nil {
-		return nil, fmt.Errorf("open DM: %w", err)
-	}
 	nonce, err := decodeNonce(nonceB64)
 	if err != nil {
 		return nil, err
@@ -54,9 +48,11 @@ func (id *Identity) OpenDM(senderPubHex, nonceB64, ciphertextB64 string) ([]byte
 	if len(ct) < box.Overhead {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte tag", ErrBadCiphertext, len(ct), box.Overhead)
 	}
-	sk := id.x25519Secret()
-	defer clear(sk[:])
-	msg, ok := box.Open(nil, ct, nonce, x25519Public(p), sk)
+	k, err := id.sharedKey(senderPubHex)
+	if err != nil {
+		return nil, fmt.Errorf("open DM: %w", err)
+	}
+	msg, ok := box.OpenAfterPrecomputation(nil, ct, nonce, k)
 	if !ok {
 		return nil, ErrDecrypt
 	}

@@ -6,12 +6,25 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/nacl/box"
 )
 
-// Identity is an ed25519 key pair: a member key or a session key.
+// Identity is an ed25519 key pair: a member key or a session key. It keeps
+// the crypto_box shared keys of the peers it talks to (see sharedKey), so
+// sealing the thousandth DM to a peer costs a stream cipher, not a scalar
+// multiplication. Use it through a pointer; it is safe for concurrent use.
 type Identity struct {
 	priv ed25519.PrivateKey // libsodium layout: seed(32) ‖ pubkey(32)
+
+	mu     sync.Mutex
+	shared map[string]*[32]byte // lowercase peer pubkey hex → crypto_box shared key
 }
+
+// maxSharedKeys bounds the shared-key cache; when full it starts over.
+const maxSharedKeys = 4096
 
 // ParseIdentity decodes a libsodium secret key: 128 hex characters holding
 // seed(32) ‖ pubkey(32). It fails with ErrBadSecretKey if the length or hex
@@ -76,4 +89,32 @@ func (id *Identity) x25519Secret() *[32]byte {
 	copy(k[:], h[:32])
 	clear(h[:])
 	return &k
+}
+
+// sharedKey is crypto_box's precomputed key between id and the peer:
+// X25519(X(id's secret), X(peer's public key)), the same in both directions.
+// It is computed once per peer and cached.
+func (id *Identity) sharedKey(peerPubHex string) (*[32]byte, error) {
+	peer := strings.ToLower(peerPubHex)
+	id.mu.Lock()
+	k, ok := id.shared[peer]
+	id.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	p, err := parsePoint(peer)
+	if err != nil {
+		return nil, err
+	}
+	sk := id.x25519Secret()
+	defer clear(sk[:])
+	k = new([32]byte)
+	box.Precompute(k, x25519Public(p), sk)
+	id.mu.Lock()
+	if id.shared == nil || len(id.shared) >= maxSharedKeys {
+		id.shared = make(map[string]*[32]byte)
+	}
+	id.shared[peer] = k
+	id.mu.Unlock()
+	return k, nil
 }
