@@ -33,6 +33,7 @@ type acceptChildRef struct {
 // requests and holds no more.
 type acceptIdle struct {
 	id      string
+	child   *actor.PID
 	handled int
 }
 
@@ -75,7 +76,7 @@ func (r *AcceptRouter) route(ctx actor.Context, msg *messages.AcceptSend) {
 // otherwise more is already in its mailbox and it carries on.
 func (r *AcceptRouter) idle(ctx actor.Context, msg *acceptIdle) {
 	child, ok := r.children[msg.id]
-	if !ok || !child.pid.Equal(ctx.Sender()) || child.forwarded != msg.handled {
+	if !ok || !child.pid.Equal(msg.child) || child.forwarded != msg.handled {
 		return
 	}
 	delete(r.children, msg.id)
@@ -125,6 +126,6 @@ func (c *acceptChild) next(ctx actor.Context) {
 			c.next(ctx)
 			return
 		}
-		ctx.Send(ctx.Parent(), &acceptIdle{id: c.id, handled: c.handled})
+		ctx.Send(ctx.Parent(), &acceptIdle{id: c.id, child: ctx.Self(), handled: c.handled})
 	})
 }

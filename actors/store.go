@@ -83,12 +83,13 @@ func (s *Store) run(ctx actor.Context) {
 		return
 	}
 	reqs := s.batch
-	s.batch = s.batch[len(s.batch):]
 	replies := make([]any, len(reqs))
 	defer func() {
 		for i, r := range reqs {
 			ctx.Send(r.sender, replies[i])
 		}
+		clear(reqs)
+		s.batch = reqs[:0]
 	}()
 
 	b, err := s.outbox.Begin(context.Background())

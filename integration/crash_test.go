@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -12,28 +11,31 @@ import (
 	"time"
 )
 
-// TestKill9DuringAcceptStream: every send answered 202 before a SIGKILL is in
-// the outbox after a restart, exactly once, and its id keeps its fingerprint.
-func TestKill9DuringAcceptStream(t *testing.T) {
-	const (
-		workers     = 16
-		minAccepted = 300
-	)
-	e := newEnv(t)
-	d := startDaemon(t, e, "--no-tcp")
-	c := unixClient(e.socket())
+// streamBody is the /v1/send body of stream id.
+func streamBody(id string) string {
+	return fmt.Sprintf(`{"to":"#load","message":"body of %s","client_message_id":%q}`, id, id)
+}
 
+// acceptStream runs workers goroutines that POST unique ids over the socket
+// as fast as they can. Once minAccepted sends were answered 202 it calls
+// interrupt (which must end the daemon), lets the workers run into the dead
+// daemon and returns every id answered 202 and the number of requests made.
+func acceptStream(t *testing.T, e *env, prefix string, workers, minAccepted int, interrupt func()) (got202 []string, requests int64) {
+	t.Helper()
+	c := unixClient(e.socket())
+	defer c.CloseIdleConnections()
 	var (
-		accepted atomic.Int64
-		killed   atomic.Bool
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		got202   []string // ids answered 202
-		attempts atomic.Int64
-		failures []string // unexpected answers before the kill
+		accepted, attempts atomic.Int64
+		stopped            atomic.Bool
+		wg                 sync.WaitGroup
+		mu                 sync.Mutex
+		failures           []string // unexpected answers before the interrupt
 	)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	fail := func(s string) {
+		mu.Lock()
+		failures = append(failures, s)
+		mu.Unlock()
+	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -44,33 +46,29 @@ func TestKill9DuringAcceptStream(t *testing.T) {
 				got202 = append(got202, mine...)
 				mu.Unlock()
 			}()
-			for i := 0; !killed.Load(); i++ {
-				id := fmt.Sprintf("k9-%02d-%06d", w, i)
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://localhost/v1/send",
-					strings.NewReader(fmt.Sprintf(`{"to":"#load","message":"body of %s","client_message_id":%q}`, id, id)))
+			for i := 0; !stopped.Load(); i++ {
+				id := fmt.Sprintf("%s-%02d-%06d", prefix, w, i)
+				req, err := http.NewRequest(http.MethodPost, "http://localhost/v1/send", strings.NewReader(streamBody(id)))
 				if err != nil {
-					panic(err)
+					fail(err.Error())
+					return
 				}
 				attempts.Add(1)
 				resp, err := c.Do(req)
 				if err != nil {
-					if !killed.Load() {
-						mu.Lock()
-						failures = append(failures, fmt.Sprintf("%s: %v", id, err))
-						mu.Unlock()
+					if !stopped.Load() {
+						fail(fmt.Sprintf("%s: %v", id, err))
 					}
 					return
 				}
 				resp.Body.Close()
 				switch {
 				case resp.StatusCode == http.StatusAccepted:
-					// A 202 read after the kill was still committed before it was written.
+					// A 202 read after the interrupt was still committed before it was written.
 					mine = append(mine, id)
 					accepted.Add(1)
-				case !killed.Load():
-					mu.Lock()
-					failures = append(failures, fmt.Sprintf("%s: status %d", id, resp.StatusCode))
-					mu.Unlock()
+				case !stopped.Load():
+					fail(fmt.Sprintf("%s: status %d", id, resp.StatusCode))
 					return
 				}
 			}
@@ -80,27 +78,27 @@ func TestKill9DuringAcceptStream(t *testing.T) {
 		mu.Lock()
 		bad := len(failures)
 		mu.Unlock()
-		return accepted.Load() >= minAccepted || bad > 0
+		return accepted.Load() >= int64(minAccepted) || bad > 0
 	})
-	killed.Store(true)
-	d.kill9()
-	cancel()
+	stopped.Store(true)
+	interrupt()
 	wg.Wait()
-	c.CloseIdleConnections()
 	if len(failures) > 0 {
-		t.Fatalf("sends failed before the kill: %v", failures[:min(len(failures), 5)])
+		t.Fatalf("sends failed before the interrupt: %v", failures[:min(len(failures), 5)])
 	}
-	if code := d.exitCode(); code != -1 {
-		t.Fatalf("daemon exit code %d after SIGKILL, want -1 (killed by a signal)", code)
-	}
-	t.Logf("%d of %d sends answered 202 before SIGKILL", len(got202), attempts.Load())
+	t.Logf("%d of %d sends answered 202 before the interrupt", len(got202), attempts.Load())
 	if len(got202) < minAccepted {
 		t.Fatalf("only %d sends were accepted", len(got202))
 	}
+	return got202, attempts.Load()
+}
 
-	d2 := startDaemon(t, e, "--no-tcp")
-	c2 := unixClient(e.socket())
-	rows := listAll(t, c2, "")
+// checkStreamRows lists the outbox of a running daemon: every id answered
+// 202 is there exactly once, every row is pending, and there are no more
+// rows than requests. It returns the number of rows.
+func checkStreamRows(t *testing.T, c *http.Client, got202 []string, requests int64) int {
+	t.Helper()
+	rows := listAll(t, c, "")
 	seen := make(map[string]int, len(rows))
 	for _, r := range rows {
 		seen[r.ClientMessageID]++
@@ -113,14 +111,49 @@ func TestKill9DuringAcceptStream(t *testing.T) {
 			t.Errorf("id %s was answered 202 but appears %d times in the outbox", id, n)
 		}
 	}
-	if int64(len(rows)) > attempts.Load() {
-		t.Errorf("%d rows for %d requests", len(rows), attempts.Load())
+	if int64(len(rows)) > requests {
+		t.Errorf("%d rows for %d requests", len(rows), requests)
 	}
+	return len(rows)
+}
+
+// checkOutboxFile checks outbox.db of a stopped daemon: rows ids unique, none
+// inflight, the count the API listed, integrity ok.
+func checkOutboxFile(t *testing.T, e *env, wantRows int) {
+	t.Helper()
+	db := openOutbox(t, e)
+	defer db.Close()
+	var total, distinct, inflight int
+	if err := db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT client_message_id),
+	       COUNT(*) FILTER (WHERE status = 'inflight') FROM outbox`).Scan(&total, &distinct, &inflight); err != nil {
+		t.Fatal(err)
+	}
+	if total != distinct || total != wantRows || inflight != 0 {
+		t.Errorf("outbox.db: %d rows, %d distinct ids, %d inflight; the API listed %d", total, distinct, inflight, wantRows)
+	}
+	var check string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check: %q %v", check, err)
+	}
+}
+
+// TestKill9DuringAcceptStream: every send answered 202 before a SIGKILL is in
+// the outbox after a restart, exactly once, and its id keeps its fingerprint.
+func TestKill9DuringAcceptStream(t *testing.T) {
+	e := newEnv(t)
+	d := startDaemon(t, e, "--no-tcp")
+	got202, requests := acceptStream(t, e, "k9", 16, 300, d.kill9)
+	if code := d.exitCode(); code != -1 {
+		t.Fatalf("daemon exit code %d after SIGKILL, want -1 (killed by a signal)", code)
+	}
+
+	d2 := startDaemon(t, e, "--no-tcp")
+	c2 := unixClient(e.socket())
+	rows := checkStreamRows(t, c2, got202, requests)
 
 	// The same id and body after the restart is the same request; another body is a conflict.
 	id := got202[len(got202)/2]
-	body := fmt.Sprintf(`{"to":"#load","message":"body of %s","client_message_id":%q}`, id, id)
-	if r := post(t, c2, []byte(body)); r.status != http.StatusAccepted || str(r.json(t), "status") != "queued" {
+	if r := post(t, c2, []byte(streamBody(id))); r.status != http.StatusAccepted || str(r.json(t), "status") != "queued" {
 		t.Errorf("resend of %s with the same body: %d %s, want 202 queued", id, r.status, r.body)
 	}
 	// The id may also come in the Idempotency-Key header: same fingerprint.
@@ -138,25 +171,27 @@ func TestKill9DuringAcceptStream(t *testing.T) {
 		str(m, "client_message_id") != id || !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(str(m, "daemon_fingerprint_prefix")) {
 		t.Errorf("409 body %s", r.body)
 	}
-	if n := len(listAll(t, c2, "")); n != len(rows) {
-		t.Errorf("resends changed the row count from %d to %d", len(rows), n)
+	if n := len(listAll(t, c2, "")); n != rows {
+		t.Errorf("resends changed the row count from %d to %d", rows, n)
 	}
 	c2.CloseIdleConnections()
 	d2.stop()
+	checkOutboxFile(t, e, rows)
+}
 
-	db := openOutbox(t, e)
-	var total, distinct, inflight int
-	if err := db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT client_message_id),
-	       COUNT(*) FILTER (WHERE status = 'inflight') FROM outbox`).Scan(&total, &distinct, &inflight); err != nil {
-		t.Fatal(err)
-	}
-	if total != distinct || total != len(rows) || inflight != 0 {
-		t.Errorf("outbox.db: %d rows, %d distinct ids, %d inflight; the API listed %d", total, distinct, inflight, len(rows))
-	}
-	var check string
-	if err := db.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
-		t.Errorf("integrity_check after kill -9: %q %v", check, err)
-	}
+// TestSIGTERMDuringAcceptStream: a graceful stop in the middle of a stream
+// of sends exits 0, and every send answered 202 is stored exactly once.
+func TestSIGTERMDuringAcceptStream(t *testing.T) {
+	e := newEnv(t)
+	d := startDaemon(t, e, "--no-tcp")
+	got202, requests := acceptStream(t, e, "term", 16, 300, d.stop)
+
+	d2 := startDaemon(t, e, "--no-tcp")
+	c2 := unixClient(e.socket())
+	rows := checkStreamRows(t, c2, got202, requests)
+	c2.CloseIdleConnections()
+	d2.stop()
+	checkOutboxFile(t, e, rows)
 }
 
 // TestCrashRecoveryReturnsInflightToPending: start-up turns every inflight

@@ -69,7 +69,7 @@ func TestStalePidFileDoesNotBlock(t *testing.T) {
 	if pid := readTrimmed(t, e, "daemon.pid"); pid != strconv.Itoa(d.pid()) {
 		t.Errorf("daemon.pid holds %q, want %d (stale was %s)", pid, d.pid(), stale)
 	}
-	d.stop()
+	d.stopWith(syscall.SIGINT) // SIGINT is as clean as SIGTERM
 }
 
 // TestKill9LeavesSocketNextStartWorks: SIGKILL leaves daemon.sock and

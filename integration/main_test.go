@@ -233,12 +233,21 @@ func (d *daemonProc) waitExit(within time.Duration) {
 // http.port were removed.
 func (d *daemonProc) stop() {
 	d.t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		d.t.Fatalf("SIGTERM: %v", err)
+	d.stopWith(syscall.SIGTERM)
+}
+
+// stopWith is stop with another signal (SIGINT).
+func (d *daemonProc) stopWith(sig syscall.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.t.Fatalf("%v: %v", sig, err)
 	}
 	d.waitExit(stopDeadline)
 	if code := d.exitCode(); code != 0 {
-		d.t.Fatalf("daemon exited %d after SIGTERM, want 0; stderr:\n%s", code, d.stderr)
+		d.t.Fatalf("daemon exited %d after %v, want 0; stderr:\n%s", code, sig, d.stderr)
+	}
+	if !strings.Contains(d.stderr.String(), `"msg":"daemon_shutdown"`) {
+		d.t.Errorf("no daemon_shutdown log after %v:\n%s", sig, d.stderr)
 	}
 	for _, f := range []string{"daemon.sock", "daemon.pid", "http.port"} {
 		if d.env.exists(f) {
@@ -399,6 +408,10 @@ type outboxPage struct {
 	Next  string       `json:"next"`
 }
 
+// listPageSize is deliberately small and odd, so that listing a few hundred
+// rows walks the keyset cursor across several pages.
+const listPageSize = 97
+
 // listAll pages through GET /v1/outbox (optionally one status) and returns
 // every row, newest first.
 func listAll(t *testing.T, c *http.Client, status string) []outboxItem {
@@ -409,7 +422,7 @@ func listAll(t *testing.T, c *http.Client, status string) []outboxItem {
 		if pages > 10000 {
 			t.Fatal("GET /v1/outbox never returned a last page")
 		}
-		url := "http://localhost/v1/outbox?limit=500"
+		url := "http://localhost/v1/outbox?limit=" + strconv.Itoa(listPageSize)
 		if status != "" {
 			url += "&status=" + status
 		}
@@ -421,7 +434,15 @@ func listAll(t *testing.T, c *http.Client, status string) []outboxItem {
 		if err != nil || st != http.StatusOK {
 			t.Fatalf("GET %s: status %d, err %v", url, st, err)
 		}
-		all = append(all, page.Items...)
+		for i, it := range page.Items {
+			if len(all) > 0 && it.ID >= all[len(all)-1].ID {
+				t.Fatalf("GET %s: row %s does not come after %s (newest first, no repeats)", url, it.ID, all[len(all)-1].ID)
+			}
+			all = append(all, page.Items[i])
+		}
+		if page.Next != "" && (len(page.Items) != listPageSize || page.Next != page.Items[len(page.Items)-1].ID) {
+			t.Fatalf("GET %s: next %q after %d items", url, page.Next, len(page.Items))
+		}
 		if page.Next == "" {
 			return all
 		}

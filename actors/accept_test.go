@@ -1,0 +1,96 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
+)
+
+func startTree(t *testing.T) *Tree {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(t.TempDir(), "outbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := Start(NewSystem(log), outbox, log, make(chan error, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tree.System.Root.PoisonFuture(tree.Root).Wait()
+		tree.System.Shutdown()
+		outbox.Close()
+	})
+	return tree
+}
+
+func processes(s *actor.ActorSystem) int {
+	n := 0
+	for _, m := range s.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += m.Count()
+	}
+	return n
+}
+
+// TestAcceptChildrenStop: after a burst of accepts for many ids, and many
+// retries of one id, every accept child has stopped.
+func TestAcceptChildrenStop(t *testing.T) {
+	tree := startTree(t)
+	baseline := processes(tree.System)
+	var wg sync.WaitGroup
+	for i := 0; i < 400; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("id-%d", i%300)
+			res, err := tree.System.Root.RequestFuture(tree.Accept, &messages.AcceptSend{Mesh: "m", ClientMessageID: id,
+				RowID: fmt.Sprintf("row-%d", i), Fingerprint: messages.Fingerprint{1}, Payload: []byte("{}"), Now: 1}, 10*time.Second).Result()
+			if r, ok := res.(*messages.AcceptResult); err != nil || !ok || r.Err != nil || r.Outcome != messages.AcceptQueued {
+				t.Errorf("accept %s: %v %#v", id, err, res)
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for processes(tree.System) > baseline {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes left, baseline %d: accept children do not stop", processes(tree.System), baseline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStoreHandlesEveryMessage: each command type the store accepts gets
+// its own typed reply, never a dead letter.
+func TestStoreHandlesEveryMessage(t *testing.T) {
+	tree := startTree(t)
+	cases := []struct {
+		msg  any
+		want string
+	}{
+		{&messages.AcceptSend{Mesh: "m", ClientMessageID: "a", RowID: "01J0000000000000000000000A", Payload: []byte("{}"), Now: 1}, "*messages.AcceptResult"},
+		{&messages.ListOutbox{Limit: 10}, "*messages.OutboxPage"},
+		{&messages.OutboxStats{}, "*messages.OutboxCounts"},
+		{&messages.RequeueOutbox{ID: "missing", NewRowID: "r", NewClientMessageID: "n", Now: 1}, "*messages.RequeueResult"},
+	}
+	for _, c := range cases {
+		res, err := tree.System.Root.RequestFuture(tree.Store, c.msg, 5*time.Second).Result()
+		if err != nil {
+			t.Fatalf("%T: %v", c.msg, err)
+		}
+		if got := fmt.Sprintf("%T", res); got != c.want {
+			t.Errorf("%T answered %s, want %s", c.msg, got, c.want)
+		}
+	}
+}
