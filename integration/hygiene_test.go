@@ -68,6 +68,8 @@ func TestTCPAuthAndHygiene(t *testing.T) {
 			header: map[string]string{"Authorization": token}, status: 401, errCode: "unauthorized"},
 		{name: "token with a suffix", client: tc, method: "GET", url: base + "/v1/version",
 			header: map[string]string{"Authorization": "Bearer " + token + "x"}, status: 401, errCode: "unauthorized"},
+		{name: "scheme is case-insensitive", client: tc, method: "GET", url: base + "/v1/version",
+			header: map[string]string{"Authorization": "bearer " + token}, status: 200},
 		{name: "right token", client: tc, method: "GET", url: base + "/v1/version", header: bearer, status: 200, validate: versionPID},
 		{name: "health with token", client: tc, method: "GET", url: base + "/v1/health", header: bearer, status: 200},
 		{name: "bad host", client: tc, method: "GET", url: base + "/v1/version", header: bearer, host: "evil.example",

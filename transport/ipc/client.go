@@ -42,15 +42,13 @@ func (c *Client) Version(ctx context.Context) (*messages.Version, error) {
 	return &v, c.do(ctx, http.MethodGet, "/v1/version", nil, &v)
 }
 
-// ListOutbox asks GET /v1/outbox for one page.
+// ListOutbox asks GET /v1/outbox for one page of at most limit rows.
 func (c *Client) ListOutbox(ctx context.Context, status string, limit int, before string) (*messages.OutboxPage, error) {
 	q := url.Values{}
 	if status != "" {
 		q.Set("status", status)
 	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
+	q.Set("limit", strconv.Itoa(limit))
 	if before != "" {
 		q.Set("before", before)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/config"
 )
 
 // ListenUnix binds the daemon socket at path with mode 0600. A path left by
@@ -53,7 +55,7 @@ func ListenTCP(addr, portFile string) (net.Listener, error) {
 		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	if err := os.WriteFile(portFile, []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
+	if err := config.WriteFileAtomic(portFile, []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("write %s: %w", portFile, err)
 	}

@@ -128,9 +128,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.route(w, r)
 }
 
+// authorized checks the bearer token; the scheme name is case-insensitive
+// (RFC 7235), the token is compared in constant time.
 func (s *Server) authorized(r *http.Request) bool {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(tok), s.token) == 1
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(tok), s.token) == 1
 }
 
 // loopbackHost accepts an empty Host, localhost, 127.0.0.1 and [::1], with
