@@ -22,6 +22,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers driver "sqlite"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // binPath is the claudemesh binary TestMain builds.
@@ -384,29 +386,9 @@ func mustSend(t *testing.T, c *http.Client, to, message, clientID string) {
 }
 
 // outboxItem is one row of GET /v1/outbox.
-type outboxItem struct {
-	ID                 string  `json:"id"`
-	ClientMessageID    string  `json:"client_message_id"`
-	Mesh               string  `json:"mesh"`
-	Status             string  `json:"status"`
-	To                 string  `json:"to"`
-	Attempts           int     `json:"attempts"`
-	RequestFingerprint string  `json:"request_fingerprint"`
-	EnqueuedAt         string  `json:"enqueued_at"`
-	NextAttemptAt      string  `json:"next_attempt_at"`
-	DeliveredAt        *string `json:"delivered_at"`
-	BrokerMessageID    *string `json:"broker_message_id"`
-	LastError          *string `json:"last_error"`
-	AbortedAt          *string `json:"aborted_at"`
-	AbortedBy          *string `json:"aborted_by"`
-	SupersededBy       *string `json:"superseded_by"`
-	PayloadBytes       int     `json:"payload_bytes"`
-}
+type outboxItem = messages.OutboxItem
 
-type outboxPage struct {
-	Items []outboxItem `json:"items"`
-	Next  string       `json:"next"`
-}
+type outboxPage = messages.OutboxPage
 
 // listPageSize is deliberately small and odd, so that listing a few hundred
 // rows walks the keyset cursor across several pages.

@@ -13,28 +13,17 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 var ulidRe = regexp.MustCompile(`^[0-7][0-9A-HJKMNP-TV-Z]{25}$`)
 
 // requeueResult is the --json output of outbox requeue.
-type requeueResult struct {
-	AbortedRowID       string `json:"aborted_row_id"`
-	NewRowID           string `json:"new_row_id"`
-	NewClientMessageID string `json:"new_client_message_id"`
-}
+type requeueResult = messages.RequeueResult
 
 // sendFrame is the stored payload.
-type sendFrame struct {
-	Type               string `json:"type"`
-	ID                 string `json:"id"`
-	ClientMessageID    string `json:"client_message_id"`
-	RequestFingerprint string `json:"request_fingerprint"`
-	TargetSpec         string `json:"targetSpec"`
-	Priority           string `json:"priority"`
-	Nonce              string `json:"nonce"`
-	Ciphertext         string `json:"ciphertext"`
-}
+type sendFrame = messages.SendFrame
 
 // TestOperatorRecoveryCLI drives outbox list and outbox requeue through the
 // CLI against a real daemon, with rows put in dead and done states by SQL.

@@ -43,6 +43,9 @@ type AcceptResult struct {
 	Err             error
 }
 
+// Failure returns the store's error, nil on success. Every reply type has it.
+func (r *AcceptResult) Failure() error { return r.Err }
+
 // ListOutbox asks the store for one page of outbox rows, newest first.
 // Status "" means every status. Before is the keyset cursor (a row id).
 // The reply is *OutboxPage.
@@ -59,6 +62,9 @@ type OutboxPage struct {
 	Next  string       `json:"next,omitempty"`
 	Err   error        `json:"-"`
 }
+
+// Failure returns the store's error, nil on success.
+func (p *OutboxPage) Failure() error { return p.Err }
 
 // OutboxItem is one outbox row as operators see it. Times are RFC 3339 UTC.
 type OutboxItem struct {
@@ -117,6 +123,9 @@ type RequeueResult struct {
 	Err                error  `json:"-"`
 }
 
+// Failure returns the store's error, nil on success.
+func (r *RequeueResult) Failure() error { return r.Err }
+
 // OutboxStats asks the store for row counts per mesh and status. The reply
 // is *OutboxCounts.
 type OutboxStats struct{}
@@ -126,3 +135,6 @@ type OutboxCounts struct {
 	ByMesh map[string]map[string]int
 	Err    error
 }
+
+// Failure returns the store's error, nil on success.
+func (c *OutboxCounts) Failure() error { return c.Err }

@@ -25,14 +25,9 @@ func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.ask(s.opts.Store, q)
+	page, err := ask[*messages.OutboxPage](s, s.opts.Store, q)
 	if err != nil {
 		writeError(w, err)
-		return
-	}
-	page := res.(*messages.OutboxPage)
-	if page.Err != nil {
-		writeError(w, page.Err)
 		return
 	}
 	if page.Next != "" {
@@ -80,14 +75,9 @@ func (s *Server) outboxRequeue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.ask(s.opts.Store, cmd)
+	result, err := ask[*messages.RequeueResult](s, s.opts.Store, cmd)
 	if err != nil {
 		writeError(w, err)
-		return
-	}
-	result := res.(*messages.RequeueResult)
-	if result.Err != nil {
-		writeError(w, result.Err)
 		return
 	}
 	s.opts.Log.Info("outbox_requeued", "aborted_row_id", result.AbortedRowID, "new_row_id", result.NewRowID,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -78,7 +79,23 @@ func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
 	return buf, nil
 }
 
-// ask sends msg to pid and waits for the reply.
-func (s *Server) ask(pid *actor.PID, msg any) (any, error) {
-	return s.opts.Root.RequestFuture(pid, msg, DefaultRequestTimeout).Result()
+// reply is an actor's answer that may carry the store's error.
+type reply interface{ Failure() error }
+
+// ask sends msg to pid, waits for a reply of type T and returns it, or the
+// error of the request or of the store.
+func ask[T reply](s *Server, pid *actor.PID, msg any) (T, error) {
+	var zero T
+	res, err := s.opts.Root.RequestFuture(pid, msg, DefaultRequestTimeout).Result()
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("%T answered %T, want %T", msg, res, zero)
+	}
+	if err := r.Failure(); err != nil {
+		return zero, err
+	}
+	return r, nil
 }

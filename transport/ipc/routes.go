@@ -71,14 +71,9 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	res, err := s.ask(s.opts.Store, &messages.OutboxStats{})
+	counts, err := ask[*messages.OutboxCounts](s, s.opts.Store, &messages.OutboxStats{})
 	if err != nil {
 		writeError(w, err)
-		return
-	}
-	counts := res.(*messages.OutboxCounts)
-	if counts.Err != nil {
-		writeError(w, counts.Err)
 		return
 	}
 	h := &messages.Health{OK: true, PID: os.Getpid(), UptimeS: int64(time.Since(s.opts.Started).Seconds()),

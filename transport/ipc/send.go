@@ -21,14 +21,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.ask(s.opts.Accept, cmd)
+	result, err := ask[*messages.AcceptResult](s, s.opts.Accept, cmd)
 	if err != nil {
 		writeError(w, err)
-		return
-	}
-	result := res.(*messages.AcceptResult)
-	if result.Err != nil {
-		writeError(w, result.Err)
 		return
 	}
 	renderAccept(w, cmd, result)
