@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,11 +48,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binPath = filepath.Join(dir, "claudemesh")
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	build := exec.Command(goTool, "build", "-o", binPath, "github.com/claudemesh/claudemesh-go/cmd/claudemesh")
+	build := exec.Command("go", "build", "-o", binPath, "github.com/claudemesh/claudemesh-go/cmd/claudemesh")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "integration: go build ./cmd/claudemesh: %v\n%s", err, out)
 		return 1
