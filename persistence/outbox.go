@@ -130,6 +130,17 @@ func (o *Outbox) RecoverInflight(ctx context.Context, now time.Time, minBackoff 
 	return res.RowsAffected()
 }
 
+// ReleaseInflight returns the rows this process left inflight to pending
+// at a graceful shutdown, without counting an attempt (no attempt failed).
+func (o *Outbox) ReleaseInflight(ctx context.Context, now time.Time) (int64, error) {
+	res, err := o.db.ExecContext(ctx,
+		`UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE status = 'inflight'`, now.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("release inflight rows: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 type listRow struct {
 	ID                 string         `db:"id"`
 	ClientMessageID    string         `db:"client_message_id"`

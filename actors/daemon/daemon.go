@@ -23,9 +23,8 @@ import (
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
-// Defaults.
+// Timings.
 const (
-	DefaultTCPAddr  = "127.0.0.1:47823"
 	RecoveryBackoff = 500 * time.Millisecond // spec §4.13: min_backoff
 	ShutdownTimeout = 5 * time.Second
 )
@@ -36,7 +35,7 @@ var ErrConfig = errors.New("configuration error")
 // Options configure a daemon.
 type Options struct {
 	Paths   config.Paths
-	TCPAddr string // "" serves the Unix socket only
+	Config  config.File // config.toml with the command line's overrides applied
 	Version string
 	Log     *slog.Logger
 }
@@ -68,6 +67,9 @@ func Start(opts Options) (_ *Daemon, err error) {
 			d.Close()
 		}
 	}()
+	if err := d.checkHost(); err != nil {
+		return nil, err
+	}
 	meshes, token, err := d.identity()
 	if err != nil {
 		return nil, err
@@ -80,7 +82,8 @@ func Start(opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d.server = ipc.New(ipc.Options{Token: token, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
-		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(), Log: d.log})
+		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
+		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck, Log: d.log})
 	listeners, err := d.listen()
 	if err != nil {
 		return nil, err
@@ -99,6 +102,24 @@ func (d *Daemon) Fatal() <-chan error { return d.fatal }
 
 // TCPAddr is the bound TCP address, "" without a TCP listener.
 func (d *Daemon) TCPAddr() string { return d.tcpAddr }
+
+// checkHost applies [clone] policy to a host that is not the one recorded
+// in host_fingerprint.json: refuse returns config.ErrHostMismatch.
+func (d *Daemon) checkHost() error {
+	err := d.opts.Paths.CheckHost()
+	if !errors.Is(err, config.ErrHostMismatch) {
+		return err
+	}
+	switch d.opts.Config.Clone.Policy {
+	case config.ClonePolicyWarn:
+		d.log.Warn("host_fingerprint_mismatch", "err", err, "policy", "warn")
+		return nil
+	case config.ClonePolicyAllow:
+		d.log.Info("host_fingerprint_mismatch", "err", err, "policy", "allow")
+		return nil
+	}
+	return err
+}
 
 // identity loads (or creates) the mesh memberships and the local token.
 func (d *Daemon) identity() ([]ipc.Mesh, string, error) {
@@ -154,14 +175,15 @@ func (d *Daemon) listen() ([]net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.opts.TCPAddr == "" {
+	addr := d.opts.Config.TCPAddr()
+	if addr == "" {
 		os.Remove(paths.HTTPPort())
 		return []net.Listener{unix}, nil
 	}
-	tcp, err := ipc.ListenTCP(d.opts.TCPAddr, paths.HTTPPort())
+	tcp, err := ipc.ListenTCP(addr, paths.HTTPPort())
 	if err != nil {
 		unix.Close()
-		return nil, fmt.Errorf("listen on %s: %w (use --tcp ADDR or --no-tcp)", d.opts.TCPAddr, err)
+		return nil, fmt.Errorf("listen on %s: %w (use --tcp ADDR or --no-tcp)", addr, err)
 	}
 	d.tcpAddr = tcp.Addr().String()
 	return []net.Listener{unix, tcp}, nil
@@ -177,8 +199,9 @@ func (d *Daemon) fail(err error) {
 }
 
 // Close shuts down in order: stop serving IPC (running requests finish),
-// let the actors drain their mailboxes, close the database, remove the
-// socket, http.port and the pid file.
+// let the actors drain their mailboxes, return this process's inflight rows
+// to pending, close the database, remove the socket, http.port and the pid
+// file.
 func (d *Daemon) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
@@ -196,6 +219,11 @@ func (d *Daemon) Close() {
 		d.tree.System.Shutdown()
 	}
 	if d.outbox != nil {
+		if n, err := d.outbox.ReleaseInflight(ctx, time.Now()); err != nil {
+			d.log.Warn("release inflight rows", "err", err)
+		} else if n > 0 {
+			d.log.Info("outbox_inflight_released", "rows", n)
+		}
 		if err := d.outbox.Close(); err != nil {
 			d.log.Warn("close outbox", "err", err)
 		}

@@ -39,7 +39,9 @@ func startDaemon(t testing.TB) *harness {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	paths := config.Paths{DaemonDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c")}
-	d, err := daemon.Start(daemon.Options{Paths: paths, Version: "test",
+	cfg := config.DefaultFile()
+	cfg.IPC.TCPEnabled = false
+	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: "test",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -2,10 +2,17 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"syscall"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
@@ -14,9 +21,11 @@ import (
 
 type daemonUpCmd struct {
 	Foreground bool   `help:"Stay attached to the terminal (what service managers use)."`
-	TCP        string `name:"tcp" default:"127.0.0.1:47823" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener; port 0 picks one and writes it to http.port."`
+	Config     string `type:"path" placeholder:"FILE" help:"config.toml to read (default: config.toml in the daemon directory)."`
+	TCP        string `name:"tcp" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
 	NoTCP      bool   `name:"no-tcp" help:"Serve only the Unix socket."`
-	LogLevel   string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level (${enum})."`
+	LogLevel   string `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
+	LogFile    string `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
 }
 
 func (c *daemonUpCmd) Run() error {
@@ -27,19 +36,86 @@ func (c *daemonUpCmd) Run() error {
 	if err := paths.EnsureDaemonDir(); err != nil {
 		return err
 	}
+	if c.Config == "" {
+		c.Config = paths.ConfigTOML()
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return &exitError{2, err}
+	}
 	if !c.Foreground {
-		return detach(paths, os.Args[1:])
+		return detach(paths, append(os.Args[1:], "--log-file", paths.LogFile()))
 	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.LogLevel)) // kong's enum already validated it
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return c.serve(paths, cfg)
+}
 
-	opts := daemon.Options{Paths: paths, TCPAddr: c.TCP, Version: version, Log: log}
-	if c.NoTCP {
-		opts.TCPAddr = ""
+// load reads config.toml and applies the command line's overrides.
+func (c *daemonUpCmd) load() (config.File, error) {
+	cfg, err := config.LoadFile(c.Config)
+	if err != nil {
+		return cfg, err
 	}
-	d, err := daemon.Start(opts)
+	if c.TCP != "" {
+		host, port, err := net.SplitHostPort(c.TCP)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil {
+			return cfg, fmt.Errorf("--tcp %q: want HOST:PORT", c.TCP)
+		}
+		cfg.IPC.TCPEnabled, cfg.IPC.HTTPBind, cfg.IPC.HTTPPort = true, host, n
+	}
+	if c.NoTCP {
+		cfg.IPC.TCPEnabled = false
+	}
+	if c.LogLevel != "" {
+		cfg.Daemon.LogLevel = c.LogLevel
+	}
+	return cfg, nil
+}
+
+// logger is where the daemon's logs go and how its level and rotation change
+// on reload.
+type logger struct {
+	*slog.Logger
+	level *slog.LevelVar
+	file  *daemon.LogFile // nil when logging to stderr (terminal, journald)
+}
+
+func (c *daemonUpCmd) openLogger(cfg config.File) (*logger, error) {
+	l := &logger{level: new(slog.LevelVar)}
+	var out io.Writer = os.Stderr
+	if c.LogFile != "" {
+		f, err := daemon.OpenLogFile(c.LogFile, cfg.Log.MaxSizeMB, cfg.Log.MaxAgeDays)
+		if err != nil {
+			return nil, err
+		}
+		l.file, out = f, f
+	}
+	l.apply(cfg)
+	l.Logger = slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: l.level}))
+	return l, nil
+}
+
+// apply sets the hot settings: the level and the rotation limits.
+func (l *logger) apply(cfg config.File) {
+	_ = l.level.UnmarshalText([]byte(cfg.Daemon.LogLevel)) // validated by config.LoadFile
+	if l.file != nil {
+		l.file.SetLimits(cfg.Log.MaxSizeMB, cfg.Log.MaxAgeDays)
+	}
+}
+
+func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
+	log, err := c.openLogger(cfg)
+	if err != nil {
+		return err
+	}
+	if log.file != nil {
+		defer log.file.Close()
+	}
+	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger})
 	switch {
+	case errors.Is(err, config.ErrHostMismatch):
+		return &exitError{4, fmt.Errorf("%w\nif this machine is meant to run this daemon (a hardware change, a deliberate move), "+
+			"run `claudemesh daemon accept-host`; a cloned machine should get a fresh daemon directory instead", err)}
 	case errors.Is(err, daemon.ErrConfig):
 		return &exitError{2, err}
 	case errors.Is(err, persistence.ErrIntegrity):
@@ -48,16 +124,51 @@ func (c *daemonUpCmd) Run() error {
 		return err
 	}
 	defer d.Close()
+	sddaemon.SdNotify(false, sddaemon.SdNotifyReady) // no-op outside systemd
+	return c.wait(d, log, cfg)
+}
 
+// wait runs until SIGTERM/SIGINT (clean exit) or a fatal error; SIGHUP
+// re-reads config.toml and applies the keys that can change while running.
+func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, cfg config.File) error {
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	select {
-	case s := <-sig:
-		log.Info("daemon_shutdown", "signal", s.String())
-		return nil
-	case err := <-d.Fatal():
-		log.Error("daemon_fatal", "err", err)
-		return err
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				cfg = c.reload(log, cfg)
+				continue
+			}
+			sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+			log.Info("daemon_shutdown", "signal", s.String())
+			return nil
+		case err := <-d.Fatal():
+			log.Error("daemon_fatal", "err", err)
+			return err
+		}
 	}
+}
+
+// reload applies a changed config.toml: log level and rotation now; changes
+// to [ipc] or [clone] are reported as needing a restart. A file that does
+// not validate is ignored and the old settings stay.
+func (c *daemonUpCmd) reload(log *logger, old config.File) config.File {
+	cfg, err := c.load()
+	if err != nil {
+		log.Error("config_reload_failed", "err", err)
+		return old
+	}
+	log.apply(cfg)
+	var restart []string
+	if cfg.TCPAddr() != old.TCPAddr() || cfg.IPC.PublicHealthCheck != old.IPC.PublicHealthCheck ||
+		!slices.Equal(cfg.IPC.OriginAllowlist, old.IPC.OriginAllowlist) {
+		restart = append(restart, "ipc")
+	}
+	if cfg.Clone != old.Clone {
+		restart = append(restart, "clone")
+	}
+	log.Info("config_reloaded", "file", c.Config, "log_level", cfg.Daemon.LogLevel, "restart_required_for", restart)
+	return cfg
 }

@@ -42,6 +42,12 @@ func (c *Client) Version(ctx context.Context) (*messages.Version, error) {
 	return &v, c.do(ctx, http.MethodGet, "/v1/version", nil, &v)
 }
 
+// Health asks GET /v1/health.
+func (c *Client) Health(ctx context.Context) (*messages.Health, error) {
+	var h messages.Health
+	return &h, c.do(ctx, http.MethodGet, "/v1/health", nil, &h)
+}
+
 // ListOutbox asks GET /v1/outbox for one page of at most limit rows.
 func (c *Client) ListOutbox(ctx context.Context, status string, limit int, before string) (*messages.OutboxPage, error) {
 	q := url.Values{}

@@ -3,9 +3,10 @@
 // TCP port (Authorization: Bearer <local-token>, compared in constant time).
 //
 // ServeHTTP is one gate and one table. In order: a token in the query string
-// is refused (400), the Host must be loopback (403), any Origin is refused
-// (403; browsers never reach the API), OPTIONS is refused (403), TCP callers
-// must present the bearer (401), at most MaxInflight requests run at once
+// is refused (400), the Host must be loopback (403), an Origin not in the
+// allowlist (default: empty) is refused (403), OPTIONS is refused (403), TCP
+// callers must present the bearer (401; GET /v1/health is exempt when
+// public_health_check is on), at most MaxInflight requests run at once
 // (429 daemon_busy), then the route table answers (404/405 envelopes for
 // unknown paths and methods). Handlers decode, validate, send one message to
 // an actor and render; they never touch SQLite.
@@ -17,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,7 +52,13 @@ type Options struct {
 	DaemonVersion string
 	SchemaVersion int
 	Started       time.Time
-	Log           *slog.Logger
+	// OriginAllowlist are the Origin values allowed to call the API
+	// ([ipc] origin_allowlist); any other Origin is refused.
+	OriginAllowlist []string
+	// PublicHealth lets GET /v1/health over TCP answer without the token
+	// ([ipc] public_health_check), e.g. for probes.
+	PublicHealth bool
+	Log          *slog.Logger
 }
 
 // Server is the IPC HTTP handler.
@@ -103,7 +111,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &messages.Error{Status: 403, Code: "forbidden_host", Detail: "Host must be localhost, 127.0.0.1 or [::1]"})
 		return
 	}
-	if r.Header.Get("Origin") != "" {
+	if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.OriginAllowlist, origin) {
 		writeError(w, &messages.Error{Status: 403, Code: "forbidden_origin", Detail: "requests from browsers are refused"})
 		return
 	}
@@ -111,7 +119,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &messages.Error{Status: 403, Code: "forbidden_method", Detail: "CORS preflight is refused"})
 		return
 	}
-	if unix, _ := r.Context().Value(transportKey{}).(bool); !unix && !s.authorized(r) {
+	if unix, _ := r.Context().Value(transportKey{}).(bool); !unix && !s.authorized(r) && !s.publicHealth(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="claudemesh"`)
 		writeError(w, &messages.Error{Status: 401, Code: "unauthorized",
 			Detail: "missing or invalid bearer token (see local-token in the daemon directory)"})
@@ -133,6 +141,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) authorized(r *http.Request) bool {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(tok), s.token) == 1
+}
+
+func (s *Server) publicHealth(r *http.Request) bool {
+	return s.opts.PublicHealth && r.Method == http.MethodGet && r.URL.Path == "/v1/health"
 }
 
 // loopbackHost accepts an empty Host, localhost, 127.0.0.1 and [::1], with

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// stopWait bounds how long `daemon down` waits for the process to exit.
+const stopWait = 5 * time.Second
+
+type daemonDownCmd struct{}
+
+// Run sends SIGTERM to the pid the daemon reports over its socket (never
+// the pid file, which may name a recycled pid) and waits for it to exit.
+func (c *daemonDownCmd) Run() error {
+	client, err := daemonClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := client.Version(ctx)
+	if errors.Is(err, ipc.ErrDaemonNotRunning) {
+		fmt.Println("daemon not running")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(v.PID, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("signal daemon (pid %d): %w", v.PID, err)
+	}
+	deadline := time.Now().Add(stopWait)
+	for processAlive(v.PID) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("daemon (pid %d) still running %s after SIGTERM; if it is stuck, `kill -9 %d` is safe: the outbox recovers at the next start",
+				v.PID, stopWait, v.PID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Printf("daemon stopped (pid %d)\n", v.PID)
+	return nil
+}
+
+// processAlive reports whether pid exists (EPERM: it exists, not ours).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+type daemonStatusCmd struct {
+	JSON bool `name:"json" help:"Print one JSON object."`
+}
+
+type statusReport struct {
+	Running bool             `json:"running"`
+	Socket  string           `json:"socket"`
+	Health  *messages.Health `json:"health"`
+}
+
+func (c *daemonStatusCmd) Run() error {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r := statusReport{Socket: paths.Socket()}
+	r.Health, err = ipc.NewClient(paths.Socket()).Health(ctx)
+	switch {
+	case errors.Is(err, ipc.ErrDaemonNotRunning):
+		r.Health = nil
+	case err != nil:
+		return err
+	default:
+		r.Running = true
+	}
+	if c.JSON {
+		if err := json.NewEncoder(os.Stdout).Encode(&r); err != nil {
+			return err
+		}
+	} else if r.Running {
+		printStatus(&r)
+	}
+	if !r.Running {
+		return &exitError{1, errors.New("daemon not running — start it with `claudemesh daemon up`")}
+	}
+	return nil
+}
+
+func printStatus(r *statusReport) {
+	h := r.Health
+	fmt.Printf("daemon: running, pid %d, up %s, version %s, schema %d\n", h.PID,
+		(time.Duration(h.UptimeS) * time.Second).String(), h.DaemonVersion, h.SchemaVersion)
+	fmt.Printf("socket: %s\n", r.Socket)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tQUEUED\tINFLIGHT\tDEAD")
+	for _, m := range h.Meshes {
+		connected := "no"
+		if m.Connected {
+			connected = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", m.Mesh, short(m.MemberPubkey, 16), connected, m.QueueDepth, m.Inflight, m.Dead)
+	}
+	tw.Flush()
+}
+
+type daemonAcceptHostCmd struct{}
+
+// Run records this machine in host_fingerprint.json, so that the next
+// `daemon up` starts under clone policy "refuse".
+func (c *daemonAcceptHostCmd) Run() error {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if err := paths.EnsureDaemonDir(); err != nil {
+		return err
+	}
+	h := config.CurrentHost()
+	if err := paths.RecordHost(h); err != nil {
+		return err
+	}
+	fmt.Printf("recorded host %q (fingerprint %.16s…) in %s\n", h.HostID, h.Fingerprint, paths.HostFile())
+	return nil
+}
