@@ -102,7 +102,10 @@ func describeTOMLError(path string, err error) error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
-		return fmt.Errorf("%s:%d:%d: %s: %s", path, row, col, strings.Join(de.Key(), "."), de.Error())
+		if key := strings.Join(de.Key(), "."); key != "" {
+			return fmt.Errorf("%s:%d:%d: %s: %s", path, row, col, key, de.Error())
+		}
+		return fmt.Errorf("%s:%d:%d: %s", path, row, col, de.Error())
 	}
 	return fmt.Errorf("%s: %w", path, err)
 }

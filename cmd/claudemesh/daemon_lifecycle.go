@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,10 +53,22 @@ func (c *daemonDownCmd) Run() error {
 	return nil
 }
 
-// processAlive reports whether pid exists (EPERM: it exists, not ours).
+// processAlive reports whether pid is a running process (EPERM: it runs,
+// not as us). An exited process its parent has not reaped yet (a zombie,
+// state Z in /proc) has stopped.
 func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no /proc (macOS): kill(0) is all we have
+	}
+	// The state follows the parenthesised command name, which may contain spaces.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
 }
 
 type daemonStatusCmd struct {
@@ -71,7 +84,7 @@ type statusReport struct {
 func (c *daemonStatusCmd) Run() error {
 	paths, err := config.ResolvePaths()
 	if err != nil {
-		return &exitError{2, err}
+		return &exitError{code: 2, err: err}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -93,7 +106,7 @@ func (c *daemonStatusCmd) Run() error {
 		printStatus(&r)
 	}
 	if !r.Running {
-		return &exitError{1, errors.New("daemon not running — start it with `claudemesh daemon up`")}
+		return &exitError{code: 1, err: errors.New("daemon not running — start it with `claudemesh daemon up`")}
 	}
 	return nil
 }
@@ -122,7 +135,7 @@ type daemonAcceptHostCmd struct{}
 func (c *daemonAcceptHostCmd) Run() error {
 	paths, err := config.ResolvePaths()
 	if err != nil {
-		return &exitError{2, err}
+		return &exitError{code: 2, err: err}
 	}
 	if err := paths.EnsureDaemonDir(); err != nil {
 		return err

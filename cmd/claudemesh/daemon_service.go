@@ -207,7 +207,7 @@ func (o *serviceOutput) fail(p *deploy.Plan, err error, code int) error {
 	if o.json {
 		o.emit(o.document(p, nil, err))
 	}
-	return &exitError{code, err}
+	return &exitError{code: code, err: err}
 }
 
 func (o *serviceOutput) emit(d serviceJSON) {
@@ -251,7 +251,7 @@ func (o *serviceOutput) run(p *deploy.Plan) error {
 		o.printResult(p, res, err)
 	}
 	if err != nil {
-		return &exitError{1, err}
+		return &exitError{code: 1, err: err}
 	}
 	return nil
 }

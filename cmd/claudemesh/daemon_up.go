@@ -31,7 +31,7 @@ type daemonUpCmd struct {
 func (c *daemonUpCmd) Run() error {
 	paths, err := config.ResolvePaths()
 	if err != nil {
-		return &exitError{2, err}
+		return &exitError{code: 2, err: err}
 	}
 	if err := paths.EnsureDaemonDir(); err != nil {
 		return err
@@ -41,7 +41,7 @@ func (c *daemonUpCmd) Run() error {
 	}
 	cfg, err := c.load()
 	if err != nil {
-		return &exitError{2, err}
+		return &exitError{code: 2, err: err}
 	}
 	if !c.Foreground {
 		return detach(paths, append(os.Args[1:], "--log-file", paths.LogFile()))
@@ -111,34 +111,50 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 	if log.file != nil {
 		defer log.file.Close()
 	}
+	// Signals are caught before anything is served: a SIGHUP or SIGTERM that
+	// arrives the moment the socket answers must not kill the process.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sig)
+
 	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger})
-	switch {
-	case errors.Is(err, config.ErrHostMismatch):
-		return &exitError{4, fmt.Errorf("%w\nif this machine is meant to run this daemon (a hardware change, a deliberate move), "+
-			"run `claudemesh daemon accept-host`; a cloned machine should get a fresh daemon directory instead", err)}
-	case errors.Is(err, daemon.ErrConfig):
-		return &exitError{2, err}
-	case errors.Is(err, persistence.ErrIntegrity):
-		return &exitError{8, errors.New(err.Error() + "; the outbox cannot be rebuilt: keep the file and restore it from a backup")}
-	case err != nil:
-		return err
+	if err != nil {
+		return c.startFailed(log, err)
 	}
 	defer d.Close()
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady) // no-op outside systemd
-	return c.wait(d, log, cfg)
+	return c.wait(d, log, cfg, sig)
+}
+
+// startFailed maps a start-up failure to its exit code. A detached daemon
+// logs it as a JSON record (its stderr is daemon.log too, and the parent
+// shows the log's tail), so main does not print it again.
+func (c *daemonUpCmd) startFailed(log *logger, err error) error {
+	code := 1
+	switch {
+	case errors.Is(err, config.ErrHostMismatch):
+		code, err = 4, fmt.Errorf("%w\nif this machine is meant to run this daemon (a hardware change, a deliberate move), "+
+			"run `claudemesh daemon accept-host`; a cloned machine should get a fresh daemon directory instead", err)
+	case errors.Is(err, daemon.ErrConfig):
+		code = 2
+	case errors.Is(err, persistence.ErrIntegrity):
+		code, err = 8, errors.New(err.Error()+"; the outbox cannot be rebuilt: keep the file and restore it from a backup")
+	}
+	if log.file != nil {
+		log.Error("daemon_start_failed", "err", err.Error(), "exit_code", code)
+		return &exitError{code: code, err: err, reported: true}
+	}
+	return &exitError{code: code, err: err}
 }
 
 // wait runs until SIGTERM/SIGINT (clean exit) or a fatal error; SIGHUP
 // re-reads config.toml and applies the keys that can change while running.
-func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, cfg config.File) error {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sig)
+func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, running config.File, sig <-chan os.Signal) error {
 	for {
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				cfg = c.reload(log, cfg)
+				c.reload(log, running)
 				continue
 			}
 			sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
@@ -151,24 +167,24 @@ func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, cfg config.File) error
 	}
 }
 
-// reload applies a changed config.toml: log level and rotation now; changes
-// to [ipc] or [clone] are reported as needing a restart. A file that does
-// not validate is ignored and the old settings stay.
-func (c *daemonUpCmd) reload(log *logger, old config.File) config.File {
+// reload applies a changed config.toml: log level and rotation now. Where
+// [ipc] or [clone] differ from what the daemon runs with, the log says a
+// restart is needed. A file that does not validate is ignored and the
+// settings stay as they are.
+func (c *daemonUpCmd) reload(log *logger, running config.File) {
 	cfg, err := c.load()
 	if err != nil {
 		log.Error("config_reload_failed", "err", err)
-		return old
+		return
 	}
 	log.apply(cfg)
-	var restart []string
-	if cfg.TCPAddr() != old.TCPAddr() || cfg.IPC.PublicHealthCheck != old.IPC.PublicHealthCheck ||
-		!slices.Equal(cfg.IPC.OriginAllowlist, old.IPC.OriginAllowlist) {
+	restart := []string{}
+	if cfg.TCPAddr() != running.TCPAddr() || cfg.IPC.PublicHealthCheck != running.IPC.PublicHealthCheck ||
+		!slices.Equal(cfg.IPC.OriginAllowlist, running.IPC.OriginAllowlist) {
 		restart = append(restart, "ipc")
 	}
-	if cfg.Clone != old.Clone {
+	if cfg.Clone != running.Clone {
 		restart = append(restart, "clone")
 	}
 	log.Info("config_reloaded", "file", c.Config, "log_level", cfg.Daemon.LogLevel, "restart_required_for", restart)
-	return cfg
 }

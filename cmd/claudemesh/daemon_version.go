@@ -28,7 +28,7 @@ type versionReport struct {
 func (c *daemonVersionCmd) Run() error {
 	paths, err := config.ResolvePaths()
 	if err != nil {
-		return &exitError{2, err}
+		return &exitError{code: 2, err: err}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

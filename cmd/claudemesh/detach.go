@@ -57,7 +57,8 @@ func detach(paths config.Paths, args []string) error {
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("daemon exited during start-up (%v); last lines of %s:\n%s", err, paths.LogFile(), tail(paths.LogFile(), 5))
+			failure := fmt.Errorf("daemon exited during start-up (%v); last lines of %s:\n%s", err, paths.LogFile(), tail(paths.LogFile(), 5))
+			return &exitError{code: cmd.ProcessState.ExitCode(), err: failure}
 		case <-tick.C:
 		}
 	}

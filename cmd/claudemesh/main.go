@@ -36,10 +36,12 @@ type outboxCmd struct {
 	Requeue outboxRequeueCmd `cmd:"" help:"Retire a dead or pending row and queue its payload again under a new client_message_id."`
 }
 
-// exitError carries a process exit code.
+// exitError carries a process exit code. reported means the error was
+// already logged where the user will find it, and main prints nothing.
 type exitError struct {
-	code int
-	err  error
+	code     int
+	err      error
+	reported bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -62,11 +64,13 @@ func main() {
 		os.Exit(2)
 	}
 	if err := ctx.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "claudemesh:", err)
 		var ee *exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
+		if !errors.As(err, &ee) {
+			ee = &exitError{code: 1, err: err}
 		}
-		os.Exit(1)
+		if !ee.reported {
+			fmt.Fprintln(os.Stderr, "claudemesh:", err)
+		}
+		os.Exit(ee.code)
 	}
 }

@@ -95,7 +95,7 @@ func short(s string, n int) string {
 func daemonClient() (*ipc.Client, error) {
 	paths, err := config.ResolvePaths()
 	if err != nil {
-		return nil, &exitError{2, err}
+		return nil, &exitError{code: 2, err: err}
 	}
 	return ipc.NewClient(paths.Socket()), nil
 }

@@ -27,7 +27,7 @@ func (c *outboxRequeueCmd) Run() error {
 		}
 		req.Patch = new(messages.SendRequest)
 		if err := messages.DecodeJSON(b, req.Patch); err != nil {
-			return &exitError{2, fmt.Errorf("%s: %w", c.PatchPayload, err)}
+			return &exitError{code: 2, err: fmt.Errorf("%s: %w", c.PatchPayload, err)}
 		}
 	}
 	client, err := daemonClient()
