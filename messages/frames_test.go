@@ -1,0 +1,79 @@
+package messages
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestDecodeClientFrame(t *testing.T) {
+	cases := []struct {
+		in   string
+		want string // %T of the result, or the FrameError code
+	}{
+		{`{"type":"hello","meshId":"m","memberId":"x","pubkey":"ab","sessionId":"s","timestamp":1,"signature":"00","model":"extra fields are ignored"}`, "*messages.HelloFrame"},
+		{`{"type":"session_hello","meshId":"m","parentMemberPubkey":"p","sessionPubkey":"s","parentAttestation":{"expiresAt":5}}`, "*messages.SessionHelloFrame"},
+		{`{"type":"send","id":"a","client_message_id":"a","targetSpec":"*","priority":"next","nonce":"","ciphertext":""}`, "*messages.SendFrame"},
+		{`{"type":"client_ack","clientMessageId":"a"}`, "*messages.ClientAckFrame"},
+		{`{"type":"list_peers","_reqId":"pl-1"}`, "*messages.ListPeersFrame"},
+		{`{"type":"set_status","status":"dnd"}`, "*messages.SetStatusFrame"},
+		{`{"type":"set_summary","summary":"s"}`, "*messages.SetSummaryFrame"},
+		{`{"type":"set_visible","visible":false}`, "*messages.SetVisibleFrame"},
+		{`{"type":"set_profile","bio":"b","capabilities":["x"]}`, "*messages.SetProfileFrame"},
+		{`{"type":"feature_negotiation_request","require":["client_message_id_dedupe"],"optional":[]}`, "*messages.FeatureNegotiationRequestFrame"},
+		{`not json`, FrameInvalidJSON},
+		{`[1,2]`, FrameInvalidJSON},
+		{`{"no":"type"}`, FrameInvalidJSON},
+		{`{"type":7}`, FrameInvalidJSON},
+		{`{"type":"get_state","key":"k"}`, FrameUnknownType},
+		{`{"type":"hello","timestamp":"soon"}`, FrameInvalidJSON},
+	}
+	for _, c := range cases {
+		v, err := DecodeClientFrame([]byte(c.in))
+		got := fmt.Sprintf("%T", v)
+		var fe *FrameError
+		if errors.As(err, &fe) {
+			got = fe.Code
+		} else if err != nil {
+			t.Fatalf("%s: non-FrameError %v", c.in, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: got %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+// FuzzDecodeClientFrame: the frame decoder never panics, fails only with
+// *FrameError, and a decoded frame re-encodes to JSON carrying its type.
+func FuzzDecodeClientFrame(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"hello","meshId":"m","memberId":"x","pubkey":"ab","sessionId":"s","timestamp":1700000000000,"signature":"00"}`,
+		`{"type":"send","id":"a","client_message_id":"a","request_fingerprint":"00","targetSpec":"#t","priority":"now","nonce":"AA==","ciphertext":"AA==","meta":{"k":1}}`,
+		`{"type":"client_ack","clientMessageId":"a","brokerMessageId":"b"}`,
+		`{"type":"set_profile","avatar":null,"capabilities":[]}`,
+		`{"type":"session_hello","parentAttestation":{"sessionPubkey":"s","expiresAt":-1}}`,
+		`{"type":"feature_negotiation_request","require":null}`,
+		`{"type":""}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := DecodeClientFrame(data)
+		if err != nil {
+			var fe *FrameError
+			if !errors.As(err, &fe) || fe.Code == "" {
+				t.Fatalf("not a FrameError: %v", err)
+			}
+			return
+		}
+		out, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("decoded frame does not re-encode: %v", err)
+		}
+		var head struct{ Type string }
+		if json.Unmarshal(out, &head) != nil || head.Type == "" {
+			t.Fatalf("re-encoded frame lost its type: %s", out)
+		}
+	})
+}
