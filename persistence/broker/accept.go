@@ -1,0 +1,294 @@
+package broker
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// Destination kinds of the dedupe row (spec §4.3).
+const (
+	KindTopic = "topic"
+	KindDM    = "dm"
+	KindQueue = "queue"
+)
+
+// Rejection codes of the accept path, besides the messages.Code* ones it
+// reuses for field validation.
+const (
+	CodeUnknownRecipient   = "unknown_recipient"
+	CodeUnknownMesh        = "unknown_mesh"
+	CodeInvalidDestination = "invalid_destination"
+	CodeInvalidSender      = "invalid_sender"
+)
+
+// AcceptRequest is one `send` that passed B0 and B1 in the WebSocket layer.
+type AcceptRequest struct {
+	MeshID             string
+	ClientMessageID    string
+	RequestFingerprint messages.Fingerprint // as sent by the client; compared byte for byte
+	DestinationKind    string               // KindTopic, KindDM or KindQueue
+	DestinationRef     string               // topic name, recipient pubkey hex, queue id
+	SenderPubkey       string               // the pubkey the push will carry as senderPubkey
+	TargetSpec         string
+	Priority           string // now, next or low
+	Nonce              string // base64, stored and pushed as sent
+	Ciphertext         string // base64, stored and pushed as sent
+	ReplyToID          string // "" when not a reply
+	Meta               []byte // JSON object as sent, nil when absent
+	// Recipients are the pubkeys (64 lowercase hex, distinct: a repeated
+	// key fails the request) that get a delivery_queue row, resolved by the
+	// WebSocket layer. For a DM every recipient must be an active member of
+	// the mesh, and there must be one (the B2 check).
+	Recipients []string
+	// Online are those of Recipients the broker pushes to right after the
+	// commit: their rows are created leased for Lease (attempts 1), as if
+	// claimed, which saves a claim transaction per push. The other rows
+	// wait for ClaimDeliveries (an offline member's when it connects).
+	Online []string
+	Lease  time.Duration
+}
+
+// Outcome is which answer of spec §4.9.2 an accept got.
+type Outcome int
+
+// Outcomes.
+const (
+	Created   Outcome = iota + 1 // 201: committed with a new broker_message_id
+	Duplicate                    // 200: same id, same fingerprint: the original message
+	Conflict                     // 409 idempotency_key_reused: same id, other fingerprint
+	Rejected                     // 4xx: Err is a *messages.Error; nothing stored, the id stays free
+	Failed                       // 5xx: Err is the cause; nothing stored; retry with the same id
+)
+
+// AcceptResult is the answer to one AcceptRequest.
+type AcceptResult struct {
+	Outcome                 Outcome
+	BrokerMessageID         string    // Created, Duplicate
+	HistoryID               string    // Created; Duplicate while the history row exists
+	HistoryAvailable        bool      // Created, Duplicate (false once the message was pruned)
+	FirstSeenAt             time.Time // Created, Duplicate
+	BrokerFingerprintPrefix string    // Conflict: the stored fingerprint's first 8 bytes, 16 hex
+	Err                     error     // Rejected, Failed
+}
+
+// Status is the HTTP-style status of the result (spec §4.9.2).
+func (r *AcceptResult) Status() int {
+	switch r.Outcome {
+	case Created:
+		return http.StatusCreated
+	case Duplicate:
+		return http.StatusOK
+	case Conflict:
+		return http.StatusConflict
+	case Rejected:
+		var e *messages.Error
+		if errors.As(r.Err, &e) {
+			return e.Status
+		}
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// DedupeRow is one row of client_message_dedupe plus the history_id of its
+// message while that exists.
+type DedupeRow struct {
+	MeshID             string
+	ClientMessageID    string
+	BrokerMessageID    string
+	RequestFingerprint messages.Fingerprint
+	DestinationKind    string
+	DestinationRef     string
+	FirstSeenAt        time.Time
+	ExpiresAt          *time.Time // nil: permanent
+	HistoryAvailable   bool
+	HistoryID          string // "" once the history row is gone
+}
+
+// Answer is the answer to a request carrying fp for this row's id:
+// Duplicate when the fingerprints are equal byte for byte, else Conflict.
+func (r *DedupeRow) Answer(fp messages.Fingerprint) AcceptResult {
+	if r.RequestFingerprint != fp {
+		return AcceptResult{Outcome: Conflict, BrokerFingerprintPrefix: r.RequestFingerprint.Prefix()}
+	}
+	return AcceptResult{Outcome: Duplicate, BrokerMessageID: r.BrokerMessageID, HistoryID: r.HistoryID,
+		HistoryAvailable: r.HistoryAvailable, FirstSeenAt: r.FirstSeenAt}
+}
+
+// dedupeSelect reads dedupe rows with the history_id of their message.
+const dedupeSelect = `SELECT d.mesh_id, d.client_message_id, d.broker_message_id, d.request_fingerprint,
+	       d.destination_kind, d.destination_ref, d.first_seen_at, d.expires_at, d.history_available, h.history_id
+	  FROM client_message_dedupe d LEFT JOIN message_history h ON h.message_id = d.broker_message_id`
+
+func scanDedupe(row interface{ Scan(...any) error }) (*DedupeRow, error) {
+	var r DedupeRow
+	var fp []byte
+	var historyID sql.NullString
+	err := row.Scan(&r.MeshID, &r.ClientMessageID, &r.BrokerMessageID, &fp, &r.DestinationKind, &r.DestinationRef,
+		(*dbTime)(&r.FirstSeenAt), nullTime{&r.ExpiresAt}, &r.HistoryAvailable, &historyID)
+	if err != nil {
+		return nil, err
+	}
+	if len(fp) != len(r.RequestFingerprint) {
+		return nil, fmt.Errorf("stored request_fingerprint has %d bytes", len(fp))
+	}
+	copy(r.RequestFingerprint[:], fp)
+	r.HistoryID = historyID.String
+	return &r, nil
+}
+
+// LookupDedupe is the B0 fast path: a plain, non-locking primary-key read
+// of the dedupe row. It returns nil, nil when the id was never accepted.
+func (s *Store) LookupDedupe(ctx context.Context, meshID, clientMessageID string) (*DedupeRow, error) {
+	row, err := scanDedupe(s.lookup.QueryRowxContext(ctx, meshID, clientMessageID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up client_message_id: %w", err)
+	}
+	return row, nil
+}
+
+// AcceptBatch runs B2 and B3 of spec §4.9.4 for every request in one
+// transaction (group commit) and returns one result per request, in order.
+// A rejected or failed request leaves nothing behind and does not disturb
+// its neighbours; two requests with the same id behave like two sequential
+// requests. If the transaction itself fails, every result is Failed and
+// nothing is stored.
+//
+// The batch first runs set-wise: a few multi-row statements for all
+// requests, which write nothing for a request they do not create. Should
+// one of them fail (a constraint violation, a deadlock), or should two
+// requests share an id, the batch runs again one request per SAVEPOINT, so
+// that only the culprit fails. Requests are applied in (mesh_id,
+// client_message_id) order, stable, so concurrent batches never wait on
+// each other's keys in a cycle.
+func (s *Store) AcceptBatch(ctx context.Context, reqs []*AcceptRequest) []AcceptResult {
+	b := &batch{reqs: reqs, results: make([]AcceptResult, len(reqs)), order: lockOrder(reqs), now: s.clock()}
+	if len(reqs) == 0 {
+		return b.results
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return failAll(b.results, err)
+	}
+	if b.distinctKeys() {
+		err := s.accept(ctx, tx, b, b.order)
+		if err == nil {
+			return s.finish(tx, b.results)
+		}
+		s.log.Warn("accept_batch_retry_per_request", "requests", len(reqs), "err", err)
+		_ = tx.Rollback() // PostgreSQL has aborted it already
+		if tx, err = s.beginWrite(ctx); err != nil {
+			return failAll(b.results, err)
+		}
+		clear(b.results)
+	}
+	for _, i := range b.order {
+		if err := s.acceptOne(ctx, tx, b, i); err != nil {
+			_ = tx.Rollback() // the savepoint error is the one to report
+			return failAll(b.results, err)
+		}
+	}
+	return s.finish(tx, b.results)
+}
+
+// batch is one AcceptBatch call.
+type batch struct {
+	reqs    []*AcceptRequest
+	results []AcceptResult
+	order   []int // indexes of reqs in lock order
+	now     time.Time
+}
+
+func (b *batch) distinctKeys() bool {
+	for k := 1; k < len(b.order); k++ {
+		prev, cur := b.reqs[b.order[k-1]], b.reqs[b.order[k]]
+		if prev.MeshID == cur.MeshID && prev.ClientMessageID == cur.ClientMessageID {
+			return false
+		}
+	}
+	return true
+}
+
+func lockOrder(reqs []*AcceptRequest) []int {
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := strings.Compare(reqs[a].MeshID, reqs[b].MeshID); c != 0 {
+			return c
+		}
+		return strings.Compare(reqs[a].ClientMessageID, reqs[b].ClientMessageID)
+	})
+	return order
+}
+
+// acceptOne runs request i alone inside a savepoint; if it fails, its
+// writes are rolled back and its result is Failed. The error is for the
+// batch: the savepoint machinery failed and the transaction is unusable.
+func (s *Store) acceptOne(ctx context.Context, tx *sqlx.Tx, b *batch, i int) error {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT accept"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if err := s.accept(ctx, tx, b, []int{i}); err != nil {
+		b.results[i] = AcceptResult{Outcome: Failed,
+			Err: fmt.Errorf("accept client_message_id %s: %w", b.reqs[i].ClientMessageID, err)}
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT accept"); err != nil {
+			return fmt.Errorf("rollback to savepoint: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT accept"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) finish(tx *sqlx.Tx, results []AcceptResult) []AcceptResult {
+	if err := s.commit(tx); err != nil {
+		return failAll(results, err)
+	}
+	return results
+}
+
+func failAll(results []AcceptResult, err error) []AcceptResult {
+	err = fmt.Errorf("accept batch: %w", err)
+	for i := range results {
+		results[i] = AcceptResult{Outcome: Failed, Err: err}
+	}
+	return results
+}
+
+// validate is the schema part of B1 that the store relies on; the
+// WebSocket layer normally rejects these first.
+func (r *AcceptRequest) validate() *messages.Error {
+	bad := func(code, detail string) *messages.Error {
+		return &messages.Error{Status: http.StatusBadRequest, Code: code, Detail: detail}
+	}
+	switch {
+	case !messages.ValidClientMessageID(r.ClientMessageID):
+		return bad(messages.CodeInvalidClientID, "client_message_id must be 1-128 printable ASCII characters")
+	case r.DestinationKind != KindTopic && r.DestinationKind != KindDM && r.DestinationKind != KindQueue:
+		return bad(CodeInvalidDestination, "destination kind must be topic, dm or queue")
+	case r.Priority != "now" && r.Priority != "next" && r.Priority != "low":
+		return bad(messages.CodeInvalidPriority, "priority must be now, next or low")
+	case !pubkeyPattern.MatchString(r.SenderPubkey):
+		return bad(CodeInvalidSender, "sender pubkey must be 64 lowercase hex characters")
+	case r.Meta != nil && !json.Valid(r.Meta):
+		return bad(messages.CodeInvalidMeta, "meta must be JSON")
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package broker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// Claim asks for undelivered rows of some recipients.
+type Claim struct {
+	MeshID           string
+	RecipientPubkeys []string      // every key the connection receives for (member and session pubkey)
+	Lease            time.Duration // how long the rows stay invisible to other claims
+	Limit            int
+	// OnlyNow restricts the claim to priority "now" (a recipient whose
+	// status is working or dnd; wire protocol §2.4 step 8).
+	OnlyNow bool
+}
+
+// Delivery is one claimed delivery_queue row with everything a `push`
+// frame needs.
+type Delivery struct {
+	DeliveryID         int64
+	MeshID             string
+	RecipientPubkey    string
+	BrokerMessageID    string // the push's messageId; what client_ack names
+	ClientMessageID    string
+	RequestFingerprint messages.Fingerprint
+	SenderPubkey       string
+	TargetSpec         string
+	Priority           string
+	Nonce              string
+	Ciphertext         string
+	ReplyToID          string // "" when not a reply
+	Meta               []byte // nil when absent
+	CreatedAt          time.Time
+	HistoryID          string
+	Attempts           int // claims so far, this one included
+	LeaseExpiresAt     time.Time
+}
+
+// ClaimDeliveries leases up to c.Limit undelivered rows of the recipients
+// whose lease is absent or expired, oldest first: each gets
+// lease_expires_at = now + c.Lease and attempts + 1. On PostgreSQL the rows
+// are locked with SKIP LOCKED, so two replicas never claim the same row.
+func (s *Store) ClaimDeliveries(ctx context.Context, c Claim) ([]Delivery, error) {
+	if c.Limit <= 0 || c.Lease <= 0 || len(c.RecipientPubkeys) == 0 {
+		return nil, nil
+	}
+	now := s.clock()
+	leaseUntil := now.Add(c.Lease).Truncate(time.Millisecond)
+	var out []Delivery
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var ids []int64
+		err := tx.SelectContext(ctx, &ids, s.d.rewrite(`UPDATE delivery_queue
+			   SET lease_expires_at = ?, attempts = attempts + 1
+			 WHERE id IN (SELECT d.id FROM delivery_queue d JOIN message m ON m.id = d.message_id
+			               WHERE d.mesh_id = ? AND d.recipient_pubkey IN (SELECT value FROM EACH(?))
+			                 AND d.delivered_at IS NULL
+			                 AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= ?)
+			                 AND (? = FALSE OR m.priority = 'now')
+			               ORDER BY d.id LIMIT ? /*SKIP LOCKED*/)
+			RETURNING id`),
+			s.d.time(leaseUntil), c.MeshID, jsonArray(c.RecipientPubkeys), s.d.time(now), c.OnlyNow, c.Limit)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		out, err = s.readDeliveries(ctx, tx, ids)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) readDeliveries(ctx context.Context, tx *sqlx.Tx, ids []int64) ([]Delivery, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = strconv.FormatInt(id, 10)
+	}
+	rows, err := tx.QueryxContext(ctx, s.d.rewrite(`SELECT d.id, d.mesh_id, d.recipient_pubkey, d.attempts, d.lease_expires_at,
+		       m.id, m.client_message_id, m.request_fingerprint, m.sender_pubkey, m.target_spec, m.priority,
+		       m.nonce, m.ciphertext, m.reply_to_id, m.meta, m.created_at, h.history_id
+		  FROM delivery_queue d JOIN message m ON m.id = d.message_id JOIN message_history h ON h.message_id = m.id
+		 WHERE d.id IN (SELECT CAST(value AS BIGINT) FROM EACH(?))
+		 ORDER BY d.id`), jsonArray(keys))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]Delivery, 0, len(ids))
+	for rows.Next() {
+		var d Delivery
+		var fp []byte
+		var replyTo, meta sql.NullString
+		if err := rows.Scan(&d.DeliveryID, &d.MeshID, &d.RecipientPubkey, &d.Attempts, (*dbTime)(&d.LeaseExpiresAt),
+			&d.BrokerMessageID, &d.ClientMessageID, &fp, &d.SenderPubkey, &d.TargetSpec, &d.Priority,
+			&d.Nonce, &d.Ciphertext, &replyTo, &meta, (*dbTime)(&d.CreatedAt), &d.HistoryID); err != nil {
+			return nil, err
+		}
+		copy(d.RequestFingerprint[:], fp)
+		d.ReplyToID = replyTo.String
+		if meta.Valid {
+			d.Meta = []byte(meta.String)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// Ack is one client_ack: the message named by BrokerMessageID or
+// ClientMessageID ("" for the one not given), received by a connection
+// that receives for RecipientPubkeys.
+type Ack struct {
+	MeshID           string
+	RecipientPubkeys []string
+	ClientMessageID  string
+	BrokerMessageID  string
+}
+
+// AckDeliveries marks delivered, in one transaction, the rows the acks
+// name. Acking is idempotent; it returns how many rows were marked now.
+// Batch acks like accepts: on SQLite every transaction is an fsync.
+func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
+	var total int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		for _, a := range acks {
+			if a.ClientMessageID == "" && a.BrokerMessageID == "" {
+				continue
+			}
+			res, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
+				 WHERE mesh_id = ? AND recipient_pubkey IN (SELECT value FROM EACH(?)) AND delivered_at IS NULL
+				   AND (message_id = ? OR message_id = (SELECT broker_message_id FROM client_message_dedupe
+				                                          WHERE mesh_id = ? AND client_message_id = ?))`),
+				s.d.time(s.clock()), a.MeshID, jsonArray(a.RecipientPubkeys), a.BrokerMessageID, a.MeshID, a.ClientMessageID)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ack deliveries: %w", err)
+	}
+	return total, nil
+}
+
+// Recipient names one recipient in one mesh.
+type Recipient struct {
+	MeshID string
+	Pubkey string
+}
+
+// ExpiredLeases returns the recipients that have undelivered rows whose
+// lease expired in (after, until]: the broker's redelivery timer pushes to
+// those it has connected. Rows that were never claimed are not reported;
+// they are claimed when their recipient connects.
+func (s *Store) ExpiredLeases(ctx context.Context, after, until time.Time) ([]Recipient, error) {
+	var rows []struct {
+		MeshID string `db:"mesh_id"`
+		Pubkey string `db:"recipient_pubkey"`
+	}
+	err := s.rdb.SelectContext(ctx, &rows, s.d.rewrite(`SELECT DISTINCT mesh_id, recipient_pubkey FROM delivery_queue
+		 WHERE delivered_at IS NULL AND lease_expires_at IS NOT NULL AND lease_expires_at > ? AND lease_expires_at <= ?
+		 ORDER BY mesh_id, recipient_pubkey`), s.d.time(after), s.d.time(until))
+	if err != nil {
+		return nil, fmt.Errorf("find expired leases: %w", err)
+	}
+	out := make([]Recipient, len(rows))
+	for i, r := range rows {
+		out[i] = Recipient{MeshID: r.MeshID, Pubkey: r.Pubkey}
+	}
+	return out, nil
+}
+
+// NextLeaseExpiry returns the earliest lease on an undelivered row that
+// expires after t, and false when there is none: when the redelivery timer
+// should next wake.
+func (s *Store) NextLeaseExpiry(ctx context.Context, after time.Time) (time.Time, bool, error) {
+	var next *time.Time
+	err := s.rdb.QueryRowxContext(ctx, s.d.rewrite(`SELECT MIN(lease_expires_at) FROM delivery_queue
+		 WHERE delivered_at IS NULL AND lease_expires_at IS NOT NULL AND lease_expires_at > ?`),
+		s.d.time(after)).Scan(nullTime{&next})
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, fmt.Errorf("next lease expiry: %w", err)
+	}
+	if next == nil {
+		return time.Time{}, false, nil
+	}
+	return *next, true, nil
+}

@@ -1,0 +1,306 @@
+// Package broker owns the broker's storage: meshes, members, invites, the
+// client_message_id dedupe table (spec §4.9.1), messages, their history and
+// the per-recipient delivery queue. One Store type serves two backends:
+// embedded SQLite (one broker node) and PostgreSQL (several broker replicas
+// on one database). The SQL is written once; the few dialect differences
+// (placeholders, locking clauses, the JSON-array table function, how a time
+// is stored) live in the dialect value.
+//
+// The accept path follows spec §4.9.4: AcceptBatch runs one transaction for
+// many sends (group commit) and writes, per created send, the dedupe row,
+// the message row, the history row and the delivery-queue rows together or
+// not at all. "Dedupe row exists" ⇔ "accept committed": nothing in this
+// package leaves a dedupe row behind on a rejection. A batch runs set-wise
+// (a few multi-row statements for all its sends); when a statement fails,
+// it runs again with one SAVEPOINT per send, so that only the culprit fails.
+//
+// Decisions the spec leaves open:
+//   - Times are time.Time in the Go API, truncated to milliseconds. SQLite
+//     stores Unix milliseconds (INTEGER), PostgreSQL TIMESTAMPTZ. The clock is
+//     the broker's (Options.Now), not the database's.
+//   - broker_message_id and history_id are ULIDs (TEXT). A history_id sorts
+//     by accept time; it is an opaque token for the daemon.
+//   - Invite tokens are 32 random bytes, base64url without padding; only
+//     their SHA-256 is stored.
+//   - Delivery rows stay after their ack (delivered_at set) until their
+//     message is pruned; a lease is the claimer's promise to push, and an
+//     expired lease makes the row claimable again.
+//   - Redeeming an invite for a pubkey that is already an active member of
+//     the mesh returns that membership and does not consume a use (a retried
+//     `claudemesh join` must not fail); a revoked pubkey is refused.
+//
+// This package must never push, authenticate or rate-limit: the WebSocket
+// layer does that with what it reads here. It never logs message contents
+// or invite tokens.
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Tunables.
+const (
+	// FileName is the SQLite database inside Options.Dir.
+	FileName           = "broker.db"
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultReadConns is the size of the SQLite read-only pool; writes
+	// always go through one connection.
+	DefaultReadConns = 4
+	// DefaultPostgresConns bounds the PostgreSQL pool.
+	DefaultPostgresConns = 16
+)
+
+// Options says which backend to open. Exactly one of Dir and DatabaseURL is
+// set.
+type Options struct {
+	Dir         string // SQLite: directory holding broker.db (created 0700)
+	DatabaseURL string // PostgreSQL: postgres://… connection URL
+	Log         *slog.Logger
+	// Now is the clock for every stored time; nil means time.Now.
+	Now func() time.Time
+	// MaxConns bounds the PostgreSQL pool; 0 means DefaultPostgresConns.
+	MaxConns int
+}
+
+// Store is the broker's database. It is safe for concurrent use.
+type Store struct {
+	d       *dialect
+	db      *sqlx.DB // writes; on SQLite the single writer connection
+	rdb     *sqlx.DB // reads; on SQLite a read-only pool, else db
+	now     func() time.Time
+	log     *slog.Logger
+	version int
+	lookup  *sqlx.Stmt // the B0 read, on rdb
+}
+
+// Open opens (and on SQLite creates) the database, applies the embedded
+// migrations and prepares the hot-path statements.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if (opts.Dir == "") == (opts.DatabaseURL == "") {
+		return nil, errors.New("broker store: set exactly one of Dir and DatabaseURL")
+	}
+	s := &Store{now: opts.Now, log: opts.Log}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if opts.Dir != "" {
+		err = s.openSQLite(ctx, opts.Dir)
+	} else {
+		err = s.openPostgres(ctx, opts.DatabaseURL, opts.MaxConns)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.version, err = migrate(ctx, s.db, s.d); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("migrate broker store: %w", err)
+	}
+	s.log.Info("broker_store_open", "backend", s.d.name, "schema_version", s.version)
+	if s.d.name == sqliteName {
+		if s.rdb, err = openSQLiteDB(ctx, filepath.Join(opts.Dir, FileName), true); err != nil {
+			s.closeDBs()
+			return nil, err
+		}
+	}
+	if s.lookup, err = s.rdb.PreparexContext(ctx, s.d.rewrite(dedupeSelect+
+		" WHERE d.mesh_id = ? AND d.client_message_id = ?")); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("prepare the dedupe lookup: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) openSQLite(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create broker dir: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	f.Close()
+	if s.db, err = openSQLiteDB(ctx, path, false); err != nil {
+		return err
+	}
+	s.d, s.rdb = sqliteDialect, s.db
+	return nil
+}
+
+// openSQLiteDB opens the writer (one connection, BEGIN IMMEDIATE) or the
+// read-only pool, with WAL, synchronous=FULL and a busy timeout.
+func openSQLiteDB(ctx context.Context, path string, readOnly bool) (*sqlx.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", DefaultBusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(ON)")
+	// Savepoints journal the pages they change; keep that journal in
+	// memory instead of a temp file written per savepoint.
+	q.Add("_pragma", "temp_store(MEMORY)")
+	conns := 1
+	if readOnly {
+		q.Add("_pragma", "query_only(ON)")
+		conns = DefaultReadConns
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	db, err := sqlx.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxLifetime(0)
+	var mode string
+	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if mode != "wal" {
+		db.Close()
+		return nil, fmt.Errorf("open %s: journal_mode is %q, want wal", path, mode)
+	}
+	return db, nil
+}
+
+func (s *Store) openPostgres(ctx context.Context, databaseURL string, maxConns int) error {
+	db, err := sqlx.Open("pgx", databaseURL)
+	if err != nil {
+		return fmt.Errorf("open postgres: %w", err)
+	}
+	if maxConns <= 0 {
+		maxConns = DefaultPostgresConns
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return fmt.Errorf("connect postgres: %w", err)
+	}
+	s.d, s.db, s.rdb = postgresDialect, db, db
+	return nil
+}
+
+// Backend is "sqlite" or "postgres".
+func (s *Store) Backend() string { return s.d.name }
+
+// SchemaVersion is the highest migration applied.
+func (s *Store) SchemaVersion() int { return s.version }
+
+// Close releases the statements and the database handles.
+func (s *Store) Close() error {
+	return errors.Join(s.lookup.Close(), s.closeDBs())
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	if s.rdb != nil && s.rdb != s.db {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// clock is the store's now, truncated to the millisecond both backends keep.
+func (s *Store) clock() time.Time { return time.UnixMilli(s.now().UnixMilli()).UTC() }
+
+// beginWrite starts a write transaction (BEGIN IMMEDIATE on SQLite).
+func (s *Store) beginWrite(ctx context.Context) (*sqlx.Tx, error) {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, nil
+}
+
+// commit commits tx. On failure nothing of it is stored: PostgreSQL ends
+// a transaction whose COMMIT failed, and the SQLite driver rolls back one
+// that COMMIT left open, so the writer connection comes back clean.
+func (s *Store) commit(tx *sqlx.Tx) error {
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in one write transaction.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback() // the error that matters is fn's
+		return err
+	}
+	return s.commit(tx)
+}
+
+// dbTime scans a timestamp stored by either backend: INTEGER Unix ms
+// (SQLite) or TIMESTAMPTZ (PostgreSQL).
+type dbTime time.Time
+
+func (t *dbTime) Scan(v any) error {
+	switch x := v.(type) {
+	case int64:
+		*t = dbTime(time.UnixMilli(x).UTC())
+	case time.Time:
+		*t = dbTime(x.UTC())
+	default:
+		return fmt.Errorf("scan time: unexpected %T", v)
+	}
+	return nil
+}
+
+// nullTime scans a nullable timestamp into a *time.Time.
+type nullTime struct{ p **time.Time }
+
+func (n nullTime) Scan(v any) error {
+	if v == nil {
+		*n.p = nil
+		return nil
+	}
+	var t dbTime
+	if err := t.Scan(v); err != nil {
+		return err
+	}
+	tt := time.Time(t)
+	*n.p = &tt
+	return nil
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// jsonArray renders strings as a JSON array for the EACH(?) table function.
+func jsonArray(items []string) string {
+	if items == nil {
+		return "[]"
+	}
+	b, _ := json.Marshal(items) // a []string always marshals
+	return string(b)
+}

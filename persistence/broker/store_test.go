@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// postgresURLEnv names the PostgreSQL server the PostgreSQL variant of
+// every test runs against; each test gets its own schema.
+const postgresURLEnv = "CLAUDEMESH_TEST_POSTGRES_URL"
+
+// fakeClock is the store's clock in tests: time moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is one backend under test.
+type env struct {
+	s     *Store
+	clock *fakeClock
+	logs  *logRecorder
+	opts  Options // to open the same database again
+}
+
+// logRecorder is a slog.Handler that keeps the messages logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+// count returns how often msg was logged.
+func (l *logRecorder) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// retriedPerRequest is how often a batch fell back from the set-wise path.
+func (e *env) retriedPerRequest() int { return e.logs.count("accept_batch_retry_per_request") }
+
+// backends runs fn against SQLite and PostgreSQL. Without
+// CLAUDEMESH_TEST_POSTGRES_URL the PostgreSQL variant is skipped, except
+// under CI=true, where that is a failure.
+func backends(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, openEnv(t, Options{Dir: t.TempDir()}))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		fn(t, openEnv(t, Options{DatabaseURL: postgresSchema(t)}))
+	})
+}
+
+func openEnv(t testing.TB, opts Options) *env {
+	t.Helper()
+	clock, logs := newFakeClock(), &logRecorder{}
+	opts.Now, opts.Log = clock.Now, slog.New(logs)
+	s, err := Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &env{s: s, clock: clock, logs: logs, opts: opts}
+}
+
+// postgresSchema creates a schema of its own for the test and returns a
+// URL whose search_path points at it; the schema is dropped afterwards.
+func postgresSchema(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(postgresURLEnv)
+	if base == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set; CI must run the PostgreSQL variant", postgresURLEnv)
+		}
+		t.Skipf("%s is not set", postgresURLEnv)
+	}
+	admin, err := sqlx.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := "cmtest_" + strings.ToLower(ulid.Make().String())
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		admin.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func newPubkey(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func (e *env) mesh(t testing.TB, m Mesh) *Mesh {
+	t.Helper()
+	if m.Slug == "" {
+		m.Slug = "mesh-" + strings.ToLower(ulid.Make().String()[20:])
+	}
+	got, err := e.s.CreateMesh(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// join adds a member with a fresh pubkey through an invite.
+func (e *env) join(t testing.TB, m *Mesh, name string) *Member {
+	t.Helper()
+	inv, err := e.s.CreateInvite(context.Background(), m.Slug, 1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, _, err := e.s.RedeemInvite(context.Background(), inv.Token, newPubkey(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// count runs SELECT COUNT(*) FROM <from> with args.
+func (e *env) count(t testing.TB, from string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.s.db.Get(&n, e.s.d.rewrite("SELECT COUNT(*) FROM "+from), args...); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func fingerprint(body string) messages.Fingerprint { return sha256.Sum256([]byte(body)) }
+
+// dm is a DM from sender to recipient whose fingerprint covers body.
+func dm(mesh *Mesh, sender, recipient *Member, id, body string) *AcceptRequest {
+	return &AcceptRequest{MeshID: mesh.ID, ClientMessageID: id, RequestFingerprint: fingerprint(body),
+		DestinationKind: KindDM, DestinationRef: recipient.Pubkey, SenderPubkey: sender.Pubkey,
+		TargetSpec: recipient.Pubkey, Priority: "next", Nonce: "bm9uY2U=", Ciphertext: body,
+		Recipients: []string{recipient.Pubkey}}
+}
+
+func (e *env) accept(t testing.TB, reqs ...*AcceptRequest) []AcceptResult {
+	t.Helper()
+	res := e.s.AcceptBatch(context.Background(), reqs)
+	if len(res) != len(reqs) {
+		t.Fatalf("%d results for %d requests", len(res), len(reqs))
+	}
+	return res
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		want := e.s.SchemaVersion()
+		if want < 1 {
+			t.Fatalf("schema version %d after open", want)
+		}
+		m := e.mesh(t, Mesh{})
+		again := openEnv(t, e.opts)
+		if got := again.s.SchemaVersion(); got != want {
+			t.Errorf("reopened at version %d, want %d", got, want)
+		}
+		if v, err := migrate(ctx, e.s.db, e.s.d); err != nil || v != want {
+			t.Errorf("migrate again = %d, %v; want %d, nil", v, err, want)
+		}
+		if n := e.count(t, "schema_migrations"); n != want {
+			t.Errorf("%d migrations recorded, want %d", n, want)
+		}
+		if _, err := again.s.MeshByID(ctx, m.ID); err != nil {
+			t.Errorf("data lost across reopen: %v", err)
+		}
+	})
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		if _, err := e.s.db.Exec(e.s.d.rewrite("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)"),
+			e.s.SchemaVersion()+1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(context.Background(), e.opts); !errors.Is(err, ErrSchemaTooNew) {
+			t.Fatalf("Open = %v, want ErrSchemaTooNew", err)
+		}
+	})
+}
