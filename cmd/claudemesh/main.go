@@ -17,7 +17,19 @@ var version = "0.1.0-dev"
 
 type cli struct {
 	Daemon  daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
+	Broker  brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
+	Join    joinCmd          `cmd:"" help:"Join a mesh with an invite URL: mint a member key, register it, record the mesh in config.json."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
+}
+
+type brokerCmd struct {
+	Up     brokerUpCmd     `cmd:"" help:"Run the broker (SQLite in --dir by default; PostgreSQL with --database-url)."`
+	Mesh   brokerMeshCmd   `cmd:"" help:"Manage meshes on this broker's database."`
+	Invite brokerInviteCmd `cmd:"" help:"Create an invite URL for a mesh (printed on a line of its own)."`
+}
+
+type brokerMeshCmd struct {
+	Create brokerMeshCreateCmd `cmd:"" help:"Create a mesh."`
 }
 
 type daemonCmd struct {
