@@ -1,7 +1,110 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-type brokerUpCmd struct{}
+	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+	"github.com/claudemesh/claudemesh-go/transport/join"
+)
 
-func (c *brokerUpCmd) Run() error { return errors.New("not implemented yet") }
+type brokerUpCmd struct {
+	Listen      string `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
+	brokerDB    `embed:""`
+	RedisURL    string `name:"redis-url" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
+	RateLimit   int    `default:"600" help:"Messages per mesh per rate window."`
+	RateWindow  string `default:"1m" help:"Rate window (a Go duration)."`
+	LogLevel    string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
+	ShutdownFor string `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
+}
+
+// brokerDB selects the broker's database: SQLite in a directory, or
+// PostgreSQL.
+type brokerDB struct {
+	Dir         string `type:"path" placeholder:"DIR" help:"Directory of the SQLite database (default ~/.claudemesh/broker)."`
+	DatabaseURL string `name:"database-url" placeholder:"URL" help:"PostgreSQL URL (postgres://…); several brokers may share it."`
+}
+
+// open opens the broker store the flags name.
+func (db *brokerDB) open(ctx context.Context, log *slog.Logger) (*broker.Store, error) {
+	if db.Dir != "" && db.DatabaseURL != "" {
+		return nil, &exitError{code: 2, err: errors.New("--dir and --database-url exclude each other")}
+	}
+	opts := broker.Options{DatabaseURL: db.DatabaseURL, Log: log}
+	if db.DatabaseURL == "" {
+		opts.Dir = db.Dir
+		if opts.Dir == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, &exitError{code: 2, err: fmt.Errorf("find home directory (use --dir): %w", err)}
+			}
+			opts.Dir = home + "/.claudemesh/broker"
+		}
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return broker.Open(ctx, opts)
+}
+
+func (c *brokerUpCmd) Run() error {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	window, err := time.ParseDuration(c.RateWindow)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--rate-window: %w", err)}
+	}
+	ctx := context.Background()
+	store, err := c.open(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	limits := ratelimit.Options{Limit: c.RateLimit, Window: window}
+	var limiter ratelimit.Limiter = ratelimit.NewMemory(limits)
+	if c.RedisURL != "" {
+		if limiter, err = ratelimit.NewRedis(ctx, c.RedisURL, limits); err != nil {
+			return err
+		}
+	}
+	defer limiter.Close()
+	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{"/join/": join.Handler(store, log)}, Log: log})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	l, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	log.Info("broker_started", "listen", l.Addr().String(), "backend", store.Backend(), "pid", os.Getpid())
+	fmt.Fprintf(os.Stderr, "broker listening on %s (ws://%s/ws)\n", l.Addr(), l.Addr())
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	select {
+	case s := <-sig:
+		log.Info("broker_shutdown", "signal", s.String())
+	case err := <-served:
+		return err
+	}
+	grace, _ := time.ParseDuration(c.ShutdownFor)
+	shutdownCtx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}

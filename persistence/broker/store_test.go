@@ -7,22 +7,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
-
-// postgresURLEnv names the PostgreSQL server the PostgreSQL variant of
-// every test runs against; each test gets its own schema.
-const postgresURLEnv = "CLAUDEMESH_TEST_POSTGRES_URL"
 
 // fakeClock is the store's clock in tests: time moves only when told.
 type fakeClock struct {
@@ -113,41 +107,8 @@ func openEnv(t testing.TB, opts Options) *env {
 	return &env{s: s, clock: clock, logs: logs, opts: opts}
 }
 
-// postgresSchema creates a schema of its own for the test and returns a
-// URL whose search_path points at it; the schema is dropped afterwards.
-func postgresSchema(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv(postgresURLEnv)
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set; CI must run the PostgreSQL variant", postgresURLEnv)
-		}
-		t.Skipf("%s is not set", postgresURLEnv)
-	}
-	admin, err := sqlx.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := "cmtest_" + strings.ToLower(ulid.Make().String())
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close()
-		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// postgresSchema is brokertest.PostgresURL.
+func postgresSchema(t testing.TB) string { return brokertest.PostgresURL(t) }
 
 func newPubkey(t testing.TB) string {
 	t.Helper()

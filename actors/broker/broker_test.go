@@ -1,0 +1,323 @@
+package broker
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+)
+
+var noLimit = ratelimit.Options{Limit: 1_000_000, Window: time.Minute}
+
+// TestDedupeContract: first send 201 and one push; the same id and
+// fingerprint 200 duplicate with the original broker_message_id and no
+// second push; the same id with another fingerprint 409.
+func TestDedupeContract(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a, b := e.connect(alice, "a"), e.connect(bob, "b")
+		a.send(sendFrame("m-1", bob.id.PublicKeyHex(), "hello"))
+		ack := a.next("ack")
+		if ack["code"] != float64(201) || ack["queued"] != true || ack["messageId"] == "" || ack["id"] != "m-1" {
+			t.Fatalf("first ack %v", ack)
+		}
+		push := b.push()
+		if push["client_message_id"] != "m-1" || push["messageId"] != ack["broker_message_id"] || push["senderPubkey"] != alice.id.PublicKeyHex() {
+			t.Fatalf("push %v", push)
+		}
+		a.send(sendFrame("m-1", bob.id.PublicKeyHex(), "hello"))
+		dup := a.next("ack")
+		if dup["code"] != float64(200) || dup["duplicate"] != true || dup["broker_message_id"] != ack["broker_message_id"] {
+			t.Fatalf("duplicate ack %v", dup)
+		}
+		a.send(sendFrame("m-1", bob.id.PublicKeyHex(), "other"))
+		conflict := a.next("ack")
+		if conflict["code"] != float64(409) || conflict["error"] != "idempotency_key_reused" || len(fmt.Sprint(conflict["broker_fingerprint_prefix"])) != 16 {
+			t.Fatalf("conflict ack %v", conflict)
+		}
+		// A marker message proves no second push of m-1 is in between.
+		a.send(sendFrame("m-2", bob.id.PublicKeyHex(), "hello"))
+		a.next("ack")
+		if next := b.push(); next["client_message_id"] != "m-2" {
+			t.Fatalf("bob got %v after the duplicate, want m-2", next)
+		}
+	})
+}
+
+// TestConcurrentSameID: 100 concurrent sends of one id on 4 connections →
+// one message, one push.
+func TestConcurrentSameID(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		b := e.connect(bob, "b")
+		var conns []*client
+		for i := 0; i < 4; i++ {
+			conns = append(conns, e.connect(alice, fmt.Sprint("a", i)))
+		}
+		var wg sync.WaitGroup
+		codes := make(chan any, 100)
+		for i, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; j < 25; j++ {
+					c.send(sendFrame("same", bob.id.PublicKeyHex(), "hello"))
+				}
+				for j := 0; j < 25; j++ {
+					codes <- c.next("ack")["code"]
+				}
+				_ = i
+			}()
+		}
+		wg.Wait()
+		close(codes)
+		created := 0
+		for code := range codes {
+			switch code {
+			case float64(201):
+				created++
+			case float64(200):
+			default:
+				t.Fatalf("ack code %v", code)
+			}
+		}
+		if created != 1 {
+			t.Fatalf("%d sends created a message, want 1", created)
+		}
+		b.push()
+		conns[0].send(sendFrame("marker", bob.id.PublicKeyHex(), "hello"))
+		conns[0].next("ack")
+		if next := b.push(); next["client_message_id"] != "marker" {
+			t.Fatalf("bob got a second push %v", next)
+		}
+	})
+}
+
+// TestOfflineDMIsQueued: a DM to a member with no connection is accepted,
+// then pushed when it connects; client_ack ends redelivery.
+func TestOfflineDMIsQueued(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a := e.connect(alice, "a")
+		a.send(sendFrame("q-1", bob.id.PublicKeyHex(), "hello"))
+		if ack := a.next("ack"); ack["code"] != float64(201) {
+			t.Fatalf("ack %v", ack)
+		}
+		b := e.connect(bob, "b")
+		push := b.push()
+		if push["client_message_id"] != "q-1" {
+			t.Fatalf("push %v", push)
+		}
+		b.send(map[string]any{"type": "client_ack", "clientMessageId": "q-1", "brokerMessageId": push["messageId"]})
+		b.ws.Close()
+		b2 := e.connect(bob, "b")
+		a.send(sendFrame("q-2", bob.id.PublicKeyHex(), "hello"))
+		a.next("ack")
+		if next := b2.push(); next["client_message_id"] != "q-2" {
+			t.Fatalf("after the ack bob got %v, want q-2 only", next)
+		}
+	})
+}
+
+// TestBroadcastAndTopic: `*` and `#topic` reach every other member, live.
+func TestBroadcastAndTopic(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob, carol := e.member("alice"), e.member("bob"), e.member("carol")
+		a, b, c := e.connect(alice, "a"), e.connect(bob, "b"), e.connect(carol, "c")
+		a.send(sendFrame("t-1", "#builds", "hello"))
+		if ack := a.next("ack"); ack["code"] != float64(201) {
+			t.Fatalf("ack %v", ack)
+		}
+		for _, r := range []*client{b, c} {
+			if p := r.push(); p["topic"] != "builds" || p["client_message_id"] != "t-1" {
+				t.Fatalf("topic push %v", p)
+			}
+		}
+		a.send(sendFrame("t-2", "*", "hello"))
+		a.next("ack")
+		for _, r := range []*client{b, c} {
+			if p := r.push(); p["client_message_id"] != "t-2" {
+				t.Fatalf("broadcast push %v", p)
+			}
+		}
+	})
+}
+
+// TestHelloRejections covers the hello checks and their close codes.
+func TestHelloRejections(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice := e.member("alice")
+		cases := []struct {
+			name  string
+			edit  func(h map[string]any)
+			code  string
+			close int
+		}{
+			{"bad signature", func(h map[string]any) { h["signature"] = fmt.Sprintf("%0128x", 1) }, "bad_signature", 1008},
+			{"malformed signature", func(h map[string]any) { h["signature"] = "zz" }, "malformed", 1008},
+			{"skew", func(h map[string]any) {
+				h["timestamp"] = time.Now().Add(-2 * time.Minute).UnixMilli()
+			}, "timestamp_skew", 1008},
+			{"wrong memberId", func(h map[string]any) { h["memberId"] = "someone-else" }, "bad_signature", 1008},
+			{"unknown mesh", func(h map[string]any) { h["meshId"] = "nope" }, "bad_signature", 1008},
+			{"bad session pubkey", func(h map[string]any) { h["sessionPubkey"] = "ABC" }, "bad_session_pubkey", 1008},
+		}
+		for _, c := range cases {
+			cl := e.dial()
+			h := e.hello(alice, "x")
+			c.edit(h)
+			cl.send(h)
+			if f := cl.next("error"); f["code"] != c.code {
+				t.Errorf("%s: error %v, want %s", c.name, f, c.code)
+			}
+			if code := cl.closeCode(); code != c.close {
+				t.Errorf("%s: close %d, want %d", c.name, code, c.close)
+			}
+		}
+		// memberId must match the key (signed over the wrong id too).
+		bob := e.member("bob")
+		cl := e.dial()
+		ts := time.Now().UnixMilli()
+		h := e.hello(alice, "x")
+		h["memberId"], h["timestamp"] = bob.row.ID, ts
+		h["signature"] = signHello(alice, e.mesh.ID, bob.row.ID, ts)
+		cl.send(h)
+		if f := cl.next("error"); f["code"] != "member_id_mismatch" {
+			t.Errorf("member id mismatch: %v", f)
+		}
+		// revoked → 4002
+		if err := e.store.RevokeMember(t.Context(), e.mesh.ID, bob.id.PublicKeyHex()); err != nil {
+			t.Fatal(err)
+		}
+		cl = e.dial()
+		cl.send(e.hello(bob, "y"))
+		if f := cl.next("error"); f["code"] != "revoked" {
+			t.Errorf("revoked: %v", f)
+		}
+		if code := cl.closeCode(); code != 4002 {
+			t.Errorf("revoked close %d, want 4002", code)
+		}
+	})
+}
+
+// TestBadFrames: each malformed frame gets a specific error frame and the
+// connection stays up.
+func TestBadFrames(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice := e.member("alice")
+		c := e.dial()
+		c.send(map[string]any{"type": "send"})
+		if f := c.next("error"); f["code"] != "no_hello" {
+			t.Fatalf("before hello: %v", f)
+		}
+		c.send(e.hello(alice, "a"))
+		c.next("hello_ack")
+		for raw, code := range map[string]string{`not json`: "invalid_frame", `{"type":"get_state"}`: "unknown_message_type",
+			`{"type":"send","priority":5}`: "invalid_frame"} {
+			if err := c.ws.WriteMessage(1, []byte(raw)); err != nil {
+				t.Fatal(err)
+			}
+			if f := c.next("error"); f["code"] != code {
+				t.Errorf("%s: %v, want %s", raw, f, code)
+			}
+		}
+		bad := sendFrame("b-1", "nobody", "hello")
+		c.send(bad)
+		if ack := c.next("ack"); ack["code"] != float64(400) || ack["error"] != "invalid_target" {
+			t.Errorf("bad target: %v", ack)
+		}
+		c.send(sendFrame("b-2", fmt.Sprintf("%064x", 7), "hello"))
+		if ack := c.next("ack"); ack["code"] != float64(404) || ack["error"] != "unknown_recipient" {
+			t.Errorf("DM to a non-member: %v", ack)
+		}
+		if row, _ := e.store.LookupDedupe(t.Context(), e.mesh.ID, "b-2"); row != nil {
+			t.Error("a rejected send left a dedupe row")
+		}
+	})
+}
+
+// TestNegotiation: the broker advertises the delivery contract; a client
+// requiring something else gets feature_negotiation_failed and 4010.
+func TestNegotiation(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice := e.member("alice")
+		c := e.connect(alice, "a")
+		c.send(map[string]any{"type": "feature_negotiation_request",
+			"require": []string{"client_message_id_dedupe", "concurrent_connection_policy"}, "optional": []string{"max_payload"}})
+		resp := c.next("feature_negotiation_response")
+		dedupe := resp["supported"].(map[string]any)["client_message_id_dedupe"].(map[string]any)["params"].(map[string]any)
+		if dedupe["request_fingerprint"] != true || dedupe["dedupe_retention_days"] != float64(365) || dedupe["version"] != float64(1) {
+			t.Fatalf("dedupe params %v", dedupe)
+		}
+		if missing := resp["missing_required"].([]any); len(missing) != 0 {
+			t.Fatalf("missing %v", missing)
+		}
+		c2 := e.connect(alice, "b")
+		c2.send(map[string]any{"type": "feature_negotiation_request", "require": []string{"mesh_skill_share"}})
+		c2.next("feature_negotiation_response")
+		failed := c2.next("feature_negotiation_failed")
+		if r := failed["close_reason"].(map[string]any); r["kind"] != "feature_unavailable" || r["feature"] != "mesh_skill_share" {
+			t.Fatalf("failed frame %v", failed)
+		}
+		if code := c2.closeCode(); code != 4010 {
+			t.Fatalf("close %d, want 4010", code)
+		}
+	})
+}
+
+// TestRateLimitSparesRetries: with the window's budget spent, a new id is
+// rejected 429 but a retry of a committed id answers 200 duplicate.
+func TestRateLimitSparesRetries(t *testing.T) {
+	backends(t, ratelimit.Options{Limit: 2, Window: time.Hour}, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a := e.connect(alice, "a")
+		for _, id := range []string{"r-1", "r-2"} {
+			a.send(sendFrame(id, bob.id.PublicKeyHex(), "hello"))
+			if ack := a.next("ack"); ack["code"] != float64(201) {
+				t.Fatalf("%s: %v", id, ack)
+			}
+		}
+		a.send(sendFrame("r-3", bob.id.PublicKeyHex(), "hello"))
+		if ack := a.next("ack"); ack["code"] != float64(429) || ack["error"] != "rate_limited" || ack["retry_after_ms"] == nil {
+			t.Fatalf("over budget: %v", ack)
+		}
+		a.send(sendFrame("r-1", bob.id.PublicKeyHex(), "hello"))
+		if ack := a.next("ack"); ack["code"] != float64(200) || ack["duplicate"] != true {
+			t.Fatalf("retry in a saturated window: %v", ack)
+		}
+	})
+}
+
+// TestPeersAndProfile: list_peers shows connected members with their
+// profile; set_* changes persist.
+func TestPeersAndProfile(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a, b := e.connect(alice, "a"), e.connect(bob, "b")
+		if j := a.next("push"); j["event"] != "peer_joined" {
+			t.Fatalf("alice got %v, want bob's peer_joined", j)
+		}
+		b.send(map[string]any{"type": "set_summary", "summary": "reviewing"})
+		b.send(map[string]any{"type": "set_profile", "title": "reviewer", "capabilities": []string{"review"}, "_reqId": "p1"})
+		if ack := b.next("ack"); ack["id"] != "p1" {
+			t.Fatalf("set_profile ack %v", ack)
+		}
+		a.send(map[string]any{"type": "list_peers", "_reqId": "pl-1"})
+		list := a.next("peers_list")
+		if list["_reqId"] != "pl-1" || len(list["peers"].([]any)) != 2 {
+			t.Fatalf("peers %v", list)
+		}
+		for _, p := range list["peers"].([]any) {
+			peer := p.(map[string]any)
+			if peer["pubkey"] == bob.id.PublicKeyHex() && (peer["summary"] != "reviewing" || peer["title"] != "reviewer") {
+				t.Fatalf("bob's entry %v", peer)
+			}
+		}
+		m, err := e.store.MemberByPubkey(t.Context(), e.mesh.ID, bob.id.PublicKeyHex())
+		if err != nil || m.Summary != "reviewing" || m.Title != "reviewer" {
+			t.Fatalf("stored profile %+v %v", m, err)
+		}
+	})
+}

@@ -1,0 +1,281 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+	"github.com/claudemesh/claudemesh-go/transport/wsserver"
+)
+
+// Protocol timings.
+const (
+	MaxClockSkew   = 60 * time.Second
+	MaxAttestation = 24 * time.Hour
+	DeliveryLease  = 30 * time.Second
+	drainBatch     = 256
+	askTimeout     = 30 * time.Second
+)
+
+// deps are what every connection shares.
+type deps struct {
+	store   *broker.Store
+	limiter ratelimit.Limiter
+	hub     *actor.PID
+	accepts *actor.PID
+	acks    *actor.PID
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// Connection messages.
+type (
+	frameIn    struct{ data []byte }
+	connClosed struct{ err error }
+)
+
+// session feeds a WebSocket's events to its conn actor.
+type session struct {
+	root *actor.RootContext
+	pid  *actor.PID
+}
+
+func (s *session) Frame(data []byte) { s.root.Send(s.pid, &frameIn{data: data}) }
+func (s *session) Closed(err error)  { s.root.Send(s.pid, &connClosed{err: err}) }
+
+// conn is one WebSocket connection: unauthenticated until a hello is
+// accepted, then a member (or session) of one mesh.
+type conn struct {
+	*deps
+	id     string
+	link   *wsserver.Conn
+	mesh   *broker.Mesh
+	member *broker.Member
+	// sender is the key the broker stamps as senderPubkey on this
+	// connection's sends: the session key, else the member key.
+	sender string
+	// keys are the pubkeys this connection receives for.
+	keys []string
+}
+
+func (c *conn) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *frameIn:
+		c.frame(ctx, m.data)
+	case *connClosed:
+		c.closed(ctx, m.err)
+	case *drain:
+		c.drain(ctx)
+	default:
+		c.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (c *conn) frame(ctx actor.Context, data []byte) {
+	v, err := messages.DecodeClientFrame(data)
+	if err != nil {
+		var fe *messages.FrameError
+		errors.As(err, &fe)
+		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: fe.Code, Message: fe.Message})
+		return
+	}
+	if c.member == nil {
+		switch f := v.(type) {
+		case *messages.HelloFrame:
+			c.hello(ctx, f)
+		case *messages.SessionHelloFrame:
+			c.sessionHello(ctx, f)
+		default:
+			c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "no_hello", Message: "must send hello first"})
+		}
+		return
+	}
+	switch f := v.(type) {
+	case *messages.SendFrame:
+		c.send(ctx, f)
+	case *messages.ClientAckFrame:
+		c.clientAck(ctx, f)
+	case *messages.ListPeersFrame:
+		c.listPeers(ctx, f)
+	case *messages.SetStatusFrame:
+		c.setStatus(ctx, f)
+	case *messages.SetSummaryFrame:
+		c.setProfile(ctx, broker.ProfileUpdate{Summary: &f.Summary}, nil)
+	case *messages.SetVisibleFrame:
+		c.setProfile(ctx, broker.ProfileUpdate{Visible: &f.Visible}, &f.ReqID)
+	case *messages.SetProfileFrame:
+		c.setProfile(ctx, broker.ProfileUpdate{Avatar: f.Avatar, Title: f.Title, Bio: f.Bio, Capabilities: capabilities(f)}, &f.ReqID)
+	case *messages.FeatureNegotiationRequestFrame:
+		c.negotiate(f)
+	default:
+		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
+	}
+}
+
+func (c *conn) sendFrame(v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		c.log.Error("encode frame", "type", fmt.Sprintf("%T", v), "err", err)
+		return
+	}
+	c.link.Send(data)
+}
+
+// reject answers a failed hello with an error frame and closes the
+// connection: 1008 with the code as reason, or 4002 "banned" for a revoked
+// member.
+func (c *conn) reject(code, message string) {
+	c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: code, Message: message})
+	if code == "revoked" {
+		c.link.Close(4002, "banned")
+		return
+	}
+	c.link.Close(1008, code)
+}
+
+func (c *conn) hello(ctx actor.Context, f *messages.HelloFrame) {
+	if f.SessionPubkey != "" && !isLowerHex64(f.SessionPubkey) {
+		c.reject("bad_session_pubkey", "sessionPubkey must be 64 lowercase hex")
+		return
+	}
+	if code, msg := c.checkSignature(f.Timestamp, meshcrypto.VerifyHello(f.Pubkey, f.MeshID, f.MemberID, f.Timestamp, f.Signature)); code != "" {
+		c.reject(code, msg)
+		return
+	}
+	mesh, member, code, msg := c.lookupMember(f.MeshID, strings.ToLower(f.Pubkey))
+	if code != "" {
+		c.reject(code, msg)
+		return
+	}
+	if member.ID != f.MemberID {
+		c.reject("member_id_mismatch", "memberId is not the id of the member holding this key")
+		return
+	}
+	c.sender, c.keys = member.Pubkey, []string{member.Pubkey}
+	if f.SessionPubkey != "" {
+		c.sender, c.keys = f.SessionPubkey, []string{f.SessionPubkey, member.Pubkey}
+	}
+	c.admit(ctx, mesh, member, &presence{sessionPubkey: f.SessionPubkey, sessionID: f.SessionID, groups: f.Groups,
+		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd})
+}
+
+func (c *conn) sessionHello(ctx actor.Context, f *messages.SessionHelloFrame) {
+	a := f.ParentAttestation
+	switch {
+	case !isLowerHex64(f.SessionPubkey):
+		c.reject("bad_session_pubkey", "sessionPubkey must be 64 lowercase hex")
+		return
+	case !isLowerHex64(f.ParentMemberPubkey):
+		c.reject("bad_parent_pubkey", "parentMemberPubkey must be 64 lowercase hex")
+		return
+	case a.SessionPubkey != f.SessionPubkey || a.ParentMemberPubkey != f.ParentMemberPubkey:
+		c.reject("attestation_mismatch", "the attestation names other keys")
+		return
+	}
+	now := c.now().UnixMilli()
+	switch {
+	case a.ExpiresAt <= now:
+		c.reject("expired", "the attestation has expired")
+		return
+	case a.ExpiresAt > now+MaxAttestation.Milliseconds():
+		c.reject("ttl_too_long", "an attestation may last at most 24h")
+		return
+	}
+	if err := meshcrypto.VerifySessionAttestation(f.ParentMemberPubkey, f.SessionPubkey, a.ExpiresAt, a.Signature); err != nil {
+		c.reject(signatureCode(err), "attestation: "+err.Error())
+		return
+	}
+	if code, msg := c.checkSignature(f.Timestamp, meshcrypto.VerifySessionHello(f.SessionPubkey, f.MeshID, f.ParentMemberPubkey, f.Timestamp, f.Signature)); code != "" {
+		c.reject(code, msg)
+		return
+	}
+	mesh, member, code, msg := c.lookupMember(f.MeshID, f.ParentMemberPubkey)
+	if code != "" {
+		c.reject(code, msg)
+		return
+	}
+	if f.ParentMemberID != "" && f.ParentMemberID != member.ID {
+		c.reject("parent_member_id_mismatch", "parentMemberId is not the id of the parent member")
+		return
+	}
+	c.sender, c.keys = f.SessionPubkey, []string{f.SessionPubkey, member.Pubkey}
+	c.admit(ctx, mesh, member, &presence{sessionPubkey: f.SessionPubkey, sessionID: f.SessionID, groups: f.Groups,
+		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd})
+}
+
+// checkSignature applies the clock-skew rule and maps a verification error
+// to the hello error codes.
+func (c *conn) checkSignature(timestampMs int64, verr error) (code, message string) {
+	skew := c.now().Sub(time.UnixMilli(timestampMs))
+	if skew > MaxClockSkew || skew < -MaxClockSkew {
+		return "timestamp_skew", fmt.Sprintf("timestamp is %s off the broker's clock (±%s allowed)", skew.Round(time.Second), MaxClockSkew)
+	}
+	if verr != nil {
+		return signatureCode(verr), verr.Error()
+	}
+	return "", ""
+}
+
+func signatureCode(err error) string {
+	if errors.Is(err, meshcrypto.ErrBadSignature) {
+		return "bad_signature"
+	}
+	return "malformed"
+}
+
+func (c *conn) lookupMember(meshID, pubkey string) (*broker.Mesh, *broker.Member, string, string) {
+	ctx := context.Background()
+	mesh, err := c.store.MeshByID(ctx, meshID)
+	if err != nil {
+		return nil, nil, "unauthorized", "no such mesh"
+	}
+	member, err := c.store.MemberByPubkey(ctx, mesh.ID, pubkey)
+	switch {
+	case err != nil:
+		return nil, nil, "unauthorized", "this key is not a member of the mesh"
+	case member.Revoked():
+		return nil, nil, "revoked", "this member was revoked"
+	}
+	return mesh, member, "", ""
+}
+
+// admit registers the authenticated connection, acknowledges the hello and
+// drains what was queued for it.
+func (c *conn) admit(ctx actor.Context, mesh *broker.Mesh, member *broker.Member, p *presence) {
+	c.mesh, c.member = mesh, member
+	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt = c.id, ctx.Self(), c.link, mesh.ID, member, c.now()
+	ctx.Send(c.hub, &hubRegister{p: p})
+	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: member.DisplayName})
+	ctx.Send(ctx.Self(), &drain{})
+}
+
+func (c *conn) closed(ctx actor.Context, err error) {
+	if c.member != nil {
+		ctx.Send(c.hub, &hubUnregister{connID: c.id})
+	}
+	c.log.Debug("connection closed", "conn", c.id, "err", err)
+	ctx.Stop(ctx.Self())
+}
+
+func isLowerHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}

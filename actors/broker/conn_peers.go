@@ -1,0 +1,103 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+)
+
+func (c *conn) listPeers(ctx actor.Context, f *messages.ListPeersFrame) {
+	res, err := ctx.RequestFuture(c.hub, &hubListPeers{meshID: c.mesh.ID, requesterMember: c.member.Pubkey}, askTimeout).Result()
+	if err != nil {
+		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "unavailable", Message: err.Error(), ReqID: f.ReqID})
+		return
+	}
+	list := res.(*messages.PeersListFrame)
+	list.ReqID = f.ReqID
+	c.sendFrame(list)
+}
+
+func (c *conn) setStatus(ctx actor.Context, f *messages.SetStatusFrame) {
+	switch f.Status {
+	case broker.StatusIdle, broker.StatusWorking, "dnd":
+	default:
+		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "invalid_status", Message: "status must be idle, working or dnd"})
+		return
+	}
+	if c.setProfile(ctx, broker.ProfileUpdate{Status: &f.Status}, nil) && f.Status == broker.StatusIdle {
+		ctx.Send(ctx.Self(), &drain{}) // held next/low messages may go now
+	}
+}
+
+// setProfile persists the fields of u, updates the hub's copy and, when
+// the frame carried a _reqId (set_visible, set_profile), answers the
+// upstream empty ack.
+func (c *conn) setProfile(ctx actor.Context, u broker.ProfileUpdate, reqID *string) bool {
+	member, err := c.store.SetProfile(context.Background(), c.mesh.ID, c.member.Pubkey, u)
+	if err != nil {
+		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "invalid_profile", Message: err.Error()})
+		return false
+	}
+	c.member = member
+	ctx.Send(c.hub, &hubMemberChanged{member: member})
+	if reqID != nil {
+		c.sendFrame(&messages.AckFrame{Type: messages.TypeAck, ID: *reqID})
+	}
+	return true
+}
+
+func capabilities(f *messages.SetProfileFrame) []string {
+	if f.Capabilities == nil {
+		return nil
+	}
+	if *f.Capabilities == nil {
+		return []string{}
+	}
+	return *f.Capabilities
+}
+
+// Features this broker supports (spec §15.1).
+const (
+	FeatureDedupe     = "client_message_id_dedupe"
+	FeatureConcurrent = "concurrent_connection_policy"
+	FeatureMaxPayload = "max_payload"
+)
+
+// features advertises what the broker supports for this connection's mesh.
+func (c *conn) features() map[string]messages.Feature {
+	dedupe := messages.FeatureParams{"version": 1, "mode": c.mesh.DedupeMode, "request_fingerprint": true}
+	if c.mesh.DedupeMode == broker.DedupeRetentionScoped {
+		dedupe["dedupe_retention_days"] = c.mesh.DedupeRetentionDays
+	}
+	return map[string]messages.Feature{
+		FeatureDedupe:     {Params: dedupe},
+		FeatureConcurrent: {Params: messages.FeatureParams{"version": 1, "default_policy": "allow_concurrent"}},
+		FeatureMaxPayload: {Params: messages.FeatureParams{"version": 1, "inline_bytes": c.mesh.MaxPayloadBytes, "blob_bytes": c.mesh.MaxPayloadBytes}},
+	}
+}
+
+// negotiate answers a feature_negotiation_request; a client requiring what
+// the broker lacks gets feature_negotiation_failed and a 4010 close whose
+// reason is the compact close_reason.
+func (c *conn) negotiate(f *messages.FeatureNegotiationRequestFrame) {
+	supported := c.features()
+	resp := &messages.FeatureNegotiationResponseFrame{Type: messages.TypeFeatureNegotiationResponse,
+		Supported: supported, MissingRequired: []string{}}
+	for _, name := range f.Require {
+		if _, ok := supported[name]; !ok {
+			resp.MissingRequired = append(resp.MissingRequired, name)
+		}
+	}
+	c.sendFrame(resp)
+	if len(resp.MissingRequired) == 0 {
+		return
+	}
+	reason := messages.CloseReason{Kind: "feature_unavailable", Feature: resp.MissingRequired[0],
+		Detail: fmt.Sprintf("this broker does not support %v", resp.MissingRequired)}
+	c.sendFrame(&messages.FeatureNegotiationFailedFrame{Type: messages.TypeFeatureNegotiationFailed, CloseReason: reason})
+	c.link.Close(4010, fmt.Sprintf(`{"kind":%q,"feature":%q}`, reason.Kind, reason.Feature))
+}

@@ -1,0 +1,206 @@
+package broker
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+)
+
+// send runs the accept path: validation, B0 (a committed id answers from the
+// dedupe table and spends no rate budget), B1 (the idempotent limiter), the
+// recipients, then B2/B3 in the accepts batcher; the ack goes out after the
+// commit and the push to live recipients right after it.
+func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
+	id := f.ClientMessageID
+	if id == "" {
+		id = f.ID
+	}
+	ack := &messages.AckFrame{Type: messages.TypeAck, ID: f.ID, ClientMessageID: id}
+	if ack.ID == "" {
+		ack.ID = id
+	}
+	fp, rej := c.validateSend(f, id)
+	if rej != nil {
+		c.sendFrame(rejected(ack, rej))
+		return
+	}
+	bg := context.Background()
+	row, err := c.store.LookupDedupe(bg, c.mesh.ID, id)
+	if err != nil {
+		c.sendFrame(failed(ack, err))
+		return
+	}
+	if row != nil {
+		res := row.Answer(fp)
+		c.sendFrame(answer(ack, &res))
+		return
+	}
+	decision, err := c.limiter.Consume(bg, c.mesh.ID, id)
+	if err != nil {
+		c.sendFrame(failed(ack, err))
+		return
+	}
+	if !decision.Allowed {
+		retry := decision.RetryAfter.Milliseconds()
+		ack.Code, ack.Error, ack.RetryAfterMs = 429, "rate_limited", &retry
+		c.sendFrame(ack)
+		return
+	}
+	res, err := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderMember: c.member.Pubkey,
+		targetSpec: f.TargetSpec, priority: f.Priority}, askTimeout).Result()
+	if err != nil {
+		c.sendFrame(failed(ack, err))
+		return
+	}
+	resolved := res.(*hubResolved)
+	req := &broker.AcceptRequest{MeshID: c.mesh.ID, ClientMessageID: id, RequestFingerprint: fp,
+		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
+		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,
+		Recipients: resolved.recipients, Online: resolved.online, Lease: DeliveryLease}
+	future := ctx.RequestFuture(c.accepts, &batchOf[*broker.AcceptRequest]{req: req}, askTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		out, ok := res.(*batchResult[broker.AcceptResult])
+		if err != nil || !ok {
+			c.sendFrame(failed(ack, errors.Join(errors.New("accept did not answer"), err)))
+			return
+		}
+		c.sendFrame(answer(ack, &out.res))
+		if out.res.Outcome == broker.Created && len(resolved.online) > 0 {
+			c.fanout(ctx, req, &out.res, resolved.online)
+		}
+	})
+}
+
+// validateSend is the part of B1 that needs no store: ids, fingerprint,
+// priority, target grammar and the mesh's payload limit.
+func (c *conn) validateSend(f *messages.SendFrame, id string) (messages.Fingerprint, *messages.Error) {
+	var fp messages.Fingerprint
+	bad := func(code, detail string) (messages.Fingerprint, *messages.Error) {
+		return fp, &messages.Error{Status: 400, Code: code, Detail: detail}
+	}
+	if !messages.ValidClientMessageID(id) {
+		return bad("invalid_client_message_id", "client_message_id must be 1-128 printable ASCII characters")
+	}
+	raw, err := hex.DecodeString(f.RequestFingerprint)
+	if err != nil || len(raw) != len(fp) {
+		return bad("invalid_request_fingerprint", "request_fingerprint must be 64 hex characters")
+	}
+	copy(fp[:], raw)
+	switch f.Priority {
+	case "now", "next", "low":
+	default:
+		return bad("invalid_priority", "priority must be now, next or low")
+	}
+	if _, err := messages.ParseDestination(f.TargetSpec); err != nil && f.TargetSpec != "@all" {
+		return bad("invalid_target", "targetSpec must be a 64-hex pubkey, #topic, @group or *")
+	}
+	if f.Meta != nil && (len(f.Meta) == 0 || f.Meta[0] != '{' || !json.Valid(f.Meta)) {
+		return bad("invalid_meta", "meta must be a JSON object")
+	}
+	if n := len(f.Ciphertext) + len(f.Nonce) + len(f.TargetSpec); n > c.mesh.MaxPayloadBytes {
+		return fp, &messages.Error{Status: 413, Code: "payload_too_large", Detail: "payload exceeds the mesh's max_payload"}
+	}
+	return fp, nil
+}
+
+// fanout pushes a committed message to the live connections of recipients.
+func (c *conn) fanout(ctx actor.Context, req *broker.AcceptRequest, res *broker.AcceptResult, online []string) {
+	push := &messages.PushFrame{Type: messages.TypePush, MessageID: res.BrokerMessageID, MeshID: req.MeshID,
+		SenderPubkey: req.SenderPubkey, SenderMemberPubkey: c.member.Pubkey, SenderName: c.member.DisplayName,
+		TargetSpec: req.TargetSpec, ReplyToID: req.ReplyToID, Priority: req.Priority, Nonce: req.Nonce,
+		Ciphertext: req.Ciphertext, CreatedAt: res.FirstSeenAt.UTC().Format(time.RFC3339Nano),
+		ClientMessageID: req.ClientMessageID, RequestFingerprint: req.RequestFingerprint.Hex(),
+		HistoryID: res.HistoryID, Meta: req.Meta}
+	if req.DestinationKind == messages.KindTopic && len(req.TargetSpec) > 1 && req.TargetSpec[0] == '#' {
+		push.Topic = req.TargetSpec[1:]
+	}
+	frame, err := json.Marshal(push)
+	if err != nil {
+		return
+	}
+	ctx.Send(c.hub, &hubFanout{meshID: req.MeshID, senderConn: c.id, members: online, frame: frame})
+}
+
+// answer turns an accept result into the extended ack (upstream fields kept).
+func answer(ack *messages.AckFrame, r *broker.AcceptResult) *messages.AckFrame {
+	ack.Code = r.Status()
+	switch r.Outcome {
+	case broker.Created, broker.Duplicate:
+		ack.Queued, ack.MessageID, ack.BrokerMessageID, ack.HistoryID = true, r.BrokerMessageID, r.BrokerMessageID, r.HistoryID
+		ack.Duplicate = r.Outcome == broker.Duplicate
+		available := r.HistoryAvailable
+		ack.HistoryAvailable = &available
+		ack.FirstSeenAt = r.FirstSeenAt.UTC().Format(time.RFC3339Nano)
+	case broker.Conflict:
+		ack.Error, ack.Conflict, ack.BrokerFingerprintPrefix = messages.CodeIdempotencyReused, "request_fingerprint_mismatch", r.BrokerFingerprintPrefix
+	case broker.Rejected:
+		var me *messages.Error
+		if errors.As(r.Err, &me) {
+			return rejected(ack, me)
+		}
+		ack.Error = r.Err.Error()
+	default:
+		return failed(ack, r.Err)
+	}
+	return ack
+}
+
+func rejected(ack *messages.AckFrame, e *messages.Error) *messages.AckFrame {
+	ack.Code, ack.Error = e.Status, e.Code
+	return ack
+}
+
+// failed is a transient failure (5xx): nothing was stored; the client
+// retries with the same id.
+func failed(ack *messages.AckFrame, err error) *messages.AckFrame {
+	ack.Code, ack.Error = 503, "store_unavailable"
+	return ack
+}
+
+// clientAck marks a pushed message delivered, through the acks batcher.
+func (c *conn) clientAck(ctx actor.Context, f *messages.ClientAckFrame) {
+	if f.ClientMessageID == "" && f.BrokerMessageID == "" {
+		return
+	}
+	ctx.Send(c.acks, &batchOf[broker.Ack]{req: broker.Ack{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
+		ClientMessageID: f.ClientMessageID, BrokerMessageID: f.BrokerMessageID}})
+}
+
+// drain claims what is queued for this connection's keys (leased, so no
+// other connection takes it meanwhile) and pushes it.
+func (c *conn) drain(ctx actor.Context) {
+	if c.member == nil {
+		return
+	}
+	ds, err := c.store.ClaimDeliveries(context.Background(), broker.Claim{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
+		Lease: DeliveryLease, Limit: drainBatch, OnlyNow: c.member.Status != broker.StatusIdle})
+	if err != nil {
+		c.log.Error("claim deliveries", "conn", c.id, "err", err)
+		return
+	}
+	for i := range ds {
+		d := &ds[i]
+		c.sendFrame(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,
+			SenderPubkey: d.SenderPubkey, TargetSpec: d.TargetSpec, ReplyToID: d.ReplyToID, Priority: d.Priority,
+			Nonce: d.Nonce, Ciphertext: d.Ciphertext, CreatedAt: d.CreatedAt.UTC().Format(time.RFC3339Nano),
+			ClientMessageID: d.ClientMessageID, RequestFingerprint: d.RequestFingerprint.Hex(), HistoryID: d.HistoryID,
+			Meta: d.Meta, Topic: topicOf(d.TargetSpec)})
+	}
+	if len(ds) == drainBatch {
+		ctx.Send(ctx.Self(), &drain{})
+	}
+}
+
+func topicOf(targetSpec string) string {
+	if len(targetSpec) > 1 && targetSpec[0] == '#' {
+		return targetSpec[1:]
+	}
+	return ""
+}

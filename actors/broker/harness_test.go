@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
+	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// env is a real broker (real store, real actors, real WebSockets over
+// loopback) started in the test process.
+type env struct {
+	t     *testing.T
+	store *broker.Store
+	mesh  *broker.Mesh
+	ws    string
+}
+
+// backends runs fn against a broker on SQLite and one on PostgreSQL.
+func backends(t *testing.T, limits ratelimit.Options, fn func(t *testing.T, e *env)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, startBroker(t, broker.Options{Dir: t.TempDir()}, limits)) })
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, startBroker(t, broker.Options{DatabaseURL: brokertest.PostgresURL(t)}, limits))
+	})
+}
+
+func startBroker(t *testing.T, opts broker.Options, limits ratelimit.Options) *env {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Log = log
+	store, err := broker.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	mesh, err := store.CreateMesh(context.Background(), broker.Mesh{Slug: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Start(Options{Store: store, Limiter: ratelimit.NewMemory(limits), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(func() { srv.Close(); b.Close() })
+	return &env{t: t, store: store, mesh: mesh, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+}
+
+// member is a mesh member with its key.
+type member struct {
+	id  *meshcrypto.Identity
+	row *broker.Member
+}
+
+func (e *env) member(name string) *member {
+	e.t.Helper()
+	id, err := meshcrypto.GenerateIdentity()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	inv, err := e.store.CreateInvite(context.Background(), e.mesh.Slug, 1, time.Hour)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	row, _, err := e.store.RedeemInvite(context.Background(), inv.Token, id.PublicKeyHex(), name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &member{id: id, row: row}
+}
+
+// client is one WebSocket to the broker.
+type client struct {
+	t    *testing.T
+	ws   *websocket.Conn
+	seen []map[string]any // frames read while waiting for another type
+}
+
+func (e *env) dial() *client {
+	e.t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(e.ws, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c := &client{t: e.t, ws: ws}
+	e.t.Cleanup(func() { ws.Close() })
+	return c
+}
+
+// hello builds a signed hello for m; edit may change it before sending.
+func (e *env) hello(m *member, sessionID string) map[string]any {
+	ts := time.Now().UnixMilli()
+	return map[string]any{"type": "hello", "meshId": e.mesh.ID, "memberId": m.row.ID, "pubkey": m.id.PublicKeyHex(),
+		"sessionId": sessionID, "timestamp": ts, "displayName": m.row.DisplayName,
+		"signature": meshcrypto.HelloSignature(m.id, e.mesh.ID, m.row.ID, ts)}
+}
+
+// connect dials and completes the hello of m.
+func (e *env) connect(m *member, sessionID string) *client {
+	e.t.Helper()
+	c := e.dial()
+	c.send(e.hello(m, sessionID))
+	c.next("hello_ack")
+	return c
+}
+
+func (c *client) send(v any) {
+	c.t.Helper()
+	if err := c.ws.WriteJSON(v); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// next returns the next frame of type typ (frames of other types are kept
+// in seen), failing after 5 s.
+func (c *client) next(typ string) map[string]any {
+	c.t.Helper()
+	for i, f := range c.seen {
+		if f["type"] == typ {
+			c.seen = append(c.seen[:i], c.seen[i+1:]...)
+			return f
+		}
+	}
+	c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			c.t.Fatalf("waiting for %s: %v (seen %v)", typ, err, c.seen)
+		}
+		var f map[string]any
+		if err := json.Unmarshal(data, &f); err != nil {
+			c.t.Fatalf("frame is not JSON: %s", data)
+		}
+		if f["type"] == typ {
+			return f
+		}
+		c.seen = append(c.seen, f)
+	}
+}
+
+// closeCode reads until the connection closes and returns the close code.
+func (c *client) closeCode() int {
+	c.t.Helper()
+	c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, _, err := c.ws.ReadMessage(); err != nil {
+			if ce, ok := err.(*websocket.CloseError); ok {
+				return ce.Code
+			}
+			c.t.Fatalf("connection ended without a close frame: %v", err)
+		}
+	}
+}
+
+// sendFrame is a send with a fixed fingerprint derived from body.
+func sendFrame(id, to, body string) map[string]any {
+	fp := strings.Repeat("ab", 32)
+	if body != "hello" {
+		fp = strings.Repeat("cd", 32)
+	}
+	return map[string]any{"type": "send", "id": id, "client_message_id": id, "request_fingerprint": fp,
+		"targetSpec": to, "priority": "next", "nonce": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "ciphertext": body}
+}
+
+func signHello(m *member, meshID, memberID string, ts int64) string {
+	return meshcrypto.HelloSignature(m.id, meshID, memberID, ts)
+}
+
+// push returns the next message push, passing over presence events.
+func (c *client) push() map[string]any {
+	c.t.Helper()
+	for {
+		if p := c.next("push"); p["subtype"] != "system" {
+			return p
+		}
+	}
+}

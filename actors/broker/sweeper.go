@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+)
+
+// Sweeper timings.
+const (
+	// MaxRedeliveryWait bounds the sleep between redelivery sweeps when no
+	// lease is pending (a lease taken by another replica is not announced).
+	MaxRedeliveryWait = 15 * time.Second
+	RetentionInterval = time.Hour
+	// MessageRetention is how long message bodies are kept; pruning flips
+	// history_available on their dedupe rows.
+	MessageRetention = 365 * 24 * time.Hour
+)
+
+// sweeper wakes when the next delivery lease expires and asks the hub to
+// make the recipients' connections drain (redelivery of unacked pushes on
+// a timer, not only on reconnect); hourly it expires dedupe rows, prunes
+// old messages and runs the orphan check.
+type sweeper struct {
+	store         *broker.Store
+	hub           *actor.PID
+	log           *slog.Logger
+	now           func() time.Time
+	lastSweep     time.Time
+	nextRetention time.Time
+	timer         *time.Timer
+}
+
+type sweepTick struct{}
+
+func newSweeper(store *broker.Store, hub *actor.PID, log *slog.Logger, now func() time.Time) actor.Producer {
+	return func() actor.Actor {
+		return &sweeper{store: store, hub: hub, log: log.With("actor", "sweeper"), now: now}
+	}
+}
+
+func (s *sweeper) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.lastSweep, s.nextRetention = s.now(), s.now()
+		s.schedule(ctx, 0)
+	case *actor.Stopping:
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+	case *actor.Stopped, *actor.Restarting:
+	case *sweepTick:
+		s.tick(ctx)
+	default:
+		s.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (s *sweeper) schedule(ctx actor.Context, d time.Duration) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	s.timer = time.AfterFunc(d, func() { root.Send(self, &sweepTick{}) })
+}
+
+func (s *sweeper) tick(ctx actor.Context) {
+	bg := context.Background()
+	now := s.now()
+	if expired, err := s.store.ExpiredLeases(bg, s.lastSweep, now); err != nil {
+		s.log.Error("expired leases", "err", err)
+	} else if len(expired) > 0 {
+		ctx.Send(s.hub, &hubRedeliver{recipients: expired})
+	}
+	s.lastSweep = now
+	if !now.Before(s.nextRetention) {
+		s.retention(bg, now)
+		s.nextRetention = now.Add(RetentionInterval)
+	}
+	wait := MaxRedeliveryWait
+	if next, ok, err := s.store.NextLeaseExpiry(bg, now); err == nil && ok && next.Sub(now) < wait {
+		wait = max(next.Sub(now), 10*time.Millisecond)
+	}
+	s.schedule(ctx, wait)
+}
+
+func (s *sweeper) retention(ctx context.Context, now time.Time) {
+	if n, err := s.store.SweepDedupe(ctx, now); err != nil {
+		s.log.Error("dedupe retention", "err", err)
+	} else if n > 0 {
+		s.log.Info("dedupe_rows_expired", "rows", n)
+	}
+	if n, err := s.store.PruneMessages(ctx, now.Add(-MessageRetention)); err != nil {
+		s.log.Error("message retention", "err", err)
+	} else if n > 0 {
+		s.log.Info("messages_pruned", "rows", n)
+	}
+	orphans, err := s.store.OrphanCheck(ctx)
+	switch {
+	case err != nil:
+		s.log.Error("orphan check", "err", err)
+	case orphans.Dedupe > 0 || orphans.History > 0:
+		s.log.Error("orphan_check_failed", "dedupe_orphans", orphans.Dedupe, "history_orphans", orphans.History)
+	}
+}

@@ -1,0 +1,194 @@
+// Package wsserver is the broker's HTTP face: the WebSocket endpoint at
+// exactly /ws, /health, and whatever other handlers the broker mounts (the
+// join endpoint). Each accepted WebSocket is a Conn with a reader goroutine
+// handing frames, in order, to the Session the broker opened for it, and a
+// writer goroutine draining a bounded queue, sending pings and enforcing the
+// liveness deadline. It knows nothing of the protocol's meaning.
+package wsserver
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Liveness and limits (wire protocol §1.7).
+const (
+	PingInterval = 30 * time.Second
+	// ReadTimeout drops a connection that sent nothing (frame or pong) for
+	// this long.
+	ReadTimeout  = 75 * time.Second
+	WriteTimeout = 10 * time.Second
+	// MaxFrameBytes bounds one incoming frame; a larger one closes the
+	// connection with 1009.
+	MaxFrameBytes = 256 << 10
+	// OutQueue bounds the frames waiting for a slow client; past it the
+	// connection is closed (1013) rather than let memory grow.
+	OutQueue = 4096
+)
+
+// Session receives one connection's events. Frame is called from the
+// reader goroutine, one frame at a time, in arrival order; Closed exactly
+// once, after the last Frame.
+type Session interface {
+	Frame(data []byte)
+	Closed(err error)
+}
+
+// Opener opens the Session of a new connection.
+type Opener func(c *Conn) Session
+
+// Server is the broker's HTTP handler.
+type Server struct {
+	open     Opener
+	mux      *http.ServeMux
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+}
+
+// New returns a server that opens a Session per WebSocket and serves
+// health at /health; extra handlers are mounted at their patterns.
+func New(open Opener, health func() any, extra map[string]http.Handler, log *slog.Logger) *Server {
+	s := &Server{open: open, mux: http.NewServeMux(), log: log,
+		upgrader: websocket.Upgrader{ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10,
+			CheckOrigin: func(*http.Request) bool { return true }}} // clients are daemons, not browsers; auth is in-band
+	s.mux.HandleFunc("/ws", s.upgrade)
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(health())
+	})
+	for pattern, h := range extra {
+		s.mux.Handle(pattern, h)
+	}
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawQuery != "" {
+		http.Error(w, "the WebSocket endpoint is /ws, without a query string", http.StatusBadRequest)
+		return
+	}
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	c := &Conn{ws: ws, out: make(chan outFrame, OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr}
+	sess := s.open(c)
+	go c.write()
+	go c.read(sess)
+}
+
+type outFrame struct {
+	data  []byte
+	close *closeFrame
+}
+
+type closeFrame struct {
+	code   int
+	reason string
+}
+
+// Conn is one WebSocket connection.
+type Conn struct {
+	ws     *websocket.Conn
+	out    chan outFrame
+	done   chan struct{}
+	once   sync.Once
+	Remote string
+}
+
+// Send queues a text frame; it never blocks. It reports false when the
+// connection is closed or its queue is full (the connection is then being
+// closed with 1013).
+func (c *Conn) Send(data []byte) bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+	}
+	select {
+	case c.out <- outFrame{data: data}:
+		return true
+	default:
+		c.Close(websocket.CloseTryAgainLater, "client too slow")
+		return false
+	}
+}
+
+// Close sends a close frame with code and reason (at most 123 bytes) after
+// the frames already queued, then closes the connection.
+func (c *Conn) Close(code int, reason string) {
+	if len(reason) > 123 {
+		reason = reason[:123]
+	}
+	select {
+	case c.out <- outFrame{close: &closeFrame{code, reason}}:
+	default:
+		c.shutdown() // queue full: no room even for the close frame
+	}
+}
+
+func (c *Conn) shutdown() {
+	c.once.Do(func() {
+		close(c.done)
+		c.ws.Close()
+	})
+}
+
+func (c *Conn) read(sess Session) {
+	defer c.shutdown()
+	c.ws.SetReadLimit(MaxFrameBytes)
+	c.ws.SetReadDeadline(time.Now().Add(ReadTimeout))
+	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(ReadTimeout)) })
+	var err error
+	for {
+		var kind int
+		var data []byte
+		kind, data, err = c.ws.ReadMessage()
+		if err != nil {
+			break
+		}
+		c.ws.SetReadDeadline(time.Now().Add(ReadTimeout))
+		if kind == websocket.TextMessage || kind == websocket.BinaryMessage {
+			sess.Frame(data)
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		err = errors.New("no frame or pong for " + ReadTimeout.String())
+	}
+	sess.Closed(err)
+}
+
+func (c *Conn) write() {
+	ping := time.NewTicker(PingInterval)
+	defer ping.Stop()
+	defer c.shutdown()
+	for {
+		select {
+		case <-c.done:
+			return
+		case f := <-c.out:
+			c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
+			if f.close != nil {
+				c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.close.code, f.close.reason))
+				return
+			}
+			if err := c.ws.WriteMessage(websocket.TextMessage, f.data); err != nil {
+				return
+			}
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(WriteTimeout)); err != nil {
+				return
+			}
+		}
+	}
+}
