@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // env is a real broker (real store, real actors, real WebSockets over
 // loopback) started in the test process.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	store *broker.Store
 	mesh  *broker.Mesh
 	ws    string
@@ -35,9 +36,12 @@ func backends(t *testing.T, limits ratelimit.Options, fn func(t *testing.T, e *e
 	})
 }
 
-func startBroker(t *testing.T, opts broker.Options, limits ratelimit.Options) *env {
+func startBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *env {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("BROKER_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	opts.Log = log
 	store, err := broker.Open(context.Background(), opts)
 	if err != nil {
@@ -82,7 +86,7 @@ func (e *env) member(name string) *member {
 
 // client is one WebSocket to the broker.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	ws   *websocket.Conn
 	seen []map[string]any // frames read while waiting for another type
 }
