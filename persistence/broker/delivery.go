@@ -136,11 +136,25 @@ func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
 			if a.ClientMessageID == "" && a.BrokerMessageID == "" {
 				continue
 			}
+			// The push named the message; an ack with only the client's id
+			// finds it through the dedupe row. Either way the update is a
+			// lookup by message_id, never a scan of the recipient's queue.
+			messageID := a.BrokerMessageID
+			if messageID == "" {
+				err := tx.GetContext(ctx, &messageID, s.d.rewrite(
+					`SELECT broker_message_id FROM client_message_dedupe WHERE mesh_id = ? AND client_message_id = ?`),
+					a.MeshID, a.ClientMessageID)
+				if errors.Is(err, sql.ErrNoRows) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+			}
 			res, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
-				 WHERE mesh_id = ? AND recipient_pubkey IN (SELECT value FROM EACH(?)) AND delivered_at IS NULL
-				   AND (message_id = ? OR message_id = (SELECT broker_message_id FROM client_message_dedupe
-				                                          WHERE mesh_id = ? AND client_message_id = ?))`),
-				s.d.time(s.clock()), a.MeshID, jsonArray(a.RecipientPubkeys), a.BrokerMessageID, a.MeshID, a.ClientMessageID)
+				 WHERE message_id = ? AND mesh_id = ? AND delivered_at IS NULL
+				   AND recipient_pubkey IN (SELECT value FROM EACH(?))`),
+				s.d.time(s.clock()), messageID, a.MeshID, jsonArray(a.RecipientPubkeys))
 			if err != nil {
 				return err
 			}
