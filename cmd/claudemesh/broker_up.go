@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,48 +12,18 @@ import (
 	"time"
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
-	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 	"github.com/claudemesh/claudemesh-go/transport/join"
 )
 
 type brokerUpCmd struct {
-	Listen      string `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
-	brokerDB    `embed:""`
-	RedisURL    string `name:"redis-url" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
-	RateLimit   int    `default:"600" help:"Messages per mesh per rate window."`
-	RateWindow  string `default:"1m" help:"Rate window (a Go duration)."`
-	LogLevel    string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
-	ShutdownFor string `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
-}
-
-// brokerDB selects the broker's database: SQLite in a directory, or
-// PostgreSQL.
-type brokerDB struct {
-	Dir         string `type:"path" placeholder:"DIR" help:"Directory of the SQLite database (default ~/.claudemesh/broker)."`
-	DatabaseURL string `name:"database-url" placeholder:"URL" help:"PostgreSQL URL (postgres://…); several brokers may share it."`
-}
-
-// open opens the broker store the flags name.
-func (db *brokerDB) open(ctx context.Context, log *slog.Logger) (*broker.Store, error) {
-	if db.Dir != "" && db.DatabaseURL != "" {
-		return nil, &exitError{code: 2, err: errors.New("--dir and --database-url exclude each other")}
-	}
-	opts := broker.Options{DatabaseURL: db.DatabaseURL, Log: log}
-	if db.DatabaseURL == "" {
-		opts.Dir = db.Dir
-		if opts.Dir == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return nil, &exitError{code: 2, err: fmt.Errorf("find home directory (use --dir): %w", err)}
-			}
-			opts.Dir = home + "/.claudemesh/broker"
-		}
-		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
-			return nil, err
-		}
-	}
-	return broker.Open(ctx, opts)
+	Listen           string `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
+	brokerStoreFlags `embed:""`
+	RedisURL         string `name:"redis-url" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
+	RateLimit        int    `default:"600" help:"Messages per mesh per rate window."`
+	RateWindow       string `default:"1m" help:"Rate window (a Go duration)."`
+	LogLevel         string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
+	ShutdownFor      string `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
 }
 
 func (c *brokerUpCmd) Run() error {
@@ -66,7 +35,7 @@ func (c *brokerUpCmd) Run() error {
 		return &exitError{code: 2, err: fmt.Errorf("--rate-window: %w", err)}
 	}
 	ctx := context.Background()
-	store, err := c.open(ctx, log)
+	store, err := c.open(ctx, false, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,143 @@
+package join
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/claudemesh/claudemesh-go/config"
+)
+
+func testMembership(t *testing.T, meshID, slug string) config.Membership {
+	id := newIdentity(t)
+	return config.Membership{MeshID: meshID, MemberID: "member-" + slug, Slug: slug, Name: slug,
+		Pubkey: id.PublicKeyHex(), SecretKey: id.SecretKeyHex(), BrokerURL: "ws://127.0.0.1:7900/ws",
+		JoinedAt: "2026-03-01T12:00:00Z"}
+}
+
+func TestAddMembershipFresh(t *testing.T) {
+	paths := config.Paths{ConfigDir: filepath.Join(t.TempDir(), "c")}
+	m := testMembership(t, "mesh-1", "demo")
+	before, err := AddMembership(paths, m)
+	if err != nil || len(before) != 0 {
+		t.Fatalf("AddMembership = %v, %v", before, err)
+	}
+	got, err := paths.LoadMemberships()
+	if err != nil || len(got) != 1 || got[0] != m {
+		t.Fatalf("LoadMemberships = %+v, %v; want [%+v]", got, err, m)
+	}
+	for path, want := range map[string]os.FileMode{paths.ConfigDir: 0o700 | os.ModeDir, paths.ConfigFile(): 0o600} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode() != want {
+			t.Errorf("%s: mode %v, %v; want %v", path, fi.Mode(), err, want)
+		}
+	}
+}
+
+func TestAddMembershipKeepsTheRest(t *testing.T) {
+	paths := config.Paths{ConfigDir: t.TempDir()}
+	orig := `{
+  "meshes": [{"meshId":"local-id","memberId":"m0","slug":"local","name":"local","pubkey":"aa","secretKey":"bb","brokerUrl":"","joinedAt":"x","upstreamExtra":{"keep":[1,2]}}],
+  "apiKey": "sk-<keep>&me",
+  "big": 12345678901234567890,
+  "nested": {"a": null}
+}`
+	if err := os.WriteFile(paths.ConfigFile(), []byte(orig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := testMembership(t, "mesh-1", "demo")
+	before, err := AddMembership(paths, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 1 || before[0].Slug != "local" || before[0].BrokerURL != "" {
+		t.Errorf("before = %+v, want the local mesh", before)
+	}
+	b, err := os.ReadFile(paths.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"apiKey": `"sk-<keep>&me"`, "big": `12345678901234567890`, "nested": `{"a":null}`} {
+		if got := compact(t, doc[key]); got != want {
+			t.Errorf("%s = %s, want %s", key, got, want)
+		}
+	}
+	var meshes []map[string]any
+	if err := json.Unmarshal(doc["meshes"], &meshes); err != nil || len(meshes) != 2 {
+		t.Fatalf("meshes %s: %v", doc["meshes"], err)
+	}
+	if !reflect.DeepEqual(meshes[0]["upstreamExtra"], map[string]any{"keep": []any{1.0, 2.0}}) {
+		t.Errorf("the local mesh lost its extra field: %v", meshes[0])
+	}
+	got, err := paths.LoadMemberships()
+	if err != nil || len(got) != 2 || got[1] != m {
+		t.Errorf("LoadMemberships = %+v, %v", got, err)
+	}
+}
+
+func compact(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestAddMembershipRefusesDuplicates(t *testing.T) {
+	paths := config.Paths{ConfigDir: t.TempDir()}
+	first := testMembership(t, "mesh-1", "demo")
+	if _, err := AddMembership(paths, first); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(paths.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []config.Membership{testMembership(t, "mesh-1", "other"), testMembership(t, "mesh-2", "demo")} {
+		_, err := AddMembership(paths, m)
+		var dup *AlreadyJoinedError
+		if !errors.Is(err, ErrAlreadyJoined) || !errors.As(err, &dup) || dup.Existing != first {
+			t.Errorf("AddMembership(%s/%s) = %v; want AlreadyJoinedError naming the first", m.MeshID, m.Slug, err)
+		}
+	}
+	if now, _ := os.ReadFile(paths.ConfigFile()); string(now) != string(orig) {
+		t.Errorf("a refused add changed config.json:\n%s", now)
+	}
+}
+
+func TestAddMembershipBadConfig(t *testing.T) {
+	for name, content := range map[string]string{
+		"not JSON":         "{",
+		"not an object":    "[]",
+		"meshes not array": `{"meshes": {"slug": "x"}}`,
+		"mesh not object":  `{"meshes": [1]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			paths := config.Paths{ConfigDir: t.TempDir()}
+			if err := os.WriteFile(paths.ConfigFile(), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := AddMembership(paths, testMembership(t, "mesh-1", "demo")); err == nil {
+				t.Error("AddMembership accepted a config.json it cannot understand")
+			}
+			if now, _ := os.ReadFile(paths.ConfigFile()); string(now) != content {
+				t.Errorf("config.json changed to %s", now)
+			}
+		})
+	}
+	paths := config.Paths{ConfigDir: t.TempDir()}
+	if err := os.WriteFile(paths.ConfigFile(), []byte(`{"meshes": null, "k": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddMembership(paths, testMembership(t, "mesh-1", "demo")); err != nil {
+		t.Errorf("meshes null: %v", err)
+	}
+}
