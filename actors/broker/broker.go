@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,10 +29,11 @@ type Options struct {
 
 // Broker is a running broker: an actor tree and its HTTP handler.
 type Broker struct {
-	system  *actor.ActorSystem
-	root    *actor.PID
-	handler *wsserver.Server
-	conns   atomic.Int64
+	system        *actor.ActorSystem
+	stopListening context.CancelFunc
+	root          *actor.PID
+	handler       *wsserver.Server
+	conns         atomic.Int64
 }
 
 // Start spawns the broker's actors and returns the broker; serve its
@@ -57,7 +59,11 @@ func Start(opts Options) (*Broker, error) {
 	}
 	d.hub = spawn("hub", newHub(opts.Store, opts.Log))
 	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(reqs []*broker.AcceptRequest) []broker.AcceptResult {
-		return opts.Store.AcceptBatch(context.Background(), reqs)
+		results := opts.Store.AcceptBatch(context.Background(), reqs)
+		if err := opts.Store.Notify(context.Background(), waiting(reqs, results)); err != nil {
+			opts.Log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
+		}
+		return results
 	}, opts.Log))
 	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
 		if _, err := opts.Store.AckDeliveries(context.Background(), acks); err != nil {
@@ -70,7 +76,11 @@ func Start(opts Options) (*Broker, error) {
 		system.Shutdown()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
 	}
-	b := &Broker{system: system}
+	listenCtx, stopListening := context.WithCancel(context.Background())
+	b := &Broker{system: system, stopListening: stopListening}
+	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
+		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
+	})
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		pid, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
@@ -88,5 +98,25 @@ func (b *Broker) health() any {
 	return map[string]any{"status": "ok", "connections_opened": b.conns.Load()}
 }
 
-// Close stops the actors.
-func (b *Broker) Close() { b.system.Shutdown() }
+// Close stops listening for other brokers and stops the actors.
+func (b *Broker) Close() {
+	b.stopListening()
+	b.system.Shutdown()
+}
+
+// waiting are the recipients of committed messages that were not pushed
+// right after the commit: another broker may hold their connections.
+func waiting(reqs []*broker.AcceptRequest, results []broker.AcceptResult) []broker.Recipient {
+	var out []broker.Recipient
+	for i, req := range reqs {
+		if results[i].Outcome != broker.Created {
+			continue
+		}
+		for _, pk := range req.Recipients {
+			if !slices.Contains(req.Online, pk) {
+				out = append(out, broker.Recipient{MeshID: req.MeshID, Pubkey: pk})
+			}
+		}
+	}
+	return out
+}

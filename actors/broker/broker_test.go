@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 )
 
@@ -320,4 +322,28 @@ func TestPeersAndProfile(t *testing.T) {
 			t.Fatalf("stored profile %+v %v", m, err)
 		}
 	})
+}
+
+// TestTwoReplicas: two brokers on one PostgreSQL database serve one mesh.
+// A DM from a client of the first to a client of the second is pushed live
+// (LISTEN/NOTIFY), and dedupe holds across them.
+func TestTwoReplicas(t *testing.T) {
+	url := brokertest.PostgresURL(t)
+	first := startBroker(t, broker.Options{DatabaseURL: url}, noLimit)
+	second := attachBroker(t, first, broker.Options{DatabaseURL: url})
+	alice, bob := first.member("alice"), first.member("bob")
+	a := first.connect(alice, "a")
+	b := second.connect(bob, "b")
+	a.send(sendFrame("x-1", bob.id.PublicKeyHex(), "hello"))
+	if ack := a.next("ack"); ack["code"] != float64(201) {
+		t.Fatalf("ack %v", ack)
+	}
+	if p := b.push(); p["client_message_id"] != "x-1" {
+		t.Fatalf("push on the other replica %v", p)
+	}
+	a2 := second.connect(alice, "a2")
+	a2.send(sendFrame("x-1", bob.id.PublicKeyHex(), "hello"))
+	if ack := a2.next("ack"); ack["code"] != float64(200) || ack["duplicate"] != true {
+		t.Fatalf("the same id through the other replica: %v", ack)
+	}
 }

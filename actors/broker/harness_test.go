@@ -38,6 +38,26 @@ func backends(t *testing.T, limits ratelimit.Options, fn func(t *testing.T, e *e
 
 func startBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *env {
 	t.Helper()
+	e := serveBroker(t, opts, limits)
+	mesh, err := e.store.CreateMesh(context.Background(), broker.Mesh{Slug: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mesh = mesh
+	return e
+}
+
+// attachBroker starts a second broker on the database of first (another
+// replica), serving the same mesh.
+func attachBroker(t testing.TB, first *env, opts broker.Options) *env {
+	t.Helper()
+	e := serveBroker(t, opts, noLimit)
+	e.mesh = first.mesh
+	return e
+}
+
+func serveBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *env {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("BROKER_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -48,17 +68,13 @@ func startBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *e
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mesh, err := store.CreateMesh(context.Background(), broker.Mesh{Slug: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b, err := Start(Options{Store: store, Limiter: ratelimit.NewMemory(limits), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(func() { srv.Close(); b.Close() })
-	return &env{t: t, store: store, mesh: mesh, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+	return &env{t: t, store: store, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
 }
 
 // member is a mesh member with its key.

@@ -90,8 +90,12 @@ type (
 	hubListPeers struct{ meshID, requesterMember string }
 	// hubMemberChanged replaces the hub's copy of a member (profile change).
 	hubMemberChanged struct{ member *broker.Member }
-	// hubRedeliver tells the connections of these recipients to drain.
-	hubRedeliver struct{ recipients []broker.Recipient }
+	// hubRedeliver tells the connections of these recipients (or, with
+	// all, every live connection) to drain.
+	hubRedeliver struct {
+		recipients []broker.Recipient
+		all        bool
+	}
 	// hubStats asks for connection counts; the reply is *hubStatsReply.
 	hubStats      struct{}
 	hubStatsReply struct{ Connections, Meshes int }
@@ -134,7 +138,7 @@ func (h *hub) Receive(ctx actor.Context) {
 	case *hubMemberChanged:
 		h.memberChanged(m.member)
 	case *hubRedeliver:
-		h.redeliver(ctx, m.recipients)
+		h.redeliver(ctx, m)
 	case *hubStats:
 		ctx.Respond(&hubStatsReply{Connections: len(h.conns), Meshes: len(h.byMesh)})
 	default:
@@ -334,8 +338,16 @@ func (h *hub) peers(q *hubListPeers) *messages.PeersListFrame {
 	return out
 }
 
-func (h *hub) redeliver(ctx actor.Context, recipients []broker.Recipient) {
-	for _, r := range recipients {
+func (h *hub) redeliver(ctx actor.Context, m *hubRedeliver) {
+	if m.all {
+		for _, p := range h.conns {
+			if !p.offline {
+				ctx.Send(p.pid, &drain{})
+			}
+		}
+		return
+	}
+	for _, r := range m.recipients {
 		for _, p := range h.byMesh[r.MeshID] {
 			if !p.offline && (p.member.Pubkey == r.Pubkey || p.sessionPubkey == r.Pubkey) {
 				ctx.Send(p.pid, &drain{})

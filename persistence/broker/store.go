@@ -83,6 +83,7 @@ type Store struct {
 	log     *slog.Logger
 	version int
 	lookup  *sqlx.Stmt // the B0 read, on rdb
+	url     string     // PostgreSQL: the URL, for the LISTEN connection
 }
 
 // Open opens (and on SQLite creates) the database, applies the embedded
@@ -181,6 +182,7 @@ func openSQLiteDB(ctx context.Context, path string, readOnly bool) (*sqlx.DB, er
 }
 
 func (s *Store) openPostgres(ctx context.Context, databaseURL string, maxConns int) error {
+	s.url = databaseURL
 	db, err := sqlx.Open("pgx", databaseURL)
 	if err != nil {
 		return fmt.Errorf("open postgres: %w", err)

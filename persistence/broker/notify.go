@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cross-replica delivery. Several brokers on one PostgreSQL database each
+// hold some of a mesh's connections. The broker that commits a message
+// pushes it to the recipients connected to it; for the others it NOTIFYs,
+// and every broker that holds one of their connections drains their queue
+// (ClaimDeliveries with SKIP LOCKED: exactly one claimer per row). On
+// SQLite there is one broker and both calls do nothing.
+
+// notifyChannel is the LISTEN/NOTIFY channel.
+const notifyChannel = "claudemesh_delivery"
+
+// maxNotifyPayload keeps each NOTIFY under PostgreSQL's 8000-byte limit.
+const maxNotifyPayload = 7000
+
+// listenRetry is the pause before re-establishing a lost LISTEN connection.
+const listenRetry = time.Second
+
+// Notify announces that these recipients have deliveries waiting.
+func (s *Store) Notify(ctx context.Context, recipients []Recipient) error {
+	if s.d.name != postgresName || len(recipients) == 0 {
+		return nil
+	}
+	for len(recipients) > 0 {
+		n, payload := notifyChunk(recipients)
+		if _, err := s.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", notifyChannel, payload); err != nil {
+			return fmt.Errorf("notify deliveries: %w", err)
+		}
+		recipients = recipients[n:]
+	}
+	return nil
+}
+
+// notifyChunk encodes as many leading recipients as fit one payload.
+func notifyChunk(recipients []Recipient) (int, string) {
+	pairs := make([][2]string, 0, len(recipients))
+	size := 2
+	for _, r := range recipients {
+		size += len(r.MeshID) + len(r.Pubkey) + 8
+		if len(pairs) > 0 && size > maxNotifyPayload {
+			break
+		}
+		pairs = append(pairs, [2]string{r.MeshID, r.Pubkey})
+	}
+	b, _ := json.Marshal(pairs)
+	return len(pairs), string(b)
+}
+
+// Listen calls fn with the recipients of every notification until ctx is
+// done. After it (re)connects it calls fn(nil): notifications may have been
+// missed, so every local connection should drain. On SQLite it only waits
+// for ctx.
+func (s *Store) Listen(ctx context.Context, fn func([]Recipient)) error {
+	if s.d.name != postgresName {
+		<-ctx.Done()
+		return nil
+	}
+	for ctx.Err() == nil {
+		if err := s.listenOnce(ctx, fn); err != nil && ctx.Err() == nil {
+			s.log.Warn("delivery_listen_lost", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(listenRetry):
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) listenOnce(ctx context.Context, fn func([]Recipient)) error {
+	conn, err := pgx.Connect(ctx, s.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	fn(nil)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var pairs [][2]string
+		if err := json.Unmarshal([]byte(n.Payload), &pairs); err != nil {
+			s.log.Warn("delivery_notification_malformed", "err", err)
+			continue
+		}
+		rs := make([]Recipient, len(pairs))
+		for i, p := range pairs {
+			rs[i] = Recipient{MeshID: p[0], Pubkey: p[1]}
+		}
+		fn(rs)
+	}
+}
