@@ -25,6 +25,9 @@ type Options struct {
 	Extra map[string]http.Handler
 	Log   *slog.Logger
 	Now   func() time.Time // nil: time.Now
+	// PresenceGrace is how long a dropped connection stays listed (0:
+	// PresenceGrace, 90 s).
+	PresenceGrace time.Duration
 }
 
 // Broker is a running broker: an actor tree and its HTTP handler.
@@ -47,7 +50,8 @@ func Start(opts Options) (*Broker, error) {
 	if opts.Store.Backend() == "postgres" {
 		maxBatch = 64 // the store's per-request fallback keeps PG's subtransaction cache
 	}
-	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now}
+	m := newMetrics()
+	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now, metrics: m}
 	var err error
 	spawn := func(name string, p actor.Producer) *actor.PID {
 		if err != nil {
@@ -57,8 +61,12 @@ func Start(opts Options) (*Broker, error) {
 		pid, err = system.Root.SpawnNamed(actor.PropsFromProducer(p), "broker/"+name)
 		return pid
 	}
-	d.hub = spawn("hub", newHub(opts.Store, opts.Log))
+	if opts.PresenceGrace == 0 {
+		opts.PresenceGrace = PresenceGrace
+	}
+	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
 	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(reqs []*broker.AcceptRequest) []broker.AcceptResult {
+		m.acceptBatch.Observe(float64(len(reqs)))
 		results := opts.Store.AcceptBatch(context.Background(), reqs)
 		if err := opts.Store.Notify(context.Background(), waiting(reqs, results)); err != nil {
 			opts.Log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
@@ -71,7 +79,7 @@ func Start(opts Options) (*Broker, error) {
 		}
 		return make([]struct{}, len(acks))
 	}, opts.Log))
-	spawn("sweeper", newSweeper(opts.Store, d.hub, opts.Log, opts.Now))
+	spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now))
 	if err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
@@ -83,11 +91,12 @@ func Start(opts Options) (*Broker, error) {
 	})
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
+		m.connections.Inc()
 		pid, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 			return &conn{deps: d, id: id, link: c}
 		}), "broker/"+id)
 		return &session{root: system.Root, pid: pid}
-	}, b.health, opts.Extra, opts.Log)
+	}, b.health, withMetrics(opts.Extra, m), opts.Log)
 	return b, nil
 }
 
@@ -117,6 +126,15 @@ func waiting(reqs []*broker.AcceptRequest, results []broker.AcceptResult) []brok
 				out = append(out, broker.Recipient{MeshID: req.MeshID, Pubkey: pk})
 			}
 		}
+	}
+	return out
+}
+
+// withMetrics adds GET /metrics to the extra handlers.
+func withMetrics(extra map[string]http.Handler, m *metrics) map[string]http.Handler {
+	out := map[string]http.Handler{"GET /metrics": m.handler()}
+	for pattern, h := range extra {
+		out[pattern] = h
 	}
 	return out
 }

@@ -2,6 +2,9 @@ package broker
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -345,5 +348,49 @@ func TestTwoReplicas(t *testing.T) {
 	a2.send(sendFrame("x-1", bob.id.PublicKeyHex(), "hello"))
 	if ack := a2.next("ack"); ack["code"] != float64(200) || ack["duplicate"] != true {
 		t.Fatalf("the same id through the other replica: %v", ack)
+	}
+}
+
+// TestMetrics: /metrics counts accepts by outcome and rate-limit rejections.
+func TestMetrics(t *testing.T) {
+	e := startBroker(t, broker.Options{Dir: t.TempDir()}, ratelimit.Options{Limit: 1, Window: time.Hour})
+	alice, bob := e.member("alice"), e.member("bob")
+	a := e.connect(alice, "a")
+	for _, f := range []map[string]any{sendFrame("1", bob.id.PublicKeyHex(), "hello"), sendFrame("1", bob.id.PublicKeyHex(), "hello"),
+		sendFrame("1", bob.id.PublicKeyHex(), "other"), sendFrame("2", bob.id.PublicKeyHex(), "hello")} {
+		a.send(f)
+		a.next("ack")
+	}
+	resp, err := http.Get(e.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`cm_broker_accept_total{outcome="created"} 1`, `cm_broker_accept_total{outcome="duplicate"} 1`,
+		`cm_broker_accept_total{outcome="conflict"} 1`, `cm_broker_accept_total{outcome="rate_limited"} 1`,
+		`cm_broker_rate_limit_rejection_total 1`, `cm_broker_connections 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestPresenceGrace: a reconnect within the grace is silent; a connection
+// that stays away past it is announced with peer_left.
+func TestPresenceGrace(t *testing.T) {
+	e := startBroker(t, broker.Options{Dir: t.TempDir()}, noLimit)
+	alice, bob := e.member("alice"), e.member("bob")
+	a := e.connect(alice, "a")
+	b := e.connect(bob, "b")
+	if j := a.next("push"); j["event"] != "peer_joined" {
+		t.Fatalf("want bob's peer_joined, got %v", j)
+	}
+	b.ws.Close()
+	b = e.connect(bob, "b") // same sessionId, within the grace: a reattach
+	b.ws.Close()
+	left := a.next("push")
+	if left["event"] != "peer_left" {
+		t.Fatalf("after bob stayed away: %v, want peer_left (and no second peer_joined)", left)
 	}
 }

@@ -36,6 +36,7 @@ type deps struct {
 	acks    *actor.PID
 	log     *slog.Logger
 	now     func() time.Time
+	metrics *metrics
 }
 
 // Connection messages.
@@ -261,6 +262,7 @@ func (c *conn) admit(ctx actor.Context, mesh *broker.Mesh, member *broker.Member
 }
 
 func (c *conn) closed(ctx actor.Context, err error) {
+	c.metrics.connections.Dec()
 	if c.member != nil {
 		ctx.Send(c.hub, &hubUnregister{connID: c.id})
 	}

@@ -28,35 +28,35 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	}
 	fp, rej := c.validateSend(f, id)
 	if rej != nil {
-		c.sendFrame(rejected(ack, rej))
+		c.reply(rejected(ack, rej))
 		return
 	}
 	bg := context.Background()
 	row, err := c.store.LookupDedupe(bg, c.mesh.ID, id)
 	if err != nil {
-		c.sendFrame(failed(ack, err))
+		c.reply(failed(ack, err))
 		return
 	}
 	if row != nil {
 		res := row.Answer(fp)
-		c.sendFrame(answer(ack, &res))
+		c.reply(answer(ack, &res))
 		return
 	}
 	decision, err := c.limiter.Consume(bg, c.mesh.ID, id)
 	if err != nil {
-		c.sendFrame(failed(ack, err))
+		c.reply(failed(ack, err))
 		return
 	}
 	if !decision.Allowed {
 		retry := decision.RetryAfter.Milliseconds()
 		ack.Code, ack.Error, ack.RetryAfterMs = 429, "rate_limited", &retry
-		c.sendFrame(ack)
+		c.reply(ack)
 		return
 	}
 	res, err := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderMember: c.member.Pubkey,
 		targetSpec: f.TargetSpec, priority: f.Priority}, askTimeout).Result()
 	if err != nil {
-		c.sendFrame(failed(ack, err))
+		c.reply(failed(ack, err))
 		return
 	}
 	resolved := res.(*hubResolved)
@@ -68,14 +68,38 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
 		if err != nil || !ok {
-			c.sendFrame(failed(ack, errors.Join(errors.New("accept did not answer"), err)))
+			c.reply(failed(ack, errors.Join(errors.New("accept did not answer"), err)))
 			return
 		}
-		c.sendFrame(answer(ack, &out.res))
+		if out.res.Outcome == broker.Rejected {
+			c.metrics.consumedThenB2.Inc()
+		}
+		c.reply(answer(ack, &out.res))
 		if out.res.Outcome == broker.Created && len(resolved.online) > 0 {
 			c.fanout(ctx, req, &out.res, resolved.online)
 		}
 	})
+}
+
+// reply sends the ack of a send and counts its outcome.
+func (c *conn) reply(ack *messages.AckFrame) {
+	outcome := "rejected"
+	switch ack.Code {
+	case 201:
+		outcome = "created"
+	case 200:
+		outcome = "duplicate"
+	case 409:
+		outcome = "conflict"
+		c.metrics.fingerprintMismatch.WithLabelValues(c.mesh.ID).Inc()
+	case 429:
+		outcome = "rate_limited"
+		c.metrics.rateLimitRejected.Inc()
+	case 503:
+		outcome = "failed"
+	}
+	c.metrics.accepts.WithLabelValues(outcome).Inc()
+	c.sendFrame(ack)
 }
 
 // validateSend is the part of B1 that needs no store: ids, fingerprint,
@@ -169,6 +193,7 @@ func (c *conn) clientAck(ctx actor.Context, f *messages.ClientAckFrame) {
 	if f.ClientMessageID == "" && f.BrokerMessageID == "" {
 		return
 	}
+	c.metrics.acks.Inc()
 	ctx.Send(c.acks, &batchOf[broker.Ack]{req: broker.Ack{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
 		ClientMessageID: f.ClientMessageID, BrokerMessageID: f.BrokerMessageID}})
 }
@@ -185,6 +210,7 @@ func (c *conn) drain(ctx actor.Context) {
 		c.log.Error("claim deliveries", "conn", c.id, "err", err)
 		return
 	}
+	c.metrics.pushes.Add(float64(len(ds)))
 	for i := range ds {
 		d := &ds[i]
 		c.sendFrame(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,

@@ -26,6 +26,7 @@ type env struct {
 	store *broker.Store
 	mesh  *broker.Mesh
 	ws    string
+	http  string
 }
 
 // backends runs fn against a broker on SQLite and one on PostgreSQL.
@@ -68,14 +69,17 @@ func serveBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *e
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	b, err := Start(Options{Store: store, Limiter: ratelimit.NewMemory(limits), Log: log})
+	b, err := Start(Options{Store: store, Limiter: ratelimit.NewMemory(limits), Log: log, PresenceGrace: testGrace})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(func() { srv.Close(); b.Close() })
-	return &env{t: t, store: store, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+	return &env{t: t, store: store, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", http: srv.URL}
 }
+
+// testGrace is the presence grace of test brokers.
+const testGrace = 200 * time.Millisecond
 
 // member is a mesh member with its key.
 type member struct {

@@ -106,6 +106,7 @@ type drain struct{}
 
 type hub struct {
 	store    *broker.Store
+	metrics  *metrics
 	log      *slog.Logger
 	conns    map[string]*presence            // connID → presence
 	byMesh   map[string]map[string]*presence // meshID → connID → presence
@@ -113,10 +114,10 @@ type hub struct {
 	graceFor time.Duration
 }
 
-func newHub(store *broker.Store, log *slog.Logger) actor.Producer {
+func newHub(store *broker.Store, m *metrics, grace time.Duration, log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &hub{store: store, log: log.With("actor", "hub"), conns: map[string]*presence{},
-			byMesh: map[string]map[string]*presence{}, members: map[string]map[string]*broker.Member{}, graceFor: PresenceGrace}
+		return &hub{store: store, metrics: m, log: log.With("actor", "hub"), conns: map[string]*presence{},
+			byMesh: map[string]map[string]*presence{}, members: map[string]map[string]*broker.Member{}, graceFor: grace}
 	}
 }
 
@@ -317,6 +318,7 @@ func (h *hub) fanout(f *hubFanout) {
 	for _, p := range h.byMesh[f.meshID] {
 		if !p.offline && p.connID != f.senderConn && slices.Contains(f.members, p.member.Pubkey) {
 			p.link.Send(f.frame)
+			h.metrics.pushes.Inc()
 		}
 	}
 }

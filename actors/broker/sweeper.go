@@ -28,6 +28,7 @@ const (
 // old messages and runs the orphan check.
 type sweeper struct {
 	store         *broker.Store
+	metrics       *metrics
 	hub           *actor.PID
 	log           *slog.Logger
 	now           func() time.Time
@@ -38,9 +39,9 @@ type sweeper struct {
 
 type sweepTick struct{}
 
-func newSweeper(store *broker.Store, hub *actor.PID, log *slog.Logger, now func() time.Time) actor.Producer {
+func newSweeper(store *broker.Store, m *metrics, hub *actor.PID, log *slog.Logger, now func() time.Time) actor.Producer {
 	return func() actor.Actor {
-		return &sweeper{store: store, hub: hub, log: log.With("actor", "sweeper"), now: now}
+		return &sweeper{store: store, metrics: m, hub: hub, log: log.With("actor", "sweeper"), now: now}
 	}
 }
 
@@ -90,14 +91,21 @@ func (s *sweeper) retention(ctx context.Context, now time.Time) {
 	if n, err := s.store.SweepDedupe(ctx, now); err != nil {
 		s.log.Error("dedupe retention", "err", err)
 	} else if n > 0 {
+		s.metrics.dedupeExpired.Add(float64(n))
 		s.log.Info("dedupe_rows_expired", "rows", n)
 	}
 	if n, err := s.store.PruneMessages(ctx, now.Add(-MessageRetention)); err != nil {
 		s.log.Error("message retention", "err", err)
 	} else if n > 0 {
+		s.metrics.messagesPruned.Add(float64(n))
 		s.log.Info("messages_pruned", "rows", n)
 	}
 	orphans, err := s.store.OrphanCheck(ctx)
+	if err == nil {
+		s.metrics.orphanChecks.Inc()
+		s.metrics.orphansFound.Set(float64(orphans.Dedupe))
+		s.metrics.atomicityViolation.Set(float64(orphans.History))
+	}
 	switch {
 	case err != nil:
 		s.log.Error("orphan check", "err", err)
