@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -392,5 +393,40 @@ func TestPresenceGrace(t *testing.T) {
 	left := a.next("push")
 	if left["event"] != "peer_left" {
 		t.Fatalf("after bob stayed away: %v, want peer_left (and no second peer_joined)", left)
+	}
+}
+
+// TestReplicasShareRedisBudget: two replicas with the Redis limiter share
+// one rate budget per mesh.
+func TestReplicasShareRedisBudget(t *testing.T) {
+	redisURL := os.Getenv("CLAUDEMESH_TEST_REDIS_URL")
+	if redisURL == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CLAUDEMESH_TEST_REDIS_URL is not set; CI must run the Redis variant")
+		}
+		t.Skip("CLAUDEMESH_TEST_REDIS_URL is not set")
+	}
+	limits := ratelimit.Options{Limit: 1, Window: time.Hour, Prefix: "cmtest:" + t.Name() + ":" + fmt.Sprint(time.Now().UnixNano()) + ":"}
+	limiter := func() ratelimit.Limiter {
+		l, err := ratelimit.NewRedis(t.Context(), redisURL, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	url := brokertest.PostgresURL(t)
+	first := startBrokerWith(t, broker.Options{DatabaseURL: url}, limiter())
+	second := serveBrokerWith(t, broker.Options{DatabaseURL: url}, limiter())
+	second.mesh = first.mesh
+	alice, bob := first.member("alice"), first.member("bob")
+	a1, a2 := first.connect(alice, "a1"), second.connect(alice, "a2")
+	a1.send(sendFrame("s-1", bob.id.PublicKeyHex(), "hello"))
+	if ack := a1.next("ack"); ack["code"] != float64(201) {
+		t.Fatalf("first replica: %v", ack)
+	}
+	a2.send(sendFrame("s-2", bob.id.PublicKeyHex(), "hello"))
+	if ack := a2.next("ack"); ack["code"] != float64(429) {
+		t.Fatalf("second replica, budget spent on the first: %v, want 429", ack)
 	}
 }

@@ -39,7 +39,13 @@ func backends(t *testing.T, limits ratelimit.Options, fn func(t *testing.T, e *e
 
 func startBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *env {
 	t.Helper()
-	e := serveBroker(t, opts, limits)
+	return startBrokerWith(t, opts, ratelimit.NewMemory(limits))
+}
+
+// startBrokerWith starts a broker with its own mesh and the given limiter.
+func startBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limiter) *env {
+	t.Helper()
+	e := serveBrokerWith(t, opts, limiter)
 	mesh, err := e.store.CreateMesh(context.Background(), broker.Mesh{Slug: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +58,12 @@ func startBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *e
 // replica), serving the same mesh.
 func attachBroker(t testing.TB, first *env, opts broker.Options) *env {
 	t.Helper()
-	e := serveBroker(t, opts, noLimit)
+	e := serveBrokerWith(t, opts, ratelimit.NewMemory(noLimit))
 	e.mesh = first.mesh
 	return e
 }
 
-func serveBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *env {
+func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limiter) *env {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("BROKER_TEST_LOG") != "" {
@@ -69,7 +75,7 @@ func serveBroker(t testing.TB, opts broker.Options, limits ratelimit.Options) *e
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	b, err := Start(Options{Store: store, Limiter: ratelimit.NewMemory(limits), Log: log, PresenceGrace: testGrace})
+	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: testGrace})
 	if err != nil {
 		t.Fatal(err)
 	}
