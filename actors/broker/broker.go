@@ -28,6 +28,9 @@ type Options struct {
 	// PresenceGrace is how long a dropped connection stays listed (0:
 	// PresenceGrace, 90 s).
 	PresenceGrace time.Duration
+	// DeliveryLease is how long a push waits for its client_ack before it
+	// is delivered again (0: DeliveryLease, 30 s).
+	DeliveryLease time.Duration
 }
 
 // Broker is a running broker: an actor tree and its HTTP handler.
@@ -50,8 +53,12 @@ func Start(opts Options) (*Broker, error) {
 	if opts.Store.Backend() == "postgres" {
 		maxBatch = 64 // the store's per-request fallback keeps PG's subtransaction cache
 	}
+	if opts.DeliveryLease == 0 {
+		opts.DeliveryLease = DeliveryLease
+	}
 	m := newMetrics()
-	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now, metrics: m}
+	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now,
+		metrics: m, lease: opts.DeliveryLease}
 	var err error
 	spawn := func(name string, p actor.Producer) *actor.PID {
 		if err != nil {
@@ -79,7 +86,7 @@ func Start(opts Options) (*Broker, error) {
 		}
 		return make([]struct{}, len(acks))
 	}, opts.Log))
-	spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now))
+	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now))
 	if err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
 var noLimit = ratelimit.Options{Limit: 1_000_000, Window: time.Minute}
@@ -429,4 +430,77 @@ func TestReplicasShareRedisBudget(t *testing.T) {
 	if ack := a2.next("ack"); ack["code"] != float64(429) {
 		t.Fatalf("second replica, budget spent on the first: %v, want 429", ack)
 	}
+}
+
+// TestRedeliveryAfterLease: a push that is not acknowledged is pushed again
+// when its lease runs out, on a timer, without a reconnect; once acked it
+// is not pushed again.
+func TestRedeliveryAfterLease(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a, b := e.connect(alice, "a"), e.connect(bob, "b")
+		a.send(sendFrame("l-1", bob.id.PublicKeyHex(), "hello"))
+		a.next("ack")
+		first := b.push()
+		again := b.push() // no client_ack: the lease runs out
+		if again["client_message_id"] != "l-1" || again["messageId"] != first["messageId"] {
+			t.Fatalf("redelivery %v, want l-1 again", again)
+		}
+		b.send(map[string]any{"type": "client_ack", "clientMessageId": "l-1", "brokerMessageId": again["messageId"]})
+		a.send(sendFrame("l-2", bob.id.PublicKeyHex(), "hello"))
+		a.next("ack")
+		if next := b.push(); next["client_message_id"] != "l-2" {
+			t.Fatalf("after the ack: %v, want l-2", next)
+		}
+		b.send(map[string]any{"type": "client_ack", "clientMessageId": "l-2"})
+		a.send(sendFrame("l-3", bob.id.PublicKeyHex(), "hello"))
+		a.next("ack")
+		if next := b.push(); next["client_message_id"] != "l-3" {
+			t.Fatalf("after acking l-2 by client id only: %v, want l-3", next)
+		}
+	})
+}
+
+// TestGroupAndSessionHello: a session connection (session_hello with a
+// member attestation) claims a group; @group reaches it and not members
+// outside the group.
+func TestGroupAndSessionHello(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob, carol := e.member("alice"), e.member("bob"), e.member("carol")
+		session, err := meshcrypto.GenerateIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UnixMilli()
+		expires := now + time.Hour.Milliseconds()
+		s := e.dial()
+		s.send(map[string]any{"type": "session_hello", "meshId": e.mesh.ID, "parentMemberId": bob.row.ID,
+			"parentMemberPubkey": bob.id.PublicKeyHex(), "sessionPubkey": session.PublicKeyHex(),
+			"parentAttestation": map[string]any{"sessionPubkey": session.PublicKeyHex(), "parentMemberPubkey": bob.id.PublicKeyHex(),
+				"expiresAt": expires, "signature": meshcrypto.SessionAttestation(bob.id, session.PublicKeyHex(), expires)},
+			"sessionId": "launch-1", "groups": []map[string]any{{"name": "reviewers"}}, "timestamp": now,
+			"signature": meshcrypto.SessionHelloSignature(session, e.mesh.ID, bob.id.PublicKeyHex(), now)})
+		s.next("hello_ack")
+		a, c := e.connect(alice, "a"), e.connect(carol, "c")
+		a.send(sendFrame("g-1", "@reviewers", "hello"))
+		if ack := a.next("ack"); ack["code"] != float64(201) {
+			t.Fatalf("ack %v", ack)
+		}
+		if p := s.push(); p["client_message_id"] != "g-1" {
+			t.Fatalf("session push %v", p)
+		}
+		a.send(sendFrame("g-2", carol.id.PublicKeyHex(), "hello"))
+		a.next("ack")
+		if p := c.push(); p["client_message_id"] != "g-2" {
+			t.Fatalf("carol got %v before her own DM: the group message reached her", p)
+		}
+		// A session key as a DM target reaches its member.
+		c.send(sendFrame("g-3", session.PublicKeyHex(), "hello"))
+		if ack := c.next("ack"); ack["code"] != float64(201) {
+			t.Fatalf("DM to a session key: %v", ack)
+		}
+		if p := s.push(); p["client_message_id"] != "g-3" {
+			t.Fatalf("session DM %v", p)
+		}
+	})
 }

@@ -34,9 +34,11 @@ type deps struct {
 	hub     *actor.PID
 	accepts *actor.PID
 	acks    *actor.PID
+	sweeper *actor.PID
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *metrics
+	lease   time.Duration // how long a push waits for its client_ack
 }
 
 // Connection messages.

@@ -63,7 +63,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	req := &broker.AcceptRequest{MeshID: c.mesh.ID, ClientMessageID: id, RequestFingerprint: fp,
 		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
 		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,
-		Recipients: resolved.recipients, Online: resolved.online, Lease: DeliveryLease}
+		Recipients: resolved.recipients, Online: resolved.online, Lease: c.lease}
 	future := ctx.RequestFuture(c.accepts, &batchOf[*broker.AcceptRequest]{req: req}, askTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
@@ -77,6 +77,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		c.reply(answer(ack, &out.res))
 		if out.res.Outcome == broker.Created && len(resolved.online) > 0 {
 			c.fanout(ctx, req, &out.res, resolved.online)
+			ctx.Send(c.sweeper, &leaseTaken{at: c.now().Add(c.lease)})
 		}
 	})
 }
@@ -205,12 +206,15 @@ func (c *conn) drain(ctx actor.Context) {
 		return
 	}
 	ds, err := c.store.ClaimDeliveries(context.Background(), broker.Claim{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
-		Lease: DeliveryLease, Limit: drainBatch, OnlyNow: c.member.Status != broker.StatusIdle})
+		Lease: c.lease, Limit: drainBatch, OnlyNow: c.member.Status != broker.StatusIdle})
 	if err != nil {
 		c.log.Error("claim deliveries", "conn", c.id, "err", err)
 		return
 	}
 	c.metrics.pushes.Add(float64(len(ds)))
+	if len(ds) > 0 {
+		ctx.Send(c.sweeper, &leaseTaken{at: c.now().Add(c.lease)})
+	}
 	for i := range ds {
 		d := &ds[i]
 		c.sendFrame(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,

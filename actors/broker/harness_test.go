@@ -75,7 +75,8 @@ func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limite
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: testGrace})
+	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: testGrace,
+		DeliveryLease: testLease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +87,9 @@ func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limite
 
 // testGrace is the presence grace of test brokers.
 const testGrace = 200 * time.Millisecond
+
+// testLease is the delivery lease of test brokers.
+const testLease = 300 * time.Millisecond
 
 // member is a mesh member with its key.
 type member struct {

@@ -35,9 +35,14 @@ type sweeper struct {
 	lastSweep     time.Time
 	nextRetention time.Time
 	timer         *time.Timer
+	wakeAt        time.Time
 }
 
 type sweepTick struct{}
+
+// leaseTaken tells the sweeper a delivery lease runs out at `at`, so that it
+// wakes then rather than at its next scheduled sweep.
+type leaseTaken struct{ at time.Time }
 
 func newSweeper(store *broker.Store, m *metrics, hub *actor.PID, log *slog.Logger, now func() time.Time) actor.Producer {
 	return func() actor.Actor {
@@ -57,12 +62,18 @@ func (s *sweeper) Receive(ctx actor.Context) {
 	case *actor.Stopped, *actor.Restarting:
 	case *sweepTick:
 		s.tick(ctx)
+	case *leaseTaken:
+		if m.at.Before(s.wakeAt) {
+			s.timer.Stop()
+			s.schedule(ctx, max(m.at.Sub(s.now()), 0)+time.Millisecond)
+		}
 	default:
 		s.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
 }
 
 func (s *sweeper) schedule(ctx actor.Context, d time.Duration) {
+	s.wakeAt = s.now().Add(d)
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	s.timer = time.AfterFunc(d, func() { root.Send(self, &sweepTick{}) })
 }
