@@ -2,20 +2,17 @@ package integration
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/transport/join"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
@@ -29,7 +26,7 @@ func TestProvisionAndJoin(t *testing.T) {
 		provisionFlow(t, []string{"--dir", dir}, broker.Options{Dir: dir})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		u := provisionPostgresSchema(t)
+		u := brokertest.PostgresURL(t)
 		provisionFlow(t, []string{"--database-url", u}, broker.Options{DatabaseURL: u})
 	})
 }
@@ -176,42 +173,4 @@ func compactJSON(t *testing.T, raw json.RawMessage) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// provisionPostgresSchema creates a schema for the test on
-// CLAUDEMESH_TEST_POSTGRES_URL and returns a URL whose search_path points
-// at it; the schema is dropped afterwards. Without the variable the test
-// is skipped, except under CI=true.
-func provisionPostgresSchema(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("CLAUDEMESH_TEST_POSTGRES_URL")
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CLAUDEMESH_TEST_POSTGRES_URL is not set; CI must run the PostgreSQL variant")
-		}
-		t.Skip("CLAUDEMESH_TEST_POSTGRES_URL is not set")
-	}
-	admin, err := sql.Open("pgx", base) // registered by persistence/broker
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := "cmprov_" + strings.ToLower(ulid.Make().String())
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close()
-		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }

@@ -3,25 +3,16 @@ package join
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"log/slog"
 	"net/http/httptest"
-	"net/url"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
-
-// postgresURLEnv names the PostgreSQL server of the PostgreSQL variants;
-// each test gets a schema of its own.
-const postgresURLEnv = "CLAUDEMESH_TEST_POSTGRES_URL"
 
 // clock is the store's clock in tests: time moves only when told.
 type clock struct {
@@ -79,7 +70,7 @@ func backends(t *testing.T, fn func(t *testing.T, e *env)) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		fn(t, newEnv(t, broker.Options{DatabaseURL: postgresSchema(t)}))
+		fn(t, newEnv(t, broker.Options{DatabaseURL: brokertest.PostgresURL(t)}))
 	})
 }
 
@@ -119,42 +110,6 @@ func (e *env) inviteURL(t *testing.T, token string) string {
 		t.Fatal(err)
 	}
 	return u
-}
-
-// postgresSchema creates a schema for the test and returns a URL whose
-// search_path points at it; the schema is dropped afterwards.
-func postgresSchema(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv(postgresURLEnv)
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set; CI must run the PostgreSQL variant", postgresURLEnv)
-		}
-		t.Skipf("%s is not set", postgresURLEnv)
-	}
-	admin, err := sql.Open("pgx", base) // the driver the broker store registers
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := "cmjoin_" + strings.ToLower(ulid.Make().String())
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close()
-		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func newIdentity(t *testing.T) *meshcrypto.Identity {
