@@ -211,8 +211,17 @@ func signHello(m *member, meshID, memberID string, ts int64) string {
 	return meshcrypto.HelloSignature(m.id, meshID, memberID, ts)
 }
 
-// push returns the next message push, passing over presence events.
+// push returns the next message push, passing over presence events, and
+// acknowledges it as a daemon would (else the lease would redeliver it).
 func (c *client) push() map[string]any {
+	c.t.Helper()
+	p := c.unacked()
+	c.send(map[string]any{"type": "client_ack", "clientMessageId": p["client_message_id"], "brokerMessageId": p["messageId"]})
+	return p
+}
+
+// unacked returns the next message push without acknowledging it.
+func (c *client) unacked() map[string]any {
 	c.t.Helper()
 	for {
 		if p := c.next("push"); p["subtype"] != "system" {
