@@ -37,6 +37,7 @@ type Options struct {
 type Broker struct {
 	system        *actor.ActorSystem
 	stopListening context.CancelFunc
+	log           *slog.Logger
 	root          *actor.PID
 	handler       *wsserver.Server
 	conns         atomic.Int64
@@ -92,7 +93,7 @@ func Start(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
 	}
 	listenCtx, stopListening := context.WithCancel(context.Background())
-	b := &Broker{system: system, stopListening: stopListening}
+	b := &Broker{system: system, stopListening: stopListening, log: opts.Log}
 	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
 		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
 	})
@@ -114,8 +115,13 @@ func (b *Broker) health() any {
 	return map[string]any{"status": "ok", "connections_opened": b.conns.Load()}
 }
 
-// Close stops listening for other brokers and stops the actors.
-func (b *Broker) Close() {
+// Close says goodbye to every connection (1001), waiting for that at most
+// as long as ctx allows, then stops listening for other brokers and stops
+// the actors.
+func (b *Broker) Close(ctx context.Context) {
+	if err := b.handler.Shutdown(ctx); err != nil {
+		b.log.Warn("connections did not close in time", "err", err)
+	}
 	b.stopListening()
 	b.system.Shutdown()
 }

@@ -81,7 +81,7 @@ func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limite
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(b.Handler())
-	t.Cleanup(func() { srv.Close(); b.Close() })
+	t.Cleanup(func() { srv.Close(); b.Close(context.Background()) })
 	return &env{t: t, store: store, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", http: srv.URL}
 }
 

@@ -27,7 +27,7 @@ const provisionTimeout = 30 * time.Second
 // serves it, the provisioning commands write to it.
 type brokerStoreFlags struct {
 	Dir         string `type:"path" xor:"store" placeholder:"DIR" help:"Broker data directory holding broker.db (SQLite). Default: ~/.claudemesh/broker, created 0700."`
-	DatabaseURL string `name:"database-url" xor:"store" placeholder:"URL" help:"PostgreSQL connection URL (postgres://…) of the broker's database, instead of SQLite."`
+	DatabaseURL string `name:"database-url" env:"CLAUDEMESH_DATABASE_URL" xor:"store" placeholder:"URL" help:"PostgreSQL connection URL (postgres://…) of the broker's database, instead of SQLite."`
 }
 
 // open opens the broker store. With mustExist, a SQLite directory without a

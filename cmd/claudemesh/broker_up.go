@@ -52,28 +52,31 @@ func (c *brokerUpCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	defer b.Close()
 	l, err := net.Listen("tcp", c.Listen)
 	if err != nil {
+		b.Close(ctx)
 		return err
 	}
+	sig := make(chan os.Signal, 1) // before serving: a signal must never find the default action
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	log.Info("broker_started", "listen", l.Addr().String(), "backend", store.Backend(), "pid", os.Getpid())
 	fmt.Fprintf(os.Stderr, "broker listening on %s (ws://%s/ws)\n", l.Addr(), l.Addr())
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sig)
 	select {
 	case s := <-sig:
 		log.Info("broker_shutdown", "signal", s.String())
 	case err := <-served:
+		b.Close(ctx)
 		return err
 	}
 	grace, _ := time.ParseDuration(c.ShutdownFor)
 	shutdownCtx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	err = srv.Shutdown(shutdownCtx) // stops new requests and upgrades
+	b.Close(shutdownCtx)            // then the WebSockets: close 1001
+	return err
 }

@@ -7,6 +7,7 @@
 package wsserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -50,12 +51,15 @@ type Server struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
 	upgrader websocket.Upgrader
+
+	mu    sync.Mutex
+	conns map[*Conn]struct{}
 }
 
 // New returns a server that opens a Session per WebSocket and serves
 // health at /health; extra handlers are mounted at their patterns.
 func New(open Opener, health func() any, extra map[string]http.Handler, log *slog.Logger) *Server {
-	s := &Server{open: open, mux: http.NewServeMux(), log: log,
+	s := &Server{open: open, mux: http.NewServeMux(), log: log, conns: map[*Conn]struct{}{},
 		upgrader: websocket.Upgrader{ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10,
 			CheckOrigin: func(*http.Request) bool { return true }}} // clients are daemons, not browsers; auth is in-band
 	s.mux.HandleFunc("/ws", s.upgrade)
@@ -71,6 +75,30 @@ func New(open Opener, health func() any, extra map[string]http.Handler, log *slo
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// Shutdown closes every WebSocket with 1001 "going away" (after the frames
+// already queued) and waits until they are closed or ctx ends. New upgrades
+// must already be stopped (http.Server.Shutdown does not cover hijacked
+// connections).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	open := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		open = append(open, c)
+	}
+	s.mu.Unlock()
+	for _, c := range open {
+		c.Close(websocket.CloseGoingAway, "shutting down")
+	}
+	for _, c := range open {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" {
 		http.Error(w, "the WebSocket endpoint is /ws, without a query string", http.StatusBadRequest)
@@ -81,6 +109,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	c := &Conn{ws: ws, out: make(chan outFrame, OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr}
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	go func() {
+		<-c.done
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
 	sess := s.open(c)
 	go c.write()
 	go c.read(sess)
