@@ -31,10 +31,11 @@ func mustSub(dir string) fs.FS {
 	return sub
 }
 
-type migration struct {
-	version int
-	name    string
-	sql     string
+// Migration is one numbered schema step, from a file NNNN_name.sql.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
 }
 
 // ErrSchemaTooNew means the file was written by a newer claudemesh.
@@ -44,7 +45,7 @@ var ErrSchemaTooNew = fmt.Errorf("database schema is newer than this binary; ins
 // migration newer than the highest one recorded in schema_migrations, and
 // returns the resulting version.
 func migrate(ctx context.Context, db *sqlx.DB, files fs.FS) (int, error) {
-	all, err := loadMigrations(files)
+	all, err := LoadMigrations(files)
 	if err != nil {
 		return 0, err
 	}
@@ -58,45 +59,47 @@ func migrate(ctx context.Context, db *sqlx.DB, files fs.FS) (int, error) {
 	}
 	latest := 0
 	if len(all) > 0 {
-		latest = all[len(all)-1].version
+		latest = all[len(all)-1].Version
 	}
 	if current > latest {
 		return 0, fmt.Errorf("%w (file has version %d, binary knows %d)", ErrSchemaTooNew, current, latest)
 	}
 	for _, m := range all {
-		if m.version <= current {
+		if m.Version <= current {
 			continue
 		}
 		if err := apply(ctx, db, m); err != nil {
-			return 0, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+			return 0, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 		}
-		current = m.version
+		current = m.Version
 	}
 	return current, nil
 }
 
-func apply(ctx context.Context, db *sqlx.DB, m migration) error {
+func apply(ctx context.Context, db *sqlx.DB, m Migration) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
-		m.version, m.name, time.Now().UnixMilli()); err != nil {
+		m.Version, m.Name, time.Now().UnixMilli()); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-func loadMigrations(files fs.FS) ([]migration, error) {
+// LoadMigrations reads the NNNN_name.sql files of files, in version order;
+// a badly named file or two files with one number is an error.
+func LoadMigrations(files fs.FS) ([]Migration, error) {
 	names, err := fs.Glob(files, "*.sql")
 	if err != nil {
 		return nil, err
 	}
-	var all []migration
+	var all []Migration
 	for _, name := range names {
 		num, rest, ok := strings.Cut(strings.TrimSuffix(path.Base(name), ".sql"), "_")
 		version, err := strconv.Atoi(num)
@@ -107,12 +110,12 @@ func loadMigrations(files fs.FS) ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, migration{version: version, name: rest, sql: string(body)})
+		all = append(all, Migration{Version: version, Name: rest, SQL: string(body)})
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].version < all[j].version })
+	sort.Slice(all, func(i, j int) bool { return all[i].Version < all[j].Version })
 	for i := 1; i < len(all); i++ {
-		if all[i].version == all[i-1].version {
-			return nil, fmt.Errorf("two migrations numbered %d", all[i].version)
+		if all[i].Version == all[i-1].Version {
+			return nil, fmt.Errorf("two migrations numbered %d", all[i].Version)
 		}
 	}
 	return all, nil
