@@ -34,7 +34,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	bg := context.Background()
 	row, err := c.store.LookupDedupe(bg, c.mesh.ID, id)
 	if err != nil {
-		c.reply(failed(ack, err))
+		c.failedSend(ack, err)
 		return
 	}
 	if row != nil {
@@ -44,7 +44,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	}
 	decision, err := c.limiter.Consume(bg, c.mesh.ID, id)
 	if err != nil {
-		c.reply(failed(ack, err))
+		c.failedSend(ack, err)
 		return
 	}
 	if !decision.Allowed {
@@ -56,7 +56,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	res, err := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderMember: c.member.Pubkey,
 		targetSpec: f.TargetSpec, priority: f.Priority}, askTimeout).Result()
 	if err != nil {
-		c.reply(failed(ack, err))
+		c.failedSend(ack, err)
 		return
 	}
 	resolved := res.(*hubResolved)
@@ -68,11 +68,14 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
 		if err != nil || !ok {
-			c.reply(failed(ack, errors.Join(errors.New("accept did not answer"), err)))
+			c.failedSend(ack, errors.Join(errors.New("accept did not answer"), err))
 			return
 		}
-		if out.res.Outcome == broker.Rejected {
+		switch out.res.Outcome {
+		case broker.Rejected:
 			c.metrics.consumedThenB2.Inc()
+		case broker.Failed:
+			c.log.Error("accept_failed", "conn", c.id, "client_message_id", id, "err", out.res.Err)
 		}
 		c.reply(answer(ack, &out.res))
 		if out.res.Outcome == broker.Created && len(resolved.online) > 0 {
@@ -172,7 +175,7 @@ func answer(ack *messages.AckFrame, r *broker.AcceptResult) *messages.AckFrame {
 		}
 		ack.Error = r.Err.Error()
 	default:
-		return failed(ack, r.Err)
+		return failed(ack)
 	}
 	return ack
 }
@@ -184,9 +187,15 @@ func rejected(ack *messages.AckFrame, e *messages.Error) *messages.AckFrame {
 
 // failed is a transient failure (5xx): nothing was stored; the client
 // retries with the same id.
-func failed(ack *messages.AckFrame, err error) *messages.AckFrame {
+func failed(ack *messages.AckFrame) *messages.AckFrame {
 	ack.Code, ack.Error = 503, "store_unavailable"
 	return ack
+}
+
+// failedSend logs why a send could not be accepted and answers 503.
+func (c *conn) failedSend(ack *messages.AckFrame, err error) {
+	c.log.Error("send_failed", "conn", c.id, "client_message_id", ack.ClientMessageID, "err", err)
+	c.reply(failed(ack))
 }
 
 // clientAck marks a pushed message delivered, through the acks batcher.
