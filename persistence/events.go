@@ -1,0 +1,138 @@
+package persistence
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Bounds of the SSE event log (ARCHITECTURE A24): TrimEvents keeps at most
+// DefaultEventsKeep events and none older than DefaultEventsMaxAge.
+const (
+	DefaultEventsKeep   = 100_000
+	DefaultEventsMaxAge = 24 * time.Hour
+)
+
+// ErrEventsGone means a client resuming after an event id cannot be given
+// everything it missed: the events after that id were trimmed from the log,
+// or the id is newer than any this log issued (the inbox was recreated).
+// The SSE layer tells the client to catch up through /v1/inbox?since= and
+// then streams live events.
+var ErrEventsGone = errors.New("events after this id are no longer in the log")
+
+// Event is one persisted SSE event. Data is one line of JSON.
+type Event struct {
+	ID        int64  `db:"id"`
+	Name      string `db:"name"`
+	Data      []byte `db:"data"`
+	CreatedAt int64  `db:"created_at"` // Unix ms
+}
+
+// AppendEvent stores an event and returns its id. Ids are strictly
+// increasing and never reused, even after trims, so the log is always a
+// contiguous run of ids. data must be valid JSON on one line (it becomes
+// the SSE data: line). Publish an event to live streams only after the
+// batch that appended it committed: a rolled-back id is issued again.
+func (in *Inbox) AppendEvent(tx *sqlx.Tx, name string, data []byte, now int64) (id int64, err error) {
+	if name == "" || strings.ContainsAny(name, "\r\n") {
+		return 0, fmt.Errorf("append event: invalid name %q", name)
+	}
+	if bytes.ContainsAny(data, "\r\n") || !json.Valid(data) {
+		return 0, fmt.Errorf("append event %s: data is not one line of JSON", name)
+	}
+	if err := tx.Stmtx(in.appendEvent).QueryRow(name, string(data), now).Scan(&id); err != nil {
+		return 0, fmt.Errorf("append event %s: %w", name, err)
+	}
+	return id, nil
+}
+
+// EventsAfter returns up to limit events with ids greater than afterID, in
+// ascending id order (limit <= 0 means DefaultEventsKeep). It returns
+// ErrEventsGone when some event after afterID was trimmed (afterID is below
+// OldestEventID - 1, or below LastEventID with an empty log) or when afterID
+// is above LastEventID. afterID 0 asks for the whole log.
+func (in *Inbox) EventsAfter(tx *sqlx.Tx, afterID int64, limit int) ([]Event, error) {
+	if afterID < 0 {
+		return nil, fmt.Errorf("events after %d: %w", afterID, ErrEventsGone)
+	}
+	if limit <= 0 {
+		limit = DefaultEventsKeep
+	}
+	last, err := in.LastEventID(tx)
+	if err != nil {
+		return nil, err
+	}
+	oldest, ok, err := in.OldestEventID(tx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		oldest = last + 1 // empty log: everything up to last was trimmed
+	}
+	if afterID > last || afterID < oldest-1 {
+		return nil, fmt.Errorf("events after %d (log holds %d..%d): %w", afterID, oldest, last, ErrEventsGone)
+	}
+	var evs []Event
+	if err := tx.Stmtx(in.eventsAfter).Select(&evs, afterID, limit); err != nil {
+		return nil, fmt.Errorf("events after %d: %w", afterID, err)
+	}
+	return evs, nil
+}
+
+// LastEventID returns the highest event id ever issued by this log, 0 if
+// none; it does not go down when events are trimmed.
+func (in *Inbox) LastEventID(tx *sqlx.Tx) (int64, error) {
+	var id int64
+	if err := tx.Stmtx(in.lastEvent).Get(&id); err != nil {
+		return 0, fmt.Errorf("last event id: %w", err)
+	}
+	return id, nil
+}
+
+// OldestEventID returns the lowest event id still in the log; ok is false
+// when the log is empty.
+func (in *Inbox) OldestEventID(tx *sqlx.Tx) (id int64, ok bool, err error) {
+	var v sql.NullInt64
+	if err := tx.Stmtx(in.oldestEvent).Get(&v); err != nil {
+		return 0, false, fmt.Errorf("oldest event id: %w", err)
+	}
+	return v.Int64, v.Valid, nil
+}
+
+// TrimEvents bounds the log: it deletes the events beyond the keepNewest
+// newest and those created before olderThan (Unix ms), and returns how many
+// it deleted. keepNewest <= 0 or olderThan <= 0 disables that bound. It
+// always deletes a prefix of ids (everything up to the newest event that
+// is too old), so the log stays contiguous even if the clock went back.
+func (in *Inbox) TrimEvents(tx *sqlx.Tx, keepNewest int, olderThan int64) (int64, error) {
+	var byCount, byAge int64
+	if keepNewest > 0 {
+		if err := tx.Get(&byCount, "SELECT COALESCE(MAX(id), 0) - ? FROM events", keepNewest); err != nil {
+			return 0, fmt.Errorf("trim events: %w", err)
+		}
+	}
+	if olderThan > 0 {
+		if err := tx.Get(&byAge, "SELECT COALESCE(MAX(id), 0) FROM events WHERE created_at < ?", olderThan); err != nil {
+			return 0, fmt.Errorf("trim events: %w", err)
+		}
+	}
+	cut := max(byCount, byAge)
+	if cut <= 0 {
+		return 0, nil
+	}
+	res, err := tx.Exec("DELETE FROM events WHERE id <= ?", cut)
+	if err != nil {
+		return 0, fmt.Errorf("trim events: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("trim events: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,227 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Inbox paging limits (spec §3.8).
+const (
+	DefaultInboxLimit = 100
+	MaxInboxLimit     = 1000
+)
+
+// ErrBadCursor means an inbox cursor (InboxQuery.After) was not one List
+// produced. The IPC layer answers 400 invalid_query.
+var ErrBadCursor = errors.New("invalid inbox cursor")
+
+// Inbox is inbox.db with its prepared statements: the inbox rows (spec
+// §4.12) and the SSE event log (events.go).
+type Inbox struct {
+	*DB
+	insert      *sqlx.Stmt
+	appendEvent *sqlx.Stmt
+	eventsAfter *sqlx.Stmt
+	lastEvent   *sqlx.Stmt
+	oldestEvent *sqlx.Stmt
+}
+
+// NewInbox prepares the statements on db, a database opened by OpenInbox.
+// Close on the result closes db too; on error db is left open for the
+// caller to close.
+func NewInbox(db *DB) (*Inbox, error) {
+	ctx := context.Background()
+	in := &Inbox{DB: db}
+	for _, s := range []struct {
+		dst   **sqlx.Stmt
+		query string
+	}{
+		{&in.insert, `INSERT INTO inbox (id, client_message_id, broker_message_id, mesh, topic, sender_pubkey,
+		                                  sender_name, body, meta, received_at, reply_to_id)
+		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		              ON CONFLICT(client_message_id) DO NOTHING RETURNING id`},
+		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?) RETURNING id`},
+		{&in.eventsAfter, `SELECT id, name, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`},
+		{&in.lastEvent, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`},
+		{&in.oldestEvent, `SELECT MIN(id) FROM events`},
+	} {
+		stmt, err := db.db.PreparexContext(ctx, s.query)
+		if err != nil {
+			in.closeStmts()
+			return nil, fmt.Errorf("prepare inbox statement: %w", err)
+		}
+		*s.dst = stmt
+	}
+	return in, nil
+}
+
+func (in *Inbox) closeStmts() error {
+	var errs []error
+	for _, s := range []*sqlx.Stmt{in.insert, in.appendEvent, in.eventsAfter, in.lastEvent, in.oldestEvent} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases the statements and the database.
+func (in *Inbox) Close() error {
+	return errors.Join(in.closeStmts(), in.DB.Close())
+}
+
+// InboxRow is one row of the inbox table (spec §4.12). Timestamps are Unix
+// ms. Nil pointers are SQL NULLs.
+type InboxRow struct {
+	ID              string  `db:"id"`                // ULID, local row id
+	ClientMessageID string  `db:"client_message_id"` // dedupe key; see InboxDedupeKey
+	BrokerMessageID *string `db:"broker_message_id"`
+	Mesh            string  `db:"mesh"`
+	Topic           *string `db:"topic"` // nil for DMs
+	SenderPubkey    string  `db:"sender_pubkey"`
+	SenderName      string  `db:"sender_name"`
+	Body            *string `db:"body"` // nil when decryption failed (A25)
+	Meta            *string `db:"meta"` // JSON text
+	ReceivedAt      int64   `db:"received_at"`
+	ReplyToID       *string `db:"reply_to_id"`
+}
+
+// InboxDedupeKey is the inbox's client_message_id for a message (A25): the
+// sender's id, or "broker:<broker_message_id>" for a legacy sender that
+// gave none (never a random id, which would defeat dedupe). It returns ""
+// when both are empty: such a message cannot be deduplicated.
+func InboxDedupeKey(clientMessageID, brokerMessageID string) string {
+	switch {
+	case clientMessageID != "":
+		return clientMessageID
+	case brokerMessageID != "":
+		return "broker:" + brokerMessageID
+	}
+	return ""
+}
+
+// Insert stores row unless a row with its client_message_id exists (spec
+// §4.12, §5 step 3). inserted is true for a new row — only those fire SSE
+// "message" and hooks; false means a dedupe no-op that changed nothing.
+func (in *Inbox) Insert(tx *sqlx.Tx, row *InboxRow) (inserted bool, err error) {
+	if row.ID == "" || row.ClientMessageID == "" {
+		return false, fmt.Errorf("insert inbox row: id and client_message_id are required (id %q, client_message_id %q)",
+			row.ID, row.ClientMessageID)
+	}
+	var id string
+	err = tx.Stmtx(in.insert).QueryRow(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
+		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("insert inbox row %s: %w", row.ClientMessageID, err)
+	}
+	return true, nil
+}
+
+// InboxQuery selects one page of the inbox (spec §3.8). Zero values do not
+// filter.
+type InboxQuery struct {
+	Since int64  // received_at >= Since (Unix ms)
+	Topic string // exact topic
+	From  string // exact sender_pubkey (name resolution is the caller's)
+	Mesh  string // exact mesh
+	Limit int    // DefaultInboxLimit when <= 0, at most MaxInboxLimit
+	After string // cursor: the next of the previous page
+}
+
+// List returns one page of inbox rows in ascending (received_at, id) order.
+// next is the cursor of the following page (pass it as After with the same
+// filters), "" on the last page. A cursor List did not produce gives an
+// error wrapping ErrBadCursor.
+func (in *Inbox) List(tx *sqlx.Tx, q InboxQuery) (rows []InboxRow, next string, err error) {
+	limit := q.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultInboxLimit
+	case limit > MaxInboxLimit:
+		limit = MaxInboxLimit
+	}
+	var where []string
+	var args []any
+	if q.Since != 0 {
+		where, args = append(where, "received_at >= ?"), append(args, q.Since)
+	}
+	if q.Topic != "" {
+		where, args = append(where, "topic = ?"), append(args, q.Topic)
+	}
+	if q.From != "" {
+		where, args = append(where, "sender_pubkey = ?"), append(args, q.From)
+	}
+	if q.Mesh != "" {
+		where, args = append(where, "mesh = ?"), append(args, q.Mesh)
+	}
+	if q.After != "" {
+		at, id, err := decodeInboxCursor(q.After)
+		if err != nil {
+			return nil, "", err
+		}
+		// The first term lets the received_at index bound the scan.
+		where = append(where, "received_at >= ? AND (received_at > ? OR id > ?)")
+		args = append(args, at, at, id)
+	}
+	query := `SELECT id, client_message_id, broker_message_id, mesh, topic, sender_pubkey, sender_name,
+	                 body, meta, received_at, reply_to_id FROM inbox`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY received_at, id LIMIT ?"
+	args = append(args, limit+1)
+	if err := tx.Select(&rows, query, args...); err != nil {
+		return nil, "", fmt.Errorf("list inbox: %w", err)
+	}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeInboxCursor(last.ReceivedAt, last.ID)
+	}
+	return rows, next, nil
+}
+
+// encodeInboxCursor makes the opaque keyset cursor: base64url("ms:id").
+func encodeInboxCursor(receivedAt int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(receivedAt, 10) + ":" + id))
+}
+
+func decodeInboxCursor(c string) (int64, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: not base64url", ErrBadCursor)
+	}
+	ms, id, ok := strings.Cut(string(raw), ":")
+	if !ok || id == "" {
+		return 0, "", fmt.Errorf("%w: malformed", ErrBadCursor)
+	}
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: malformed time", ErrBadCursor)
+	}
+	return at, id, nil
+}
+
+// Prune deletes the rows received before olderThan (Unix ms; retention,
+// spec §5) and returns how many it deleted.
+func (in *Inbox) Prune(tx *sqlx.Tx, olderThan int64) (int64, error) {
+	res, err := tx.Exec("DELETE FROM inbox WHERE received_at < ?", olderThan)
+	if err != nil {
+		return 0, fmt.Errorf("prune inbox: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("prune inbox: %w", err)
+	}
+	return n, nil
+}
