@@ -68,7 +68,9 @@ func scanMesh(row interface{ Scan(...any) error }) (*Mesh, error) {
 }
 
 // CreateMesh creates a mesh from m.Slug and the optional parameters of m
-// (zero values take the defaults). ID and CreatedAt are assigned.
+// (zero values take the defaults). CreatedAt is assigned, and ID unless
+// given (only the daemon's embedded broker gives one: its membership
+// already names the mesh).
 func (s *Store) CreateMesh(ctx context.Context, m Mesh) (*Mesh, error) {
 	if m.DedupeMode == "" {
 		m.DedupeMode = DedupeRetentionScoped
@@ -89,7 +91,10 @@ func (s *Store) CreateMesh(ctx context.Context, m Mesh) (*Mesh, error) {
 	case m.MaxPayloadBytes < MinMaxPayloadBytes:
 		return nil, fmt.Errorf("%w: max payload must be at least %d bytes", ErrInvalid, MinMaxPayloadBytes)
 	}
-	m.ID, m.CreatedAt = ulid.Make().String(), s.clock()
+	if m.ID == "" {
+		m.ID = ulid.Make().String()
+	}
+	m.CreatedAt = s.clock()
 	res, err := s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO mesh (`+meshColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (slug) DO NOTHING`),
 		m.ID, m.Slug, s.d.time(m.CreatedAt), m.DedupeMode, m.DedupeRetentionDays, m.MaxPayloadBytes)
@@ -228,4 +233,19 @@ func (s *Store) redeem(ctx context.Context, tx *sqlx.Tx, token, pubkey, displayN
 		return nil, errors.New("the pubkey joined through another invite at the same moment; retry")
 	}
 	return m, nil
+}
+
+// AddMember registers a member directly, with the given id, without an
+// invite: the daemon's embedded broker registers its own local identity so.
+// An existing member with this pubkey is returned as it is.
+func (s *Store) AddMember(ctx context.Context, meshID, memberID, pubkey, displayName string) (*Member, error) {
+	if m, err := s.MemberByPubkey(ctx, meshID, pubkey); err == nil {
+		return m, nil
+	}
+	now := s.clock()
+	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO member (id, mesh_id, pubkey, display_name, created_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (mesh_id, pubkey) DO NOTHING`), memberID, meshID, pubkey, displayName, s.d.time(now)); err != nil {
+		return nil, fmt.Errorf("add member: %w", err)
+	}
+	return s.MemberByPubkey(ctx, meshID, pubkey)
 }

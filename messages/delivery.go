@@ -1,0 +1,256 @@
+package messages
+
+import "encoding/json"
+
+// Store commands of the delivery path. Each is sent to the store actor and
+// answered after its batch commits.
+
+// ClaimDue asks the store to retire the mesh's pending rows enqueued before
+// ExpireBefore (max age → dead), then move up to Limit due rows to
+// inflight (attempts+1). Sent by a mesh's dispatcher; the reply is
+// *ClaimedRows.
+type ClaimDue struct {
+	Mesh         string
+	Now          int64
+	ExpireBefore int64 // Unix ms; 0: nothing expires
+	Limit        int
+}
+
+// ClaimedRow is one outbox row claimed for sending.
+type ClaimedRow struct {
+	ID              string
+	ClientMessageID string
+	Payload         []byte // the send frame, sent as it is
+	Attempts        int    // this attempt included
+}
+
+// ClaimedRows is the reply to *ClaimDue. NextDue is when the earliest
+// pending row left becomes due (HasNext false: none).
+type ClaimedRows struct {
+	Rows    []ClaimedRow
+	Expired int64
+	NextDue int64
+	HasNext bool
+	Err     error
+}
+
+// Failure returns the store's error, nil on success.
+func (c *ClaimedRows) Failure() error { return c.Err }
+
+// Send outcomes the dispatcher reports for a claimed row.
+const (
+	OutcomeDone  = "done"  // the broker accepted it (201, or 200 duplicate)
+	OutcomeDead  = "dead"  // permanent rejection: never retried
+	OutcomeRetry = "retry" // transient: pending again at Next
+)
+
+// SendOutcome records what became of one attempt. The reply is
+// *OutcomeApplied.
+type SendOutcome struct {
+	RowID           string
+	Outcome         string
+	BrokerMessageID string
+	HistoryID       string
+	Reason          string
+	Next            int64 // retry: when the row is due again
+	Now             int64
+}
+
+// OutcomeApplied is the reply to *SendOutcome. StateChanged means the row
+// was no longer inflight (requeued or expired meanwhile): nothing changed.
+type OutcomeApplied struct {
+	StateChanged bool
+	Err          error
+}
+
+// Failure returns the store's error, nil on success.
+func (o *OutcomeApplied) Failure() error { return o.Err }
+
+// ReleaseMesh returns a mesh's inflight rows to pending without counting an
+// attempt (the connection dropped before the answers came). The reply is
+// *OutcomeApplied.
+type ReleaseMesh struct {
+	Mesh string
+	Now  int64
+}
+
+// StoreInbound inserts a received message into the inbox, deduplicated by
+// its client_message_id, and for a new, decrypted row appends a "message"
+// event. The reply is *InboundStored.
+type StoreInbound struct {
+	Item InboxItem
+}
+
+// InboundStored is the reply to *StoreInbound. Event is nil when nothing
+// new was stored or the row did not decrypt.
+type InboundStored struct {
+	Inserted bool
+	Event    *Event
+	Err      error
+}
+
+// Failure returns the store's error, nil on success.
+func (s *InboundStored) Failure() error { return s.Err }
+
+// InboxItem is one inbox row (spec §4.12), as GET /v1/inbox returns it and
+// as the "message" event carries it.
+type InboxItem struct {
+	ID              string          `json:"id"`
+	ClientMessageID string          `json:"client_message_id"`
+	BrokerMessageID string          `json:"broker_message_id,omitempty"`
+	Mesh            string          `json:"mesh"`
+	Kind            string          `json:"kind"` // dm | topic
+	Topic           string          `json:"topic,omitempty"`
+	SenderPubkey    string          `json:"sender_pubkey"`
+	SenderName      string          `json:"sender_name"`
+	Body            *string         `json:"body"` // null when it could not be decrypted
+	Meta            json.RawMessage `json:"meta,omitempty"`
+	ReceivedAt      string          `json:"received_at"` // RFC 3339
+	ReceivedAtMs    int64           `json:"-"`
+	ReplyToID       string          `json:"reply_to_id,omitempty"`
+}
+
+// Event is one server-sent event: a persisted, strictly increasing id, a
+// name and one line of JSON.
+type Event struct {
+	ID   int64
+	Name string
+	Data []byte
+}
+
+// EventsSince asks the store for persisted events after After. The reply is
+// *EventsPage; Gone means events after After were already trimmed.
+type EventsSince struct {
+	After int64
+	Limit int
+}
+
+// EventsPage is the reply to *EventsSince.
+type EventsPage struct {
+	Events []Event
+	Gone   bool
+	Err    error
+}
+
+// Failure returns the store's error, nil on success.
+func (e *EventsPage) Failure() error { return e.Err }
+
+// AppendEvent persists an event that is not an inbox row (broker_status,
+// peer_join, …). The reply is *EventAppended.
+type AppendEvent struct {
+	Name string
+	Data []byte
+}
+
+// EventAppended is the reply to *AppendEvent.
+type EventAppended struct {
+	Event *Event
+	Err   error
+}
+
+// Failure returns the store's error, nil on success.
+func (e *EventAppended) Failure() error { return e.Err }
+
+// ListInbox asks for one page of the inbox (spec §3.8). The reply is
+// *InboxPage.
+type ListInbox struct {
+	Since int64
+	Topic string
+	From  string
+	Mesh  string
+	Limit int
+	After string
+}
+
+// InboxPage is the reply to *ListInbox and the body of GET /v1/inbox.
+type InboxPage struct {
+	Items []InboxItem `json:"items"`
+	Next  string      `json:"next,omitempty"`
+	Err   error       `json:"-"`
+}
+
+// Failure returns the store's error, nil on success.
+func (p *InboxPage) Failure() error { return p.Err }
+
+// Subscribe asks the events actor for a live stream. The reply is
+// *Subscription; at most MaxStreams run at once.
+type Subscribe struct{}
+
+// MaxStreams bounds the concurrent event streams (spec §3.4).
+const MaxStreams = 32
+
+// Subscription is the reply to *Subscribe. Events delivers every event
+// published after the subscription, in id order; it is closed when the
+// stream cannot keep up (the client resumes by id) or the daemon stops.
+type Subscription struct {
+	ID     int64
+	Events <-chan Event
+	Err    error
+}
+
+// Failure returns the refusal (429 too_many_streams), nil on success.
+func (s *Subscription) Failure() error { return s.Err }
+
+// Unsubscribe ends a stream; no reply.
+type Unsubscribe struct{ ID int64 }
+
+// Publish hands a committed event to every stream; no reply.
+type Publish struct{ Event Event }
+
+// ListPeers asks a mesh's broker connection for the peer list. The reply is
+// *PeersList.
+type ListPeers struct{}
+
+// PeersList is the reply to *ListPeers and, per mesh, the body of GET
+// /v1/peers.
+type PeersList struct {
+	Mesh  string `json:"mesh"`
+	Peers []Peer `json:"peers"`
+	Err   error  `json:"-"`
+}
+
+// Failure returns the error, nil on success.
+func (p *PeersList) Failure() error { return p.Err }
+
+// SetProfile is the body of POST /v1/profile and the message to a mesh's
+// broker connection; only the fields present change. The reply is
+// *ProfileApplied.
+type SetProfile struct {
+	Mesh         string    `json:"mesh,omitempty"`
+	Summary      *string   `json:"summary,omitempty"`
+	Status       *string   `json:"status,omitempty"` // idle | working | dnd
+	Visible      *bool     `json:"visible,omitempty"`
+	Avatar       *string   `json:"avatar,omitempty"`
+	Title        *string   `json:"title,omitempty"`
+	Bio          *string   `json:"bio,omitempty"`
+	Capabilities *[]string `json:"capabilities,omitempty"`
+}
+
+// ProfileApplied is the reply to *SetProfile and the body of its answer.
+type ProfileApplied struct {
+	Applied []string `json:"applied"`
+	Meshes  []string `json:"meshes"`
+	Err     error    `json:"-"`
+}
+
+// Failure returns the error, nil on success.
+func (p *ProfileApplied) Failure() error { return p.Err }
+
+// DispatchWake tells a mesh's dispatcher that a row was inserted; no reply.
+type DispatchWake struct{}
+
+// MeshStatus asks a mesh's broker connection for its state. The reply is
+// *MeshStatusReply.
+type MeshStatus struct{}
+
+// MeshStatusReply is the reply to *MeshStatus.
+type MeshStatusReply struct {
+	Connected bool
+	Breaker   string // closed | open | half_open
+	LagMs     int64
+	Features  []string
+	Err       error
+}
+
+// Failure returns the error, nil on success.
+func (m *MeshStatusReply) Failure() error { return m.Err }
