@@ -19,11 +19,20 @@ import (
 func startTree(t *testing.T) *Tree {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(t.TempDir(), "outbox.db"))
+	dir := t.TempDir()
+	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(dir, "outbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := Start(NewSystem(log), outbox, log, make(chan error, 1))
+	inboxDB, err := persistence.OpenInbox(context.Background(), filepath.Join(dir, "inbox.db"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := persistence.NewInbox(inboxDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Log: log, Fatal: make(chan error, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +40,7 @@ func startTree(t *testing.T) *Tree {
 		tree.System.Root.PoisonFuture(tree.Root).Wait()
 		tree.System.Shutdown()
 		outbox.Close()
+		inbox.Close()
 	})
 	return tree
 }

@@ -1,14 +1,20 @@
 // Package actors holds the daemon's actor tree (protoactor-go):
 //
-//	daemon (root supervisor)
-//	├── store    the only owner of the SQLite handles; group commit
-//	└── accept   one child per client_message_id in progress
+//	daemon (root supervisor, one for one)
+//	├── store      the only owner of the SQLite handles; group commit
+//	├── accept     one child per client_message_id in progress
+//	├── events     SSE fan-out: live streams of committed events
+//	└── mesh-<slug>  one subtree per joined mesh (all for one)
+//	    ├── broker      the WebSocket: hello, negotiation, reconnect, breaker
+//	    ├── dispatcher  drains the outbox: claims, pipelines sends, applies acks
+//	    └── inbox       decrypts pushes, stores them deduplicated, acks, publishes
 //
 // Actors share nothing mutable: they exchange the pointer structs of package
-// messages. Supervision is declared once, here: a failing child is restarted
-// (at most MaxRestarts within RestartWindow); a child that cannot be kept
-// alive stops the daemon through the fatal channel, because a daemon without
-// its store must not keep answering.
+// messages (and a few of this package's own). Supervision is declared here:
+// a failing child is restarted (at most MaxRestarts within RestartWindow); a
+// panic inside a mesh restarts that mesh's subtree only, never the IPC
+// surface or another mesh. A child that cannot be kept alive stops the
+// daemon through the fatal channel.
 package actors
 
 import (
@@ -21,7 +27,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
-// Supervision limits of the root.
+// Supervision limits.
 const (
 	MaxRestarts   = 10
 	RestartWindow = time.Minute
@@ -33,6 +39,19 @@ type Tree struct {
 	Root   *actor.PID
 	Store  *actor.PID
 	Accept *actor.PID
+	Events *actor.PID
+	Meshes map[string]MeshPIDs
+
+	meshActors map[string]*actor.PID // for Start to ask each mesh
+}
+
+// Deps are what the tree is built on.
+type Deps struct {
+	Outbox *persistence.Outbox
+	Inbox  *persistence.Inbox
+	Meshes []MeshConfig
+	Log    *slog.Logger
+	Fatal  chan<- error
 }
 
 // NewSystem returns an actor system whose own logs go to log.
@@ -41,11 +60,10 @@ func NewSystem(log *slog.Logger) *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLog }))
 }
 
-// Start spawns the root supervisor and its children. A child that stops for
-// good is reported on fatal.
-func Start(system *actor.ActorSystem, outbox *persistence.Outbox, log *slog.Logger, fatal chan<- error) (*Tree, error) {
+// Start spawns the root supervisor and its children.
+func Start(system *actor.ActorSystem, deps Deps) (*Tree, error) {
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &root{outbox: outbox, log: log, fatal: fatal}
+		return &root{deps: deps}
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(MaxRestarts, RestartWindow, restartDecider)))
 	pid, err := system.Root.SpawnNamed(props, "daemon")
 	if err != nil {
@@ -57,6 +75,19 @@ func Start(system *actor.ActorSystem, outbox *persistence.Outbox, log *slog.Logg
 	}
 	t := res.(*Tree)
 	t.System, t.Root = system, pid
+	t.Meshes = map[string]MeshPIDs{}
+	for slug, mesh := range t.meshActors {
+		r, err := system.Root.RequestFuture(mesh, &meshChildren{}, meshStartTimeout).Result()
+		if err != nil {
+			return nil, fmt.Errorf("start mesh %s: %w", slug, err)
+		}
+		t.Meshes[slug] = *r.(*MeshPIDs)
+	}
+	wake := map[string]*actor.PID{}
+	for slug, m := range t.Meshes {
+		wake[slug] = m.Dispatcher
+	}
+	system.Root.Send(t.Store, &SetPeers{Dispatchers: wake, Events: t.Events})
 	return t, nil
 }
 
@@ -67,11 +98,9 @@ func restartDecider(reason any) actor.Directive { return actor.RestartDirective 
 type children struct{}
 
 type root struct {
-	outbox *persistence.Outbox
-	log    *slog.Logger
-	fatal  chan<- error
-	store  *actor.PID
-	accept *actor.PID
+	deps   Deps
+	tree   Tree
+	meshes map[string]*actor.PID
 }
 
 func (r *root) Receive(ctx actor.Context) {
@@ -80,30 +109,47 @@ func (r *root) Receive(ctx actor.Context) {
 		r.spawnChildren(ctx)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case *actor.Terminated:
-		r.childStopped(ctx, msg)
+		r.childStopped(msg)
 	case *children:
-		ctx.Respond(&Tree{Store: r.store, Accept: r.accept})
+		t := r.tree
+		t.meshActors = r.meshes
+		ctx.Respond(&t)
 	default:
-		r.log.Warn("unhandled message", "actor", "daemon", "type", fmt.Sprintf("%T", msg))
+		r.deps.Log.Warn("unhandled message", "actor", "daemon", "type", fmt.Sprintf("%T", msg))
 	}
 }
 
 func (r *root) spawnChildren(ctx actor.Context) {
+	log := r.deps.Log
 	var err error
-	if r.store, err = ctx.SpawnNamed(actor.PropsFromProducer(NewStore(r.outbox, r.log)), "store"); err != nil {
-		r.fatal <- fmt.Errorf("spawn store: %w", err)
-		return
+	spawn := func(name string, p *actor.Props) *actor.PID {
+		if err != nil {
+			return nil
+		}
+		var pid *actor.PID
+		if pid, err = ctx.SpawnNamed(p, name); err != nil {
+			r.fail(fmt.Errorf("spawn %s: %w", name, err))
+		}
+		return pid
 	}
-	if r.accept, err = ctx.SpawnNamed(actor.PropsFromProducer(NewAcceptRouter(r.store, r.log)), "accept"); err != nil {
-		r.fatal <- fmt.Errorf("spawn accept router: %w", err)
+	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(r.deps.Outbox, r.deps.Inbox, log)))
+	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log)))
+	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(log)))
+	r.meshes = map[string]*actor.PID{}
+	for _, cfg := range r.deps.Meshes {
+		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, log, r.deps.Fatal))
+	}
+}
+
+func (r *root) fail(err error) {
+	select {
+	case r.deps.Fatal <- err:
+	default:
 	}
 }
 
 // childStopped is reached when a child exhausted its restarts, or when the
 // tree is shutting down (then the send to fatal is dropped: nobody reads it).
-func (r *root) childStopped(ctx actor.Context, msg *actor.Terminated) {
-	select {
-	case r.fatal <- fmt.Errorf("actor %s stopped", msg.Who.Id):
-	default:
-	}
+func (r *root) childStopped(msg *actor.Terminated) {
+	r.fail(fmt.Errorf("actor %s stopped", msg.Who.Id))
 }

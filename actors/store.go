@@ -15,22 +15,37 @@ import (
 // DefaultMaxBatch bounds how many commands share one transaction.
 const DefaultMaxBatch = 256
 
-// Store is the only owner of the daemon's SQLite handles.
+// Store is the only owner of the daemon's SQLite handles (outbox.db and
+// inbox.db).
 //
 // Group commit: every command it receives is queued, and the first one of a
 // batch sends the store a flush marker. Because the mailbox is FIFO, every
 // command that arrived before the marker joins the batch; when the marker
-// comes up, the batch runs in one BEGIN IMMEDIATE transaction with a
-// SAVEPOINT per command, commits, and only then is each sender answered. A
-// batch also runs as soon as it holds DefaultMaxBatch commands. Under load,
-// one fsync covers many accepts; when idle, a command waits for no timer.
+// comes up, the batch runs in one BEGIN IMMEDIATE transaction per database
+// it touches, with a SAVEPOINT per command, commits, and only then is each
+// sender answered. A batch also runs as soon as it holds DefaultMaxBatch
+// commands. Under load one fsync covers many commands; when idle, a command
+// waits for no timer.
 type Store struct {
 	outbox   *persistence.Outbox
+	inbox    *persistence.Inbox
 	log      *slog.Logger
 	maxBatch int
 
 	batch       []storeRequest
 	flushQueued bool
+	// dispatchers are woken, once per batch and mesh, when a batch
+	// committed new outbox rows; events gets every committed event, in id
+	// order (SetPeers).
+	dispatchers map[string]*actor.PID
+	events      *actor.PID
+}
+
+// SetPeers tells the store which dispatcher to wake for new rows of each
+// mesh and where committed events go; no reply.
+type SetPeers struct {
+	Dispatchers map[string]*actor.PID
+	Events      *actor.PID
 }
 
 type storeRequest struct {
@@ -41,11 +56,12 @@ type storeRequest struct {
 // flush is the store's own end-of-drain marker.
 type flush struct{}
 
-// NewStore returns the store actor's producer. The outbox stays open across
-// restarts; its owner (the daemon) closes it after the actor system stops.
-func NewStore(outbox *persistence.Outbox, log *slog.Logger) actor.Producer {
+// NewStore returns the store actor's producer. The databases stay open
+// across restarts; their owner (the daemon) closes them after the actor
+// system stops.
+func NewStore(outbox *persistence.Outbox, inbox *persistence.Inbox, log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &Store{outbox: outbox, log: log.With("actor", "store"), maxBatch: DefaultMaxBatch}
+		return &Store{outbox: outbox, inbox: inbox, log: log.With("actor", "store"), maxBatch: DefaultMaxBatch}
 	}
 }
 
@@ -56,7 +72,11 @@ func (s *Store) Receive(ctx actor.Context) {
 	case *flush:
 		s.flushQueued = false
 		s.run(ctx)
-	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.ListOutbox, *messages.OutboxStats:
+	case *SetPeers:
+		s.dispatchers, s.events = msg.Dispatchers, msg.Events
+	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.ListOutbox, *messages.OutboxStats,
+		*messages.ClaimDue, *messages.SendOutcome, *messages.ReleaseMesh,
+		*messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent:
 		s.enqueue(ctx, msg)
 	default:
 		s.log.Warn("unhandled message", "type", fmt.Sprintf("%T", msg))
@@ -75,9 +95,18 @@ func (s *Store) enqueue(ctx actor.Context, msg any) {
 	}
 }
 
-// run executes the queued batch in one transaction and answers every sender
-// after the commit. If the transaction cannot begin or commit, every sender
-// gets the error and nothing of the batch is stored.
+// onInbox reports whether a command runs against inbox.db.
+func onInbox(msg any) bool {
+	switch msg.(type) {
+	case *messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent:
+		return true
+	}
+	return false
+}
+
+// run executes the queued batch and answers every sender after the commit.
+// If a database's transaction cannot begin or commit, every command on it
+// gets the error and nothing of its part of the batch is stored.
 func (s *Store) run(ctx actor.Context) {
 	if len(s.batch) == 0 {
 		return
@@ -91,32 +120,99 @@ func (s *Store) run(ctx actor.Context) {
 		clear(reqs)
 		s.batch = reqs[:0]
 	}()
-
-	b, err := s.outbox.Begin(context.Background())
-	if err != nil {
-		s.failAll(reqs, replies, err)
-		return
-	}
+	dbs := [2]*persistence.DB{s.outbox.DB, s.inbox.DB}
+	var batches [2]*persistence.Batch
+	var begun [2]error
 	defer func() {
 		if p := recover(); p != nil {
-			b.Rollback()
-			s.failAll(reqs, replies, fmt.Errorf("store panic: %v", p))
+			for _, b := range batches {
+				if b != nil {
+					b.Rollback()
+				}
+			}
+			s.failAll(reqs, replies, func(int) bool { return true }, fmt.Errorf("store panic: %v", p))
 		}
 	}()
 	for i, r := range reqs {
-		replies[i] = s.execute(b, r.msg)
+		which := 0
+		if onInbox(r.msg) {
+			which = 1
+		}
+		if batches[which] == nil && begun[which] == nil {
+			batches[which], begun[which] = dbs[which].Begin(context.Background())
+		}
+		if begun[which] != nil {
+			replies[i] = failed(r.msg, begun[which])
+			continue
+		}
+		replies[i] = s.execute(batches[which], r.msg)
 	}
-	if err := b.Commit(); err != nil {
-		s.failAll(reqs, replies, fmt.Errorf("commit: %w", err))
-		return
+	for which, b := range batches {
+		if b == nil {
+			continue
+		}
+		if err := b.Commit(); err != nil {
+			s.failAll(reqs, replies, func(i int) bool { return onInbox(reqs[i].msg) == (which == 1) }, fmt.Errorf("commit: %w", err))
+		}
 	}
 	s.log.Debug("batch committed", "commands", len(reqs))
+	s.wake(ctx, reqs, replies)
+	s.publish(ctx, replies)
 }
 
-func (s *Store) failAll(reqs []storeRequest, replies []any, err error) {
+// publish hands the batch's committed events to the events actor. It is the
+// one place events are published, so streams see them in id order.
+func (s *Store) publish(ctx actor.Context, replies []any) {
+	if s.events == nil {
+		return
+	}
+	for _, r := range replies {
+		var ev *messages.Event
+		switch r := r.(type) {
+		case *messages.InboundStored:
+			ev = r.Event
+		case *messages.EventAppended:
+			ev = r.Event
+		}
+		if ev != nil {
+			ctx.Send(s.events, &messages.Publish{Event: *ev})
+		}
+	}
+}
+
+// wake tells the dispatchers of the meshes that got new rows in this batch.
+func (s *Store) wake(ctx actor.Context, reqs []storeRequest, replies []any) {
+	woken := map[string]bool{}
+	for i, r := range reqs {
+		mesh := ""
+		switch m := r.msg.(type) {
+		case *messages.AcceptSend:
+			if res, ok := replies[i].(*messages.AcceptResult); ok && res.Inserted {
+				mesh = m.Mesh
+			}
+		case *messages.RequeueOutbox:
+			if res, ok := replies[i].(*messages.RequeueResult); ok && res.Err == nil {
+				mesh = "*"
+			}
+		}
+		if mesh == "" || woken[mesh] {
+			continue
+		}
+		woken[mesh] = true
+		for slug, pid := range s.dispatchers {
+			if mesh == "*" || slug == mesh {
+				ctx.Send(pid, &messages.DispatchWake{})
+			}
+		}
+	}
+}
+
+func (s *Store) failAll(reqs []storeRequest, replies []any, on func(int) bool, err error) {
 	s.log.Error("store batch failed", "commands", len(reqs), "err", err)
 	for i, r := range reqs {
-		replies[i] = failed(r.msg, err)
+		if on(i) {
+			replies[i] = failed(r.msg, err)
+		}
 	}
 }
 
@@ -124,24 +220,44 @@ func (s *Store) failAll(reqs []storeRequest, replies []any, err error) {
 func (s *Store) execute(b *persistence.Batch, msg any) any {
 	var reply any
 	err := b.Do(func(tx *sqlx.Tx) (err error) {
-		switch m := msg.(type) {
-		case *messages.AcceptSend:
-			reply, err = s.outbox.Accept(tx, m)
-		case *messages.RequeueOutbox:
-			reply, err = s.outbox.Requeue(tx, m)
-		case *messages.ListOutbox:
-			reply, err = s.outbox.List(tx, m)
-		case *messages.OutboxStats:
-			var counts map[string]map[string]int
-			counts, err = s.outbox.Counts(tx)
-			reply = &messages.OutboxCounts{ByMesh: counts}
-		}
+		reply, err = s.command(tx, msg)
 		return err
 	})
 	if err != nil {
 		return failed(msg, err)
 	}
 	return reply
+}
+
+func (s *Store) command(tx *sqlx.Tx, msg any) (any, error) {
+	switch m := msg.(type) {
+	case *messages.AcceptSend:
+		return s.outbox.Accept(tx, m)
+	case *messages.RequeueOutbox:
+		return s.outbox.Requeue(tx, m)
+	case *messages.ListOutbox:
+		return s.outbox.List(tx, m)
+	case *messages.OutboxStats:
+		counts, err := s.outbox.Counts(tx)
+		return &messages.OutboxCounts{ByMesh: counts}, err
+	case *messages.ClaimDue:
+		return s.claimDue(tx, m)
+	case *messages.SendOutcome:
+		return s.sendOutcome(tx, m)
+	case *messages.ReleaseMesh:
+		_, err := s.outbox.ReleaseMesh(tx, m.Mesh, m.Now)
+		return &messages.OutcomeApplied{}, err
+	case *messages.StoreInbound:
+		return s.storeInbound(tx, m)
+	case *messages.ListInbox:
+		return s.listInbox(tx, m)
+	case *messages.EventsSince:
+		return s.eventsSince(tx, m)
+	case *messages.AppendEvent:
+		id, err := s.inbox.AppendEvent(tx, m.Name, m.Data, nowMs())
+		return &messages.EventAppended{Event: &messages.Event{ID: id, Name: m.Name, Data: m.Data}}, err
+	}
+	return nil, fmt.Errorf("store: no command %T", msg)
 }
 
 // failed is the reply carrying err for a command of msg's type.
@@ -155,6 +271,18 @@ func failed(msg any, err error) any {
 		return &messages.OutboxPage{Err: err}
 	case *messages.OutboxStats:
 		return &messages.OutboxCounts{Err: err}
+	case *messages.ClaimDue:
+		return &messages.ClaimedRows{Err: err}
+	case *messages.SendOutcome, *messages.ReleaseMesh:
+		return &messages.OutcomeApplied{Err: err}
+	case *messages.StoreInbound:
+		return &messages.InboundStored{Err: err}
+	case *messages.ListInbox:
+		return &messages.InboxPage{Err: err}
+	case *messages.EventsSince:
+		return &messages.EventsPage{Err: err}
+	case *messages.AppendEvent:
+		return &messages.EventAppended{Err: err}
 	}
 	return err
 }

@@ -3,7 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	_ "modernc.org/sqlite" // registers driver "sqlite"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -82,7 +86,29 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
+	e.writeOfflineMesh()
 	return e
+}
+
+// offlineBroker is a broker URL nothing answers on.
+const offlineBroker = "ws://127.0.0.1:1/ws"
+
+// writeOfflineMesh records a `local` membership whose broker never
+// answers: the daemon keeps retrying the connection and accepted rows stay
+// pending, which is what the tests of the accept path, the outbox and the
+// lifecycle look at. Delivery tests join a real broker instead.
+func (e *env) writeOfflineMesh() {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	doc := map[string]any{"meshes": []map[string]string{{"meshId": ulid.Make().String(), "memberId": ulid.Make().String(),
+		"slug": "local", "name": "local", "pubkey": hex.EncodeToString(pub), "secretKey": hex.EncodeToString(priv),
+		"brokerUrl": offlineBroker}}}
+	b, _ := json.Marshal(doc)
+	if err := os.WriteFile(filepath.Join(e.configDir, "config.json"), b, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // file is the path of name inside the daemon directory.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/claudemesh/claudemesh-go/actors"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 	"github.com/claudemesh/claudemesh-go/transport/wsserver"
@@ -49,7 +48,8 @@ func Start(opts Options) (*Broker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	system := actors.NewSystem(opts.Log)
+	sysLog := opts.Log.With("component", "protoactor")
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLog }))
 	maxBatch := 256
 	if opts.Store.Backend() == "postgres" {
 		maxBatch = 64 // the store's per-request fallback keeps PG's subtransaction cache

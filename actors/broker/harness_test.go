@@ -89,7 +89,7 @@ func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limite
 const testGrace = 200 * time.Millisecond
 
 // testLease is the delivery lease of test brokers.
-const testLease = 300 * time.Millisecond
+const testLease = time.Second
 
 // member is a mesh member with its key.
 type member struct {

@@ -15,6 +15,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/claudemesh/claudemesh-go/actors"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -38,18 +40,23 @@ type Options struct {
 	Config  config.File // config.toml with the command line's overrides applied
 	Version string
 	Log     *slog.Logger
+	// LegacyBroker accepts brokers that do not negotiate the delivery
+	// contract (the upstream broker): daemon-layer idempotency only.
+	LegacyBroker bool
 }
 
 // Daemon is a running daemon.
 type Daemon struct {
-	opts    Options
-	log     *slog.Logger
-	lock    *config.PidLock
-	outbox  *persistence.Outbox
-	tree    *actors.Tree
-	server  *ipc.Server
-	tcpAddr string
-	fatal   chan error
+	opts     Options
+	log      *slog.Logger
+	lock     *config.PidLock
+	outbox   *persistence.Outbox
+	inbox    *persistence.Inbox
+	embedded *embeddedBroker
+	tree     *actors.Tree
+	server   *ipc.Server
+	tcpAddr  string
+	fatal    chan error
 }
 
 // Start brings a daemon up; on error everything it had opened is closed.
@@ -70,18 +77,27 @@ func Start(opts Options) (_ *Daemon, err error) {
 	if err := d.checkHost(); err != nil {
 		return nil, err
 	}
-	meshes, token, err := d.identity()
+	meshes, members, token, err := d.identity()
 	if err != nil {
 		return nil, err
 	}
 	if err := d.openStore(); err != nil {
 		return nil, err
 	}
-	system := actors.NewSystem(d.log)
-	if d.tree, err = actors.Start(system, d.outbox, d.log, d.fatal); err != nil {
+	configs, err := d.meshConfigs(meshes, members)
+	if err != nil {
 		return nil, err
 	}
+	system := actors.NewSystem(d.log)
+	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal}); err != nil {
+		return nil, err
+	}
+	conns := map[string]*actor.PID{}
+	for slug, m := range d.tree.Meshes {
+		conns[slug] = m.Conn
+	}
 	d.server = ipc.New(ipc.Options{Token: token, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
+		Events: d.tree.Events, MeshActors: conns,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
 		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck, Log: d.log})
 	listeners, err := d.listen()
@@ -122,26 +138,53 @@ func (d *Daemon) checkHost() error {
 }
 
 // identity loads (or creates) the mesh memberships and the local token.
-func (d *Daemon) identity() ([]ipc.Mesh, string, error) {
+func (d *Daemon) identity() ([]ipc.Mesh, []config.Membership, string, error) {
 	paths := d.opts.Paths
 	token, err := paths.EnsureLocalToken()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	members, err := paths.EnsureMemberships()
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, nil, "", fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	meshes := make([]ipc.Mesh, 0, len(members))
 	for _, m := range members {
 		id, err := meshcrypto.ParseIdentity(m.SecretKey)
 		if err != nil || id.PublicKeyHex() != m.Pubkey {
-			return nil, "", fmt.Errorf("%w: %s: mesh %q: secretKey does not match pubkey", ErrConfig, paths.ConfigFile(), m.Slug)
+			return nil, nil, "", fmt.Errorf("%w: %s: mesh %q: secretKey does not match pubkey", ErrConfig, paths.ConfigFile(), m.Slug)
 		}
 		meshes = append(meshes, ipc.Mesh{Identity: id, Info: messages.MeshInfo{
 			Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, MemberPubkey: m.Pubkey}})
 	}
-	return meshes, token, nil
+	return meshes, members, token, nil
+}
+
+// meshConfigs builds each mesh's subtree configuration; memberships
+// without a brokerUrl are served by the embedded broker.
+func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]actors.MeshConfig, error) {
+	var local []config.Membership
+	for _, m := range members {
+		if m.BrokerURL == "" {
+			local = append(local, m)
+		}
+	}
+	if len(local) > 0 {
+		var err error
+		if d.embedded, err = d.startEmbeddedBroker(local); err != nil {
+			return nil, err
+		}
+	}
+	configs := make([]actors.MeshConfig, len(members))
+	for i, m := range members {
+		url := m.BrokerURL
+		if url == "" {
+			url = d.embedded.url
+		}
+		configs[i] = actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: meshes[i].Identity,
+			Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker}
+	}
+	return configs, nil
 }
 
 // openStore opens and checks both databases and runs crash recovery, all
@@ -160,13 +203,15 @@ func (d *Daemon) openStore() error {
 	if n > 0 {
 		d.log.Info("outbox_inflight_recovered", "rows", n)
 	}
-	// The inbox is migrated and checked here; its actor owns it from the
-	// end-to-end delivery milestone on.
-	inbox, err := persistence.OpenInbox(ctx, d.opts.Paths.InboxDB(), d.log)
+	inboxDB, err := persistence.OpenInbox(ctx, d.opts.Paths.InboxDB(), d.log)
 	if err != nil {
 		return err
 	}
-	return inbox.Close()
+	if d.inbox, err = persistence.NewInbox(inboxDB); err != nil {
+		inboxDB.Close()
+		return err
+	}
+	return nil
 }
 
 func (d *Daemon) listen() ([]net.Listener, error) {
@@ -227,6 +272,14 @@ func (d *Daemon) Close() {
 		if err := d.outbox.Close(); err != nil {
 			d.log.Warn("close outbox", "err", err)
 		}
+	}
+	if d.inbox != nil {
+		if err := d.inbox.Close(); err != nil {
+			d.log.Warn("close inbox", "err", err)
+		}
+	}
+	if d.embedded != nil {
+		d.embedded.close()
 	}
 	if err := d.lock.Release(); err != nil {
 		d.log.Warn("release pid file", "err", err)

@@ -3,6 +3,9 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -13,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
@@ -39,6 +43,7 @@ func startDaemon(t testing.TB) *harness {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	paths := config.Paths{DaemonDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c")}
+	writeOfflineMesh(t, paths)
 	cfg := config.DefaultFile()
 	cfg.IPC.TCPEnabled = false
 	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: "test",
@@ -117,5 +122,26 @@ func (h *harness) exec(query string, args ...any) {
 	h.t.Helper()
 	if _, err := h.db.Exec(query, args...); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// writeOfflineMesh records a `local` membership whose broker never answers
+// (nothing listens on port 1): accepted rows stay pending, and the tests
+// of the accept path move them between states themselves.
+func writeOfflineMesh(t testing.TB, paths config.Paths) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string]any{"meshes": []map[string]string{{"meshId": ulid.Make().String(), "memberId": ulid.Make().String(),
+		"slug": "local", "name": "local", "pubkey": hex.EncodeToString(pub), "secretKey": hex.EncodeToString(priv),
+		"brokerUrl": "ws://127.0.0.1:1/ws"}}}
+	b, _ := json.Marshal(doc)
+	if err := os.MkdirAll(paths.ConfigDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(paths.ConfigFile(), b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -26,6 +26,7 @@ type daemonUpCmd struct {
 	NoTCP      bool   `name:"no-tcp" help:"Serve only the Unix socket."`
 	LogLevel   string `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
 	LogFile    string `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
+	Legacy     bool   `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only."`
 }
 
 func (c *daemonUpCmd) Run() error {
@@ -117,7 +118,7 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
 
-	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger})
+	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy})
 	if err != nil {
 		return c.startFailed(log, err)
 	}

@@ -14,7 +14,7 @@ import (
 const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
-var ipcFeatures = []string{"version", "health", "send", "outbox"}
+var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile"}
 
 type route struct {
 	method  string
@@ -24,9 +24,13 @@ type route struct {
 
 // routes is the whole IPC surface, sorted by path.
 var routes = []route{
+	{http.MethodGet, "/v1/events", (*Server).events},
 	{http.MethodGet, "/v1/health", (*Server).health},
+	{http.MethodGet, "/v1/inbox", (*Server).inboxList},
 	{http.MethodGet, "/v1/outbox", (*Server).outboxList},
 	{http.MethodPost, "/v1/outbox/requeue", (*Server).outboxRequeue},
+	{http.MethodGet, "/v1/peers", (*Server).peers},
+	{http.MethodPost, "/v1/profile", (*Server).profile},
 	{http.MethodPost, "/v1/send", (*Server).send},
 	{http.MethodGet, "/v1/version", (*Server).version},
 }
@@ -83,5 +87,5 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
 			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})
 	}
-	writeJSON(w, http.StatusOK, h)
+	writeJSON(w, http.StatusOK, s.withMeshStatus(h))
 }

@@ -7,7 +7,8 @@
 // allowlist (default: empty) is refused (403), OPTIONS is refused (403), TCP
 // callers must present the bearer (401; GET /v1/health is exempt when
 // public_health_check is on), at most MaxInflight requests run at once
-// (429 daemon_busy), then the route table answers (404/405 envelopes for
+// (429 daemon_busy; GET /v1/events is bounded by the events actor
+// instead), then the route table answers (404/405 envelopes for
 // unknown paths and methods). Handlers decode, validate, send one message to
 // an actor and render; they never touch SQLite.
 package ipc
@@ -59,6 +60,13 @@ type Options struct {
 	// ([ipc] public_health_check), e.g. for probes.
 	PublicHealth bool
 	Log          *slog.Logger
+	// Events is the events actor (GET /v1/events).
+	Events *actor.PID
+	// MeshActors maps a mesh slug to that mesh's broker-connection actor
+	// (GET /v1/peers, POST /v1/profile, GET /v1/health).
+	MeshActors map[string]*actor.PID
+
+	keepalive time.Duration // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
 }
 
 // Server is the IPC HTTP handler.
@@ -83,6 +91,7 @@ func New(opts Options) *Server {
 			return context.WithValue(ctx, transportKey{}, unix)
 		},
 	}
+	s.http.RegisterOnShutdown(s.closeStreams)
 	return s
 }
 
@@ -125,13 +134,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Detail: "missing or invalid bearer token (see local-token in the daemon directory)"})
 		return
 	}
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		writeError(w, &messages.Error{Status: 429, Code: messages.CodeDaemonBusy,
-			Detail: "too many requests in flight; retry shortly"})
-		return
+	if r.URL.Path != eventsPath { // event streams are bounded by the events actor instead
+		select {
+		case s.inflight <- struct{}{}:
+			defer func() { <-s.inflight }()
+		default:
+			writeError(w, &messages.Error{Status: 429, Code: messages.CodeDaemonBusy,
+				Detail: "too many requests in flight; retry shortly"})
+			return
+		}
 	}
 	s.route(w, r)
 }

@@ -1,0 +1,282 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+	"github.com/claudemesh/claudemesh-go/transport/wsclient"
+)
+
+// MeshConfig is one joined mesh as its subtree needs it.
+type MeshConfig struct {
+	Slug     string
+	MeshID   string
+	MemberID string
+	Identity *meshcrypto.Identity
+	Name     string
+	URL      string // the broker's WebSocket URL
+	Legacy   bool   // --legacy-broker
+}
+
+// BrokerConn owns one mesh's WebSocket to its broker: it dials (with the
+// jittered backoff and the circuit breaker of wsclient), routes the
+// broker's frames to the dispatcher (acks) and the inbox (pushes), and
+// answers peer-list and profile requests. A failed feature negotiation is
+// final: it reports on fatal instead of retrying.
+type BrokerConn struct {
+	cfg        MeshConfig
+	dispatcher *actor.PID
+	inbox      *actor.PID
+	log        *slog.Logger
+	fatal      chan<- error
+
+	conn    *wsclient.Conn
+	session *wsclient.Session
+	backoff *wsclient.Backoff
+	breaker *wsclient.Breaker
+	peerReq map[string]*actor.PID // _reqId → who asked
+	nextReq int
+	closing bool
+}
+
+// Broker connection messages.
+type (
+	dialed struct {
+		conn    *wsclient.Conn
+		session *wsclient.Session
+		err     error
+	}
+	redial      struct{}
+	brokerFrame struct {
+		conn  *wsclient.Conn
+		frame any
+	}
+	linkEnded struct {
+		conn *wsclient.Conn
+		err  error
+	}
+	// transmit asks the connection to send an encoded frame; the reply is
+	// *transmitted (err nil when queued).
+	transmit struct {
+		id    string // echoed in the reply
+		frame any
+	}
+	transmitted struct {
+		id  string
+		err error
+	}
+	// linkUp / linkDown tell the dispatcher the connection's state.
+	linkUp   struct{ maxAge time.Duration }
+	linkDown struct{}
+)
+
+// ErrNotConnected means the mesh has no broker connection right now.
+var ErrNotConnected = errors.New("broker not connected")
+
+func newBrokerConn(cfg MeshConfig, dispatcher, inbox *actor.PID, log *slog.Logger, fatal chan<- error) actor.Producer {
+	return func() actor.Actor {
+		return &BrokerConn{cfg: cfg, dispatcher: dispatcher, inbox: inbox, log: log.With("actor", "broker"),
+			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{}}
+	}
+}
+
+func (b *BrokerConn) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		b.dial(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		b.closing = true
+		if b.conn != nil {
+			b.conn.Close(1000, "daemon stopping")
+		}
+	case *actor.Stopped:
+	case *redial:
+		b.dial(ctx)
+	case *dialed:
+		b.connected(ctx, m)
+	case *brokerFrame:
+		if m.conn == b.conn {
+			b.frame(ctx, m.frame)
+		}
+	case *linkEnded:
+		b.ended(ctx, m)
+	case *transmit:
+		ctx.Respond(&transmitted{id: m.id, err: b.send(m.frame)})
+	case *messages.ListPeers:
+		b.listPeers(ctx)
+	case *messages.SetProfile:
+		ctx.Respond(b.setProfile(m))
+	case *messages.MeshStatus:
+		ctx.Respond(b.status())
+	default:
+		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+// dial connects in a goroutine; the result comes back as *dialed.
+func (b *BrokerConn) dial(ctx actor.Context) {
+	if !b.breaker.Allow() {
+		b.after(ctx, b.breaker.RetryIn(), &redial{})
+		return
+	}
+	cfg := wsclient.Config{URL: b.cfg.URL, MeshID: b.cfg.MeshID, MemberID: b.cfg.MemberID, Identity: b.cfg.Identity,
+		DisplayName: b.cfg.Name, Legacy: b.cfg.Legacy, Log: b.log}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	go func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		conn, session, err := wsclient.Dial(dctx, cfg)
+		root.Send(self, &dialed{conn: conn, session: session, err: err})
+	}()
+}
+
+func (b *BrokerConn) after(ctx actor.Context, d time.Duration, msg any) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	time.AfterFunc(d, func() { root.Send(self, msg) })
+}
+
+func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
+	var neg *wsclient.NegotiationError
+	switch {
+	case errors.As(m.err, &neg):
+		b.log.Error("feature_negotiation_failed", "err", m.err)
+		select {
+		case b.fatal <- fmt.Errorf("mesh %s: %w", b.cfg.Slug, m.err):
+		default:
+		}
+		return
+	case m.err != nil:
+		b.breaker.Failure()
+		wait := b.backoff.Next()
+		b.log.Warn("broker_connect_failed", "err", m.err, "retry_in", wait, "breaker", b.breaker.State())
+		b.after(ctx, wait, &redial{})
+		return
+	}
+	if b.closing {
+		m.conn.Close(1000, "daemon stopping")
+		return
+	}
+	b.breaker.Success()
+	b.backoff.Reset()
+	b.conn, b.session = m.conn, m.session
+	if m.session.Legacy {
+		b.log.Warn("legacy_broker", "detail", "the broker does not deduplicate; idempotency holds at the daemon only")
+	}
+	b.log.Info("broker_connected", "features", m.session.Features, "max_age", m.session.MaxAge().String())
+	root, self, conn := ctx.ActorSystem().Root, ctx.Self(), m.conn
+	go func() {
+		for f := range conn.Frames() {
+			root.Send(self, &brokerFrame{conn: conn, frame: f})
+		}
+		<-conn.Done()
+		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
+	}()
+	ctx.Request(b.dispatcher, &linkUp{maxAge: m.session.MaxAge()}) // the dispatcher replies to the sender
+
+}
+
+func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
+	if m.conn != b.conn {
+		return
+	}
+	b.conn, b.session = nil, nil
+	ctx.Send(b.dispatcher, &linkDown{})
+	for id, who := range b.peerReq {
+		ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Err: ErrNotConnected})
+		delete(b.peerReq, id)
+	}
+	if b.closing {
+		return
+	}
+	wait := b.backoff.Next()
+	b.log.Warn("broker_disconnected", "err", m.err, "retry_in", wait)
+	b.after(ctx, wait, &redial{})
+}
+
+func (b *BrokerConn) frame(ctx actor.Context, f any) {
+	switch f := f.(type) {
+	case *messages.AckFrame:
+		if f.ReqID == nil { // profile acks carry _reqId; send acks do not
+			ctx.Send(b.dispatcher, f)
+		}
+	case *messages.PushFrame:
+		ctx.Request(b.inbox, f) // the inbox acks through the sender
+	case *messages.PeersListFrame:
+		if who, ok := b.peerReq[f.ReqID]; ok {
+			delete(b.peerReq, f.ReqID)
+			ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Peers: f.Peers})
+		}
+	case *messages.ErrorFrame:
+		b.log.Warn("broker_error_frame", "code", f.Code, "message", f.Message)
+	}
+}
+
+func (b *BrokerConn) send(frame any) error {
+	if b.conn == nil {
+		return ErrNotConnected
+	}
+	return b.conn.Send(frame)
+}
+
+func (b *BrokerConn) listPeers(ctx actor.Context) {
+	b.nextReq++
+	id := fmt.Sprintf("pl-%d", b.nextReq)
+	if err := b.send(&messages.ListPeersFrame{Type: messages.TypeListPeers, ReqID: id}); err != nil {
+		ctx.Respond(&messages.PeersList{Mesh: b.cfg.Slug, Err: err})
+		return
+	}
+	b.peerReq[id] = ctx.Sender()
+}
+
+// setProfile sends one frame per field group, as the protocol has them.
+func (b *BrokerConn) setProfile(p *messages.SetProfile) *messages.ProfileApplied {
+	var frames []any
+	var applied []string
+	if p.Status != nil {
+		frames, applied = append(frames, &messages.SetStatusFrame{Type: messages.TypeSetStatus, Status: *p.Status}), append(applied, "status")
+	}
+	if p.Summary != nil {
+		frames, applied = append(frames, &messages.SetSummaryFrame{Type: messages.TypeSetSummary, Summary: *p.Summary}), append(applied, "summary")
+	}
+	if p.Visible != nil {
+		frames, applied = append(frames, &messages.SetVisibleFrame{Type: messages.TypeSetVisible, Visible: *p.Visible}), append(applied, "visible")
+	}
+	if p.Avatar != nil || p.Title != nil || p.Bio != nil || p.Capabilities != nil {
+		frames = append(frames, &messages.SetProfileFrame{Type: messages.TypeSetProfile, Avatar: p.Avatar, Title: p.Title, Bio: p.Bio,
+			Capabilities: p.Capabilities})
+		for name, set := range map[string]bool{"avatar": p.Avatar != nil, "title": p.Title != nil, "bio": p.Bio != nil,
+			"capabilities": p.Capabilities != nil} {
+			if set {
+				applied = append(applied, name)
+			}
+		}
+	}
+	for _, f := range frames {
+		if err := b.send(f); err != nil {
+			return &messages.ProfileApplied{Err: err}
+		}
+	}
+	return &messages.ProfileApplied{Applied: applied, Meshes: []string{b.cfg.Slug}}
+}
+
+func (b *BrokerConn) status() *messages.MeshStatusReply {
+	r := &messages.MeshStatusReply{Connected: b.conn != nil, Breaker: b.breaker.State()}
+	if b.conn != nil {
+		r.LagMs = b.conn.RTT().Milliseconds()
+		r.Features = b.session.Features
+	}
+	return r
+}
+
+// clientAckFrame is what the inbox sends back for every stored push.
+func clientAckFrame(p *messages.PushFrame) *messages.ClientAckFrame {
+	return &messages.ClientAckFrame{Type: messages.TypeClientAck, ClientMessageID: p.ClientMessageID, BrokerMessageID: p.MessageID}
+}

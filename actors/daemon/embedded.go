@@ -1,0 +1,90 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+)
+
+// embeddedBroker is the broker a daemon runs in-process for memberships
+// with no brokerUrl (the `local` mesh): SQLite in <daemon dir>/broker, on a
+// loopback port the kernel picks, so agents on one machine can message each
+// other with nothing else set up.
+type embeddedBroker struct {
+	store  *broker.Store
+	broker *brokeractors.Broker
+	srv    *http.Server
+	url    string
+}
+
+// startEmbeddedBroker opens the broker's store, registers the local
+// memberships in it (mesh and member with the ids config.json records) and
+// serves it on 127.0.0.1.
+func (d *Daemon) startEmbeddedBroker(local []config.Membership) (*embeddedBroker, error) {
+	ctx := context.Background()
+	store, err := broker.Open(ctx, broker.Options{Dir: filepath.Join(d.opts.Paths.DaemonDir, "broker"), Log: d.log})
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	e := &embeddedBroker{store: store}
+	for _, m := range local {
+		if err := register(ctx, store, m); err != nil {
+			e.close()
+			return nil, fmt.Errorf("embedded broker: register %s: %w", m.Slug, err)
+		}
+	}
+	if e.broker, err = brokeractors.Start(brokeractors.Options{Store: store,
+		Limiter: ratelimit.NewMemory(ratelimit.Options{}), Log: d.log.With("component", "embedded-broker")}); err != nil {
+		e.close()
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	e.url = "ws://" + l.Addr().String() + "/ws"
+	e.srv = &http.Server{Handler: e.broker.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { d.fail(ignoreClosed(e.srv.Serve(l))) }()
+	return e, nil
+}
+
+func register(ctx context.Context, store *broker.Store, m config.Membership) error {
+	mesh, err := store.MeshByID(ctx, m.MeshID)
+	if errors.Is(err, broker.ErrMeshNotFound) {
+		mesh, err = store.CreateMesh(ctx, broker.Mesh{ID: m.MeshID, Slug: m.Slug})
+	}
+	if err != nil {
+		return err
+	}
+	_, err = store.AddMember(ctx, mesh.ID, m.MemberID, m.Pubkey, m.Name)
+	return err
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (e *embeddedBroker) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if e.srv != nil {
+		e.srv.Shutdown(ctx)
+	}
+	if e.broker != nil {
+		e.broker.Close(ctx)
+	}
+	e.store.Close()
+}

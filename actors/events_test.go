@@ -1,0 +1,161 @@
+package actors
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// spawnEvents starts a real events actor in its own actor system.
+func spawnEvents(t *testing.T) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	system := NewSystem(log)
+	pid := system.Root.Spawn(actor.PropsFromProducer(NewEvents(log)))
+	t.Cleanup(func() {
+		system.Root.StopFuture(pid).Wait()
+		system.Shutdown()
+	})
+	return system, pid
+}
+
+func subscribe(t *testing.T, system *actor.ActorSystem, pid *actor.PID) *messages.Subscription {
+	t.Helper()
+	res, err := system.Root.RequestFuture(pid, &messages.Subscribe{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, ok := res.(*messages.Subscription)
+	if !ok {
+		t.Fatalf("Subscribe answered %T", res)
+	}
+	return sub
+}
+
+// drainClosed reads ch until it closes and returns what it read; it fails
+// if ch stays open.
+func drainClosed(t *testing.T, ch <-chan messages.Event) []messages.Event {
+	t.Helper()
+	var got []messages.Event
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return got
+			}
+			got = append(got, ev)
+		case <-timeout:
+			t.Fatalf("channel still open after %d events", len(got))
+		}
+	}
+}
+
+func TestEventsFanOutInOrder(t *testing.T) {
+	system, pid := spawnEvents(t)
+	a, b := subscribe(t, system, pid), subscribe(t, system, pid)
+	if a.Err != nil || b.Err != nil || a.ID == b.ID {
+		t.Fatalf("subscriptions: %+v %+v", a, b)
+	}
+	for i := int64(1); i <= 10; i++ {
+		system.Root.Send(pid, &messages.Publish{Event: messages.Event{ID: i, Name: "message", Data: []byte(`{}`)}})
+	}
+	for _, sub := range []*messages.Subscription{a, b} {
+		for i := int64(1); i <= 10; i++ {
+			select {
+			case ev := <-sub.Events:
+				if ev.ID != i || ev.Name != "message" {
+					t.Fatalf("stream %d: got %+v, want id %d", sub.ID, ev, i)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("stream %d: event %d not delivered", sub.ID, i)
+			}
+		}
+	}
+	system.Root.Send(pid, &messages.Unsubscribe{ID: a.ID})
+	if got := drainClosed(t, a.Events); len(got) != 0 {
+		t.Fatalf("unsubscribed stream got %v", got)
+	}
+}
+
+func TestEventsMaxStreams(t *testing.T) {
+	system, pid := spawnEvents(t)
+	var subs []*messages.Subscription
+	for range messages.MaxStreams {
+		sub := subscribe(t, system, pid)
+		if sub.Err != nil {
+			t.Fatalf("stream %d refused: %v", len(subs)+1, sub.Err)
+		}
+		subs = append(subs, sub)
+	}
+	over := subscribe(t, system, pid)
+	var me *messages.Error
+	if !errors.As(over.Failure(), &me) || me.Status != 429 || me.Code != "too_many_streams" || over.Events != nil {
+		t.Fatalf("stream %d: %+v, want 429 too_many_streams", messages.MaxStreams+1, over)
+	}
+	system.Root.Send(pid, &messages.Unsubscribe{ID: subs[0].ID})
+	if again := subscribe(t, system, pid); again.Err != nil {
+		t.Fatalf("after an unsubscribe: %v", again.Err)
+	}
+}
+
+// TestEventsSlowConsumerClosed: a stream that does not read is closed once
+// its buffer is full, keeping what it buffered; the others go on.
+func TestEventsSlowConsumerClosed(t *testing.T) {
+	system, pid := spawnEvents(t)
+	slow, fast := subscribe(t, system, pid), subscribe(t, system, pid)
+	publish := func(from, to int) {
+		for i := from; i <= to; i++ {
+			system.Root.Send(pid, &messages.Publish{Event: messages.Event{ID: int64(i), Name: "message", Data: []byte(`{}`)}})
+		}
+		// The mailbox is FIFO: once this answers, every Publish was handled.
+		subscribe(t, system, pid)
+	}
+	readN := func(ch <-chan messages.Event, from, to int) {
+		for i := from; i <= to; i++ {
+			if ev, ok := <-ch; !ok || ev.ID != int64(i) {
+				t.Fatalf("got %+v (open %v), want id %d", ev, ok, i)
+			}
+		}
+	}
+	publish(1, StreamBuffer) // both buffers exactly full: nobody dropped
+	readN(fast.Events, 1, StreamBuffer)
+	publish(StreamBuffer+1, StreamBuffer+10)
+	got := drainClosed(t, slow.Events)
+	if len(got) != StreamBuffer || got[0].ID != 1 || got[len(got)-1].ID != StreamBuffer {
+		t.Fatalf("slow stream got %d events, want the first %d then close", len(got), StreamBuffer)
+	}
+	readN(fast.Events, StreamBuffer+1, StreamBuffer+10)
+	system.Root.Send(pid, &messages.Unsubscribe{ID: fast.ID})
+	if rest := drainClosed(t, fast.Events); len(rest) != 0 {
+		t.Fatalf("fast stream got %d more events", len(rest))
+	}
+}
+
+func TestEventsStopClosesStreams(t *testing.T) {
+	system, pid := spawnEvents(t)
+	a, b := subscribe(t, system, pid), subscribe(t, system, pid)
+	system.Root.StopFuture(pid).Wait()
+	drainClosed(t, a.Events)
+	drainClosed(t, b.Events)
+}
+
+func TestEventsCloseStreams(t *testing.T) {
+	system, pid := spawnEvents(t)
+	a := subscribe(t, system, pid)
+	system.Root.Send(pid, &CloseStreams{})
+	drainClosed(t, a.Events)
+	var me *messages.Error
+	if late := subscribe(t, system, pid); !errors.As(late.Err, &me) || me.Status != 503 {
+		t.Fatalf("subscribe after CloseStreams: %+v, want 503", late)
+	}
+	// An Unsubscribe of a closed stream is harmless.
+	system.Root.Send(pid, &messages.Unsubscribe{ID: a.ID})
+	subscribe(t, system, pid)
+}

@@ -1,0 +1,124 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// InboxActor takes one mesh's pushes: it decrypts a DM with the member key
+// (other bodies are base64 plaintext), stores the message deduplicated by
+// its client_message_id (else "broker:<broker_message_id>"), acks it to the
+// broker after the commit — dedupe hits too, else the broker redelivers —
+// and (through the store, which publishes every committed event) a "message"
+// event follows for new rows only. A body that does not
+// decrypt is stored with body null and meta.decrypt_error, acked, and fires
+// no event. Presence pushes become peer_join / peer_leave events.
+type InboxActor struct {
+	cfg   MeshConfig
+	store *actor.PID
+	log   *slog.Logger
+}
+
+func newInbox(cfg MeshConfig, store *actor.PID, log *slog.Logger) actor.Producer {
+	return func() actor.Actor {
+		return &InboxActor{cfg: cfg, store: store, log: log.With("actor", "inbox")}
+	}
+}
+
+func (in *InboxActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *messages.PushFrame:
+		if m.Subtype == "system" {
+			in.presence(ctx, m)
+		} else {
+			in.message(ctx, m, ctx.Sender())
+		}
+	case *transmitted, *messages.EventAppended:
+	default:
+		in.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *actor.PID) {
+	item := in.item(p)
+	future := ctx.RequestFuture(in.store, &messages.StoreInbound{Item: item}, StoreTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		r, ok := res.(*messages.InboundStored)
+		if err != nil || !ok || r.Err != nil {
+			in.log.Error("store inbound message", "client_message_id", item.ClientMessageID, "err", err, "reply", fmt.Sprintf("%T", res))
+			return // not acked: the broker delivers it again
+		}
+		if conn != nil {
+			ctx.Request(conn, &transmit{frame: clientAckFrame(p)})
+		}
+	})
+}
+
+// item decodes a push into its inbox row.
+func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {
+	now := time.Now()
+	it := messages.InboxItem{ID: ulid.Make().String(), ClientMessageID: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
+		BrokerMessageID: p.MessageID, Mesh: in.cfg.Slug, Kind: "dm", SenderPubkey: p.SenderPubkey, SenderName: p.SenderName,
+		ReceivedAt: now.UTC().Format(time.RFC3339Nano), ReceivedAtMs: now.UnixMilli(), ReplyToID: p.ReplyToID, Meta: p.Meta}
+	if it.SenderName == "" && len(p.SenderPubkey) >= 8 {
+		it.SenderName = p.SenderPubkey[:8]
+	}
+	if dest, err := messages.ParseDestination(p.TargetSpec); err == nil && dest.Kind == messages.KindTopic {
+		it.Kind, it.Topic = "topic", firstNonEmpty(p.Topic, p.TargetSpec)
+	}
+	body, err := in.decrypt(p, it.Kind == "dm")
+	if err != nil {
+		it.Meta = decryptError(p.Meta, err)
+		return it
+	}
+	text := string(body)
+	it.Body = &text
+	return it
+}
+
+// decrypt opens a DM with the member key; any other body is base64
+// plaintext. A DM whose target the push does not name (the upstream
+// broker's drained rows) falls back to plaintext when it does not open.
+func (in *InboxActor) decrypt(p *messages.PushFrame, dm bool) ([]byte, error) {
+	if !dm {
+		return meshcrypto.DecodePlain(p.Ciphertext)
+	}
+	body, err := in.cfg.Identity.OpenDM(p.SenderPubkey, p.Nonce, p.Ciphertext)
+	if err != nil && p.TargetSpec == "" {
+		return meshcrypto.DecodePlain(p.Ciphertext)
+	}
+	return body, err
+}
+
+func decryptError(meta json.RawMessage, err error) json.RawMessage {
+	m := map[string]any{}
+	_ = json.Unmarshal(meta, &m) // a meta that is not an object is replaced
+	m["decrypt_error"] = err.Error()
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// presence turns peer_joined / peer_left into events.
+func (in *InboxActor) presence(ctx actor.Context, p *messages.PushFrame) {
+	name := map[string]string{"peer_joined": "peer_join", "peer_returned": "peer_join", "peer_left": "peer_leave"}[p.Event]
+	if name == "" {
+		return
+	}
+	var data struct {
+		Name   string `json:"name"`
+		Pubkey string `json:"pubkey"`
+	}
+	_ = json.Unmarshal(p.EventData, &data)
+	payload, _ := json.Marshal(map[string]string{"mesh": in.cfg.Slug, "pubkey": data.Pubkey, "display_name": data.Name})
+	ctx.Request(in.store, &messages.AppendEvent{Name: name, Data: payload}) // the store publishes it
+}

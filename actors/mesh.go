@@ -1,0 +1,58 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// MeshPIDs are the actors of one mesh's subtree that others talk to.
+type MeshPIDs struct {
+	Conn       *actor.PID // the broker connection: peers, profile, status
+	Dispatcher *actor.PID // woken by accepts
+}
+
+// meshActor supervises one mesh's subtree: dispatcher, inbox and broker
+// connection. A failure in any of them restarts all three (their state
+// refers to each other: the dispatcher's inflight rows, the connection),
+// and nothing outside the mesh: the root supervises meshes one for one.
+type meshActor struct {
+	cfg   MeshConfig
+	store *actor.PID
+	log   *slog.Logger
+	fatal chan<- error
+	pids  MeshPIDs
+}
+
+// meshChildren asks a mesh actor for its children; the reply is *MeshPIDs.
+type meshChildren struct{}
+
+func meshProps(cfg MeshConfig, store *actor.PID, log *slog.Logger, fatal chan<- error) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &meshActor{cfg: cfg, store: store, log: log.With("mesh", cfg.Slug), fatal: fatal}
+	}, actor.WithSupervisor(actor.NewAllForOneStrategy(MaxRestarts, RestartWindow, restartDecider)))
+}
+
+func (m *meshActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		m.spawn(ctx)
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
+	case *meshChildren:
+		pids := m.pids
+		ctx.Respond(&pids)
+	default:
+		m.log.Warn("unhandled message", "actor", "mesh", "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+func (m *meshActor) spawn(ctx actor.Context) {
+	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg.Slug, m.store, m.log)))
+	inbox := ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.log)))
+	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.pids.Dispatcher, inbox, m.log, m.fatal)))
+}
+
+// meshStartTimeout bounds the wait for a mesh subtree's children.
+const meshStartTimeout = 5 * time.Second

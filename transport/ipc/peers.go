@@ -1,0 +1,254 @@
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// CodeBrokerUnavailable is the 503 code of a request that needs a mesh's
+// broker connection while it is down.
+const CodeBrokerUnavailable = "broker_unavailable"
+
+// healthStatusTimeout bounds how long GET /v1/health waits for a mesh's
+// broker connection to report its state.
+const healthStatusTimeout = 2 * time.Second
+
+// Profile statuses (A38).
+var profileStatuses = []string{"idle", "working", "dnd"}
+
+// meshPeer is one peer of GET /v1/peers: the broker's record plus its mesh.
+type meshPeer struct {
+	Mesh string `json:"mesh"`
+	messages.Peer
+}
+
+type peersBody struct {
+	Peers []meshPeer `json:"peers"`
+}
+
+// meshActor finds the broker connection of the mesh slug names.
+func (s *Server) meshActor(slug string) (*actor.PID, error) {
+	if pid, ok := s.opts.MeshActors[slug]; ok && pid != nil {
+		return pid, nil
+	}
+	return nil, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached,
+		Detail: fmt.Sprintf("the daemon is not attached to mesh %q", slug)}
+}
+
+// meshSlugs lists the meshes with a broker connection, sorted.
+func (s *Server) meshSlugs() []string {
+	return slices.Sorted(maps.Keys(s.opts.MeshActors))
+}
+
+// brokerError is how a failed ask of a broker connection is rendered: an
+// error the connection chose (*messages.Error) as it is, anything else
+// (timeout, not connected) as 503 broker_unavailable.
+func brokerError(slug string, err error) error {
+	var me *messages.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	return &messages.Error{Status: http.StatusServiceUnavailable, Code: CodeBrokerUnavailable,
+		Detail: fmt.Sprintf("mesh %q: the broker connection did not answer: %v", slug, err)}
+}
+
+// perMesh runs fn for each slug concurrently and returns the results in
+// slug order.
+func perMesh[T any](slugs []string, fn func(slug string) (T, error)) ([]T, []error) {
+	out, errs := make([]T, len(slugs)), make([]error, len(slugs))
+	var wg sync.WaitGroup
+	for i, slug := range slugs {
+		wg.Go(func() { out[i], errs[i] = fn(slug) })
+	}
+	wg.Wait()
+	return out, errs
+}
+
+// peers answers GET /v1/peers[?mesh=]: the peers of the named mesh, or of
+// every mesh; a mesh whose connection is down fails the request when it was
+// named and is skipped (logged) otherwise.
+func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
+	named := r.URL.Query().Get("mesh")
+	slugs := s.meshSlugs()
+	if named != "" {
+		if _, err := s.meshActor(named); err != nil {
+			writeError(w, err)
+			return
+		}
+		slugs = []string{named}
+	}
+	lists, errs := perMesh(slugs, func(slug string) (*messages.PeersList, error) {
+		return ask[*messages.PeersList](s, s.opts.MeshActors[slug], &messages.ListPeers{})
+	})
+	body := peersBody{Peers: []meshPeer{}}
+	for i, slug := range slugs {
+		if errs[i] != nil {
+			if named != "" {
+				writeError(w, brokerError(slug, errs[i]))
+				return
+			}
+			s.opts.Log.Warn("peers_mesh_skipped", "mesh", slug, "err", errs[i])
+			continue
+		}
+		for _, p := range lists[i].Peers {
+			body.Peers = append(body.Peers, meshPeer{Mesh: slug, Peer: p})
+		}
+	}
+	writeJSON(w, http.StatusOK, &body)
+}
+
+// profileBody is the 200 body of POST /v1/profile. Failed lists the meshes
+// that did not apply the change when others did (absent when none failed).
+type profileBody struct {
+	Applied []string          `json:"applied"`
+	Meshes  []string          `json:"meshes"`
+	Failed  map[string]string `json:"failed,omitempty"`
+}
+
+// profile answers POST /v1/profile: the fields present change on the named
+// mesh, or on every mesh.
+func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
+	req, fields, err := decodeProfile(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	slugs := s.meshSlugs()
+	if req.Mesh != "" {
+		if _, err := s.meshActor(req.Mesh); err != nil {
+			writeError(w, err)
+			return
+		}
+		slugs = []string{req.Mesh}
+	}
+	replies, errs := perMesh(slugs, func(slug string) (*messages.ProfileApplied, error) {
+		msg := *req
+		msg.Mesh = slug
+		return ask[*messages.ProfileApplied](s, s.opts.MeshActors[slug], &msg)
+	})
+	body := profileBody{Applied: []string{}, Meshes: []string{}}
+	var firstErr error
+	for i, slug := range slugs {
+		if errs[i] != nil {
+			err := brokerError(slug, errs[i])
+			s.opts.Log.Warn("profile_not_applied", "mesh", slug, "err", err)
+			if firstErr == nil {
+				firstErr = err
+			}
+			if body.Failed == nil {
+				body.Failed = map[string]string{}
+			}
+			_, eb := statusFor(err)
+			body.Failed[slug] = eb.Error
+			continue
+		}
+		body.Meshes = append(body.Meshes, slug)
+		applied := replies[i].Applied
+		if applied == nil {
+			applied = fields
+		}
+		for _, f := range applied {
+			if !slices.Contains(body.Applied, f) {
+				body.Applied = append(body.Applied, f)
+			}
+		}
+	}
+	if firstErr != nil && len(body.Meshes) == 0 {
+		writeError(w, firstErr)
+		return
+	}
+	writeJSON(w, http.StatusOK, &body)
+}
+
+// decodeProfile decodes and validates the body of POST /v1/profile and
+// returns the names of the fields it sets.
+func decodeProfile(w http.ResponseWriter, r *http.Request) (*messages.SetProfile, []string, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer bufPool.Put(body)
+	var req messages.SetProfile
+	if err := messages.DecodeJSON(body.Bytes(), &req); err != nil {
+		return nil, nil, err
+	}
+	var fields []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"summary", req.Summary != nil}, {"status", req.Status != nil}, {"visible", req.Visible != nil},
+		{"avatar", req.Avatar != nil}, {"title", req.Title != nil}, {"bio", req.Bio != nil},
+		{"capabilities", req.Capabilities != nil},
+	} {
+		if f.set {
+			fields = append(fields, f.name)
+		}
+	}
+	if len(fields) == 0 {
+		return nil, nil, &messages.Error{Status: http.StatusBadRequest, Code: "empty_profile",
+			Detail: "set at least one of summary, status, visible, avatar, title, bio, capabilities"}
+	}
+	if req.Status != nil && !slices.Contains(profileStatuses, *req.Status) {
+		return nil, nil, &messages.Error{Status: http.StatusBadRequest, Code: "invalid_status",
+			Detail: "status must be idle, working or dnd"}
+	}
+	return &req, fields, nil
+}
+
+// meshHealth is one mesh's part of GET /v1/health: messages.MeshHealth plus
+// the broker connection's breaker state and last round-trip.
+type meshHealth struct {
+	messages.MeshHealth
+	Breaker string `json:"breaker"`
+	LagMs   int64  `json:"lag_ms"`
+}
+
+// healthBody is GET /v1/health's body with the extended mesh entries.
+type healthBody struct {
+	*messages.Health
+	Meshes []meshHealth `json:"meshes"`
+}
+
+// withMeshStatus asks every mesh's broker connection for its state and
+// returns h with the connection fields filled in; a connection that does not
+// answer is reported as not connected, breaker "unknown".
+func (s *Server) withMeshStatus(h *messages.Health) *healthBody {
+	slugs := make([]string, len(h.Meshes))
+	for i, m := range h.Meshes {
+		slugs[i] = m.Mesh
+	}
+	statuses, errs := perMesh(slugs, func(slug string) (*messages.MeshStatusReply, error) {
+		pid, ok := s.opts.MeshActors[slug]
+		if !ok || pid == nil {
+			return nil, errors.New("no broker connection")
+		}
+		res, err := s.opts.Root.RequestFuture(pid, &messages.MeshStatus{}, healthStatusTimeout).Result()
+		if err != nil {
+			return nil, err
+		}
+		st, ok := res.(*messages.MeshStatusReply)
+		if !ok {
+			return nil, fmt.Errorf("MeshStatus answered %T", res)
+		}
+		return st, st.Failure()
+	})
+	out := &healthBody{Health: h, Meshes: make([]meshHealth, len(h.Meshes))}
+	for i, m := range h.Meshes {
+		mh := meshHealth{MeshHealth: m, Breaker: "unknown"}
+		if errs[i] == nil {
+			mh.Connected, mh.Breaker, mh.LagMs = statuses[i].Connected, statuses[i].Breaker, statuses[i].LagMs
+		}
+		out.Meshes[i] = mh
+	}
+	return out
+}
