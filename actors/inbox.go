@@ -43,6 +43,8 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 		} else {
 			in.message(ctx, m, ctx.Sender())
 		}
+	case *injectedPanic:
+		panic(m.reason)
 	case *transmitted, *messages.EventAppended:
 	default:
 		in.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -63,6 +65,10 @@ func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *ac
 		}
 	})
 }
+
+// injectedPanic makes the inbox panic: fault injection for the tests of
+// mesh isolation (a panic restarts its mesh's subtree and nothing else).
+type injectedPanic struct{ reason string }
 
 // item decodes a push into its inbox row.
 func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {

@@ -12,6 +12,7 @@ import (
 type MeshPIDs struct {
 	Conn       *actor.PID // the broker connection: peers, profile, status
 	Dispatcher *actor.PID // woken by accepts
+	Inbox      *actor.PID // takes the connection's pushes
 }
 
 // meshActor supervises one mesh's subtree: dispatcher, inbox and broker
@@ -50,8 +51,8 @@ func (m *meshActor) Receive(ctx actor.Context) {
 
 func (m *meshActor) spawn(ctx actor.Context) {
 	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg.Slug, m.store, m.log)))
-	inbox := ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.log)))
-	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.pids.Dispatcher, inbox, m.log, m.fatal)))
+	m.pids.Inbox = ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.log)))
+	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.pids.Dispatcher, m.pids.Inbox, m.log, m.fatal)))
 }
 
 // meshStartTimeout bounds the wait for a mesh subtree's children.

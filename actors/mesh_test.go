@@ -1,0 +1,80 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// TestMeshPanicIsolated: a panic in one mesh's inbox restarts that mesh's
+// subtree; the other mesh, the store and the accept path keep answering,
+// and the daemon is not stopped.
+func TestMeshPanicIsolated(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(dir, "outbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inboxDB, err := persistence.OpenInbox(context.Background(), filepath.Join(dir, "inbox.db"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := persistence.NewInbox(inboxDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meshes []MeshConfig
+	for _, slug := range []string{"a", "b"} {
+		id, _ := meshcrypto.GenerateIdentity()
+		meshes = append(meshes, MeshConfig{Slug: slug, MeshID: "m-" + slug, MemberID: "u-" + slug, Identity: id,
+			URL: "ws://127.0.0.1:1/ws"}) // no broker: the subtree keeps redialling
+	}
+	fatal := make(chan error, 1)
+	tree, err := Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Meshes: meshes, Log: log, Fatal: fatal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tree.System.Root.PoisonFuture(tree.Root).Wait()
+		tree.System.Shutdown()
+		outbox.Close()
+		inbox.Close()
+	})
+	root := tree.System.Root
+	ask := func(pid *actor.PID, msg any) (any, error) { return root.RequestFuture(pid, msg, 5*time.Second).Result() }
+
+	a, b := tree.Meshes["a"], tree.Meshes["b"]
+	root.Send(a.Inbox, &injectedPanic{reason: "injected by the test"})
+	for i := 0; i < 50; i++ { // the other mesh and the store answer throughout
+		if r, err := ask(b.Conn, &messages.MeshStatus{}); err != nil || r.(*messages.MeshStatusReply).Breaker == "" {
+			t.Fatalf("mesh b stopped answering: %v %v", r, err)
+		}
+		if _, err := ask(tree.Store, &messages.OutboxStats{}); err != nil {
+			t.Fatalf("store stopped answering: %v", err)
+		}
+	}
+	// Mesh a's subtree was restarted, not stopped: its actors answer again.
+	if r, err := ask(a.Conn, &messages.MeshStatus{}); err != nil {
+		t.Fatalf("mesh a did not come back: %v %v", r, err)
+	}
+	res, err := ask(tree.Accept, &messages.AcceptSend{Mesh: "a", ClientMessageID: "after-panic", RowID: "01J0000000000000000000000Z",
+		Payload: []byte("{}"), Now: 1})
+	if r, ok := res.(*messages.AcceptResult); err != nil || !ok || r.Err != nil || !r.Inserted {
+		t.Fatalf("accept after the panic: %v %#v", err, res)
+	}
+	select {
+	case err := <-fatal:
+		t.Fatalf("the panic stopped the daemon: %v", err)
+	default:
+	}
+}
