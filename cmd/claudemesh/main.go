@@ -19,6 +19,7 @@ type cli struct {
 	Daemon  daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
 	Broker  brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
 	Join    joinCmd          `cmd:"" help:"Join a mesh with an invite URL: mint a member key, register it, record the mesh in config.json."`
+	Send    sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
 

@@ -106,3 +106,111 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	return json.Unmarshal(data, out)
 }
+
+// SendResult is a 2xx answer of POST /v1/send: Accepted for 202 (queued or
+// inflight), Duplicate for 200 (already accepted by the broker). Body is the
+// answer as the daemon wrote it.
+type SendResult struct {
+	Status    int
+	Accepted  *messages.SendAccepted
+	Duplicate *messages.SendDuplicate
+	Body      []byte
+}
+
+// SendConflictError is a 409 answer of POST /v1/send: the client_message_id
+// is already bound to another request (or to a row that cannot take this
+// one). Body is the answer as the daemon wrote it.
+type SendConflictError struct {
+	messages.SendConflict
+	Body []byte
+}
+
+func (e *SendConflictError) Error() string {
+	s := fmt.Sprintf("%s: %s (client_message_id %s, daemon fingerprint prefix %s", e.SendConflict.Error,
+		e.Conflict, e.ClientMessageID, e.DaemonFingerprintPrefix)
+	if e.BrokerMessageID != nil {
+		s += ", broker_message_id " + *e.BrokerMessageID
+	}
+	if e.Reason != nil {
+		s += ", reason " + *e.Reason
+	}
+	return s + ")"
+}
+
+// Send asks POST /v1/send. idempotencyKey, when not empty, goes in the
+// Idempotency-Key header. A 409 comes back as *SendConflictError, any other
+// non-2xx as *messages.Error.
+func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotencyKey string) (*SendResult, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://localhost/v1/send", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if idempotencyKey != "" {
+		hreq.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		var opErr *net.OpError
+		if errors.As(err, &opErr) && opErr.Op == "dial" {
+			return nil, ErrDaemonNotRunning
+		}
+		return nil, fmt.Errorf("daemon request POST /v1/send: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read daemon answer: %w", err)
+	}
+	res := &SendResult{Status: resp.StatusCode, Body: data}
+	switch resp.StatusCode {
+	case http.StatusAccepted:
+		res.Accepted = &messages.SendAccepted{}
+		if err := json.Unmarshal(data, res.Accepted); err != nil {
+			return nil, fmt.Errorf("daemon answer to POST /v1/send: %w", err)
+		}
+		return res, nil
+	case http.StatusOK:
+		res.Duplicate = &messages.SendDuplicate{}
+		if err := json.Unmarshal(data, res.Duplicate); err != nil {
+			return nil, fmt.Errorf("daemon answer to POST /v1/send: %w", err)
+		}
+		return res, nil
+	case http.StatusConflict:
+		ce := &SendConflictError{Body: data}
+		if json.Unmarshal(data, &ce.SendConflict) == nil && ce.SendConflict.Error != "" {
+			return nil, ce
+		}
+	}
+	var env messages.ErrorBody
+	if json.Unmarshal(data, &env) != nil || env.Error == "" {
+		env = messages.ErrorBody{Error: "http_" + strconv.Itoa(resp.StatusCode), Detail: string(data)}
+	}
+	return nil, &messages.Error{Status: resp.StatusCode, Code: env.Error, Detail: env.Detail}
+}
+
+// MeshPeer is one peer of GET /v1/peers: the broker's record and its mesh.
+type MeshPeer struct {
+	Mesh string `json:"mesh"`
+	messages.Peer
+}
+
+// Peers asks GET /v1/peers for the connected peers of mesh, or of every
+// mesh when mesh is empty.
+func (c *Client) Peers(ctx context.Context, mesh string) ([]MeshPeer, error) {
+	path := "/v1/peers"
+	if mesh != "" {
+		path += "?" + url.Values{"mesh": {mesh}}.Encode()
+	}
+	var body struct {
+		Peers []MeshPeer `json:"peers"`
+	}
+	if err := c.do(ctx, http.MethodGet, path, nil, &body); err != nil {
+		return nil, err
+	}
+	return body.Peers, nil
+}

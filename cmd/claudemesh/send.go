@@ -1,0 +1,517 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+	"github.com/claudemesh/claudemesh-go/transport/wsclient"
+)
+
+// Timeouts of `claudemesh send`.
+const (
+	// sendProbeConnect bounds the connect of the daemon detection (spec §8.1).
+	sendProbeConnect = 100 * time.Millisecond
+	// sendProbeAnswer bounds the GET /v1/version answer once connected.
+	sendProbeAnswer = 2 * time.Second
+	// sendDaemonTimeout bounds the daemon-routed requests.
+	sendDaemonTimeout = 10 * time.Second
+	// sendDialTimeout bounds the cold path's connect, hello and negotiation.
+	sendDialTimeout = 15 * time.Second
+	// sendAckTimeout bounds the wait for the broker's ack on the cold path.
+	sendAckTimeout = 15 * time.Second
+	// sendPeersTimeout bounds the cold path's list_peers.
+	sendPeersTimeout = 5 * time.Second
+	// sendCloseWait bounds the wait for the close handshake.
+	sendCloseWait = 2 * time.Second
+	// minPrefixHex is the shortest pubkey prefix accepted as a target.
+	minPrefixHex = 8
+)
+
+type sendCmd struct {
+	To              string `arg:"" help:"Recipient: a 64-hex pubkey, #topic, @group, * (everyone), a peer's display name or a pubkey prefix of at least 8 hex."`
+	Message         string `arg:"" help:"Message text."`
+	Mesh            string `placeholder:"SLUG" help:"Mesh to send on (default: the only mesh)."`
+	ClientMessageID string `name:"client-message-id" placeholder:"ID" help:"Idempotency key: sending the same id again never delivers twice (default: a fresh ULID)."`
+	Priority        string `enum:"now,next,low" default:"next" help:"Delivery priority: now, next or low."`
+	Meta            string `placeholder:"JSON" help:"A JSON object carried with the message."`
+	JSON            bool   `name:"json" help:"Print the answer as one JSON object."`
+	NoDaemon        bool   `name:"no-daemon" help:"Do not use a running daemon: connect to the broker directly (cold path)."`
+}
+
+// usageErr is a bad-usage failure: exit 2.
+func usageErr(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+func (c *sendCmd) Run() error {
+	direct, err := c.check()
+	if err != nil {
+		return err
+	}
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if !c.NoDaemon {
+		v, err := probeDaemon(paths.Socket())
+		if err == nil {
+			mesh, use, err := c.daemonMesh(v)
+			if err != nil {
+				return err
+			}
+			if use {
+				return c.viaDaemon(ipc.NewClient(paths.Socket()), mesh, direct)
+			}
+		}
+	}
+	return c.cold(paths, direct)
+}
+
+// check validates everything that needs neither the daemon nor the broker;
+// direct reports a `to` that names a peer (display name or pubkey prefix)
+// and must be resolved to a pubkey first.
+func (c *sendCmd) check() (direct bool, err error) {
+	to := c.To
+	switch {
+	case strings.TrimSpace(to) == "":
+		return false, usageErr("the recipient is empty")
+	case to == "*" || to[0] == '#' || to[0] == '@' || len(to) == 64 && isHexString(to):
+		if _, err := messages.ParseDestination(to); err != nil {
+			return false, usageErr("bad recipient %q: a topic or group name is 1-64 of [A-Za-z0-9_./-]", to)
+		}
+	default:
+		direct = true
+	}
+	if c.Meta != "" && !json.Valid([]byte(c.Meta)) {
+		return false, usageErr("--meta is not valid JSON")
+	}
+	if _, err := c.request("*").Validate(); err != nil {
+		return false, usageErr("%v", err)
+	}
+	return direct, nil
+}
+
+// request is the send request to `to`.
+func (c *sendCmd) request(to string) *messages.SendRequest {
+	msg := c.Message
+	req := &messages.SendRequest{To: to, Message: &msg, Priority: c.Priority, ClientMessageID: c.ClientMessageID, Mesh: c.Mesh}
+	if c.Meta != "" {
+		req.Meta = json.RawMessage(c.Meta)
+	}
+	return req
+}
+
+func isHexString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'f' || ch >= 'A' && ch <= 'F') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// probeDaemon is the detection handshake (spec §8.1): connect to the socket
+// within 100 ms, then GET /v1/version on that connection. Any failure means
+// no usable daemon. The pid file is never consulted.
+func probeDaemon(sock string) (*messages.Version, error) {
+	conn, err := net.DialTimeout("unix", sock, sendProbeConnect)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(sendProbeAnswer))
+	req, err := http.NewRequest(http.MethodGet, "http://localhost/v1/version", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/version answered %d", resp.StatusCode)
+	}
+	var v messages.Version
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return nil, fmt.Errorf("GET /v1/version: %w", err)
+	}
+	if v.IPCAPI == "" || v.PID == 0 {
+		return nil, errors.New("GET /v1/version: not a claudemesh daemon answer")
+	}
+	return &v, nil
+}
+
+// daemonMesh decides whether the answering daemon takes this send and on
+// which mesh. A daemon that is incompatible or not attached to the mesh
+// asked for is passed over, with a note, for the cold path.
+func (c *sendCmd) daemonMesh(v *messages.Version) (mesh string, use bool, err error) {
+	if !strings.HasPrefix(v.IPCAPI, "v1") || !slices.Contains(v.IPCFeatures, "send") {
+		fmt.Fprintf(os.Stderr, "claudemesh: the daemon (pid %d, ipc %s) cannot take sends; using the cold path\n", v.PID, v.IPCAPI)
+		return "", false, nil
+	}
+	slugs := make([]string, len(v.Meshes))
+	for i, m := range v.Meshes {
+		slugs[i] = m.Mesh
+	}
+	switch {
+	case c.Mesh != "" && slices.Contains(slugs, c.Mesh):
+		return c.Mesh, true, nil
+	case c.Mesh != "":
+		fmt.Fprintf(os.Stderr, "claudemesh: the running daemon (pid %d) is not attached to mesh %s (it serves: %s); "+
+			"using the cold path (restart the daemon to attach a newly joined mesh)\n", v.PID, c.Mesh, listOrNone(slugs))
+		return "", false, nil
+	case len(slugs) == 1:
+		return slugs[0], true, nil
+	case len(slugs) == 0:
+		fmt.Fprintf(os.Stderr, "claudemesh: the running daemon (pid %d) serves no mesh; using the cold path\n", v.PID)
+		return "", false, nil
+	}
+	return "", false, usageErr("the daemon serves several meshes (%s): name one with --mesh", strings.Join(slugs, ", "))
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// viaDaemon sends through POST /v1/send.
+func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
+	defer cancel()
+	to := c.To
+	if direct {
+		peers, err := client.Peers(ctx, mesh)
+		if err != nil {
+			return fmt.Errorf("cannot resolve %q through the daemon's peer list of mesh %s: %w", c.To, mesh, err)
+		}
+		list := make([]messages.Peer, len(peers))
+		for i := range peers {
+			list[i] = peers[i].Peer
+		}
+		if to, err = resolvePeer(c.To, mesh, list); err != nil {
+			return err
+		}
+	}
+	req := c.request(to)
+	req.Mesh = mesh
+	res, err := client.Send(ctx, req, "")
+	var ce *ipc.SendConflictError
+	switch {
+	case errors.As(err, &ce):
+		if c.JSON {
+			os.Stdout.Write(withNewline(ce.Body))
+		}
+		return err
+	case err != nil:
+		return err
+	}
+	if c.JSON {
+		_, err := os.Stdout.Write(withNewline(res.Body))
+		return err
+	}
+	if res.Duplicate != nil {
+		fmt.Printf("already delivered (duplicate) %s to %s broker_message_id %s\n",
+			res.Duplicate.ClientMessageID, c.target(to), deref(res.Duplicate.BrokerMessageID))
+		return nil
+	}
+	fmt.Printf("%s %s to %s\n", res.Accepted.Status, res.Accepted.ClientMessageID, c.target(to))
+	return nil
+}
+
+// target is how the recipient is named in output: as given, plus the key it
+// resolved to.
+func (c *sendCmd) target(resolved string) string {
+	if resolved == c.To {
+		return c.To
+	}
+	return fmt.Sprintf("%s (%.16s…)", c.To, resolved)
+}
+
+func deref(s *string) string {
+	if s == nil || *s == "" {
+		return "unknown"
+	}
+	return *s
+}
+
+func withNewline(b []byte) []byte {
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// resolvePeer turns a display name (case-insensitive) or a unique pubkey
+// prefix of at least 8 hex into the full pubkey of a connected peer. Unlike
+// upstream, control-plane rows count: a member's daemon connects as one, and
+// a DM to its member key is what reaches that daemon's inbox. Several
+// presences of one key (a daemon and a cold-path CLI) are one match.
+func resolvePeer(to, mesh string, peers []messages.Peer) (string, error) {
+	var usable []messages.Peer
+	for _, p := range peers {
+		if p.Pubkey != "" {
+			usable = append(usable, p)
+		}
+	}
+	match := func(ok func(p messages.Peer) bool) []messages.Peer {
+		var out []messages.Peer
+		for _, p := range usable {
+			if ok(p) && !slices.ContainsFunc(out, func(q messages.Peer) bool { return q.Pubkey == p.Pubkey }) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	found := match(func(p messages.Peer) bool { return strings.EqualFold(p.DisplayName, to) })
+	if len(found) == 0 && len(to) >= minPrefixHex && isHexString(to) {
+		prefix := strings.ToLower(to)
+		found = match(func(p messages.Peer) bool {
+			return strings.HasPrefix(strings.ToLower(p.Pubkey), prefix) || strings.HasPrefix(strings.ToLower(p.MemberPubkey), prefix)
+		})
+	}
+	switch len(found) {
+	case 1:
+		return strings.ToLower(found[0].Pubkey), nil
+	case 0:
+		if len(usable) == 0 {
+			return "", fmt.Errorf("no peer matches %q on mesh %s: no peers are connected (a display name resolves only while its peer is online; use the 64-hex pubkey)", to, mesh)
+		}
+		return "", fmt.Errorf("no peer matches %q on mesh %s; peers seen: %s", to, mesh, describePeers(usable))
+	}
+	return "", fmt.Errorf("%q is ambiguous on mesh %s: it matches %s; use the full pubkey", to, mesh, describePeers(found))
+}
+
+func describePeers(peers []messages.Peer) string {
+	parts := make([]string, len(peers))
+	for i, p := range peers {
+		name := p.DisplayName
+		if name == "" {
+			name = "(unnamed)"
+		}
+		parts[i] = fmt.Sprintf("%s (%.16s…)", name, p.Pubkey)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// coldMembership picks the mesh of a cold send from config.json.
+func (c *sendCmd) coldMembership(paths config.Paths) (*config.Membership, error) {
+	ms, err := paths.LoadMemberships()
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	slugs := make([]string, len(ms))
+	for i, m := range ms {
+		slugs[i] = m.Slug
+	}
+	switch {
+	case c.Mesh != "":
+		for i := range ms {
+			if ms[i].Slug == c.Mesh {
+				return &ms[i], nil
+			}
+		}
+		return nil, usageErr("%s records no mesh %s (it records: %s)", paths.ConfigFile(), c.Mesh, listOrNone(slugs))
+	case len(ms) == 1:
+		return &ms[0], nil
+	case len(ms) == 0:
+		return nil, usageErr("%s records no mesh: join one with `claudemesh join <invite-url>`", paths.ConfigFile())
+	}
+	return nil, usageErr("%s records several meshes (%s): name one with --mesh", paths.ConfigFile(), strings.Join(slugs, ", "))
+}
+
+// coldOutcome is what --json prints on the cold path: the broker's ack.
+type coldOutcome struct {
+	Via string `json:"via"`
+	*messages.AckFrame
+}
+
+// cold sends without the daemon: one WebSocket to the mesh's broker, the
+// frame the daemon would build, the ack, a normal close.
+func (c *sendCmd) cold(paths config.Paths, direct bool) error {
+	m, err := c.coldMembership(paths)
+	if err != nil {
+		return err
+	}
+	if m.BrokerURL == "" {
+		return fmt.Errorf("mesh %s is served by the daemon's embedded broker: the local mesh needs the daemon: start it with `claudemesh daemon up`", m.Slug)
+	}
+	id, err := meshcrypto.ParseIdentity(m.SecretKey)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("%s: mesh %s: %w", paths.ConfigFile(), m.Slug, err)}
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), sendDialTimeout)
+	defer cancel()
+	conn, _, err := wsclient.Dial(dctx, wsclient.Config{URL: m.BrokerURL, MeshID: m.MeshID, MemberID: m.MemberID,
+		Identity: id, DisplayName: m.Name, SessionID: "cli-" + strconv.Itoa(os.Getpid())})
+	if err != nil {
+		return fmt.Errorf("mesh %s: cannot reach the broker at %s: %w", m.Slug, m.BrokerURL, err)
+	}
+	defer func() {
+		conn.Close(1000, "send done")
+		select {
+		case <-conn.Done():
+		case <-time.After(sendCloseWait):
+		}
+	}()
+
+	to := c.To
+	if direct {
+		peers, err := coldPeers(conn)
+		if err != nil {
+			return fmt.Errorf("cannot resolve %q on mesh %s: %w", c.To, m.Slug, err)
+		}
+		if to, err = resolvePeer(c.To, m.Slug, peers); err != nil {
+			return err
+		}
+	}
+	send, err := c.request(to).Validate()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	cid := send.ClientMessageID
+	if cid == "" {
+		cid = ulid.Make().String()
+	}
+	var nonce, ciphertext string
+	if send.Destination.Kind == messages.KindDM {
+		nonce, ciphertext, err = id.SealDM(send.Destination.Ref, send.Body)
+	} else {
+		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
+	}
+	if err != nil {
+		return usageErr("cannot encrypt to %s: %v", send.Destination.TargetSpec, err)
+	}
+	if err := conn.Send(messages.NewSendFrame(send, cid, send.Fingerprint(), nonce, ciphertext)); err != nil {
+		return fmt.Errorf("mesh %s: send: %w", m.Slug, err)
+	}
+	ack, err := coldAck(conn, cid)
+	if err != nil {
+		return fmt.Errorf("mesh %s: %w", m.Slug, err)
+	}
+	return c.report(ack, cid, to)
+}
+
+// report prints the broker's ack of a cold send.
+func (c *sendCmd) report(ack *messages.AckFrame, cid, to string) error {
+	code := ack.Code
+	if code == 0 && ack.Error == "" && ack.Queued {
+		code = http.StatusCreated // a broker without the extended ack
+	}
+	if c.JSON {
+		if err := json.NewEncoder(os.Stdout).Encode(&coldOutcome{Via: "broker", AckFrame: ack}); err != nil {
+			return err
+		}
+	}
+	switch code {
+	case http.StatusCreated:
+		if !c.JSON {
+			fmt.Printf("sent %s to %s broker_message_id %s\n", cid, c.target(to), orUnknown(ack.BrokerMessageID, ack.MessageID))
+		}
+		return nil
+	case http.StatusOK:
+		if !c.JSON {
+			fmt.Printf("already delivered (duplicate) %s to %s broker_message_id %s\n", cid, c.target(to), orUnknown(ack.BrokerMessageID, ack.MessageID))
+		}
+		return nil
+	case http.StatusConflict:
+		return fmt.Errorf("%s: %s (client_message_id %s, broker fingerprint prefix %s, broker_message_id %s)",
+			messages.CodeIdempotencyReused, ack.Conflict, cid, ack.BrokerFingerprintPrefix, orUnknown(ack.BrokerMessageID, ""))
+	}
+	reason := ack.Error
+	if reason == "" {
+		reason = "rejected"
+	}
+	return fmt.Errorf("the broker refused %s: %s (code %d)", cid, reason, code)
+}
+
+func orUnknown(a, b string) string {
+	switch {
+	case a != "":
+		return a
+	case b != "":
+		return b
+	}
+	return "unknown"
+}
+
+// coldPeers asks the broker for the peer list over conn.
+func coldPeers(conn *wsclient.Conn) ([]messages.Peer, error) {
+	reqID := ulid.Make().String()
+	if err := conn.Send(&messages.ListPeersFrame{Type: messages.TypeListPeers, ReqID: reqID}); err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(sendPeersTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case f, ok := <-conn.Frames():
+			if !ok {
+				return nil, fmt.Errorf("the broker connection ended: %w", conn.Err())
+			}
+			switch f := f.(type) {
+			case *messages.PeersListFrame:
+				if f.ReqID == "" || f.ReqID == reqID {
+					return f.Peers, nil
+				}
+			case *messages.ErrorFrame:
+				if f.ReqID == reqID {
+					return nil, fmt.Errorf("list_peers: %s: %s", f.Code, f.Message)
+				}
+			}
+		case <-timer.C:
+			return nil, fmt.Errorf("no peers_list within %s", sendPeersTimeout)
+		}
+	}
+}
+
+// coldAck waits for the ack of cid. Pushes that arrive meanwhile are not
+// acknowledged, so the broker keeps them for the member's daemon.
+func coldAck(conn *wsclient.Conn, cid string) (*messages.AckFrame, error) {
+	timer := time.NewTimer(sendAckTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case f, ok := <-conn.Frames():
+			if !ok {
+				return nil, fmt.Errorf("the broker connection ended before the ack of %s: %w", cid, conn.Err())
+			}
+			switch f := f.(type) {
+			case *messages.AckFrame:
+				if f.ClientMessageID == cid || f.ID == cid {
+					return f, nil
+				}
+			case *messages.ErrorFrame:
+				if f.ID == cid {
+					return nil, fmt.Errorf("the broker rejected %s: %s: %s", cid, f.Code, f.Message)
+				}
+			}
+		case <-timer.C:
+			return nil, fmt.Errorf("no ack for %s within %s: the message may or may not have been accepted; "+
+				"send again with --client-message-id %s to find out", cid, sendAckTimeout, cid)
+		}
+	}
+}
