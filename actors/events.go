@@ -13,7 +13,7 @@ import (
 
 // StreamBuffer is how many events a stream may fall behind before the
 // events actor closes it; the client then resumes with Last-Event-ID.
-const StreamBuffer = 1024
+const StreamBuffer = 8192
 
 // CloseStreams closes every live stream and refuses new ones from then on
 // (503 shutting_down): the IPC server sends it when its HTTP server shuts

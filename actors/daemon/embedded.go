@@ -15,6 +15,10 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 )
 
+// EmbeddedRateLimit is the embedded broker's budget per mesh and minute:
+// it serves one machine's agents, whose daemon already bounds them.
+const EmbeddedRateLimit = 1_000_000
+
 // embeddedBroker is the broker a daemon runs in-process for memberships
 // with no brokerUrl (the `local` mesh): SQLite in <daemon dir>/broker, on a
 // loopback port the kernel picks, so agents on one machine can message each
@@ -43,7 +47,7 @@ func (d *Daemon) startEmbeddedBroker(local []config.Membership) (*embeddedBroker
 		}
 	}
 	if e.broker, err = brokeractors.Start(brokeractors.Options{Store: store,
-		Limiter: ratelimit.NewMemory(ratelimit.Options{}), Log: d.log.With("component", "embedded-broker")}); err != nil {
+		Limiter: ratelimit.NewMemory(ratelimit.Options{Limit: EmbeddedRateLimit, Window: time.Minute}), Log: d.log.With("component", "embedded-broker")}); err != nil {
 		e.close()
 		return nil, err
 	}

@@ -100,6 +100,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			last = ev.ID
+			if len(sub.Events) == 0 && sse.flush() != nil { // one flush per burst
+				return
+			}
 		case <-tick.C:
 			if sse.comment("keepalive") != nil {
 				return
@@ -131,7 +134,7 @@ func (s *Server) replay(r *http.Request, sse *sseWriter, after int64) (last int6
 			if last == after {
 				last = 0
 			}
-			return last, sse.event(messages.Event{Name: EventsMissed, Data: data}) == nil
+			return last, sse.event(messages.Event{Name: EventsMissed, Data: data}) == nil && sse.flush() == nil
 		}
 		if len(page.Events) == 0 {
 			return last, true
@@ -142,11 +145,14 @@ func (s *Server) replay(r *http.Request, sse *sseWriter, after int64) (last int6
 			}
 			last = ev.ID
 		}
+		if sse.flush() != nil {
+			return last, false
+		}
 	}
 	return last, false
 }
 
-// sseWriter frames events and flushes after each one.
+// sseWriter frames events; the caller flushes (once per burst).
 type sseWriter struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
@@ -173,7 +179,8 @@ func (s *sseWriter) event(ev messages.Event) error {
 		s.buf.WriteByte('\n')
 	}
 	s.buf.WriteByte('\n')
-	return s.send()
+	_, err := s.w.Write(s.buf.Bytes())
+	return err
 }
 
 // comment writes ": text\n\n".
