@@ -51,7 +51,9 @@ func TestMeshPanicIsolated(t *testing.T) {
 		inbox.Close()
 	})
 	root := tree.System.Root
-	ask := func(pid *actor.PID, msg any) (any, error) { return root.RequestFuture(pid, msg, 5*time.Second).Result() }
+	ask := func(pid *actor.PID, msg any) (any, error) {
+		return root.RequestFuture(pid, msg, 5*time.Second).Result()
+	}
 
 	a, b := tree.Meshes["a"], tree.Meshes["b"]
 	root.Send(a.Inbox, &injectedPanic{reason: "injected by the test"})
