@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"context"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,13 @@ func Start(opts Options) (*Broker, error) {
 	if opts.DeliveryLease == 0 {
 		opts.DeliveryLease = DeliveryLease
 	}
+	if opts.Store.Backend() == "sqlite" { // the only broker of this database: its old leases died with it
+		if n, err := opts.Store.ReleaseLeases(context.Background()); err != nil {
+			return nil, err
+		} else if n > 0 {
+			opts.Log.Info("delivery_leases_released", "rows", n)
+		}
+	}
 	m := newMetrics()
 	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now,
 		metrics: m, lease: opts.DeliveryLease}
@@ -73,13 +81,8 @@ func Start(opts Options) (*Broker, error) {
 		opts.PresenceGrace = PresenceGrace
 	}
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
-	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(reqs []*broker.AcceptRequest) []broker.AcceptResult {
-		m.acceptBatch.Observe(float64(len(reqs)))
-		results := opts.Store.AcceptBatch(context.Background(), reqs)
-		if err := opts.Store.Notify(context.Background(), waiting(reqs, results)); err != nil {
-			opts.Log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
-		}
-		return results
+	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
+		return d.acceptBatch(system.Root, jobs)
 	}, opts.Log))
 	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
 		if _, err := opts.Store.AckDeliveries(context.Background(), acks); err != nil {
@@ -126,21 +129,43 @@ func (b *Broker) Close(ctx context.Context) {
 	b.system.Shutdown()
 }
 
-// waiting are the recipients of committed messages that were not pushed
-// right after the commit: another broker may hold their connections.
-func waiting(reqs []*broker.AcceptRequest, results []broker.AcceptResult) []broker.Recipient {
-	var out []broker.Recipient
-	for i, req := range reqs {
+// acceptBatch runs one accept transaction for the jobs, then pushes each
+// committed message to the recipients connected here (their rows were
+// created leased for that push) and announces the others to the other
+// brokers. The pushes go from here, not from the sender's connection, so a
+// sender that vanishes mid-accept cannot strand a leased row.
+func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.AcceptResult {
+	d.metrics.acceptBatch.Observe(float64(len(jobs)))
+	reqs := make([]*broker.AcceptRequest, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = j.req
+	}
+	results := d.store.AcceptBatch(context.Background(), reqs)
+	var waiting []broker.Recipient
+	leased := false
+	for i, j := range jobs {
 		if results[i].Outcome != broker.Created {
 			continue
 		}
-		for _, pk := range req.Recipients {
-			if !slices.Contains(req.Online, pk) {
-				out = append(out, broker.Recipient{MeshID: req.MeshID, Pubkey: pk})
+		if len(j.req.Online) > 0 {
+			if frame, err := json.Marshal(j.push(&results[i])); err == nil {
+				root.Send(d.hub, &hubFanout{meshID: j.req.MeshID, senderConn: j.senderConn, members: j.req.Online, frame: frame})
+				leased = true
+			}
+		}
+		for _, pk := range j.req.Recipients {
+			if !slices.Contains(j.req.Online, pk) {
+				waiting = append(waiting, broker.Recipient{MeshID: j.req.MeshID, Pubkey: pk})
 			}
 		}
 	}
-	return out
+	if leased {
+		root.Send(d.sweeper, &leaseTaken{at: d.now().Add(d.lease)})
+	}
+	if err := d.store.Notify(context.Background(), waiting); err != nil {
+		d.log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
+	}
+	return results
 }
 
 // withMetrics adds GET /metrics to the extra handlers.

@@ -64,7 +64,8 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
 		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,
 		Recipients: resolved.recipients, Online: resolved.online, Lease: c.lease}
-	future := ctx.RequestFuture(c.accepts, &batchOf[*broker.AcceptRequest]{req: req}, askTimeout)
+	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey, senderName: c.member.DisplayName}
+	future := ctx.RequestFuture(c.accepts, &batchOf[*acceptJob]{req: job}, askTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
 		if err != nil || !ok {
@@ -77,11 +78,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		case broker.Failed:
 			c.log.Error("accept_failed", "conn", c.id, "client_message_id", id, "err", out.res.Err)
 		}
-		c.reply(answer(ack, &out.res))
-		if out.res.Outcome == broker.Created && len(resolved.online) > 0 {
-			c.fanout(ctx, req, &out.res, resolved.online)
-			ctx.Send(c.sweeper, &leaseTaken{at: c.now().Add(c.lease)})
-		}
+		c.reply(answer(ack, &out.res)) // the push went out from the batcher, right after the commit
 	})
 }
 
@@ -138,10 +135,21 @@ func (c *conn) validateSend(f *messages.SendFrame, id string) (messages.Fingerpr
 	return fp, nil
 }
 
-// fanout pushes a committed message to the live connections of recipients.
-func (c *conn) fanout(ctx actor.Context, req *broker.AcceptRequest, res *broker.AcceptResult, online []string) {
+// acceptJob is one send for the accepts batcher: the store request, and
+// who sent it, for the push the batcher makes right after the commit (so
+// that it goes out even if the sender's connection is gone by then).
+type acceptJob struct {
+	req          *broker.AcceptRequest
+	senderConn   string
+	senderMember string
+	senderName   string
+}
+
+// push is the frame a committed job is pushed with.
+func (j *acceptJob) push(res *broker.AcceptResult) *messages.PushFrame {
+	req := j.req
 	push := &messages.PushFrame{Type: messages.TypePush, MessageID: res.BrokerMessageID, MeshID: req.MeshID,
-		SenderPubkey: req.SenderPubkey, SenderMemberPubkey: c.member.Pubkey, SenderName: c.member.DisplayName,
+		SenderPubkey: req.SenderPubkey, SenderMemberPubkey: j.senderMember, SenderName: j.senderName,
 		TargetSpec: req.TargetSpec, ReplyToID: req.ReplyToID, Priority: req.Priority, Nonce: req.Nonce,
 		Ciphertext: req.Ciphertext, CreatedAt: res.FirstSeenAt.UTC().Format(time.RFC3339Nano),
 		ClientMessageID: req.ClientMessageID, RequestFingerprint: req.RequestFingerprint.Hex(),
@@ -149,11 +157,7 @@ func (c *conn) fanout(ctx actor.Context, req *broker.AcceptRequest, res *broker.
 	if req.DestinationKind == messages.KindTopic && len(req.TargetSpec) > 1 && req.TargetSpec[0] == '#' {
 		push.Topic = req.TargetSpec[1:]
 	}
-	frame, err := json.Marshal(push)
-	if err != nil {
-		return
-	}
-	ctx.Send(c.hub, &hubFanout{meshID: req.MeshID, senderConn: c.id, members: online, frame: frame})
+	return push
 }
 
 // answer turns an accept result into the extended ack (upstream fields kept).

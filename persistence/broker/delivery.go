@@ -216,3 +216,17 @@ func (s *Store) NextLeaseExpiry(ctx context.Context, after time.Time) (time.Time
 	}
 	return *next, true, nil
 }
+
+// ReleaseLeases frees every lease on an undelivered row: at the start of
+// the only broker of a SQLite database, the leases left by its previous
+// run belong to pushes that died with it, and the recipients should not
+// wait for them to run out. (Replicas on PostgreSQL must not: another
+// replica's leases are live.)
+func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.d.rewrite(
+		`UPDATE delivery_queue SET lease_expires_at = NULL WHERE delivered_at IS NULL AND lease_expires_at IS NOT NULL`))
+	if err != nil {
+		return 0, fmt.Errorf("release leases: %w", err)
+	}
+	return res.RowsAffected()
+}
