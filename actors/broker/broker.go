@@ -1,8 +1,8 @@
 package broker
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
