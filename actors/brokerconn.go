@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,7 @@ type MeshConfig struct {
 // final: it reports on fatal instead of retrying.
 type BrokerConn struct {
 	cfg        MeshConfig
+	store      *actor.PID // for the connection's events
 	dispatcher *actor.PID
 	inbox      *actor.PID
 	log        *slog.Logger
@@ -45,6 +47,7 @@ type BrokerConn struct {
 	peerReq map[string]*actor.PID // _reqId → who asked
 	nextReq int
 	closing bool
+	downAt  time.Time // when the connection was lost; zero before the first
 }
 
 // Broker connection messages.
@@ -81,9 +84,9 @@ type (
 // ErrNotConnected means the mesh has no broker connection right now.
 var ErrNotConnected = errors.New("broker not connected")
 
-func newBrokerConn(cfg MeshConfig, dispatcher, inbox *actor.PID, log *slog.Logger, fatal chan<- error) actor.Producer {
+func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, log *slog.Logger, fatal chan<- error) actor.Producer {
 	return func() actor.Actor {
-		return &BrokerConn{cfg: cfg, dispatcher: dispatcher, inbox: inbox, log: log.With("actor", "broker"),
+		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{}}
 	}
 }
@@ -116,6 +119,10 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		ctx.Respond(b.setProfile(m))
 	case *messages.MeshStatus:
 		ctx.Respond(b.status())
+	case *messages.EventAppended:
+		if m.Err != nil {
+			b.log.Warn("append event", "err", m.Err)
+		}
 	default:
 		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -148,6 +155,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	switch {
 	case errors.As(m.err, &neg):
 		b.log.Error("feature_negotiation_failed", "err", m.err)
+		b.event(ctx, "feature_negotiation_failed", neg.Reason)
 		select {
 		case b.fatal <- fmt.Errorf("mesh %s: %w", b.cfg.Slug, m.err):
 		default:
@@ -171,6 +179,11 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		b.log.Warn("legacy_broker", "detail", "the broker does not deduplicate; idempotency holds at the daemon only")
 	}
 	b.log.Info("broker_connected", "features", m.session.Features, "max_age", m.session.MaxAge().String())
+	b.event(ctx, "broker_status", map[string]any{"mesh": b.cfg.Slug, "connected": true, "features": m.session.Features})
+	if !b.downAt.IsZero() {
+		b.event(ctx, "daemon_reconnect", map[string]any{"mesh": b.cfg.Slug, "attempt": b.backoff.Attempt(),
+			"downtime_ms": time.Since(b.downAt).Milliseconds()})
+	}
 	root, self, conn := ctx.ActorSystem().Root, ctx.Self(), m.conn
 	go func() {
 		for f := range conn.Frames() {
@@ -188,7 +201,14 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		return
 	}
 	b.conn, b.session = nil, nil
+	b.downAt = time.Now()
 	ctx.Send(b.dispatcher, &linkDown{})
+	code, reason := 1006, fmt.Sprint(m.err)
+	var ce *wsclient.CloseError
+	if errors.As(m.err, &ce) {
+		code, reason = ce.Code, ce.Reason
+	}
+	b.event(ctx, "daemon_disconnect", map[string]any{"mesh": b.cfg.Slug, "code": code, "reason": reason})
 	for id, who := range b.peerReq {
 		ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Err: ErrNotConnected})
 		delete(b.peerReq, id)
@@ -217,6 +237,16 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 	case *messages.ErrorFrame:
 		b.log.Warn("broker_error_frame", "code", f.Code, "message", f.Message)
 	}
+}
+
+// event persists and publishes an event about the connection (the store
+// publishes it after the commit).
+func (b *BrokerConn) event(ctx actor.Context, name string, data any) {
+	payload, err := json.Marshal(data)
+	if err != nil {
+		return
+	}
+	ctx.Request(b.store, &messages.AppendEvent{Name: name, Data: payload})
 }
 
 func (b *BrokerConn) send(frame any) error {

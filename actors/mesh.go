@@ -52,7 +52,7 @@ func (m *meshActor) Receive(ctx actor.Context) {
 func (m *meshActor) spawn(ctx actor.Context) {
 	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg.Slug, m.store, m.log)))
 	m.pids.Inbox = ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.log)))
-	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.pids.Dispatcher, m.pids.Inbox, m.log, m.fatal)))
+	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.log, m.fatal)))
 }
 
 // meshStartTimeout bounds the wait for a mesh subtree's children.

@@ -947,8 +947,8 @@ func TestE2EStrictVersusLegacy(t *testing.T) {
 	// Strict (no flag): the negotiation goes unanswered → fatal.
 	strict := spawnDaemon(t, e, "--no-tcp")
 	strict.waitExit(e2eRecoveryDeadline)
-	if code := strict.exitCode(); code == 0 {
-		t.Fatalf("strict daemon exited 0 against a broker that ignores the negotiation; stderr:\n%s", strict.stderr)
+	if code := strict.exitCode(); code != 5 {
+		t.Fatalf("strict daemon exited %d against a broker that ignores the negotiation, want 5; stderr:\n%s", code, strict.stderr)
 	}
 	if !strings.Contains(strict.stderr.String(), "--legacy-broker") {
 		t.Fatalf("strict daemon's stderr does not name --legacy-broker:\n%s", strict.stderr)
@@ -988,5 +988,20 @@ func TestE2EStrictVersusLegacy(t *testing.T) {
 	u.mu.Unlock()
 	if f["id"] != "legacy-1" || f["targetSpec"] != hex.EncodeToString(peer) || strings.Contains(str(f, "ciphertext"), "upstream broker") {
 		t.Fatalf("send frame at the stand-in: %v", f)
+	}
+}
+
+// TestE2EConnectionEvents: a broker restart shows on the daemon's event
+// stream as daemon_disconnect, then broker_status and daemon_reconnect.
+func TestE2EConnectionEvents(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	m.alice.start(t)
+	m.alice.waitConnected(t)
+	stream := openSSE(t, m.alice.env.socket(), "")
+	m.killBroker()
+	m.restartBroker()
+	for _, name := range []string{"daemon_disconnect", "broker_status", "daemon_reconnect"} {
+		stream.next(name, e2eRecoveryDeadline)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
 
 type daemonUpCmd struct {
@@ -163,6 +164,10 @@ func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, running config.File, s
 			return nil
 		case err := <-d.Fatal():
 			log.Error("daemon_fatal", "err", err)
+			var neg *wsclient.NegotiationError
+			if errors.As(err, &neg) {
+				return &exitError{code: 5, err: err} // spec §1.4: broker feature negotiation failed
+			}
 			return err
 		}
 	}

@@ -1,7 +1,8 @@
 // Command claudemesh is the claudemesh daemon and its operator CLI.
 //
 // Exit codes: 0 success; 1 a generic failure (daemon already running, not
-// running, I/O); 2 bad usage or configuration; 8 outbox integrity failure.
+// running, I/O); 2 bad usage or configuration; 4 host fingerprint mismatch;
+// 5 broker feature negotiation failed; 8 outbox integrity failure.
 package main
 
 import (
