@@ -375,8 +375,8 @@ func TestDaemonDownAndStatus(t *testing.T) {
 		t.Fatalf("daemon status: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 	}
 	if !strings.Contains(st.stdout, fmt.Sprintf("daemon: running, pid %d,", pid)) ||
-		!regexp.MustCompile(`(?m)^MESH\s+MEMBER\s+CONNECTED\s+QUEUED\s+INFLIGHT\s+DEAD$`).MatchString(st.stdout) ||
-		!regexp.MustCompile(`(?m)^local\s+[0-9a-f]{16}…\s+no\s+0\s+0\s+0$`).MatchString(st.stdout) {
+		!regexp.MustCompile(`(?m)^MESH\s+MEMBER\s+CONNECTED\s+BREAKER\s+LAG\s+QUEUED\s+INFLIGHT\s+DEAD$`).MatchString(st.stdout) ||
+		!regexp.MustCompile(`(?m)^local\s+[0-9a-f]{16}…\s+no\s+(closed|open|half_open)\s+\d+ms\s+0\s+0\s+0$`).MatchString(st.stdout) {
 		t.Errorf("daemon status printed:\n%s", st.stdout)
 	}
 

@@ -64,12 +64,15 @@ type Health struct {
 	Meshes        []MeshHealth `json:"meshes"`
 }
 
-// MeshHealth is one mesh's part of /v1/health. Connected stays false until
-// the broker connection exists.
+// MeshHealth is one mesh's part of /v1/health: the broker connection
+// (Breaker: closed | open | half_open; LagMs: the last ping's round trip)
+// and the outbox.
 type MeshHealth struct {
 	Mesh         string `json:"mesh"`
 	MemberPubkey string `json:"member_pubkey"`
 	Connected    bool   `json:"connected"`
+	Breaker      string `json:"breaker"`
+	LagMs        int64  `json:"lag_ms"`
 	QueueDepth   int    `json:"queue_depth"`
 	Inflight     int    `json:"inflight"`
 	Dead         int    `json:"dead"`

@@ -117,13 +117,14 @@ func printStatus(r *statusReport) {
 		(time.Duration(h.UptimeS) * time.Second).String(), h.DaemonVersion, h.SchemaVersion)
 	fmt.Printf("socket: %s\n", r.Socket)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tQUEUED\tINFLIGHT\tDEAD")
+	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tBREAKER\tLAG\tQUEUED\tINFLIGHT\tDEAD")
 	for _, m := range h.Meshes {
 		connected := "no"
 		if m.Connected {
 			connected = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", m.Mesh, short(m.MemberPubkey, 16), connected, m.QueueDepth, m.Inflight, m.Dead)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%dms\t%d\t%d\t%d\n", m.Mesh, short(m.MemberPubkey, 16), connected, m.Breaker,
+			m.LagMs, m.QueueDepth, m.Inflight, m.Dead)
 	}
 	tw.Flush()
 }

@@ -206,23 +206,10 @@ func decodeProfile(w http.ResponseWriter, r *http.Request) (*messages.SetProfile
 }
 
 // meshHealth is one mesh's part of GET /v1/health: messages.MeshHealth plus
-// the broker connection's breaker state and last round-trip.
-type meshHealth struct {
-	messages.MeshHealth
-	Breaker string `json:"breaker"`
-	LagMs   int64  `json:"lag_ms"`
-}
-
-// healthBody is GET /v1/health's body with the extended mesh entries.
-type healthBody struct {
-	*messages.Health
-	Meshes []meshHealth `json:"meshes"`
-}
-
 // withMeshStatus asks every mesh's broker connection for its state and
 // returns h with the connection fields filled in; a connection that does not
 // answer is reported as not connected, breaker "unknown".
-func (s *Server) withMeshStatus(h *messages.Health) *healthBody {
+func (s *Server) withMeshStatus(h *messages.Health) *messages.Health {
 	slugs := make([]string, len(h.Meshes))
 	for i, m := range h.Meshes {
 		slugs[i] = m.Mesh
@@ -242,13 +229,12 @@ func (s *Server) withMeshStatus(h *messages.Health) *healthBody {
 		}
 		return st, st.Failure()
 	})
-	out := &healthBody{Health: h, Meshes: make([]meshHealth, len(h.Meshes))}
-	for i, m := range h.Meshes {
-		mh := meshHealth{MeshHealth: m, Breaker: "unknown"}
+	for i := range h.Meshes {
+		m := &h.Meshes[i]
+		m.Breaker = "unknown"
 		if errs[i] == nil {
-			mh.Connected, mh.Breaker, mh.LagMs = statuses[i].Connected, statuses[i].Breaker, statuses[i].LagMs
+			m.Connected, m.Breaker, m.LagMs = statuses[i].Connected, statuses[i].Breaker, statuses[i].LagMs
 		}
-		out.Meshes[i] = mh
 	}
-	return out
+	return h
 }
