@@ -16,7 +16,10 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
-func startTree(t *testing.T) *Tree {
+// startTree starts the daemon's actor tree on real SQLite files in a temp
+// directory, with the given meshes; fatal receives what would stop the
+// daemon.
+func startTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
@@ -32,7 +35,8 @@ func startTree(t *testing.T) *Tree {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Log: log, Fatal: make(chan error, 1)})
+	fatal = make(chan error, 1)
+	tree, err = Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Meshes: meshes, Log: log, Fatal: fatal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +46,7 @@ func startTree(t *testing.T) *Tree {
 		outbox.Close()
 		inbox.Close()
 	})
-	return tree
+	return tree, fatal
 }
 
 func processes(s *actor.ActorSystem) int {
@@ -56,7 +60,7 @@ func processes(s *actor.ActorSystem) int {
 // TestAcceptChildrenStop: after a burst of accepts for many ids, and many
 // retries of one id, every accept child has stopped.
 func TestAcceptChildrenStop(t *testing.T) {
-	tree := startTree(t)
+	tree, _ := startTree(t)
 	baseline := processes(tree.System)
 	var wg sync.WaitGroup
 	for i := 0; i < 400; i++ {
@@ -84,7 +88,7 @@ func TestAcceptChildrenStop(t *testing.T) {
 // TestStoreHandlesEveryMessage: each command type the store accepts gets
 // its own typed reply, never a dead letter.
 func TestStoreHandlesEveryMessage(t *testing.T) {
-	tree := startTree(t)
+	tree, _ := startTree(t)
 	cases := []struct {
 		msg  any
 		want string

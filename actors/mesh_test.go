@@ -1,17 +1,12 @@
 package actors
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
@@ -19,37 +14,13 @@ import (
 // subtree; the other mesh, the store and the accept path keep answering,
 // and the daemon is not stopped.
 func TestMeshPanicIsolated(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dir := t.TempDir()
-	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(dir, "outbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inboxDB, err := persistence.OpenInbox(context.Background(), filepath.Join(dir, "inbox.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inbox, err := persistence.NewInbox(inboxDB)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var meshes []MeshConfig
 	for _, slug := range []string{"a", "b"} {
 		id, _ := meshcrypto.GenerateIdentity()
 		meshes = append(meshes, MeshConfig{Slug: slug, MeshID: "m-" + slug, MemberID: "u-" + slug, Identity: id,
 			URL: "ws://127.0.0.1:1/ws"}) // no broker: the subtree keeps redialling
 	}
-	fatal := make(chan error, 1)
-	tree, err := Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Meshes: meshes, Log: log, Fatal: fatal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		tree.System.Root.PoisonFuture(tree.Root).Wait()
-		tree.System.Shutdown()
-		outbox.Close()
-		inbox.Close()
-	})
+	tree, fatal := startTree(t, meshes...)
 	root := tree.System.Root
 	ask := func(pid *actor.PID, msg any) (any, error) {
 		return root.RequestFuture(pid, msg, 5*time.Second).Result()
