@@ -38,7 +38,6 @@ type Broker struct {
 	system        *actor.ActorSystem
 	stopListening context.CancelFunc
 	log           *slog.Logger
-	root          *actor.PID
 	handler       *wsserver.Server
 	conns         atomic.Int64
 }

@@ -78,7 +78,6 @@ type (
 		kind, ref  string
 		recipients []string // member pubkeys that get a delivery row
 		online     []string // of those, the ones pushed to right after the commit
-		err        *messages.Error
 	}
 	// hubFanout pushes an encoded frame to the live connections of members.
 	hubFanout struct {
