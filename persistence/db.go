@@ -36,6 +36,9 @@ var ErrIntegrity = errors.New("database integrity check failed")
 type DB struct {
 	path string
 	db   *sqlx.DB
+	// The savepoint statements every command runs, prepared once: the
+	// driver would otherwise parse them for every command.
+	savepoint, release, rollbackTo *sqlx.Stmt
 	// version is the schema version after migrations.
 	version int
 }
@@ -78,6 +81,15 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
+	for _, st := range []struct {
+		to  **sqlx.Stmt
+		sql string
+	}{{&d.savepoint, "SAVEPOINT cmd"}, {&d.release, "RELEASE cmd"}, {&d.rollbackTo, "ROLLBACK TO cmd"}} {
+		if *st.to, err = db.PreparexContext(ctx, st.sql); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("prepare %q: %w", st.sql, err)
+		}
+	}
 	return d, nil
 }
 
@@ -88,7 +100,14 @@ func (d *DB) Path() string { return d.path }
 func (d *DB) SchemaVersion() int { return d.version }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	for _, st := range []*sqlx.Stmt{d.savepoint, d.release, d.rollbackTo} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return d.db.Close()
+}
 
 // IntegrityCheck runs PRAGMA integrity_check.
 func (d *DB) IntegrityCheck(ctx context.Context) error {
@@ -105,6 +124,7 @@ func (d *DB) IntegrityCheck(ctx context.Context) error {
 // Batch is one write transaction shared by many commands.
 type Batch struct {
 	tx *sqlx.Tx
+	db *DB
 }
 
 // Begin starts a batch with BEGIN IMMEDIATE, taking the write lock up front.
@@ -113,25 +133,25 @@ func (d *DB) Begin(ctx context.Context) (*Batch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin %s: %w", d.path, err)
 	}
-	return &Batch{tx: tx}, nil
+	return &Batch{tx: tx, db: d}, nil
 }
 
 // Do runs fn inside a savepoint: if fn fails, its writes are rolled back and
 // the rest of the batch is untouched.
 func (b *Batch) Do(fn func(tx *sqlx.Tx) error) error {
-	if _, err := b.tx.Exec("SAVEPOINT cmd"); err != nil {
+	if _, err := b.tx.Stmtx(b.db.savepoint).Exec(); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	if err := fn(b.tx); err != nil {
-		if _, rbErr := b.tx.Exec("ROLLBACK TO cmd"); rbErr != nil {
+		if _, rbErr := b.tx.Stmtx(b.db.rollbackTo).Exec(); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rbErr))
 		}
-		if _, rbErr := b.tx.Exec("RELEASE cmd"); rbErr != nil {
+		if _, rbErr := b.tx.Stmtx(b.db.release).Exec(); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("release savepoint: %w", rbErr))
 		}
 		return err
 	}
-	if _, err := b.tx.Exec("RELEASE cmd"); err != nil {
+	if _, err := b.tx.Stmtx(b.db.release).Exec(); err != nil {
 		return fmt.Errorf("release savepoint: %w", err)
 	}
 	return nil

@@ -86,11 +86,13 @@ func (o *Outbox) NextDue(tx *sqlx.Tx, mesh string) (at int64, ok bool, err error
 // inflight row: status done, delivered_at = now, and the broker's ids (an
 // empty id is stored as NULL). Any other status gives ErrStateChanged.
 func (o *Outbox) MarkDone(tx *sqlx.Tx, id, brokerMessageID, historyID string, now int64) error {
-	res, err := tx.Exec(`UPDATE outbox SET status = 'done', delivered_at = ?,
-	                            broker_message_id = NULLIF(?, ''), history_id = NULLIF(?, '')
-	                      WHERE id = ? AND status = 'inflight'`, now, brokerMessageID, historyID, id)
+	res, err := tx.Stmtx(o.markDone).Exec(now, brokerMessageID, historyID, id)
 	return applied(tx, res, err, id, "mark done", "inflight")
 }
+
+const markDoneSQL = `UPDATE outbox SET status = 'done', delivered_at = ?,
+	       broker_message_id = NULLIF(?, ''), history_id = NULLIF(?, '')
+	 WHERE id = ? AND status = 'inflight'`
 
 // MarkDead records a permanent failure (broker 409 or another permanent
 // 4xx) of an inflight or pending row: status dead, last_error = reason,

@@ -17,8 +17,9 @@ import (
 // Outbox is outbox.db with its prepared hot-path statements.
 type Outbox struct {
 	*DB
-	lookup *sqlx.Stmt
-	insert *sqlx.Stmt
+	lookup   *sqlx.Stmt
+	insert   *sqlx.Stmt
+	markDone *sqlx.Stmt // the dispatcher's most frequent write
 }
 
 // OpenOutbox opens outbox.db and checks its integrity: the outbox cannot be
@@ -50,12 +51,16 @@ func OpenOutbox(ctx context.Context, path string) (*Outbox, error) {
 		db.Close()
 		return nil, err
 	}
+	if o.markDone, err = db.db.PreparexContext(ctx, markDoneSQL); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return o, nil
 }
 
 // Close releases the statements and the database.
 func (o *Outbox) Close() error {
-	return errors.Join(o.lookup.Close(), o.insert.Close(), o.DB.Close())
+	return errors.Join(o.lookup.Close(), o.insert.Close(), o.markDone.Close(), o.DB.Close())
 }
 
 type acceptRow struct {
