@@ -132,6 +132,14 @@ type Ack struct {
 func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
 	var total int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		// One parse for the whole batch, not one per ack.
+		update, err := tx.PreparexContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
+			 WHERE message_id = ? AND mesh_id = ? AND delivered_at IS NULL
+			   AND recipient_pubkey IN (SELECT value FROM EACH(?))`))
+		if err != nil {
+			return err
+		}
+		defer update.Close()
 		for _, a := range acks {
 			if a.ClientMessageID == "" && a.BrokerMessageID == "" {
 				continue
@@ -151,10 +159,7 @@ func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
 					return err
 				}
 			}
-			res, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
-				 WHERE message_id = ? AND mesh_id = ? AND delivered_at IS NULL
-				   AND recipient_pubkey IN (SELECT value FROM EACH(?))`),
-				s.d.time(s.clock()), messageID, a.MeshID, jsonArray(a.RecipientPubkeys))
+			res, err := update.ExecContext(ctx, s.d.time(s.clock()), messageID, a.MeshID, jsonArray(a.RecipientPubkeys))
 			if err != nil {
 				return err
 			}
