@@ -21,6 +21,9 @@ const (
 	// AckTimeout is how long a send waits for its ack before it counts as
 	// a transient failure.
 	AckTimeout = 15 * time.Second
+	// ExpireEvery spaces the max-age sweeps: a sweep reads every pending row
+	// of the mesh, so it rides along with a claim at most this often.
+	ExpireEvery = time.Minute
 )
 
 // Dispatcher drains one mesh's outbox: woken by each accept and by a timer
@@ -37,6 +40,7 @@ type Dispatcher struct {
 	maxAge   time.Duration
 	inflight map[string]*flight
 	claiming bool
+	expired  time.Time // last max-age sweep
 	timer    *time.Timer
 	wakeAt   time.Time
 }
@@ -98,8 +102,8 @@ func (d *Dispatcher) claim(ctx actor.Context) {
 	d.claiming = true
 	now := time.Now()
 	cmd := &messages.ClaimDue{Mesh: d.mesh, Now: now.UnixMilli(), Limit: room}
-	if d.maxAge > 0 {
-		cmd.ExpireBefore = now.Add(-d.maxAge).UnixMilli()
+	if d.maxAge > 0 && now.Sub(d.expired) >= ExpireEvery {
+		cmd.ExpireBefore, d.expired = now.Add(-d.maxAge).UnixMilli(), now
 	}
 	future := ctx.RequestFuture(d.store, cmd, StoreTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
