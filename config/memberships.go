@@ -41,7 +41,7 @@ func (p Paths) LoadMemberships() ([]Membership, error) {
 		return nil, err
 	}
 	var meshes []Membership
-	if raw, ok := doc["meshes"]; ok && !bytes.Equal(raw, []byte("null")) {
+	if raw, ok := doc["meshes"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if err := json.Unmarshal(raw, &meshes); err != nil {
 			return nil, fmt.Errorf("%s: meshes: %w", p.ConfigFile(), err)
 		}
@@ -71,7 +71,7 @@ func (p Paths) EnsureMemberships() ([]Membership, error) {
 		Pubkey: hex.EncodeToString(pub), SecretKey: hex.EncodeToString(priv),
 		JoinedAt: time.Now().UTC().Format(time.RFC3339),
 	}
-	if err := p.saveMemberships([]Membership{local}); err != nil {
+	if _, err := p.AddMembership(local); err != nil {
 		return nil, err
 	}
 	return []Membership{local}, nil
@@ -92,20 +92,80 @@ func (p Paths) readConfigDoc() (map[string]json.RawMessage, error) {
 	return doc, nil
 }
 
-func (p Paths) saveMemberships(meshes []Membership) error {
+// ErrAlreadyJoined means config.json already records the mesh (same meshId
+// or same slug); AddMembership never replaces a recorded key.
+var ErrAlreadyJoined = errors.New("mesh already joined")
+
+// AlreadyJoinedError names the membership that is in the way.
+type AlreadyJoinedError struct {
+	Existing Membership
+}
+
+func (e *AlreadyJoinedError) Error() string {
+	return fmt.Sprintf("%v: config.json already has mesh %q (meshId %s, pubkey %.16s…)",
+		ErrAlreadyJoined, e.Existing.Slug, e.Existing.MeshID, e.Existing.Pubkey)
+}
+
+func (e *AlreadyJoinedError) Unwrap() error { return ErrAlreadyJoined }
+
+// AddMembership appends m to the meshes of config.json and returns the
+// memberships that were there before. Every other key of config.json and
+// every field of the other meshes is kept as it was; the file is replaced
+// atomically with mode 0600 (the directory is created 0700). A mesh with
+// m's meshId or slug already recorded fails with an *AlreadyJoinedError.
+func (p Paths) AddMembership(m Membership) ([]Membership, error) {
+	file := p.ConfigFile()
 	doc, err := p.readConfigDoc()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if doc["meshes"], err = json.Marshal(meshes); err != nil {
-		return err
+	var raws []json.RawMessage
+	if raw, ok := doc["meshes"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if err := json.Unmarshal(raw, &raws); err != nil {
+			return nil, fmt.Errorf("%s: meshes: %w", file, err)
+		}
 	}
-	out, err := json.MarshalIndent(doc, "", "  ")
+	before := make([]Membership, 0, len(raws))
+	for i, raw := range raws {
+		var have Membership
+		if err := json.Unmarshal(raw, &have); err != nil {
+			return nil, fmt.Errorf("%s: meshes[%d]: %w", file, i, err)
+		}
+		if (m.MeshID != "" && have.MeshID == m.MeshID) || have.Slug == m.Slug {
+			return nil, &AlreadyJoinedError{Existing: have}
+		}
+		before = append(before, have)
+	}
+	added, err := encodeJSON(m, "")
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if doc["meshes"], err = encodeJSON(append(raws, added), ""); err != nil {
+		return nil, err
+	}
+	out, err := encodeJSON(doc, "  ")
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(p.ConfigDir, 0o700); err != nil {
-		return fmt.Errorf("create config directory: %w", err)
+		return nil, fmt.Errorf("create config directory: %w", err)
 	}
-	return WriteFileAtomic(p.ConfigFile(), append(out, '\n'), 0o600)
+	if err := WriteFileAtomic(file, append(out, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", file, err)
+	}
+	return before, nil
+}
+
+// encodeJSON is json.Marshal without HTML escaping (so the other keys of
+// config.json come back byte-for-byte in meaning and form), indented when
+// indent is set.
+func encodeJSON(v any, indent string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -205,12 +205,12 @@ func (c *joinCmd) Run() error {
 		return joinFailure(err)
 	}
 	pub := id.PublicKeyHex()
-	before, err := join.AddMembership(paths, config.Membership{
+	before, err := paths.AddMembership(config.Membership{
 		MeshID: joined.MeshID, MemberID: joined.MemberID, Slug: joined.Slug, Name: joined.Name,
 		Pubkey: pub, SecretKey: id.SecretKeyHex(), BrokerURL: joined.BrokerURL,
 		JoinedAt: time.Now().UTC().Format(time.RFC3339),
 	})
-	var dup *join.AlreadyJoinedError
+	var dup *config.AlreadyJoinedError
 	switch {
 	case errors.As(err, &dup):
 		return fmt.Errorf("%s already records mesh %s (meshId %s, pubkey %.12s…); not replacing its key. "+

@@ -26,7 +26,7 @@
 //
 // This package never logs invite tokens (they are bearer secrets until used
 // up) nor the request path that carries them. Redeem never stores the key
-// it registers: the caller records it with AddMembership, which writes
+// it registers: the caller records it with config.Paths.AddMembership, which writes
 // config.json in the upstream format.
 package join
 

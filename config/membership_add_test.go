@@ -1,28 +1,32 @@
-package join
+package config
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/claudemesh/claudemesh-go/config"
 )
 
-func testMembership(t *testing.T, meshID, slug string) config.Membership {
-	id := newIdentity(t)
-	return config.Membership{MeshID: meshID, MemberID: "member-" + slug, Slug: slug, Name: slug,
-		Pubkey: id.PublicKeyHex(), SecretKey: id.SecretKeyHex(), BrokerURL: "ws://127.0.0.1:7900/ws",
+func testMembership(t *testing.T, meshID, slug string) Membership {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Membership{MeshID: meshID, MemberID: "member-" + slug, Slug: slug, Name: slug,
+		Pubkey: hex.EncodeToString(pub), SecretKey: hex.EncodeToString(priv), BrokerURL: "ws://127.0.0.1:7900/ws",
 		JoinedAt: "2026-03-01T12:00:00Z"}
 }
 
 func TestAddMembershipFresh(t *testing.T) {
-	paths := config.Paths{ConfigDir: filepath.Join(t.TempDir(), "c")}
+	paths := Paths{ConfigDir: filepath.Join(t.TempDir(), "c")}
 	m := testMembership(t, "mesh-1", "demo")
-	before, err := AddMembership(paths, m)
+	before, err := paths.AddMembership(m)
 	if err != nil || len(before) != 0 {
 		t.Fatalf("AddMembership = %v, %v", before, err)
 	}
@@ -38,7 +42,7 @@ func TestAddMembershipFresh(t *testing.T) {
 }
 
 func TestAddMembershipKeepsTheRest(t *testing.T) {
-	paths := config.Paths{ConfigDir: t.TempDir()}
+	paths := Paths{ConfigDir: t.TempDir()}
 	orig := `{
   "meshes": [{"meshId":"local-id","memberId":"m0","slug":"local","name":"local","pubkey":"aa","secretKey":"bb","brokerUrl":"","joinedAt":"x","upstreamExtra":{"keep":[1,2]}}],
   "apiKey": "sk-<keep>&me",
@@ -49,7 +53,7 @@ func TestAddMembershipKeepsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := testMembership(t, "mesh-1", "demo")
-	before, err := AddMembership(paths, m)
+	before, err := paths.AddMembership(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,17 +96,17 @@ func compact(t *testing.T, raw json.RawMessage) string {
 }
 
 func TestAddMembershipRefusesDuplicates(t *testing.T) {
-	paths := config.Paths{ConfigDir: t.TempDir()}
+	paths := Paths{ConfigDir: t.TempDir()}
 	first := testMembership(t, "mesh-1", "demo")
-	if _, err := AddMembership(paths, first); err != nil {
+	if _, err := paths.AddMembership(first); err != nil {
 		t.Fatal(err)
 	}
 	orig, err := os.ReadFile(paths.ConfigFile())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []config.Membership{testMembership(t, "mesh-1", "other"), testMembership(t, "mesh-2", "demo")} {
-		_, err := AddMembership(paths, m)
+	for _, m := range []Membership{testMembership(t, "mesh-1", "other"), testMembership(t, "mesh-2", "demo")} {
+		_, err := paths.AddMembership(m)
 		var dup *AlreadyJoinedError
 		if !errors.Is(err, ErrAlreadyJoined) || !errors.As(err, &dup) || dup.Existing != first {
 			t.Errorf("AddMembership(%s/%s) = %v; want AlreadyJoinedError naming the first", m.MeshID, m.Slug, err)
@@ -121,11 +125,11 @@ func TestAddMembershipBadConfig(t *testing.T) {
 		"mesh not object":  `{"meshes": [1]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			paths := config.Paths{ConfigDir: t.TempDir()}
+			paths := Paths{ConfigDir: t.TempDir()}
 			if err := os.WriteFile(paths.ConfigFile(), []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := AddMembership(paths, testMembership(t, "mesh-1", "demo")); err == nil {
+			if _, err := paths.AddMembership(testMembership(t, "mesh-1", "demo")); err == nil {
 				t.Error("AddMembership accepted a config.json it cannot understand")
 			}
 			if now, _ := os.ReadFile(paths.ConfigFile()); string(now) != content {
@@ -133,11 +137,11 @@ func TestAddMembershipBadConfig(t *testing.T) {
 			}
 		})
 	}
-	paths := config.Paths{ConfigDir: t.TempDir()}
+	paths := Paths{ConfigDir: t.TempDir()}
 	if err := os.WriteFile(paths.ConfigFile(), []byte(`{"meshes": null, "k": 1}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AddMembership(paths, testMembership(t, "mesh-1", "demo")); err != nil {
+	if _, err := paths.AddMembership(testMembership(t, "mesh-1", "demo")); err != nil {
 		t.Errorf("meshes null: %v", err)
 	}
 }
