@@ -47,36 +47,11 @@ type DB struct {
 // pragmas, checks that WAL took effect and applies the migrations in dir of
 // migrations (files NNNN_name.sql).
 func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	db, err := OpenSQLite(ctx, path, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	f.Close()
-
-	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", DefaultBusyTimeout.Milliseconds()))
-	q.Add("_pragma", "foreign_keys(ON)")
-	q.Set("_txlock", "immediate")
-	db, err := sqlx.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
 	d := &DB{path: path, db: db}
-
-	var mode string
-	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	if mode != "wal" {
-		db.Close()
-		return nil, fmt.Errorf("open %s: journal_mode is %q, want wal", path, mode)
-	}
 	if d.version, err = migrate(ctx, db, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -91,6 +66,50 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 		}
 	}
 	return d, nil
+}
+
+// OpenSQLite opens the SQLite file at path with WAL, synchronous=FULL, a
+// busy timeout, foreign keys and an in-memory statement journal (savepoints
+// journal the pages they change), and checks that WAL took effect. With
+// readConns 0 it is the writer: the file is created with FileMode, the pool
+// holds one connection and transactions BEGIN IMMEDIATE. Otherwise it is a
+// query-only pool of readConns connections over an existing file.
+func OpenSQLite(ctx context.Context, path string, readConns int) (*sqlx.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", DefaultBusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_pragma", "temp_store(MEMORY)")
+	conns := readConns
+	if readConns > 0 {
+		q.Add("_pragma", "query_only(ON)")
+	} else {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		f.Close()
+		q.Set("_txlock", "immediate")
+		conns = 1
+	}
+	db, err := sqlx.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxLifetime(0)
+	var mode string
+	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if mode != "wal" {
+		db.Close()
+		return nil, fmt.Errorf("open %s: journal_mode is %q, want wal", path, mode)
+	}
+	return db, nil
 }
 
 // Path is the file this DB was opened from.

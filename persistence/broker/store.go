@@ -40,7 +40,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -48,13 +47,14 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // Tunables.
 const (
 	// FileName is the SQLite database inside Options.Dir.
-	FileName           = "broker.db"
-	DefaultBusyTimeout = 5 * time.Second
+	FileName = "broker.db"
 	// DefaultReadConns is the size of the SQLite read-only pool; writes
 	// always go through one connection.
 	DefaultReadConns = 4
@@ -114,7 +114,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.log.Info("broker_store_open", "backend", s.d.name, "schema_version", s.version)
 	if s.d.name == sqliteName {
-		if s.rdb, err = openSQLiteDB(ctx, filepath.Join(opts.Dir, FileName), true); err != nil {
+		if s.rdb, err = persistence.OpenSQLite(ctx, filepath.Join(opts.Dir, FileName), DefaultReadConns); err != nil {
 			s.closeDBs()
 			return nil, err
 		}
@@ -131,54 +131,12 @@ func (s *Store) openSQLite(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create broker dir: %w", err)
 	}
-	path := filepath.Join(dir, FileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	f.Close()
-	if s.db, err = openSQLiteDB(ctx, path, false); err != nil {
+	var err error
+	if s.db, err = persistence.OpenSQLite(ctx, filepath.Join(dir, FileName), 0); err != nil {
 		return err
 	}
 	s.d, s.rdb = sqliteDialect, s.db
 	return nil
-}
-
-// openSQLiteDB opens the writer (one connection, BEGIN IMMEDIATE) or the
-// read-only pool, with WAL, synchronous=FULL and a busy timeout.
-func openSQLiteDB(ctx context.Context, path string, readOnly bool) (*sqlx.DB, error) {
-	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", DefaultBusyTimeout.Milliseconds()))
-	q.Add("_pragma", "foreign_keys(ON)")
-	// Savepoints journal the pages they change; keep that journal in
-	// memory instead of a temp file written per savepoint.
-	q.Add("_pragma", "temp_store(MEMORY)")
-	conns := 1
-	if readOnly {
-		q.Add("_pragma", "query_only(ON)")
-		conns = DefaultReadConns
-	} else {
-		q.Set("_txlock", "immediate")
-	}
-	db, err := sqlx.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	db.SetConnMaxLifetime(0)
-	var mode string
-	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	if mode != "wal" {
-		db.Close()
-		return nil, fmt.Errorf("open %s: journal_mode is %q, want wal", path, mode)
-	}
-	return db, nil
 }
 
 func (s *Store) openPostgres(ctx context.Context, databaseURL string, maxConns int) error {
