@@ -54,27 +54,38 @@ func (p Paths) LoadMemberships() ([]Membership, error) {
 	return meshes, nil
 }
 
-// EnsureMemberships returns the joined meshes; with none, it mints a fresh
-// ed25519 key, records a `local` membership in config.json and returns it.
+// EnsureMemberships returns the joined meshes; with none, it records a
+// fresh `local` membership on the embedded broker (NewMembership) in
+// config.json and returns it.
 func (p Paths) EnsureMemberships() ([]Membership, error) {
 	meshes, err := p.LoadMemberships()
 	if err != nil || len(meshes) > 0 {
 		return meshes, err
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	local, err := NewMembership(LocalMeshSlug, "")
 	if err != nil {
-		return nil, fmt.Errorf("generate member key: %w", err)
-	}
-	local := Membership{
-		MeshID: ulid.Make().String(), MemberID: ulid.Make().String(),
-		Slug: LocalMeshSlug, Name: LocalMeshSlug,
-		Pubkey: hex.EncodeToString(pub), SecretKey: hex.EncodeToString(priv),
-		JoinedAt: time.Now().UTC().Format(time.RFC3339),
+		return nil, err
 	}
 	if _, err := p.AddMembership(local); err != nil {
 		return nil, err
 	}
 	return []Membership{local}, nil
+}
+
+// NewMembership mints a membership of its own: a fresh ed25519 key and new
+// mesh and member ids, named slug, on the broker at brokerURL (empty: the
+// embedded one). It records nothing; AddMembership does.
+func NewMembership(slug, brokerURL string) (Membership, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return Membership{}, fmt.Errorf("generate member key: %w", err)
+	}
+	return Membership{
+		MeshID: ulid.Make().String(), MemberID: ulid.Make().String(),
+		Slug: slug, Name: slug,
+		Pubkey: hex.EncodeToString(pub), SecretKey: hex.EncodeToString(priv),
+		BrokerURL: brokerURL, JoinedAt: time.Now().UTC().Format(time.RFC3339),
+	}, nil
 }
 
 func (p Paths) readConfigDoc() (map[string]json.RawMessage, error) {

@@ -3,10 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	_ "modernc.org/sqlite" // registers driver "sqlite"
 
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -98,15 +95,11 @@ const offlineBroker = "ws://127.0.0.1:1/ws"
 // pending, which is what the tests of the accept path, the outbox and the
 // lifecycle look at. Delivery tests join a real broker instead.
 func (e *env) writeOfflineMesh() {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		e.t.Fatal(err)
+	m, err := config.NewMembership(config.LocalMeshSlug, offlineBroker)
+	if err == nil {
+		_, err = config.Paths{ConfigDir: e.configDir}.AddMembership(m)
 	}
-	doc := map[string]any{"meshes": []map[string]string{{"meshId": ulid.Make().String(), "memberId": ulid.Make().String(),
-		"slug": "local", "name": "local", "pubkey": hex.EncodeToString(pub), "secretKey": hex.EncodeToString(priv),
-		"brokerUrl": offlineBroker}}}
-	b, _ := json.Marshal(doc)
-	if err := os.WriteFile(filepath.Join(e.configDir, "config.json"), b, 0o600); err != nil {
+	if err != nil {
 		e.t.Fatal(err)
 	}
 }

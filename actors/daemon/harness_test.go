@@ -3,9 +3,6 @@ package daemon_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
@@ -130,18 +126,11 @@ func (h *harness) exec(query string, args ...any) {
 // of the accept path move them between states themselves.
 func writeOfflineMesh(t testing.TB, paths config.Paths) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	m, err := config.NewMembership(config.LocalMeshSlug, "ws://127.0.0.1:1/ws")
+	if err == nil {
+		_, err = paths.AddMembership(m)
+	}
 	if err != nil {
-		t.Fatal(err)
-	}
-	doc := map[string]any{"meshes": []map[string]string{{"meshId": ulid.Make().String(), "memberId": ulid.Make().String(),
-		"slug": "local", "name": "local", "pubkey": hex.EncodeToString(pub), "secretKey": hex.EncodeToString(priv),
-		"brokerUrl": "ws://127.0.0.1:1/ws"}}}
-	b, _ := json.Marshal(doc)
-	if err := os.MkdirAll(paths.ConfigDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(paths.ConfigFile(), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
