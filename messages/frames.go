@@ -277,42 +277,60 @@ const (
 // *SetVisibleFrame, *SetProfileFrame or *FeatureNegotiationRequestFrame.
 // Failures are *FrameError.
 func DecodeClientFrame(data []byte) (any, error) {
+	typ, v, err := DecodeFrame(data, newClientFrame)
+	if err == nil && v == nil {
+		return nil, &FrameError{Code: FrameUnknownType, Message: fmt.Sprintf("unknown frame type %q", typ)}
+	}
+	return v, err
+}
+
+func newClientFrame(typ string) any {
+	switch typ {
+	case TypeHello:
+		return new(HelloFrame)
+	case TypeSessionHello:
+		return new(SessionHelloFrame)
+	case TypeSend:
+		return new(SendFrame)
+	case TypeClientAck:
+		return new(ClientAckFrame)
+	case TypeListPeers:
+		return new(ListPeersFrame)
+	case TypeSetStatus:
+		return new(SetStatusFrame)
+	case TypeSetSummary:
+		return new(SetSummaryFrame)
+	case TypeSetVisible:
+		return new(SetVisibleFrame)
+	case TypeSetProfile:
+		return new(SetProfileFrame)
+	case TypeFeatureNegotiationRequest:
+		return new(FeatureNegotiationRequestFrame)
+	}
+	return nil
+}
+
+// DecodeFrame reads the "type" of a frame, asks newFrame for a pointer to
+// the struct of that type and decodes the frame into it. When newFrame
+// answers nil the type is unknown: DecodeFrame returns it with a nil frame
+// and no error, for the caller to refuse or pass on. Failures are
+// *FrameError.
+func DecodeFrame(data []byte, newFrame func(typ string) any) (string, any, error) {
 	var head struct {
 		Type *string `json:"type"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, &FrameError{Code: FrameInvalidJSON, Message: "frame is not a JSON object: " + err.Error()}
+		return "", nil, &FrameError{Code: FrameInvalidJSON, Message: "frame is not a JSON object: " + err.Error()}
 	}
 	if head.Type == nil {
-		return nil, &FrameError{Code: FrameInvalidJSON, Message: "frame has no string \"type\""}
+		return "", nil, &FrameError{Code: FrameInvalidJSON, Message: "frame has no string \"type\""}
 	}
-	var v any
-	switch *head.Type {
-	case TypeHello:
-		v = new(HelloFrame)
-	case TypeSessionHello:
-		v = new(SessionHelloFrame)
-	case TypeSend:
-		v = new(SendFrame)
-	case TypeClientAck:
-		v = new(ClientAckFrame)
-	case TypeListPeers:
-		v = new(ListPeersFrame)
-	case TypeSetStatus:
-		v = new(SetStatusFrame)
-	case TypeSetSummary:
-		v = new(SetSummaryFrame)
-	case TypeSetVisible:
-		v = new(SetVisibleFrame)
-	case TypeSetProfile:
-		v = new(SetProfileFrame)
-	case TypeFeatureNegotiationRequest:
-		v = new(FeatureNegotiationRequestFrame)
-	default:
-		return nil, &FrameError{Code: FrameUnknownType, Message: fmt.Sprintf("unknown frame type %q", *head.Type)}
+	v := newFrame(*head.Type)
+	if v == nil {
+		return *head.Type, nil, nil
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return nil, &FrameError{Code: FrameInvalidJSON, Message: fmt.Sprintf("%s frame: %v", *head.Type, err)}
+		return *head.Type, nil, &FrameError{Code: FrameInvalidJSON, Message: fmt.Sprintf("%s frame: %v", *head.Type, err)}
 	}
-	return v, nil
+	return *head.Type, v, nil
 }

@@ -2,7 +2,6 @@ package wsclient
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
@@ -20,39 +19,31 @@ type UnknownFrame struct {
 // *messages.PushFrame, *messages.PeersListFrame, *messages.ErrorFrame,
 // *messages.FeatureNegotiationResponseFrame,
 // *messages.FeatureNegotiationFailedFrame, or *UnknownFrame for any other
-// type. It mirrors messages.DecodeClientFrame; failures are
-// *messages.FrameError.
+// type. Failures are *messages.FrameError.
 func DecodeBrokerFrame(data []byte) (any, error) {
-	var head struct {
-		Type *string `json:"type"`
+	typ, v, err := messages.DecodeFrame(data, newBrokerFrame)
+	if err == nil && v == nil {
+		return &UnknownFrame{Type: typ, Data: append(json.RawMessage(nil), data...)}, nil
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, &messages.FrameError{Code: messages.FrameInvalidJSON, Message: "frame is not a JSON object: " + err.Error()}
-	}
-	if head.Type == nil {
-		return nil, &messages.FrameError{Code: messages.FrameInvalidJSON, Message: "frame has no string \"type\""}
-	}
-	var v any
-	switch *head.Type {
+	return v, err
+}
+
+func newBrokerFrame(typ string) any {
+	switch typ {
 	case messages.TypeHelloAck:
-		v = new(messages.HelloAckFrame)
+		return new(messages.HelloAckFrame)
 	case messages.TypeAck:
-		v = new(messages.AckFrame)
+		return new(messages.AckFrame)
 	case messages.TypePush:
-		v = new(messages.PushFrame)
+		return new(messages.PushFrame)
 	case messages.TypePeersList:
-		v = new(messages.PeersListFrame)
+		return new(messages.PeersListFrame)
 	case messages.TypeError:
-		v = new(messages.ErrorFrame)
+		return new(messages.ErrorFrame)
 	case messages.TypeFeatureNegotiationResponse:
-		v = new(messages.FeatureNegotiationResponseFrame)
+		return new(messages.FeatureNegotiationResponseFrame)
 	case messages.TypeFeatureNegotiationFailed:
-		v = new(messages.FeatureNegotiationFailedFrame)
-	default:
-		return &UnknownFrame{Type: *head.Type, Data: append(json.RawMessage(nil), data...)}, nil
+		return new(messages.FeatureNegotiationFailedFrame)
 	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return nil, &messages.FrameError{Code: messages.FrameInvalidJSON, Message: fmt.Sprintf("%s frame: %v", *head.Type, err)}
-	}
-	return v, nil
+	return nil
 }
