@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/coreos/go-systemd/v22/unit"
 )
 
 // The broker's deployment files (deploy/broker): a systemd system unit, a
@@ -40,23 +38,6 @@ func readBrokerFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// brokerUnit parses the unit into section -> key -> values.
-func brokerUnit(t *testing.T, content string) map[string]map[string][]string {
-	t.Helper()
-	opts, err := unit.DeserializeOptions(strings.NewReader(content))
-	if err != nil {
-		t.Fatalf("%s does not parse: %v", brokerUnitFile, err)
-	}
-	m := map[string]map[string][]string{}
-	for _, o := range opts {
-		if m[o.Section] == nil {
-			m[o.Section] = map[string][]string{}
-		}
-		m[o.Section][o.Name] = append(m[o.Section][o.Name], o.Value)
-	}
-	return m
 }
 
 // brokerFlag is the value following flag in args ("" when absent).
@@ -92,7 +73,7 @@ func commentedExecStart(t *testing.T, content string) (envFile string, argv []st
 
 func TestBrokerUnitContent(t *testing.T) {
 	content := readBrokerFile(t, brokerUnitFile)
-	u := brokerUnit(t, content)
+	u := unitOptions(t, []byte(content))
 	one := func(section, key string) string {
 		t.Helper()
 		v := u[section][key]
@@ -590,7 +571,7 @@ func TestBrokerCommandLines(t *testing.T) {
 	}
 
 	content := readBrokerFile(t, brokerUnitFile)
-	execStart := strings.Fields(brokerUnit(t, content)["Service"]["ExecStart"][0])
+	execStart := strings.Fields(unitOptions(t, []byte(content))["Service"]["ExecStart"][0])
 	check("ExecStart", "broker up", execStart[3:])
 	_, alt := commentedExecStart(t, content)
 	check("commented ExecStart", "broker up", alt[3:])

@@ -107,20 +107,8 @@ var startedRe = regexp.MustCompile(`(?m)^daemon started \(pid (\d+)\)$`)
 // answers; a second one is refused; SIGTERM ends the daemon and its files.
 func TestDetachedUp(t *testing.T) {
 	e := newEnv(t)
-	res := runCLI(t, e, "daemon", "up", "--tcp", "127.0.0.1:0")
-	if res.code != 0 {
-		t.Fatalf("daemon up: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
-	}
-	m := startedRe.FindStringSubmatch(res.stdout)
-	if m == nil {
-		t.Fatalf("daemon up printed no 'daemon started (pid N)':\n%s", res.stdout)
-	}
-	pid, _ := strconv.Atoi(m[1])
-	t.Cleanup(func() {
-		if !processGone(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	pid := startDetached(t, e, "--tcp", "127.0.0.1:0")
+	pidText := strconv.Itoa(pid)
 	if processGone(pid) {
 		t.Fatalf("pid %d is not running after daemon up", pid)
 	}
@@ -132,13 +120,13 @@ func TestDetachedUp(t *testing.T) {
 		t.Fatalf("GET /v1/version: status %d pid %d err %v, want pid %d", st, v.PID, err, pid)
 	}
 	c.CloseIdleConnections()
-	if got := readTrimmed(t, e, "daemon.pid"); got != m[1] {
-		t.Errorf("daemon.pid holds %q, want %s", got, m[1])
+	if got := readTrimmed(t, e, "daemon.pid"); got != pidText {
+		t.Errorf("daemon.pid holds %q, want %s", got, pidText)
 	}
 	readPort(t, e) // --tcp reached the detached daemon
 
 	again := runCLI(t, e, "daemon", "up", "--tcp", "127.0.0.1:0")
-	if again.code != 1 || !strings.Contains(again.stderr, "already running") || !strings.Contains(again.stderr, m[1]) {
+	if again.code != 1 || !strings.Contains(again.stderr, "already running") || !strings.Contains(again.stderr, pidText) {
 		t.Errorf("second daemon up: exit %d, stderr:\n%s", again.code, again.stderr)
 	}
 	if processGone(pid) {
