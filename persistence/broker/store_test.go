@@ -18,32 +18,10 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
 
-// fakeClock is the store's clock in tests: time moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is one backend under test.
 type env struct {
 	s     *Store
-	clock *fakeClock
+	clock *brokertest.Clock
 	logs  *logRecorder
 	opts  Options // to open the same database again
 }
@@ -97,7 +75,7 @@ func backends(t *testing.T, fn func(t *testing.T, e *env)) {
 
 func openEnv(t testing.TB, opts Options) *env {
 	t.Helper()
-	clock, logs := newFakeClock(), &logRecorder{}
+	clock, logs := brokertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), &logRecorder{}
 	opts.Now, opts.Log = clock.Now, slog.New(logs)
 	s, err := Open(context.Background(), opts)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
 
 // testLimiter is a Limiter whose counter the tests can read.
@@ -103,30 +105,12 @@ func openRedis(t testing.TB, opts Options) *Redis {
 	return r
 }
 
-// clock is an injectable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // epoch is the start of a 60 s (and 1 s, 10 s) bucket.
 var epoch = time.Unix(1_800_000_000, 0)
 
 const testWindow = 60 * time.Second
 
-func newClock(offset time.Duration) *clock { return &clock{now: epoch.Add(offset)} }
+func newClock(offset time.Duration) *brokertest.Clock { return brokertest.NewClock(epoch.Add(offset)) }
 
 func consume(t *testing.T, l Limiter, mesh, id string) Decision {
 	t.Helper()

@@ -14,24 +14,6 @@ import (
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
-// clock is the store's clock in tests: time moves only when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // lockedBuffer collects log output from the handler's goroutines.
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -53,7 +35,7 @@ func (b *lockedBuffer) String() string {
 // env is a real store behind the join handler on an httptest server.
 type env struct {
 	store *broker.Store
-	clock *clock
+	clock *brokertest.Clock
 	logs  *lockedBuffer
 	srv   *httptest.Server
 	mesh  *broker.Mesh
@@ -76,7 +58,7 @@ func backends(t *testing.T, fn func(t *testing.T, e *env)) {
 
 func newEnv(t *testing.T, opts broker.Options) *env {
 	t.Helper()
-	e := &env{clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, logs: &lockedBuffer{}}
+	e := &env{clock: brokertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), logs: &lockedBuffer{}}
 	opts.Now = e.clock.Now
 	s, err := broker.Open(context.Background(), opts)
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package brokertest gives tests a real broker database on PostgreSQL: a
-// schema of their own, dropped when the test ends. It is imported by tests
+// Package brokertest gives tests a real broker database on PostgreSQL (a
+// schema of their own, dropped when the test ends) and a clock that moves
+// only when told. It is imported by tests
 // only.
 package brokertest
 
@@ -7,7 +8,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
 	"github.com/jmoiron/sqlx"
@@ -52,4 +55,28 @@ func PostgresURL(t testing.TB) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// Clock is the clock of the broker's stores and rate limiters in tests:
+// time moves only when told. It is safe for concurrent use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock that reads t until advanced.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock by d (backwards when d is negative).
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
