@@ -1,7 +1,6 @@
 // Package brokertest gives tests a real broker database on PostgreSQL (a
 // schema of their own, dropped when the test ends) and a clock that moves
-// only when told. It is imported by tests
-// only.
+// only when told. It is imported by tests only.
 package brokertest
 
 import (
