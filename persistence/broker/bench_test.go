@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
 
 // BenchmarkAcceptBatch is the store's accept ceiling: DMs with unique ids
@@ -22,7 +24,7 @@ func BenchmarkAcceptBatch(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/batch=%d/callers=%d", backend, batch, callers), func(b *testing.B) {
 				opts := Options{Dir: b.TempDir()}
 				if backend == postgresName {
-					opts = Options{DatabaseURL: postgresSchema(b)}
+					opts = Options{DatabaseURL: brokertest.PostgresURL(b)}
 				}
 				e := openEnv(b, opts)
 				m := e.mesh(b, Mesh{})

@@ -69,7 +69,7 @@ func backends(t *testing.T, fn func(t *testing.T, e *env)) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		fn(t, openEnv(t, Options{DatabaseURL: postgresSchema(t)}))
+		fn(t, openEnv(t, Options{DatabaseURL: brokertest.PostgresURL(t)}))
 	})
 }
 
@@ -84,9 +84,6 @@ func openEnv(t testing.TB, opts Options) *env {
 	t.Cleanup(func() { s.Close() })
 	return &env{s: s, clock: clock, logs: logs, opts: opts}
 }
-
-// postgresSchema is brokertest.PostgresURL.
-func postgresSchema(t testing.TB) string { return brokertest.PostgresURL(t) }
 
 func newPubkey(t testing.TB) string {
 	t.Helper()
