@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,28 +23,34 @@ const (
 	// a transient failure.
 	AckTimeout = 15 * time.Second
 	// ExpireEvery spaces the max-age sweeps: a sweep reads every pending row
-	// of the mesh, so it rides along with a claim at most this often.
+	// of the mesh, so the store runs one with a claim at most this often.
 	ExpireEvery = time.Minute
 )
 
-// Dispatcher drains one mesh's outbox: woken by each accept and by a timer
-// set to the next due row (no polling), it claims due rows (pending →
-// inflight, attempts+1) and pipelines them, up to DispatchWindow in flight,
-// correlating acks by client_message_id; each answer is applied to its row
-// (spec §4.6). A dropped connection returns the mesh's inflight rows to
-// pending.
+// Dispatcher drains one mesh's outbox. When its broker link comes up it
+// registers with the store (DispatchReady, a credit of DispatchWindow); the
+// store then claims due rows for it (pending → inflight, attempts+1) at the
+// end of the batch that made them due — the accept's own transaction, or
+// the one applying the outcomes that returned credit — and sends them over.
+// The dispatcher pipelines them, correlating acks by client_message_id,
+// and reports each answer to the store (spec §4.6), which returns the slot's
+// credit. Nothing polls: a timer set to the next due row (a retry's backoff)
+// wakes the store. A dropped connection returns the mesh's inflight rows to
+// pending and ends the registration.
 type Dispatcher struct {
 	mesh     string
 	store    *actor.PID
 	conn     *actor.PID
 	log      *slog.Logger
-	maxAge   time.Duration
+	gen      uint64 // this link's registration; 0 while down
 	inflight map[string]*flight
-	claiming bool
-	expired  time.Time // last max-age sweep
 	timer    *time.Timer
 	wakeAt   time.Time
 }
+
+// dispatchGen numbers registrations across the process, so that outcomes
+// of a link before a restart never return credit to the next.
+var dispatchGen atomic.Uint64
 
 type flight struct {
 	row   messages.ClaimedRow
@@ -67,12 +74,17 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		d.stopTimers()
 	case *linkUp:
-		d.conn, d.maxAge = ctx.Sender(), m.maxAge
-		d.claim(ctx)
+		d.conn, d.gen = ctx.Sender(), dispatchGen.Add(1)
+		ctx.Request(d.store, &messages.DispatchReady{Mesh: d.mesh, Gen: d.gen, Window: DispatchWindow,
+			MaxAge: m.maxAge.Milliseconds(), Now: time.Now().UnixMilli()})
 	case *linkDown:
 		d.linkDown(ctx)
-	case *messages.DispatchWake, *dueTimer:
-		d.claim(ctx)
+	case *messages.ClaimedRows:
+		d.claimed(ctx, m)
+	case *dueTimer:
+		if d.conn != nil {
+			ctx.Send(d.store, &messages.DispatchWake{Mesh: d.mesh})
+		}
 	case *messages.AckFrame:
 		d.ack(ctx, m)
 	case *ackTimeout:
@@ -92,41 +104,22 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	}
 }
 
-// claim asks the store for due rows while the link is up and the window
-// has room; one claim is under way at a time.
-func (d *Dispatcher) claim(ctx actor.Context) {
-	room := DispatchWindow - len(d.inflight)
-	if d.conn == nil || d.claiming || room <= 0 {
+// claimed transmits the rows the store claimed for this link. Rows of a
+// link that is gone are left alone: the ReleaseMesh sent when it went down
+// reaches the store after their claim and returns them to pending.
+func (d *Dispatcher) claimed(ctx actor.Context, r *messages.ClaimedRows) {
+	if r.Gen != d.gen || d.conn == nil {
 		return
 	}
-	d.claiming = true
-	now := time.Now()
-	cmd := &messages.ClaimDue{Mesh: d.mesh, Now: now.UnixMilli(), Limit: room}
-	if d.maxAge > 0 && now.Sub(d.expired) >= ExpireEvery {
-		cmd.ExpireBefore, d.expired = now.Add(-d.maxAge).UnixMilli(), now
+	if r.Expired > 0 {
+		d.log.Warn("outbox_rows_expired", "rows", r.Expired)
 	}
-	future := ctx.RequestFuture(d.store, cmd, StoreTimeout)
-	ctx.ReenterAfter(future, func(res any, err error) {
-		d.claiming = false
-		r, ok := res.(*messages.ClaimedRows)
-		if err != nil || !ok || r.Err != nil {
-			d.log.Error("claim due rows", "err", err, "reply", fmt.Sprintf("%T", res))
-			d.schedule(ctx, time.Now().Add(time.Second))
-			return
-		}
-		if r.Expired > 0 {
-			d.log.Warn("outbox_rows_expired", "rows", r.Expired, "max_age", d.maxAge)
-		}
-		for _, row := range r.Rows {
-			d.transmit(ctx, row)
-		}
-		if len(r.Rows) == room && len(r.Rows) > 0 {
-			ctx.Send(ctx.Self(), &messages.DispatchWake{})
-		}
-		if r.HasNext {
-			d.schedule(ctx, time.UnixMilli(r.NextDue))
-		}
-	})
+	for _, row := range r.Rows {
+		d.transmit(ctx, row)
+	}
+	if r.HasNext {
+		d.schedule(ctx, time.UnixMilli(r.NextDue))
+	}
 }
 
 func (d *Dispatcher) transmit(ctx actor.Context, row messages.ClaimedRow) {
@@ -134,10 +127,6 @@ func (d *Dispatcher) transmit(ctx actor.Context, row messages.ClaimedRow) {
 	f := &flight{row: row}
 	f.timer = time.AfterFunc(AckTimeout, func() { root.Send(self, &ackTimeout{clientMessageID: row.ClientMessageID, rowID: row.ID}) })
 	d.inflight[row.ClientMessageID] = f
-	if d.conn == nil {
-		d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: "broker_disconnected"}, 0)
-		return
-	}
 	ctx.Request(d.conn, &transmit{id: row.ClientMessageID, frame: json.RawMessage(row.Payload)})
 }
 
@@ -172,7 +161,7 @@ func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutc
 	f.timer.Stop()
 	delete(d.inflight, f.row.ClientMessageID)
 	now := time.Now()
-	out.RowID, out.Now = f.row.ID, now.UnixMilli()
+	out.Mesh, out.Gen, out.RowID, out.Now = d.mesh, d.gen, f.row.ID, now.UnixMilli()
 	if out.Outcome == messages.OutcomeRetry {
 		wait := max(persistence.Backoff(f.row.Attempts, rand.Float64), retryAfter)
 		out.Next = now.Add(wait).UnixMilli()
@@ -182,7 +171,6 @@ func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutc
 		d.log.Warn("outbox_row_dead", "client_message_id", f.row.ClientMessageID, "reason", out.Reason)
 	}
 	ctx.Request(d.store, out)
-	d.claim(ctx)
 }
 
 // classify maps a broker ack to an outbox outcome (spec §4.6), for our
@@ -225,10 +213,10 @@ func firstNonEmpty(a, b string) string {
 }
 
 func (d *Dispatcher) linkDown(ctx actor.Context) {
-	d.conn = nil
-	if len(d.inflight) == 0 {
+	if d.conn == nil {
 		return
 	}
+	d.conn, d.gen = nil, 0
 	for id, f := range d.inflight {
 		f.timer.Stop()
 		delete(d.inflight, id)

@@ -11,7 +11,7 @@ import (
 // MeshPIDs are the actors of one mesh's subtree that others talk to.
 type MeshPIDs struct {
 	Conn       *actor.PID // the broker connection: peers, profile, status
-	Dispatcher *actor.PID // woken by accepts
+	Dispatcher *actor.PID // drains the outbox
 	Inbox      *actor.PID // takes the connection's pushes
 }
 

@@ -83,11 +83,7 @@ func Start(system *actor.ActorSystem, deps Deps) (*Tree, error) {
 		}
 		t.Meshes[slug] = *r.(*MeshPIDs)
 	}
-	wake := map[string]*actor.PID{}
-	for slug, m := range t.Meshes {
-		wake[slug] = m.Dispatcher
-	}
-	system.Root.Send(t.Store, &SetPeers{Dispatchers: wake, Events: t.Events})
+	system.Root.Send(t.Store, &SetEvents{Events: t.Events})
 	return t, nil
 }
 

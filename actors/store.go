@@ -34,19 +34,16 @@ type Store struct {
 
 	batch       []storeRequest
 	flushQueued bool
-	// dispatchers are woken, once per batch and mesh, when a batch
-	// committed new outbox rows; events gets every committed event, in id
-	// order (SetPeers).
-	dispatchers map[string]*actor.PID
-	events      *actor.PID
+	// dispatch is each ready mesh's dispatcher (DispatchReady); it
+	// survives a restart of the actor, like the database handles.
+	dispatch map[string]*meshDispatch
+	claimNow bool // the accept being executed inserts its row claimed
+	// events gets every committed event, in id order (SetEvents).
+	events *actor.PID
 }
 
-// SetPeers tells the store which dispatcher to wake for new rows of each
-// mesh and where committed events go; no reply.
-type SetPeers struct {
-	Dispatchers map[string]*actor.PID
-	Events      *actor.PID
-}
+// SetEvents tells the store where committed events go; no reply.
+type SetEvents struct{ Events *actor.PID }
 
 type storeRequest struct {
 	msg    any
@@ -60,8 +57,9 @@ type flush struct{}
 // across restarts; their owner (the daemon) closes them after the actor
 // system stops.
 func NewStore(outbox *persistence.Outbox, inbox *persistence.Inbox, log *slog.Logger) actor.Producer {
+	dispatch := map[string]*meshDispatch{}
 	return func() actor.Actor {
-		return &Store{outbox: outbox, inbox: inbox, log: log.With("actor", "store"), maxBatch: DefaultMaxBatch}
+		return &Store{outbox: outbox, inbox: inbox, log: log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch}
 	}
 }
 
@@ -72,10 +70,10 @@ func (s *Store) Receive(ctx actor.Context) {
 	case *flush:
 		s.flushQueued = false
 		s.run(ctx)
-	case *SetPeers:
-		s.dispatchers, s.events = msg.Dispatchers, msg.Events
+	case *SetEvents:
+		s.events = msg.Events
 	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.ListOutbox, *messages.OutboxStats,
-		*messages.ClaimDue, *messages.SendOutcome, *messages.ReleaseMesh,
+		*messages.DispatchReady, *messages.DispatchWake, *messages.SendOutcome, *messages.ReleaseMesh,
 		*messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent:
 		s.enqueue(ctx, msg)
 	default:
@@ -93,6 +91,24 @@ func (s *Store) enqueue(ctx actor.Context, msg any) {
 		s.flushQueued = true
 		ctx.Send(ctx.Self(), &flush{})
 	}
+}
+
+// durabilityOf is what the batch's outbox.db commit must guarantee: Durable
+// when it answers an accept or a requeue (the caller is told its message is
+// stored). Everything else the dispatcher writes — claims, outcomes,
+// releases — may be lost in a power cut: the row is then found inflight or
+// pending at the next start and sent again, and the broker's dedupe answers
+// the repeat. Such batches skip the fsync. inbox.db is always Durable: an
+// inbound message is acked to the broker on the strength of its commit, and
+// event ids must never be handed out twice.
+func durabilityOf(reqs []storeRequest) persistence.Durability {
+	for _, r := range reqs {
+		switch r.msg.(type) {
+		case *messages.AcceptSend, *messages.RequeueOutbox:
+			return persistence.Durable
+		}
+	}
+	return persistence.Relaxed
 }
 
 // onInbox reports whether a command runs against inbox.db.
@@ -115,12 +131,15 @@ func (s *Store) run(ctx actor.Context) {
 	replies := make([]any, len(reqs))
 	defer func() {
 		for i, r := range reqs {
-			ctx.Send(r.sender, replies[i])
+			if r.sender != nil && replies[i] != nil {
+				ctx.Send(r.sender, replies[i])
+			}
 		}
 		clear(reqs)
 		s.batch = reqs[:0]
 	}()
 	dbs := [2]*persistence.DB{s.outbox.DB, s.inbox.DB}
+	durability := [2]persistence.Durability{durabilityOf(reqs), persistence.Durable}
 	var batches [2]*persistence.Batch
 	var begun [2]error
 	defer func() {
@@ -129,6 +148,9 @@ func (s *Store) run(ctx actor.Context) {
 				if b != nil {
 					b.Rollback()
 				}
+			}
+			for _, d := range s.dispatch {
+				d.fast = nil // not committed
 			}
 			s.failAll(reqs, replies, func(int) bool { return true }, fmt.Errorf("store panic: %v", p))
 		}
@@ -139,13 +161,19 @@ func (s *Store) run(ctx actor.Context) {
 			which = 1
 		}
 		if batches[which] == nil && begun[which] == nil {
-			batches[which], begun[which] = dbs[which].Begin(context.Background())
+			batches[which], begun[which] = dbs[which].Begin(context.Background(), durability[which])
 		}
 		if begun[which] != nil {
 			replies[i] = failed(r.msg, begun[which])
 			continue
 		}
+		s.claimNow = s.claimable(r.msg)
 		replies[i] = s.execute(batches[which], r.msg)
+		s.note(r, replies[i], s.claimNow)
+	}
+	var claims []claimed
+	if batches[0] != nil {
+		claims = s.claim(batches[0])
 	}
 	for which, b := range batches {
 		if b == nil {
@@ -153,10 +181,13 @@ func (s *Store) run(ctx actor.Context) {
 		}
 		if err := b.Commit(); err != nil {
 			s.failAll(reqs, replies, func(i int) bool { return onInbox(reqs[i].msg) == (which == 1) }, fmt.Errorf("commit: %w", err))
+			if which == 0 {
+				claims = nil // nothing was claimed
+			}
 		}
 	}
 	s.log.Debug("batch committed", "commands", len(reqs))
-	s.wake(ctx, reqs, replies)
+	s.hand(ctx, claims)
 	s.publish(ctx, replies)
 }
 
@@ -176,33 +207,6 @@ func (s *Store) publish(ctx actor.Context, replies []any) {
 		}
 		if ev != nil {
 			ctx.Send(s.events, &messages.Publish{Event: *ev})
-		}
-	}
-}
-
-// wake tells the dispatchers of the meshes that got new rows in this batch.
-func (s *Store) wake(ctx actor.Context, reqs []storeRequest, replies []any) {
-	woken := map[string]bool{}
-	for i, r := range reqs {
-		mesh := ""
-		switch m := r.msg.(type) {
-		case *messages.AcceptSend:
-			if res, ok := replies[i].(*messages.AcceptResult); ok && res.Inserted {
-				mesh = m.Mesh
-			}
-		case *messages.RequeueOutbox:
-			if res, ok := replies[i].(*messages.RequeueResult); ok && res.Err == nil {
-				mesh = "*"
-			}
-		}
-		if mesh == "" || woken[mesh] {
-			continue
-		}
-		woken[mesh] = true
-		for slug, pid := range s.dispatchers {
-			if mesh == "*" || slug == mesh {
-				ctx.Send(pid, &messages.DispatchWake{})
-			}
 		}
 	}
 }
@@ -232,7 +236,7 @@ func (s *Store) execute(b *persistence.Batch, msg any) any {
 func (s *Store) command(tx *sqlx.Tx, msg any) (any, error) {
 	switch m := msg.(type) {
 	case *messages.AcceptSend:
-		return s.outbox.Accept(tx, m)
+		return s.outbox.Accept(tx, m, s.claimNow)
 	case *messages.RequeueOutbox:
 		return s.outbox.Requeue(tx, m)
 	case *messages.ListOutbox:
@@ -240,13 +244,16 @@ func (s *Store) command(tx *sqlx.Tx, msg any) (any, error) {
 	case *messages.OutboxStats:
 		counts, err := s.outbox.Counts(tx)
 		return &messages.OutboxCounts{ByMesh: counts}, err
-	case *messages.ClaimDue:
-		return s.claimDue(tx, m)
 	case *messages.SendOutcome:
 		return s.sendOutcome(tx, m)
 	case *messages.ReleaseMesh:
 		_, err := s.outbox.ReleaseMesh(tx, m.Mesh, m.Now)
 		return &messages.OutcomeApplied{}, err
+	case *messages.DispatchReady:
+		_, err := s.outbox.ReleaseMesh(tx, m.Mesh, m.Now)
+		return &messages.OutcomeApplied{}, err
+	case *messages.DispatchWake:
+		return nil, nil
 	case *messages.StoreInbound:
 		return s.storeInbound(tx, m)
 	case *messages.ListInbox:
@@ -271,9 +278,7 @@ func failed(msg any, err error) any {
 		return &messages.OutboxPage{Err: err}
 	case *messages.OutboxStats:
 		return &messages.OutboxCounts{Err: err}
-	case *messages.ClaimDue:
-		return &messages.ClaimedRows{Err: err}
-	case *messages.SendOutcome, *messages.ReleaseMesh:
+	case *messages.SendOutcome, *messages.ReleaseMesh, *messages.DispatchReady:
 		return &messages.OutcomeApplied{Err: err}
 	case *messages.StoreInbound:
 		return &messages.InboundStored{Err: err}

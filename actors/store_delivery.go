@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -13,26 +14,145 @@ import (
 
 func nowMs() int64 { return time.Now().UnixMilli() }
 
-// claimDue expires rows past their max age, claims the due ones and says
-// when the next one is due, in one savepoint.
-func (s *Store) claimDue(tx *sqlx.Tx, m *messages.ClaimDue) (*messages.ClaimedRows, error) {
-	out := &messages.ClaimedRows{}
-	var err error
-	if m.ExpireBefore > 0 {
-		if out.Expired, err = s.outbox.ExpireOld(tx, m.Mesh, m.ExpireBefore, m.Now); err != nil {
-			return nil, err
+// meshDispatch is what the store knows of one mesh's ready dispatcher.
+type meshDispatch struct {
+	pid     *actor.PID
+	gen     uint64
+	credit  int  // how many more rows the dispatcher can take
+	due     bool // rows may be due: claim at the end of the batch
+	maxAge  int64
+	expired int64 // last max-age sweep, Unix ms
+	// fast are the rows this batch's accepts inserted already claimed.
+	fast []messages.ClaimedRow
+}
+
+// claimed is one mesh's claim, handed to its dispatcher after the commit.
+type claimed struct {
+	to    *meshDispatch
+	claim *messages.ClaimedRows
+	limit int  // the claim query's limit; 0: it did not run
+	swept bool // the max-age sweep ran
+}
+
+// claimable reports whether msg is an accept whose row, if new, can be
+// inserted already claimed: its dispatcher has room, and no older row of
+// the mesh is due (a claim would pick exactly this row).
+func (s *Store) claimable(msg any) bool {
+	m, ok := msg.(*messages.AcceptSend)
+	if !ok {
+		return false
+	}
+	d := s.dispatch[m.Mesh]
+	return d != nil && !d.due && d.credit > len(d.fast)
+}
+
+// note updates the dispatch state for one executed command: a ready
+// dispatcher is registered, a released one forgotten, an outcome returns
+// credit, a new row is taken for sending (claimedNow) or makes its mesh
+// due, and requeued or woken rows make a mesh due.
+func (s *Store) note(r storeRequest, reply any, claimedNow bool) {
+	switch m := r.msg.(type) {
+	case *messages.DispatchReady:
+		s.dispatch[m.Mesh] = &meshDispatch{pid: r.sender, gen: m.Gen, credit: m.Window, due: true, maxAge: m.MaxAge}
+	case *messages.ReleaseMesh:
+		delete(s.dispatch, m.Mesh)
+	case *messages.SendOutcome:
+		if d := s.dispatch[m.Mesh]; d != nil && d.gen == m.Gen {
+			d.credit++
+		}
+	case *messages.DispatchWake:
+		if d := s.dispatch[m.Mesh]; d != nil {
+			d.due = true
+		}
+	case *messages.AcceptSend:
+		res, ok := reply.(*messages.AcceptResult)
+		d := s.dispatch[m.Mesh]
+		switch {
+		case !ok || !res.Inserted || d == nil:
+		case claimedNow:
+			d.fast = append(d.fast, messages.ClaimedRow{ID: m.RowID, ClientMessageID: m.ClientMessageID,
+				Payload: m.Payload, Attempts: 1})
+		default:
+			d.due = true
+		}
+	case *messages.RequeueOutbox:
+		if res, ok := reply.(*messages.RequeueResult); ok && res.Err == nil {
+			for _, d := range s.dispatch {
+				d.due = true
+			}
 		}
 	}
-	rows, err := s.outbox.ClaimDue(tx, m.Mesh, m.Now, m.Limit)
+}
+
+// claim gathers, in the batch's outbox transaction, what each ready mesh's
+// dispatcher gets: the rows its accepts inserted claimed, and, when the
+// mesh may have due rows and credit is left, a claim: rows past their max
+// age go dead (at most once per ExpireEvery), then due rows move to
+// inflight (attempts+1). A claim that fails is logged and dropped; the mesh
+// stays due.
+func (s *Store) claim(b *persistence.Batch) []claimed {
+	var out []claimed
+	now := nowMs()
+	for mesh, d := range s.dispatch {
+		c := claimed{to: d, claim: &messages.ClaimedRows{Gen: d.gen, Rows: d.fast}}
+		d.fast = nil
+		if room := d.credit - len(c.claim.Rows); d.due && room > 0 {
+			c.limit, c.swept = room, d.maxAge > 0 && now-d.expired >= ExpireEvery.Milliseconds()
+			err := b.Do(func(tx *sqlx.Tx) error {
+				return s.claimDue(tx, mesh, &c, now)
+			})
+			if err != nil {
+				s.log.Error("claim due rows", "mesh", mesh, "err", err)
+				c.limit, c.swept = 0, false
+			}
+		}
+		if c.limit > 0 || len(c.claim.Rows) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *Store) claimDue(tx *sqlx.Tx, mesh string, c *claimed, now int64) error {
+	out := c.claim
+	var err error
+	if c.swept {
+		if out.Expired, err = s.outbox.ExpireOld(tx, mesh, now-c.to.maxAge, now); err != nil {
+			return err
+		}
+	}
+	rows, err := s.outbox.ClaimDue(tx, mesh, now, c.limit)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out.Rows = make([]messages.ClaimedRow, len(rows))
-	for i, r := range rows {
-		out.Rows[i] = messages.ClaimedRow{ID: r.ID, ClientMessageID: r.ClientMessageID, Payload: r.Payload, Attempts: r.Attempts}
+	for _, r := range rows {
+		out.Rows = append(out.Rows, messages.ClaimedRow{ID: r.ID, ClientMessageID: r.ClientMessageID, Payload: r.Payload, Attempts: r.Attempts})
 	}
-	out.NextDue, out.HasNext, err = s.outbox.NextDue(tx, m.Mesh)
-	return out, err
+	if len(rows) == c.limit {
+		c.limit = -1 // filled: more rows may be due
+	}
+	out.NextDue, out.HasNext, err = s.outbox.NextDue(tx, mesh)
+	return err
+}
+
+// hand gives each committed claim to its dispatcher and charges its
+// credit. A claim query that filled its limit leaves the mesh due: more
+// rows may wait for the credit its outcomes return.
+func (s *Store) hand(ctx actor.Context, claims []claimed) {
+	now := nowMs()
+	for _, c := range claims {
+		d := c.to
+		if c.swept {
+			d.expired = now
+		}
+		if c.limit != 0 {
+			d.due = c.limit < 0
+		}
+		d.credit -= len(c.claim.Rows)
+		if len(c.claim.Rows) > 0 || c.claim.Expired > 0 || c.claim.HasNext {
+			ctx.Send(d.pid, c.claim)
+		}
+	}
 }
 
 // sendOutcome applies a broker answer to its row. A row that is no longer

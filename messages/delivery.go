@@ -5,16 +5,25 @@ import "encoding/json"
 // Store commands of the delivery path. Each is sent to the store actor and
 // answered after its batch commits.
 
-// ClaimDue asks the store to retire the mesh's pending rows enqueued before
-// ExpireBefore (max age → dead), then move up to Limit due rows to
-// inflight (attempts+1). Sent by a mesh's dispatcher; the reply is
-// *ClaimedRows.
-type ClaimDue struct {
-	Mesh         string
-	Now          int64
-	ExpireBefore int64 // Unix ms; 0: nothing expires
-	Limit        int
+// DispatchReady registers a mesh's dispatcher with the store when its
+// broker link comes up: the store returns the mesh's inflight rows to
+// pending (they belong to a link that is gone), then claims due rows for
+// the dispatcher whenever it has credit — at the end of the very batch that
+// inserted them, so a claim costs no transaction of its own — and sends
+// them as *ClaimedRows. Credit starts at Window and comes back with each
+// SendOutcome of the same Gen. Sent with a sender (the dispatcher); the
+// reply is *OutcomeApplied.
+type DispatchReady struct {
+	Mesh   string
+	Gen    uint64 // unique per link: outcomes of an older one return no credit
+	Window int
+	MaxAge int64 // ms; pending rows enqueued longer ago go dead (0: never)
+	Now    int64
 }
+
+// DispatchWake tells the store that rows of a mesh may be due (the
+// dispatcher's timer for the next due row fired); no reply.
+type DispatchWake struct{ Mesh string }
 
 // ClaimedRow is one outbox row claimed for sending.
 type ClaimedRow struct {
@@ -24,18 +33,17 @@ type ClaimedRow struct {
 	Attempts        int    // this attempt included
 }
 
-// ClaimedRows is the reply to *ClaimDue. NextDue is when the earliest
-// pending row left becomes due (HasNext false: none).
+// ClaimedRows is what the store sends a ready dispatcher after a batch
+// claimed rows for it (moved to inflight, attempts+1) or retired some past
+// their max age. NextDue is when the earliest pending row left becomes due
+// (HasNext false: none).
 type ClaimedRows struct {
+	Gen     uint64
 	Rows    []ClaimedRow
 	Expired int64
 	NextDue int64
 	HasNext bool
-	Err     error
 }
-
-// Failure returns the store's error, nil on success.
-func (c *ClaimedRows) Failure() error { return c.Err }
 
 // Send outcomes the dispatcher reports for a claimed row.
 const (
@@ -47,6 +55,8 @@ const (
 // SendOutcome records what became of one attempt. The reply is
 // *OutcomeApplied.
 type SendOutcome struct {
+	Mesh            string
+	Gen             uint64 // the DispatchReady the row was claimed under
 	RowID           string
 	Outcome         string
 	BrokerMessageID string
@@ -67,8 +77,9 @@ type OutcomeApplied struct {
 func (o *OutcomeApplied) Failure() error { return o.Err }
 
 // ReleaseMesh returns a mesh's inflight rows to pending without counting an
-// attempt (the connection dropped before the answers came). The reply is
-// *OutcomeApplied.
+// attempt (the connection dropped before the answers came) and ends the
+// mesh's DispatchReady: nothing is claimed for it until the next one. The
+// reply is *OutcomeApplied.
 type ReleaseMesh struct {
 	Mesh string
 	Now  int64
@@ -235,9 +246,6 @@ type ProfileApplied struct {
 
 // Failure returns the error, nil on success.
 func (p *ProfileApplied) Failure() error { return p.Err }
-
-// DispatchWake tells a mesh's dispatcher that a row was inserted; no reply.
-type DispatchWake struct{}
 
 // MeshStatus asks a mesh's broker connection for its state. The reply is
 // *MeshStatusReply.

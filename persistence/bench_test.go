@@ -59,7 +59,7 @@ func BenchmarkStoreAccept(b *testing.B) {
 			defer o.Close()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += batch {
-				tx, err := o.Begin(context.Background())
+				tx, err := o.Begin(context.Background(), Durable)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -67,7 +67,7 @@ func BenchmarkStoreAccept(b *testing.B) {
 					id := "bench-" + strconv.Itoa(j)
 					err := tx.Do(func(t *sqlx.Tx) error {
 						_, err := o.Accept(t, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: id,
-							Fingerprint: messages.Fingerprint{byte(j)}, Payload: payload, Now: int64(j)})
+							Fingerprint: messages.Fingerprint{byte(j)}, Payload: payload, Now: int64(j)}, false)
 						return err
 					})
 					if err != nil {

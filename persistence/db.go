@@ -5,8 +5,9 @@
 // else opens outbox.db or inbox.db while the daemon runs. Writes happen in
 // a Batch: one BEGIN IMMEDIATE transaction for a whole mailbox drain, each
 // command in its own SAVEPOINT so that one command's failure leaves its
-// neighbours' work intact (group commit). synchronous=FULL: a committed
-// batch is on disk.
+// neighbours' work intact (group commit). A Durable batch is on disk when
+// its commit returns (synchronous=FULL); a Relaxed one skips the fsync, for
+// writes whose loss in a power cut the design already absorbs (see Begin).
 package persistence
 
 import (
@@ -39,9 +40,26 @@ type DB struct {
 	// The savepoint statements every command runs, prepared once: the
 	// driver would otherwise parse them for every command.
 	savepoint, release, rollbackTo *sqlx.Stmt
+	// syncFull and syncNormal switch the connection between Durable and
+	// Relaxed commits; relaxed says which one it is in. (A connection the
+	// pool replaced starts FULL: the mismatch errs on the durable side.)
+	syncFull, syncNormal *sqlx.Stmt
+	relaxed              bool
 	// version is the schema version after migrations.
 	version int
 }
+
+// Durability is what a batch's commit guarantees.
+type Durability int
+
+const (
+	// Durable: the commit is on disk when it returns (the WAL is fsynced).
+	Durable Durability = iota
+	// Relaxed: the commit is written to the WAL but not fsynced. It survives
+	// a crash of the process, not of the machine; the next Durable commit
+	// makes it durable too (the WAL is one file, synced as a whole).
+	Relaxed
+)
 
 // Open creates (mode 0600) or opens the SQLite file at path, sets the
 // pragmas, checks that WAL took effect and applies the migrations in dir of
@@ -59,7 +77,8 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	for _, st := range []struct {
 		to  **sqlx.Stmt
 		sql string
-	}{{&d.savepoint, "SAVEPOINT cmd"}, {&d.release, "RELEASE cmd"}, {&d.rollbackTo, "ROLLBACK TO cmd"}} {
+	}{{&d.savepoint, "SAVEPOINT cmd"}, {&d.release, "RELEASE cmd"}, {&d.rollbackTo, "ROLLBACK TO cmd"},
+		{&d.syncFull, "PRAGMA synchronous = FULL"}, {&d.syncNormal, "PRAGMA synchronous = NORMAL"}} {
 		if *st.to, err = db.PreparexContext(ctx, st.sql); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("prepare %q: %w", st.sql, err)
@@ -120,7 +139,7 @@ func (d *DB) SchemaVersion() int { return d.version }
 
 // Close closes the database.
 func (d *DB) Close() error {
-	for _, st := range []*sqlx.Stmt{d.savepoint, d.release, d.rollbackTo} {
+	for _, st := range []*sqlx.Stmt{d.savepoint, d.release, d.rollbackTo, d.syncFull, d.syncNormal} {
 		if st != nil {
 			st.Close()
 		}
@@ -147,7 +166,20 @@ type Batch struct {
 }
 
 // Begin starts a batch with BEGIN IMMEDIATE, taking the write lock up front.
-func (d *DB) Begin(ctx context.Context) (*Batch, error) {
+// Relaxed is for batches whose every write may be lost in a power cut
+// without breaking a promise: nothing in them was acknowledged to anyone
+// on the strength of the commit.
+func (d *DB) Begin(ctx context.Context, dur Durability) (*Batch, error) {
+	if relaxed := dur == Relaxed; relaxed != d.relaxed {
+		st := d.syncFull
+		if relaxed {
+			st = d.syncNormal
+		}
+		if _, err := st.ExecContext(ctx); err != nil {
+			return nil, fmt.Errorf("set synchronous on %s: %w", d.path, err)
+		}
+		d.relaxed = relaxed
+	}
 	tx, err := d.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin %s: %w", d.path, err)

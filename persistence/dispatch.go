@@ -51,7 +51,7 @@ func (o *Outbox) ClaimDue(tx *sqlx.Tx, mesh string, now int64, limit int) ([]Due
 		return nil, nil
 	}
 	var rows []DueRow
-	if err := tx.Select(&rows, claimDueSQL, mesh, now, limit); err != nil {
+	if err := tx.Stmtx(o.claimDue).Select(&rows, mesh, now, limit); err != nil {
 		return nil, fmt.Errorf("claim due outbox rows of mesh %q: %w", mesh, err)
 	}
 	// RETURNING gives no order guarantee.
@@ -65,22 +65,26 @@ func (o *Outbox) ClaimDue(tx *sqlx.Tx, mesh string, now int64, limit int) ([]Due
 }
 
 // claimDueSQL is one statement: select and transition cannot be separated.
+// The limit is written `?3 + 0`: SQLite re-prepares a statement whose bare
+// LIMIT parameter changes value, and the limit (the dispatcher's credit)
+// changes with nearly every claim.
 const claimDueSQL = `UPDATE outbox SET status = 'inflight', attempts = attempts + 1
  WHERE id IN (SELECT id FROM outbox
                WHERE status = 'pending' AND next_attempt_at <= ?2 AND mesh = ?1
-               ORDER BY enqueued_at, id LIMIT ?3)
+               ORDER BY enqueued_at, id LIMIT ?3 + 0)
  RETURNING id, client_message_id, payload, attempts, enqueued_at`
 
 // NextDue returns the earliest next_attempt_at among mesh's pending rows, for
 // the dispatcher's timer; ok is false when the mesh has no pending row.
 func (o *Outbox) NextDue(tx *sqlx.Tx, mesh string) (at int64, ok bool, err error) {
 	var v sql.NullInt64
-	if err := tx.Get(&v, `SELECT MIN(next_attempt_at) FROM outbox
-	                       WHERE status = 'pending' AND mesh = ?`, mesh); err != nil {
+	if err := tx.Stmtx(o.nextDue).Get(&v, mesh); err != nil {
 		return 0, false, fmt.Errorf("next due outbox row of mesh %q: %w", mesh, err)
 	}
 	return v.Int64, v.Valid, nil
 }
+
+const nextDueSQL = `SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pending' AND mesh = ?`
 
 // MarkDone records the broker's acceptance (201, or 200 duplicate) of an
 // inflight row: status done, delivered_at = now, and the broker's ids (an

@@ -17,7 +17,7 @@ import (
 // returns fn's error.
 func run(t *testing.T, db *DB, fn func(tx *sqlx.Tx) error) error {
 	t.Helper()
-	b, err := db.Begin(context.Background())
+	b, err := db.Begin(context.Background(), Durable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func enqueue(t *testing.T, o *Outbox, mesh, cid string, at int64) {
 	t.Helper()
 	err := run(t, o.DB, func(tx *sqlx.Tx) error {
 		_, err := o.Accept(tx, &messages.AcceptSend{Mesh: mesh, ClientMessageID: cid, RowID: "row-" + cid,
-			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"id":"` + cid + `"}`), Now: at})
+			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"id":"` + cid + `"}`), Now: at}, false)
 		return err
 	})
 	if err != nil {
@@ -130,6 +130,40 @@ func TestClaimDue(t *testing.T) {
 	}
 	if s := state(t, o, "row-done"); s.Status != "done" || s.Attempts != 0 {
 		t.Fatalf("done row touched: %+v", s)
+	}
+}
+
+// TestAcceptClaimed: an accept told to claim inserts its row inflight with
+// its first attempt counted, so no claim picks it again; an id that
+// already has a row is answered as ever, its row untouched.
+func TestAcceptClaimed(t *testing.T) {
+	o := openTestOutbox(t)
+	accept := func(cid string, claimed bool) *messages.AcceptResult {
+		var res *messages.AcceptResult
+		err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+			res, err = o.Accept(tx, &messages.AcceptSend{Mesh: "m", ClientMessageID: cid, RowID: "row-" + cid,
+				Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{}`), Now: 10}, claimed)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := accept("a", true); !res.Inserted || res.Outcome != messages.AcceptQueued {
+		t.Fatalf("claimed accept = %+v", res)
+	}
+	if s := state(t, o, "row-a"); s.Status != "inflight" || s.Attempts != 1 || s.NextAttemptAt != 10 {
+		t.Fatalf("claimed row: %+v", s)
+	}
+	if got := ids(claim(t, o, "m", 100, 10)); got != "" {
+		t.Fatalf("a claimed row was claimed again: %q", got)
+	}
+	if res := accept("a", true); res.Inserted || res.Outcome != messages.AcceptInflight {
+		t.Fatalf("repeat of a claimed id = %+v, want inflight, nothing inserted", res)
+	}
+	if s := state(t, o, "row-a"); s.Attempts != 1 {
+		t.Fatalf("repeat touched the row: %+v", s)
 	}
 }
 
@@ -322,7 +356,7 @@ func TestDispatchCycle(t *testing.T) {
 
 func mustBegin(t *testing.T, db *DB) *Batch {
 	t.Helper()
-	b, err := db.Begin(context.Background())
+	b, err := db.Begin(context.Background(), Durable)
 	if err != nil {
 		t.Fatal(err)
 	}

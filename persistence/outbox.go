@@ -19,7 +19,10 @@ type Outbox struct {
 	*DB
 	lookup   *sqlx.Stmt
 	insert   *sqlx.Stmt
+	claimed  *sqlx.Stmt // insert already inflight (Accept with claim)
 	markDone *sqlx.Stmt // the dispatcher's most frequent write
+	claimDue *sqlx.Stmt // runs with every batch that makes rows due
+	nextDue  *sqlx.Stmt
 }
 
 // OpenOutbox opens outbox.db and checks its integrity: the outbox cannot be
@@ -44,23 +47,28 @@ func OpenOutbox(ctx context.Context, path string) (*Outbox, error) {
 		db.Close()
 		return nil, err
 	}
-	if o.insert, err = db.db.PreparexContext(ctx,
-		`INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, payload,
-		                     enqueued_at, attempts, next_attempt_at, status)
-		 VALUES (?, ?, ?, ?, ?, ?, 0, ?, 'pending')`); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if o.markDone, err = db.db.PreparexContext(ctx, markDoneSQL); err != nil {
-		db.Close()
-		return nil, err
+	for _, st := range []struct {
+		to  **sqlx.Stmt
+		sql string
+	}{{&o.insert, fmt.Sprintf(insertSQL, 0, messages.StatusPending)}, {&o.claimed, fmt.Sprintf(insertSQL, 1, messages.StatusInflight)},
+		{&o.markDone, markDoneSQL}, {&o.claimDue, claimDueSQL}, {&o.nextDue, nextDueSQL}} {
+		if *st.to, err = db.db.PreparexContext(ctx, st.sql); err != nil {
+			o.Close()
+			return nil, err
+		}
 	}
 	return o, nil
 }
 
 // Close releases the statements and the database.
 func (o *Outbox) Close() error {
-	return errors.Join(o.lookup.Close(), o.insert.Close(), o.markDone.Close(), o.DB.Close())
+	var errs []error
+	for _, st := range []*sqlx.Stmt{o.lookup, o.insert, o.claimed, o.markDone, o.claimDue, o.nextDue} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(append(errs, o.DB.Close())...)
 }
 
 type acceptRow struct {
@@ -71,14 +79,26 @@ type acceptRow struct {
 	LastError       sql.NullString `db:"last_error"`
 }
 
+// insertSQL is the new row of an accept: pending with no attempt, or
+// claimed at once (inflight, its first attempt counted).
+const insertSQL = `INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, payload,
+                     enqueued_at, attempts, next_attempt_at, status)
+ VALUES (?, ?, ?, ?, ?, ?, %d, ?, '%s')`
+
 // Accept runs the §4.5 lookup and, for an id with no row, the insert, inside
-// the caller's batch transaction.
-func (o *Outbox) Accept(tx *sqlx.Tx, cmd *messages.AcceptSend) (*messages.AcceptResult, error) {
+// the caller's batch transaction. With claim, a new row is inserted already
+// claimed for sending (inflight, attempts 1): the dispatcher has room and
+// nothing older is waiting, so a separate claim would pick exactly this row.
+func (o *Outbox) Accept(tx *sqlx.Tx, cmd *messages.AcceptSend, claim bool) (*messages.AcceptResult, error) {
 	var row acceptRow
 	err := tx.Stmtx(o.lookup).Get(&row, cmd.ClientMessageID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.Stmtx(o.insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
+		insert := o.insert
+		if claim {
+			insert = o.claimed
+		}
+		if _, err := tx.Stmtx(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
 			cmd.Payload, cmd.Now, cmd.Now); err != nil {
 			return nil, fmt.Errorf("insert outbox row: %w", err)
 		}

@@ -31,7 +31,7 @@ func accept(t *testing.T, o *Outbox, b *Batch, id string, fpByte byte) (*message
 	var res *messages.AcceptResult
 	err := b.Do(func(tx *sqlx.Tx) (err error) {
 		res, err = o.Accept(tx, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: "row-" + id,
-			Fingerprint: messages.Fingerprint{fpByte}, Payload: []byte(`{"type":"send","id":"` + id + `"}`), Now: 1})
+			Fingerprint: messages.Fingerprint{fpByte}, Payload: []byte(`{"type":"send","id":"` + id + `"}`), Now: 1}, false)
 		return err
 	})
 	return res, err
@@ -39,7 +39,7 @@ func accept(t *testing.T, o *Outbox, b *Batch, id string, fpByte byte) (*message
 
 func inBatch(t *testing.T, o *Outbox, fn func(b *Batch)) {
 	t.Helper()
-	b, err := o.Begin(context.Background())
+	b, err := o.Begin(context.Background(), Durable)
 	if err != nil {
 		t.Fatal(err)
 	}

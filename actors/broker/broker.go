@@ -80,14 +80,8 @@ func Start(opts Options) (*Broker, error) {
 		opts.PresenceGrace = PresenceGrace
 	}
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
-	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
-		return d.acceptBatch(system.Root, jobs)
-	}, opts.Log))
-	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
-		if _, err := opts.Store.AckDeliveries(context.Background(), acks); err != nil {
-			opts.Log.Error("ack deliveries", "acks", len(acks), "err", err)
-		}
-		return make([]struct{}, len(acks))
+	d.writer = spawn("writer", newBatcher("writer", maxBatch, func(ws []write) []broker.AcceptResult {
+		return d.writeBatch(system.Root, ws)
 	}, opts.Log))
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now))
 	if err != nil {
@@ -128,18 +122,38 @@ func (b *Broker) Close(ctx context.Context) {
 	b.system.Shutdown()
 }
 
-// acceptBatch runs one accept transaction for the jobs, then pushes each
-// committed message to the recipients connected here (their rows were
-// created leased for that push) and announces the others to the other
-// brokers. The pushes go from here, not from the sender's connection, so a
-// sender that vanishes mid-accept cannot strand a leased row.
-func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.AcceptResult {
-	d.metrics.acceptBatch.Observe(float64(len(jobs)))
-	reqs := make([]*broker.AcceptRequest, len(jobs))
-	for i, j := range jobs {
-		reqs[i] = j.req
+// write is one request to the writer: an accept job or a client ack.
+type write struct {
+	job *acceptJob
+	ack *broker.Ack
+}
+
+// writeBatch runs one transaction for the batch's accepts and acks, then
+// pushes each committed message to the recipients connected here (their
+// rows were created leased for that push) and announces the others to the
+// other brokers. The pushes go from here, not from the sender's
+// connection, so a sender that vanishes mid-accept cannot strand a leased
+// row. An ack's result is empty (acks are not answered).
+func (d *deps) writeBatch(root *actor.RootContext, ws []write) []broker.AcceptResult {
+	var jobs []*acceptJob
+	var reqs []*broker.AcceptRequest
+	var acks []broker.Ack
+	for _, w := range ws {
+		if w.job != nil {
+			jobs = append(jobs, w.job)
+			reqs = append(reqs, w.job.req)
+		} else {
+			acks = append(acks, *w.ack)
+		}
 	}
-	results := d.store.AcceptBatch(context.Background(), reqs)
+	if len(jobs) > 0 {
+		d.metrics.acceptBatch.Observe(float64(len(jobs)))
+	}
+	written := d.store.Write(context.Background(), reqs, acks)
+	if written.AckErr != nil {
+		d.log.Error("ack deliveries", "acks", len(acks), "err", written.AckErr)
+	}
+	results := written.Accepts
 	var waiting []broker.Recipient
 	leased := false
 	for i, j := range jobs {
@@ -164,7 +178,14 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 	if err := d.store.Notify(context.Background(), waiting); err != nil {
 		d.log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
 	}
-	return results
+	out := make([]broker.AcceptResult, len(ws))
+	for i, n := 0, 0; i < len(ws); i++ {
+		if ws[i].job != nil {
+			out[i] = results[n]
+			n++
+		}
+	}
+	return out
 }
 
 // withMetrics adds GET /metrics to the extra handlers.

@@ -32,8 +32,7 @@ type deps struct {
 	store   *broker.Store
 	limiter ratelimit.Limiter
 	hub     *actor.PID
-	accepts *actor.PID
-	acks    *actor.PID
+	writer  *actor.PID // accepts and client acks, group committed
 	sweeper *actor.PID
 	log     *slog.Logger
 	now     func() time.Time

@@ -161,12 +161,20 @@ func (s *Store) LookupDedupe(ctx context.Context, meshID, clientMessageID string
 	return row, nil
 }
 
-// AcceptBatch runs B2 and B3 of spec §4.9.4 for every request in one
-// transaction (group commit) and returns one result per request, in order.
-// A rejected or failed request leaves nothing behind and does not disturb
-// its neighbours; two requests with the same id behave like two sequential
-// requests. If the transaction itself fails, every result is Failed and
-// nothing is stored.
+// Written is what one Write did.
+type Written struct {
+	Accepts []AcceptResult // one per request, in order
+	Acked   int64          // delivery rows the acks marked delivered
+	AckErr  error          // why the acks were not applied; nil if they were
+}
+
+// Write runs B2 and B3 of spec §4.9.4 for every request, then applies the
+// client acks, in one transaction (group commit): on SQLite every
+// transaction is an fsync, and a broker that pushes as much as it accepts
+// would otherwise commit twice per message. A rejected or failed request
+// leaves nothing behind and does not disturb its neighbours; two requests
+// with the same id behave like two sequential requests. If the transaction
+// itself fails, every result is Failed and nothing is stored.
 //
 // The batch first runs set-wise: a few multi-row statements for all
 // requests, which write nothing for a request they do not create. Should
@@ -174,38 +182,51 @@ func (s *Store) LookupDedupe(ctx context.Context, meshID, clientMessageID string
 // requests share an id, the batch runs again one request per SAVEPOINT, so
 // that only the culprit fails. Requests are applied in (mesh_id,
 // client_message_id) order, stable, so concurrent batches never wait on
-// each other's keys in a cycle.
-func (s *Store) AcceptBatch(ctx context.Context, reqs []*AcceptRequest) []AcceptResult {
+// each other's keys in a cycle. The acks run last, in a savepoint of their
+// own: acks that fail are rolled back alone (their messages stay
+// undelivered and are pushed again) and never fail the accepts.
+func (s *Store) Write(ctx context.Context, reqs []*AcceptRequest, acks []Ack) *Written {
 	b := &batch{reqs: reqs, results: make([]AcceptResult, len(reqs)), order: lockOrder(reqs), now: s.clock()}
-	if len(reqs) == 0 {
-		return b.results
+	w := &Written{Accepts: b.results}
+	if len(reqs) == 0 && len(acks) == 0 {
+		return w
 	}
-	tx, err := s.beginWrite(ctx)
+	defer s.prepareWanted(ctx)
+	var tx *sqlx.Tx
+	var err error
+	if len(reqs) == 0 { // acks alone: their loss in a power cut means a push again
+		var done func()
+		if tx, done, err = s.beginRelaxed(ctx); err == nil {
+			defer done()
+		}
+	} else {
+		tx, err = s.beginWrite(ctx)
+	}
 	if err != nil {
-		return failAll(b.results, err)
+		return w.fail(err, acks)
 	}
-	if b.distinctKeys() {
+	if len(reqs) > 0 && b.distinctKeys() {
 		err := s.accept(ctx, tx, b, b.order)
 		if err == nil {
-			return s.finish(tx, b.results)
+			return s.finish(ctx, tx, w, acks)
 		}
 		s.log.Warn("accept_batch_retry_per_request", "requests", len(reqs), "err", err)
 		_ = tx.Rollback() // PostgreSQL has aborted it already
 		if tx, err = s.beginWrite(ctx); err != nil {
-			return failAll(b.results, err)
+			return w.fail(err, acks)
 		}
 		clear(b.results)
 	}
 	for _, i := range b.order {
 		if err := s.acceptOne(ctx, tx, b, i); err != nil {
 			_ = tx.Rollback() // the savepoint error is the one to report
-			return failAll(b.results, err)
+			return w.fail(err, acks)
 		}
 	}
-	return s.finish(tx, b.results)
+	return s.finish(ctx, tx, w, acks)
 }
 
-// batch is one AcceptBatch call.
+// batch is the accepts of one Write call.
 type batch struct {
 	reqs    []*AcceptRequest
 	results []AcceptResult
@@ -241,35 +262,70 @@ func lockOrder(reqs []*AcceptRequest) []int {
 // writes are rolled back and its result is Failed. The error is for the
 // batch: the savepoint machinery failed and the transaction is unusable.
 func (s *Store) acceptOne(ctx context.Context, tx *sqlx.Tx, b *batch, i int) error {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT accept"); err != nil {
-		return fmt.Errorf("savepoint: %w", err)
-	}
-	if err := s.accept(ctx, tx, b, []int{i}); err != nil {
+	err := s.savepoint(ctx, tx, "accept", func() error { return s.accept(ctx, tx, b, []int{i}) })
+	if err != nil && !errors.Is(err, errSavepoint) {
 		b.results[i] = AcceptResult{Outcome: Failed,
 			Err: fmt.Errorf("accept client_message_id %s: %w", b.reqs[i].ClientMessageID, err)}
-		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT accept"); err != nil {
-			return fmt.Errorf("rollback to savepoint: %w", err)
+		return nil
+	}
+	return err
+}
+
+// errSavepoint marks a failure of the savepoint machinery itself: the
+// transaction is unusable.
+var errSavepoint = errors.New("savepoint")
+
+// savepoint runs fn inside SAVEPOINT name. If fn fails, its writes are
+// rolled back and its error returned; an error wrapping errSavepoint means
+// the savepoint statements failed.
+func (s *Store) savepoint(ctx context.Context, tx *sqlx.Tx, name string, fn func() error) error {
+	if _, err := s.txExec(ctx, tx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("%w: %w", errSavepoint, err)
+	}
+	ferr := fn()
+	if ferr != nil {
+		if _, err := s.txExec(ctx, tx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
+			return fmt.Errorf("%w: rollback: %w", errSavepoint, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT accept"); err != nil {
-		return fmt.Errorf("release savepoint: %w", err)
+	if _, err := s.txExec(ctx, tx, "RELEASE SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("%w: release: %w", errSavepoint, err)
 	}
-	return nil
+	return ferr
 }
 
-func (s *Store) finish(tx *sqlx.Tx, results []AcceptResult) []AcceptResult {
+// finish applies acks in their savepoint and commits.
+func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, w *Written, acks []Ack) *Written {
+	if len(acks) > 0 {
+		err := s.savepoint(ctx, tx, "acks", func() (err error) {
+			w.Acked, err = s.ack(ctx, tx, acks)
+			return err
+		})
+		if errors.Is(err, errSavepoint) {
+			_ = tx.Rollback()
+			return w.fail(err, acks)
+		}
+		if err != nil {
+			w.Acked, w.AckErr = 0, fmt.Errorf("ack deliveries: %w", err)
+		}
+	}
 	if err := s.commit(tx); err != nil {
-		return failAll(results, err)
+		return w.fail(err, acks)
 	}
-	return results
+	return w
 }
 
-func failAll(results []AcceptResult, err error) []AcceptResult {
-	err = fmt.Errorf("accept batch: %w", err)
-	for i := range results {
-		results[i] = AcceptResult{Outcome: Failed, Err: err}
+// fail records a failed transaction: nothing of it is stored.
+func (w *Written) fail(err error, acks []Ack) *Written {
+	accErr := fmt.Errorf("accept batch: %w", err)
+	for i := range w.Accepts {
+		w.Accepts[i] = AcceptResult{Outcome: Failed, Err: accErr}
 	}
-	return results
+	w.Acked = 0
+	if len(acks) > 0 {
+		w.AckErr = fmt.Errorf("ack deliveries: %w", err)
+	}
+	return w
 }
 
 // validate is the schema part of B1 that the store relies on; the

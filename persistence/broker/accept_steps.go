@@ -99,7 +99,7 @@ func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, e
 			MeshID string `db:"mesh_id"`
 			Pubkey string `db:"pubkey"`
 		}
-		if err := tx.SelectContext(ctx, &rows, s.d.rewrite(`SELECT mesh_id, pubkey FROM member
+		if err := s.txSelect(ctx, tx, &rows, s.d.rewrite(`SELECT mesh_id, pubkey FROM member
 			 WHERE revoked_at IS NULL AND pubkey IN (SELECT value FROM EACH(?))`), jsonArray(pubkeys)); err != nil {
 			return nil, nil, err
 		}
@@ -151,7 +151,7 @@ func (s *Store) claim(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, exp
 			MeshID          string `db:"mesh_id"`
 			ClientMessageID string `db:"client_message_id"`
 		}
-		err := tx.SelectContext(ctx, &keys, s.d.rewrite(`INSERT INTO client_message_dedupe (mesh_id,
+		err := s.txSelect(ctx, tx, &keys, s.d.rewrite(`INSERT INTO client_message_dedupe (mesh_id,
 			client_message_id, broker_message_id, request_fingerprint, destination_kind, destination_ref,
 			first_seen_at, expires_at, history_available) VALUES `+values+`
 			ON CONFLICT (mesh_id, client_message_id) DO NOTHING
@@ -177,7 +177,7 @@ func (s *Store) dedupeExpiry(ctx context.Context, tx *sqlx.Tx, b *batch, idx []i
 		Mode string `db:"dedupe_mode"`
 		Days int    `db:"dedupe_retention_days"`
 	}
-	if err := tx.SelectContext(ctx, &meshes, s.d.rewrite(`SELECT id, dedupe_mode, dedupe_retention_days FROM mesh
+	if err := s.txSelect(ctx, tx, &meshes, s.d.rewrite(`SELECT id, dedupe_mode, dedupe_retention_days FROM mesh
 		 WHERE id IN (SELECT value FROM EACH(?))`), jsonArray(ids)); err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (s *Store) answer(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, re
 	}
 	stored := map[key]*DedupeRow{}
 	err := rowChunks("(?, ?)", rows, func(values string, args []any) error {
-		rs, err := tx.QueryxContext(ctx, s.d.rewrite(dedupeSelect+
+		rs, err := s.txQuery(ctx, tx, s.d.rewrite(dedupeSelect+
 			" WHERE (d.mesh_id, d.client_message_id) IN (VALUES "+values+") /*FOR SHARE*/"), args...)
 		if err != nil {
 			return err
@@ -275,7 +275,7 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, bro
 			continue
 		}
 		err := rowChunks(placeholders(len(ins.rows[0])), ins.rows, func(values string, args []any) error {
-			_, err := tx.ExecContext(ctx, s.d.rewrite(ins.prefix+values), args...)
+			_, err := s.txExec(ctx, tx, s.d.rewrite(ins.prefix+values), args...)
 			return err
 		})
 		if err != nil {

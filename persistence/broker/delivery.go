@@ -59,7 +59,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, c Claim) ([]Delivery, error
 	var out []Delivery
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var ids []int64
-		err := tx.SelectContext(ctx, &ids, s.d.rewrite(`UPDATE delivery_queue
+		err := s.txSelect(ctx, tx, &ids, s.d.rewrite(`UPDATE delivery_queue
 			   SET lease_expires_at = ?, attempts = attempts + 1
 			 WHERE id IN (SELECT d.id FROM delivery_queue d JOIN message m ON m.id = d.message_id
 			               WHERE d.mesh_id = ? AND d.recipient_pubkey IN (SELECT value FROM EACH(?))
@@ -86,7 +86,7 @@ func (s *Store) readDeliveries(ctx context.Context, tx *sqlx.Tx, ids []int64) ([
 	for i, id := range ids {
 		keys[i] = strconv.FormatInt(id, 10)
 	}
-	rows, err := tx.QueryxContext(ctx, s.d.rewrite(`SELECT d.id, d.mesh_id, d.recipient_pubkey, d.attempts, d.lease_expires_at,
+	rows, err := s.txQuery(ctx, tx, s.d.rewrite(`SELECT d.id, d.mesh_id, d.recipient_pubkey, d.attempts, d.lease_expires_at,
 		       m.id, m.client_message_id, m.request_fingerprint, m.sender_pubkey, m.target_spec, m.priority,
 		       m.nonce, m.ciphertext, m.reply_to_id, m.meta, m.created_at, h.history_id
 		  FROM delivery_queue d JOIN message m ON m.id = d.message_id JOIN message_history h ON h.message_id = m.id
@@ -126,53 +126,41 @@ type Ack struct {
 	BrokerMessageID  string
 }
 
-// AckDeliveries marks delivered, in one transaction, the rows the acks
-// name. Acking is idempotent; it returns how many rows were marked now.
-// Batch acks like accepts: on SQLite every transaction is an fsync.
-func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
+// ack marks delivered the rows the acks name, inside tx, and returns how
+// many it marked now. Acking is idempotent.
+func (s *Store) ack(ctx context.Context, tx *sqlx.Tx, acks []Ack) (int64, error) {
 	var total int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		// One parse for the whole batch, not one per ack.
-		update, err := tx.PreparexContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
-			 WHERE message_id = ? AND mesh_id = ? AND delivered_at IS NULL
-			   AND recipient_pubkey IN (SELECT value FROM EACH(?))`))
-		if err != nil {
-			return err
+	update := s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
+		 WHERE message_id = ? AND mesh_id = ? AND delivered_at IS NULL
+		   AND recipient_pubkey IN (SELECT value FROM EACH(?))`)
+	for _, a := range acks {
+		if a.ClientMessageID == "" && a.BrokerMessageID == "" {
+			continue
 		}
-		defer update.Close()
-		for _, a := range acks {
-			if a.ClientMessageID == "" && a.BrokerMessageID == "" {
+		// The push named the message; an ack with only the client's id
+		// finds it through the dedupe row. Either way the update is a
+		// lookup by message_id, never a scan of the recipient's queue.
+		messageID := a.BrokerMessageID
+		if messageID == "" {
+			err := s.txGet(ctx, tx, &messageID, s.d.rewrite(
+				`SELECT broker_message_id FROM client_message_dedupe WHERE mesh_id = ? AND client_message_id = ?`),
+				a.MeshID, a.ClientMessageID)
+			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
-			// The push named the message; an ack with only the client's id
-			// finds it through the dedupe row. Either way the update is a
-			// lookup by message_id, never a scan of the recipient's queue.
-			messageID := a.BrokerMessageID
-			if messageID == "" {
-				err := tx.GetContext(ctx, &messageID, s.d.rewrite(
-					`SELECT broker_message_id FROM client_message_dedupe WHERE mesh_id = ? AND client_message_id = ?`),
-					a.MeshID, a.ClientMessageID)
-				if errors.Is(err, sql.ErrNoRows) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-			}
-			res, err := update.ExecContext(ctx, s.d.time(s.clock()), messageID, a.MeshID, jsonArray(a.RecipientPubkeys))
 			if err != nil {
-				return err
+				return 0, err
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			total += n
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("ack deliveries: %w", err)
+		res, err := s.txExec(ctx, tx, update, s.d.time(s.clock()), messageID, a.MeshID, jsonArray(a.RecipientPubkeys))
+		if err != nil {
+			return 0, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		total += n
 	}
 	return total, nil
 }

@@ -6,8 +6,8 @@
 // (placeholders, locking clauses, the JSON-array table function, how a time
 // is stored) live in the dialect value.
 //
-// The accept path follows spec §4.9.4: AcceptBatch runs one transaction for
-// many sends (group commit) and writes, per created send, the dedupe row,
+// The accept path follows spec §4.9.4: Write runs one transaction for many
+// sends and client acks (group commit) and writes, per created send, the dedupe row,
 // the message row, the history row and the delivery-queue rows together or
 // not at all. "Dedupe row exists" ⇔ "accept committed": nothing in this
 // package leaves a dedupe row behind on a rejection. A batch runs set-wise
@@ -36,6 +36,7 @@ package broker
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,7 @@ type Store struct {
 	log     *slog.Logger
 	version int
 	lookup  *sqlx.Stmt // the B0 read, on rdb
+	stmts   *stmtCache // SQLite: the write path's statements
 	url     string     // PostgreSQL: the URL, for the LISTEN connection
 }
 
@@ -135,7 +137,7 @@ func (s *Store) openSQLite(ctx context.Context, dir string) error {
 	if s.db, err = persistence.OpenSQLite(ctx, filepath.Join(dir, FileName), 0); err != nil {
 		return err
 	}
-	s.d, s.rdb = sqliteDialect, s.db
+	s.d, s.rdb, s.stmts = sqliteDialect, s.db, newStmtCache()
 	return nil
 }
 
@@ -170,6 +172,9 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
+	if s.stmts != nil {
+		s.stmts.close()
+	}
 	var errs []error
 	if s.rdb != nil && s.rdb != s.db {
 		errs = append(errs, s.rdb.Close())
@@ -192,6 +197,41 @@ func (s *Store) beginWrite(ctx context.Context) (*sqlx.Tx, error) {
 	return tx, nil
 }
 
+// beginRelaxed starts a write transaction whose commit skips the fsync on
+// SQLite (synchronous=NORMAL for this one transaction): for writes whose
+// loss in a power cut only means work done again, such as acks (the
+// message is pushed again and the receiver dedupes it). The connection is
+// pinned so that no other transaction runs relaxed; done restores FULL
+// and releases it, and must be called once the transaction has ended. A
+// connection that cannot be restored is discarded. On PostgreSQL this is
+// beginWrite.
+func (s *Store) beginRelaxed(ctx context.Context) (tx *sqlx.Tx, done func(), err error) {
+	if s.d.name != sqliteName {
+		tx, err = s.beginWrite(ctx)
+		return tx, func() {}, err
+	}
+	conn, err := s.db.Connx(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	done = func() {
+		if _, err := conn.ExecContext(context.Background(), "PRAGMA synchronous = FULL"); err != nil {
+			s.log.Error("restore synchronous=FULL; discarding the connection", "err", err)
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		done()
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	if tx, err = conn.BeginTxx(ctx, nil); err != nil {
+		done()
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, done, nil
+}
+
 // commit commits tx. On failure nothing of it is stored: PostgreSQL ends
 // a transaction whose COMMIT failed, and the SQLite driver rolls back one
 // that COMMIT left open, so the writer connection comes back clean.
@@ -204,6 +244,7 @@ func (s *Store) commit(tx *sqlx.Tx) error {
 
 // inTx runs fn in one write transaction.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	defer s.prepareWanted(ctx)
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return err
