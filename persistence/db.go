@@ -40,11 +40,9 @@ type DB struct {
 	// The savepoint statements every command runs, prepared once: the
 	// driver would otherwise parse them for every command.
 	savepoint, release, rollbackTo *sqlx.Stmt
-	// syncFull and syncNormal switch the connection between Durable and
-	// Relaxed commits; relaxed says which one it is in. (A connection the
-	// pool replaced starts FULL: the mismatch errs on the durable side.)
-	syncFull, syncNormal *sqlx.Stmt
-	relaxed              bool
+	// relaxed says whether the connection is in Relaxed mode. (A connection
+	// the pool replaced starts FULL: the mismatch errs on the durable side.)
+	relaxed bool
 	// version is the schema version after migrations.
 	version int
 }
@@ -77,8 +75,7 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	for _, st := range []struct {
 		to  **sqlx.Stmt
 		sql string
-	}{{&d.savepoint, "SAVEPOINT cmd"}, {&d.release, "RELEASE cmd"}, {&d.rollbackTo, "ROLLBACK TO cmd"},
-		{&d.syncFull, "PRAGMA synchronous = FULL"}, {&d.syncNormal, "PRAGMA synchronous = NORMAL"}} {
+	}{{&d.savepoint, "SAVEPOINT cmd"}, {&d.release, "RELEASE cmd"}, {&d.rollbackTo, "ROLLBACK TO cmd"}} {
 		if *st.to, err = db.PreparexContext(ctx, st.sql); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("prepare %q: %w", st.sql, err)
@@ -139,7 +136,7 @@ func (d *DB) SchemaVersion() int { return d.version }
 
 // Close closes the database.
 func (d *DB) Close() error {
-	for _, st := range []*sqlx.Stmt{d.savepoint, d.release, d.rollbackTo, d.syncFull, d.syncNormal} {
+	for _, st := range []*sqlx.Stmt{d.savepoint, d.release, d.rollbackTo} {
 		if st != nil {
 			st.Close()
 		}
@@ -171,11 +168,13 @@ type Batch struct {
 // on the strength of the commit.
 func (d *DB) Begin(ctx context.Context, dur Durability) (*Batch, error) {
 	if relaxed := dur == Relaxed; relaxed != d.relaxed {
-		st := d.syncFull
+		// Never a prepared statement: SQLite applies this pragma when it
+		// compiles it, not when it runs.
+		pragma := "PRAGMA synchronous = FULL"
 		if relaxed {
-			st = d.syncNormal
+			pragma = "PRAGMA synchronous = NORMAL"
 		}
-		if _, err := st.ExecContext(ctx); err != nil {
+		if _, err := d.db.ExecContext(ctx, pragma); err != nil {
 			return nil, fmt.Errorf("set synchronous on %s: %w", d.path, err)
 		}
 		d.relaxed = relaxed

@@ -464,3 +464,26 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestBeginDurability: a Relaxed batch runs with synchronous=NORMAL, a
+// Durable one with FULL, whatever ran before it.
+func TestBeginDurability(t *testing.T) {
+	o := openTestOutbox(t)
+	for _, step := range []struct {
+		dur  Durability
+		want int
+	}{{Durable, 2}, {Relaxed, 1}, {Relaxed, 1}, {Durable, 2}} {
+		b, err := o.Begin(context.Background(), step.dur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mode int
+		err = b.Do(func(tx *sqlx.Tx) error { return tx.Get(&mode, "PRAGMA synchronous") })
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil || mode != step.want {
+			t.Fatalf("durability %d: synchronous = %d, %v; want %d", step.dur, mode, err, step.want)
+		}
+	}
+}
