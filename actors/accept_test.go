@@ -21,6 +21,14 @@ import (
 // daemon.
 func startTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error) {
 	t.Helper()
+	tree, fatal, _ = openTree(t, meshes...)
+	return tree, fatal
+}
+
+// openTree is startTree that also returns the outbox, for a test that
+// reads it after the store has stopped.
+func openTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error, outbox *persistence.Outbox) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
 	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(dir, "outbox.db"))
@@ -46,7 +54,7 @@ func startTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error
 		outbox.Close()
 		inbox.Close()
 	})
-	return tree, fatal
+	return tree, fatal, outbox
 }
 
 func processes(s *actor.ActorSystem) int {

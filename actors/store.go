@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jmoiron/sqlx"
@@ -15,6 +16,12 @@ import (
 // DefaultMaxBatch bounds how many commands share one transaction.
 const DefaultMaxBatch = 256
 
+// OutcomeDelay is how long a send outcome may wait for a batch to ride
+// along with before it commits on its own. An outcome answers no caller
+// and needs no fsync, but alone it would still cost a transaction per
+// message; held back, outcomes join the accepts' batches.
+const OutcomeDelay = 10 * time.Millisecond
+
 // Store is the only owner of the daemon's SQLite handles (outbox.db and
 // inbox.db).
 //
@@ -25,7 +32,8 @@ const DefaultMaxBatch = 256
 // it touches, with a SAVEPOINT per command, commits, and only then is each
 // sender answered. A batch also runs as soon as it holds DefaultMaxBatch
 // commands. Under load one fsync covers many commands; when idle, a command
-// waits for no timer.
+// waits for no timer — except a send outcome, which waits up to
+// OutcomeDelay for a batch to join (see hold).
 type Store struct {
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
@@ -34,6 +42,10 @@ type Store struct {
 
 	batch       []storeRequest
 	flushQueued bool
+	// held are send outcomes waiting for the next batch (OutcomeDelay);
+	// holding says a timer will flush them.
+	held    []storeRequest
+	holding bool
 	// dispatch is each ready mesh's dispatcher (DispatchReady); it
 	// survives a restart of the actor, like the database handles.
 	dispatch map[string]*meshDispatch
@@ -50,8 +62,12 @@ type storeRequest struct {
 	sender *actor.PID
 }
 
-// flush is the store's own end-of-drain marker.
-type flush struct{}
+// flush is the store's own end-of-drain marker; flushHeld is its
+// OutcomeDelay timer.
+type (
+	flush     struct{}
+	flushHeld struct{}
+)
 
 // NewStore returns the store actor's producer. The databases stay open
 // across restarts; their owner (the daemon) closes them after the actor
@@ -66,9 +82,14 @@ func NewStore(outbox *persistence.Outbox, inbox *persistence.Inbox, log *slog.Lo
 // Receive handles one message.
 func (s *Store) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping:
+		s.run(ctx) // held outcomes
 	case *flush:
 		s.flushQueued = false
+		s.run(ctx)
+	case *flushHeld:
+		s.holding = false
 		s.run(ctx)
 	case *SetEvents:
 		s.events = msg.Events
@@ -82,6 +103,10 @@ func (s *Store) Receive(ctx actor.Context) {
 }
 
 func (s *Store) enqueue(ctx actor.Context, msg any) {
+	if _, ok := msg.(*messages.SendOutcome); ok {
+		s.hold(ctx, storeRequest{msg: msg, sender: ctx.Sender()})
+		return
+	}
 	s.batch = append(s.batch, storeRequest{msg: msg, sender: ctx.Sender()})
 	if len(s.batch) >= s.maxBatch {
 		s.run(ctx)
@@ -90,6 +115,21 @@ func (s *Store) enqueue(ctx actor.Context, msg any) {
 	if !s.flushQueued {
 		s.flushQueued = true
 		ctx.Send(ctx.Self(), &flush{})
+	}
+}
+
+// hold keeps a send outcome for the next batch, arming the OutcomeDelay
+// timer if none is armed; a full hold runs at once.
+func (s *Store) hold(ctx actor.Context, r storeRequest) {
+	s.held = append(s.held, r)
+	if len(s.held) >= s.maxBatch {
+		s.run(ctx)
+		return
+	}
+	if !s.holding {
+		s.holding = true
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		time.AfterFunc(OutcomeDelay, func() { root.Send(self, &flushHeld{}) })
 	}
 }
 
@@ -124,6 +164,9 @@ func onInbox(msg any) bool {
 // If a database's transaction cannot begin or commit, every command on it
 // gets the error and nothing of its part of the batch is stored.
 func (s *Store) run(ctx actor.Context) {
+	if len(s.held) > 0 { // they came first
+		s.batch, s.held = append(s.held, s.batch...), s.batch[:0]
+	}
 	if len(s.batch) == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -12,32 +13,51 @@ import (
 // marker; when the marker comes up (every request that arrived before it has
 // joined), run executes the whole batch in one transaction and each sender
 // gets its result, in order. A batch also runs when it reaches max.
+//
+// Requests for which hold is true (their results go to no one) wait up to
+// holdFor for a batch to join before they run on their own: client acks
+// then ride along with the accepts instead of costing a transaction each.
 type batcher[Req, Res any] struct {
-	name  string
-	run   func([]Req) []Res
-	max   int
-	log   *slog.Logger
-	reqs  []Req
-	from  []*actor.PID
-	queue bool
+	name    string
+	run     func([]Req) []Res
+	max     int
+	hold    func(Req) bool
+	holdFor time.Duration
+	log     *slog.Logger
+	reqs    []Req
+	from    []*actor.PID
+	queue   bool
+	held    []Req
+	holding bool // a timer will flush the held requests
 }
 
 // batchOf wraps one request for a batcher.
 type batchOf[Req any] struct{ req Req }
 
-// batchFlush is a batcher's end-of-drain marker.
-type batchFlush struct{}
+// batchFlush is a batcher's end-of-drain marker; heldFlush is its holdFor
+// timer.
+type (
+	batchFlush struct{}
+	heldFlush  struct{}
+)
 
-func newBatcher[Req, Res any](name string, max int, run func([]Req) []Res, log *slog.Logger) actor.Producer {
+func newBatcher[Req, Res any](name string, max int, run func([]Req) []Res, hold func(Req) bool, holdFor time.Duration,
+	log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &batcher[Req, Res]{name: name, run: run, max: max, log: log.With("actor", name)}
+		return &batcher[Req, Res]{name: name, run: run, max: max, hold: hold, holdFor: holdFor, log: log.With("actor", name)}
 	}
 }
 
 func (b *batcher[Req, Res]) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping:
+		b.flush(ctx) // held requests
 	case *batchOf[Req]:
+		if b.hold != nil && b.hold(msg.req) {
+			b.keep(ctx, msg.req)
+			return
+		}
 		b.reqs = append(b.reqs, msg.req)
 		b.from = append(b.from, ctx.Sender())
 		if len(b.reqs) >= b.max {
@@ -49,12 +69,36 @@ func (b *batcher[Req, Res]) Receive(ctx actor.Context) {
 	case *batchFlush:
 		b.queue = false
 		b.flush(ctx)
+	case *heldFlush:
+		b.holding = false
+		b.flush(ctx)
 	default:
 		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", msg))
 	}
 }
 
+// keep holds req (its result goes to no one) for the next batch, arming
+// the timer if none is armed; a full hold runs at once.
+func (b *batcher[Req, Res]) keep(ctx actor.Context, req Req) {
+	b.held = append(b.held, req)
+	if len(b.held) >= b.max {
+		b.flush(ctx)
+		return
+	}
+	if !b.holding {
+		b.holding = true
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		time.AfterFunc(b.holdFor, func() { root.Send(self, &heldFlush{}) })
+	}
+}
+
 func (b *batcher[Req, Res]) flush(ctx actor.Context) {
+	for _, req := range b.held {
+		b.reqs = append(b.reqs, req)
+		b.from = append(b.from, nil)
+	}
+	clear(b.held)
+	b.held = b.held[:0]
 	if len(b.reqs) == 0 {
 		return
 	}

@@ -82,7 +82,7 @@ func Start(opts Options) (*Broker, error) {
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
 	d.writer = spawn("writer", newBatcher("writer", maxBatch, func(ws []write) []broker.AcceptResult {
 		return d.writeBatch(system.Root, ws)
-	}, opts.Log))
+	}, func(w write) bool { return w.ack != nil }, AckDelay, opts.Log))
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now))
 	if err != nil {
 		system.Shutdown()

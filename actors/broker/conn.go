@@ -23,8 +23,11 @@ const (
 	MaxClockSkew   = 60 * time.Second
 	MaxAttestation = 24 * time.Hour
 	DeliveryLease  = 30 * time.Second
-	drainBatch     = 256
-	askTimeout     = 30 * time.Second
+	// AckDelay is how long a client_ack may wait to share the next accept
+	// transaction before it commits on its own (it answers no one).
+	AckDelay   = 10 * time.Millisecond
+	drainBatch = 256
+	askTimeout = 30 * time.Second
 )
 
 // deps are what every connection shares.
