@@ -80,9 +80,17 @@ func Start(opts Options) (*Broker, error) {
 		opts.PresenceGrace = PresenceGrace
 	}
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
-	d.writer = spawn("writer", newBatcher("writer", maxBatch, func(ws []write) []broker.AcceptResult {
-		return d.writeBatch(system.Root, ws)
-	}, func(w write) bool { return w.ack != nil }, AckDelay, opts.Log))
+	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
+		return d.acceptBatch(system.Root, jobs)
+	}, nil, 0, opts.Log))
+	// Acks answer no one: each waits up to AckDelay for others to share its
+	// transaction.
+	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
+		if _, err := opts.Store.AckDeliveries(context.Background(), acks); err != nil {
+			opts.Log.Error("ack deliveries", "acks", len(acks), "err", err)
+		}
+		return make([]struct{}, len(acks))
+	}, func(broker.Ack) bool { return true }, AckDelay, opts.Log))
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now))
 	if err != nil {
 		system.Shutdown()
@@ -122,38 +130,18 @@ func (b *Broker) Close(ctx context.Context) {
 	b.system.Shutdown()
 }
 
-// write is one request to the writer: an accept job or a client ack.
-type write struct {
-	job *acceptJob
-	ack *broker.Ack
-}
-
-// writeBatch runs one transaction for the batch's accepts and acks, then
-// pushes each committed message to the recipients connected here (their
-// rows were created leased for that push) and announces the others to the
-// other brokers. The pushes go from here, not from the sender's
-// connection, so a sender that vanishes mid-accept cannot strand a leased
-// row. An ack's result is empty (acks are not answered).
-func (d *deps) writeBatch(root *actor.RootContext, ws []write) []broker.AcceptResult {
-	var jobs []*acceptJob
-	var reqs []*broker.AcceptRequest
-	var acks []broker.Ack
-	for _, w := range ws {
-		if w.job != nil {
-			jobs = append(jobs, w.job)
-			reqs = append(reqs, w.job.req)
-		} else {
-			acks = append(acks, *w.ack)
-		}
+// acceptBatch runs one accept transaction for the jobs, then pushes each
+// committed message to the recipients connected here (their rows were
+// created leased for that push) and announces the others to the other
+// brokers. The pushes go from here, not from the sender's connection, so a
+// sender that vanishes mid-accept cannot strand a leased row.
+func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.AcceptResult {
+	d.metrics.acceptBatch.Observe(float64(len(jobs)))
+	reqs := make([]*broker.AcceptRequest, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = j.req
 	}
-	if len(jobs) > 0 {
-		d.metrics.acceptBatch.Observe(float64(len(jobs)))
-	}
-	written := d.store.Write(context.Background(), reqs, acks)
-	if written.AckErr != nil {
-		d.log.Error("ack deliveries", "acks", len(acks), "err", written.AckErr)
-	}
-	results := written.Accepts
+	results := d.store.AcceptBatch(context.Background(), reqs)
 	var waiting []broker.Recipient
 	leased := false
 	for i, j := range jobs {
@@ -178,14 +166,7 @@ func (d *deps) writeBatch(root *actor.RootContext, ws []write) []broker.AcceptRe
 	if err := d.store.Notify(context.Background(), waiting); err != nil {
 		d.log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
 	}
-	out := make([]broker.AcceptResult, len(ws))
-	for i, n := 0, 0; i < len(ws); i++ {
-		if ws[i].job != nil {
-			out[i] = results[n]
-			n++
-		}
-	}
-	return out
+	return results
 }
 
 // withMetrics adds GET /metrics to the extra handlers.

@@ -23,8 +23,8 @@ const (
 	MaxClockSkew   = 60 * time.Second
 	MaxAttestation = 24 * time.Hour
 	DeliveryLease  = 30 * time.Second
-	// AckDelay is how long a client_ack may wait to share the next accept
-	// transaction before it commits on its own (it answers no one).
+	// AckDelay is how long a client_ack may wait for others to share its
+	// transaction (it answers no one).
 	AckDelay   = 10 * time.Millisecond
 	drainBatch = 256
 	askTimeout = 30 * time.Second
@@ -35,7 +35,8 @@ type deps struct {
 	store   *broker.Store
 	limiter ratelimit.Limiter
 	hub     *actor.PID
-	writer  *actor.PID // accepts and client acks, group committed
+	accepts *actor.PID
+	acks    *actor.PID
 	sweeper *actor.PID
 	log     *slog.Logger
 	now     func() time.Time

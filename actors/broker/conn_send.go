@@ -15,7 +15,7 @@ import (
 
 // send runs the accept path: validation, B0 (a committed id answers from the
 // dedupe table and spends no rate budget), B1 (the idempotent limiter), the
-// recipients, then B2/B3 in the writer; the ack goes out after the
+// recipients, then B2/B3 in the accepts batcher; the ack goes out after the
 // commit and the push to live recipients right after it.
 func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	id := f.ClientMessageID
@@ -65,7 +65,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,
 		Recipients: resolved.recipients, Online: resolved.online, Lease: c.lease}
 	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey, senderName: c.member.DisplayName}
-	future := ctx.RequestFuture(c.writer, &batchOf[write]{req: write{job: job}}, askTimeout)
+	future := ctx.RequestFuture(c.accepts, &batchOf[*acceptJob]{req: job}, askTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
 		if err != nil || !ok {
@@ -135,7 +135,7 @@ func (c *conn) validateSend(f *messages.SendFrame, id string) (messages.Fingerpr
 	return fp, nil
 }
 
-// acceptJob is one send for the writer: the store request, and
+// acceptJob is one send for the accepts batcher: the store request, and
 // who sent it, for the push the batcher makes right after the commit (so
 // that it goes out even if the sender's connection is gone by then).
 type acceptJob struct {
@@ -202,14 +202,14 @@ func (c *conn) failedSend(ack *messages.AckFrame, err error) {
 	c.reply(failed(ack))
 }
 
-// clientAck marks a pushed message delivered, through the writer.
+// clientAck marks a pushed message delivered, through the acks batcher.
 func (c *conn) clientAck(ctx actor.Context, f *messages.ClientAckFrame) {
 	if f.ClientMessageID == "" && f.BrokerMessageID == "" {
 		return
 	}
 	c.metrics.acks.Inc()
-	ctx.Send(c.writer, &batchOf[write]{req: write{ack: &broker.Ack{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
-		ClientMessageID: f.ClientMessageID, BrokerMessageID: f.BrokerMessageID}}})
+	ctx.Send(c.acks, &batchOf[broker.Ack]{req: broker.Ack{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
+		ClientMessageID: f.ClientMessageID, BrokerMessageID: f.BrokerMessageID}})
 }
 
 // drain claims what is queued for this connection's keys (leased, so no

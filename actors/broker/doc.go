@@ -4,8 +4,9 @@
 //	├── hub        live presences per mesh: who is connected with which keys,
 //	│              groups and status; resolves a send's recipients; fans pushes
 //	│              out; peer list; peer_joined / peer_left (90 s grace)
-//	├── writer     group commit: the accepts and client_acks of a mailbox
-//	│              drain in one transaction (store.Write), then the pushes
+//	├── accepts    group commit of the accept transaction (store.AcceptBatch)
+//	├── acks       group commit of client_acks (store.AckDeliveries), each
+//	│              held up to AckDelay for others to join
 //	├── sweeper    lease redelivery on a timer; dedupe retention and the
 //	│              orphan check
 //	└── conn-*     one per WebSocket: hello, negotiation, send (B0 → B1 →

@@ -161,20 +161,12 @@ func (s *Store) LookupDedupe(ctx context.Context, meshID, clientMessageID string
 	return row, nil
 }
 
-// Written is what one Write did.
-type Written struct {
-	Accepts []AcceptResult // one per request, in order
-	Acked   int64          // delivery rows the acks marked delivered
-	AckErr  error          // why the acks were not applied; nil if they were
-}
-
-// Write runs B2 and B3 of spec §4.9.4 for every request, then applies the
-// client acks, in one transaction (group commit): on SQLite every
-// transaction is an fsync, and a broker that pushes as much as it accepts
-// would otherwise commit twice per message. A rejected or failed request
-// leaves nothing behind and does not disturb its neighbours; two requests
-// with the same id behave like two sequential requests. If the transaction
-// itself fails, every result is Failed and nothing is stored.
+// AcceptBatch runs B2 and B3 of spec §4.9.4 for every request in one
+// transaction (group commit) and returns one result per request, in order.
+// A rejected or failed request leaves nothing behind and does not disturb
+// its neighbours; two requests with the same id behave like two sequential
+// requests. If the transaction itself fails, every result is Failed and
+// nothing is stored.
 //
 // The batch first runs set-wise: a few multi-row statements for all
 // requests, which write nothing for a request they do not create. Should
@@ -182,51 +174,39 @@ type Written struct {
 // requests share an id, the batch runs again one request per SAVEPOINT, so
 // that only the culprit fails. Requests are applied in (mesh_id,
 // client_message_id) order, stable, so concurrent batches never wait on
-// each other's keys in a cycle. The acks run last, in a savepoint of their
-// own: acks that fail are rolled back alone (their messages stay
-// undelivered and are pushed again) and never fail the accepts.
-func (s *Store) Write(ctx context.Context, reqs []*AcceptRequest, acks []Ack) *Written {
+// each other's keys in a cycle.
+func (s *Store) AcceptBatch(ctx context.Context, reqs []*AcceptRequest) []AcceptResult {
 	b := &batch{reqs: reqs, results: make([]AcceptResult, len(reqs)), order: lockOrder(reqs), now: s.clock()}
-	w := &Written{Accepts: b.results}
-	if len(reqs) == 0 && len(acks) == 0 {
-		return w
+	if len(reqs) == 0 {
+		return b.results
 	}
 	defer s.prepareWanted(ctx)
-	var tx *sqlx.Tx
-	var err error
-	if len(reqs) == 0 { // acks alone: their loss in a power cut means a push again
-		var done func()
-		if tx, done, err = s.beginRelaxed(ctx); err == nil {
-			defer done()
-		}
-	} else {
-		tx, err = s.beginWrite(ctx)
-	}
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return w.fail(err, acks)
+		return failAll(b.results, err)
 	}
-	if len(reqs) > 0 && b.distinctKeys() {
+	if b.distinctKeys() {
 		err := s.accept(ctx, tx, b, b.order)
 		if err == nil {
-			return s.finish(ctx, tx, w, acks)
+			return s.finish(tx, b.results)
 		}
 		s.log.Warn("accept_batch_retry_per_request", "requests", len(reqs), "err", err)
 		_ = tx.Rollback() // PostgreSQL has aborted it already
 		if tx, err = s.beginWrite(ctx); err != nil {
-			return w.fail(err, acks)
+			return failAll(b.results, err)
 		}
 		clear(b.results)
 	}
 	for _, i := range b.order {
 		if err := s.acceptOne(ctx, tx, b, i); err != nil {
 			_ = tx.Rollback() // the savepoint error is the one to report
-			return w.fail(err, acks)
+			return failAll(b.results, err)
 		}
 	}
-	return s.finish(ctx, tx, w, acks)
+	return s.finish(tx, b.results)
 }
 
-// batch is the accepts of one Write call.
+// batch is one AcceptBatch call.
 type batch struct {
 	reqs    []*AcceptRequest
 	results []AcceptResult
@@ -262,70 +242,35 @@ func lockOrder(reqs []*AcceptRequest) []int {
 // writes are rolled back and its result is Failed. The error is for the
 // batch: the savepoint machinery failed and the transaction is unusable.
 func (s *Store) acceptOne(ctx context.Context, tx *sqlx.Tx, b *batch, i int) error {
-	err := s.savepoint(ctx, tx, "accept", func() error { return s.accept(ctx, tx, b, []int{i}) })
-	if err != nil && !errors.Is(err, errSavepoint) {
+	if _, err := s.txExec(ctx, tx, "SAVEPOINT accept"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if err := s.accept(ctx, tx, b, []int{i}); err != nil {
 		b.results[i] = AcceptResult{Outcome: Failed,
 			Err: fmt.Errorf("accept client_message_id %s: %w", b.reqs[i].ClientMessageID, err)}
-		return nil
+		if _, err := s.txExec(ctx, tx, "ROLLBACK TO SAVEPOINT accept"); err != nil {
+			return fmt.Errorf("rollback to savepoint: %w", err)
+		}
 	}
-	return err
+	if _, err := s.txExec(ctx, tx, "RELEASE SAVEPOINT accept"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
 }
 
-// errSavepoint marks a failure of the savepoint machinery itself: the
-// transaction is unusable.
-var errSavepoint = errors.New("savepoint")
-
-// savepoint runs fn inside SAVEPOINT name. If fn fails, its writes are
-// rolled back and its error returned; an error wrapping errSavepoint means
-// the savepoint statements failed.
-func (s *Store) savepoint(ctx context.Context, tx *sqlx.Tx, name string, fn func() error) error {
-	if _, err := s.txExec(ctx, tx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("%w: %w", errSavepoint, err)
-	}
-	ferr := fn()
-	if ferr != nil {
-		if _, err := s.txExec(ctx, tx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
-			return fmt.Errorf("%w: rollback: %w", errSavepoint, err)
-		}
-	}
-	if _, err := s.txExec(ctx, tx, "RELEASE SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("%w: release: %w", errSavepoint, err)
-	}
-	return ferr
-}
-
-// finish applies acks in their savepoint and commits.
-func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, w *Written, acks []Ack) *Written {
-	if len(acks) > 0 {
-		err := s.savepoint(ctx, tx, "acks", func() (err error) {
-			w.Acked, err = s.ack(ctx, tx, acks)
-			return err
-		})
-		if errors.Is(err, errSavepoint) {
-			_ = tx.Rollback()
-			return w.fail(err, acks)
-		}
-		if err != nil {
-			w.Acked, w.AckErr = 0, fmt.Errorf("ack deliveries: %w", err)
-		}
-	}
+func (s *Store) finish(tx *sqlx.Tx, results []AcceptResult) []AcceptResult {
 	if err := s.commit(tx); err != nil {
-		return w.fail(err, acks)
+		return failAll(results, err)
 	}
-	return w
+	return results
 }
 
-// fail records a failed transaction: nothing of it is stored.
-func (w *Written) fail(err error, acks []Ack) *Written {
-	accErr := fmt.Errorf("accept batch: %w", err)
-	for i := range w.Accepts {
-		w.Accepts[i] = AcceptResult{Outcome: Failed, Err: accErr}
+func failAll(results []AcceptResult, err error) []AcceptResult {
+	err = fmt.Errorf("accept batch: %w", err)
+	for i := range results {
+		results[i] = AcceptResult{Outcome: Failed, Err: err}
 	}
-	w.Acked = 0
-	if len(acks) > 0 {
-		w.AckErr = fmt.Errorf("ack deliveries: %w", err)
-	}
-	return w
+	return results
 }
 
 // validate is the schema part of B1 that the store relies on; the

@@ -126,8 +126,31 @@ type Ack struct {
 	BrokerMessageID  string
 }
 
+// AckDeliveries marks delivered, in one transaction, the rows the acks
+// name. Acking is idempotent; it returns how many rows were marked now.
+// Batch acks like accepts. On SQLite the transaction commits without an
+// fsync: losing it in a power cut means the messages are pushed again, and
+// receivers dedupe them.
+func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
+	defer s.prepareWanted(ctx)
+	tx, done, err := s.beginRelaxed(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ack deliveries: %w", err)
+	}
+	defer done()
+	n, err := s.ack(ctx, tx, acks)
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, fmt.Errorf("ack deliveries: %w", err)
+	}
+	if err := s.commit(tx); err != nil {
+		return 0, fmt.Errorf("ack deliveries: %w", err)
+	}
+	return n, nil
+}
+
 // ack marks delivered the rows the acks name, inside tx, and returns how
-// many it marked now. Acking is idempotent.
+// many it marked now.
 func (s *Store) ack(ctx context.Context, tx *sqlx.Tx, acks []Ack) (int64, error) {
 	var total int64
 	update := s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?

@@ -6,8 +6,8 @@
 // (placeholders, locking clauses, the JSON-array table function, how a time
 // is stored) live in the dialect value.
 //
-// The accept path follows spec §4.9.4: Write runs one transaction for many
-// sends and client acks (group commit) and writes, per created send, the dedupe row,
+// The accept path follows spec §4.9.4: AcceptBatch runs one transaction for
+// many sends (group commit) and writes, per created send, the dedupe row,
 // the message row, the history row and the delivery-queue rows together or
 // not at all. "Dedupe row exists" ⇔ "accept committed": nothing in this
 // package leaves a dedupe row behind on a rejection. A batch runs set-wise

@@ -184,14 +184,3 @@ func TestSchemaTooNew(t *testing.T) {
 		}
 	})
 }
-
-// AcceptBatch is Write with no acks, for the tests of accepts.
-func (s *Store) AcceptBatch(ctx context.Context, reqs []*AcceptRequest) []AcceptResult {
-	return s.Write(ctx, reqs, nil).Accepts
-}
-
-// AckDeliveries is Write with acks only, for the tests of acks.
-func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
-	w := s.Write(ctx, nil, acks)
-	return w.Acked, w.AckErr
-}
