@@ -53,13 +53,24 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		c.reply(ack)
 		return
 	}
-	res, err := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderMember: c.member.Pubkey,
-		targetSpec: f.TargetSpec, priority: f.Priority}, askTimeout).Result()
-	if err != nil {
-		c.failedSend(ack, err)
-		return
-	}
-	resolved := res.(*hubResolved)
+	// Neither the hub's answer nor the batch's is waited for: the
+	// connection goes on with its next frame meanwhile (the hub answers in
+	// order, so sends still reach the batcher in the order they came).
+	resolve := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderMember: c.member.Pubkey,
+		targetSpec: f.TargetSpec, priority: f.Priority}, askTimeout)
+	ctx.ReenterAfter(resolve, func(res any, err error) {
+		resolved, ok := res.(*hubResolved)
+		if err != nil || !ok {
+			c.failedSend(ack, errors.Join(errors.New("hub did not answer"), err))
+			return
+		}
+		c.accept(ctx, f, ack, fp, resolved)
+	})
+}
+
+// accept hands a resolved send to the accepts batcher and acks the answer.
+func (c *conn) accept(ctx actor.Context, f *messages.SendFrame, ack *messages.AckFrame, fp messages.Fingerprint, resolved *hubResolved) {
+	id := ack.ClientMessageID
 	req := &broker.AcceptRequest{MeshID: c.mesh.ID, ClientMessageID: id, RequestFingerprint: fp,
 		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
 		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,

@@ -27,6 +27,7 @@ type brokerUpCmd struct {
 }
 
 func (c *brokerUpCmd) Run() error {
+	tuneGC()
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))

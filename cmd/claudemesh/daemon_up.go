@@ -48,6 +48,7 @@ func (c *daemonUpCmd) Run() error {
 	if !c.Foreground {
 		return detach(paths, append(os.Args[1:], "--log-file", paths.LogFile()))
 	}
+	tuneGC()
 	return c.serve(paths, cfg)
 }
 
