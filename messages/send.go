@@ -177,7 +177,7 @@ func ParseDestination(to string) (Destination, error) {
 		return Destination{Kind: KindTopic, Ref: to[1:], TargetSpec: to}, nil
 	case to[0] == '@' && validName(to[1:]):
 		return Destination{Kind: KindTopic, Ref: to, TargetSpec: to}, nil
-	case len(to) == pubkeyHexLength && isHex(to):
+	case len(to) == pubkeyHexLength && IsHex(to):
 		ref := strings.ToLower(to)
 		return Destination{Kind: KindDM, Ref: ref, TargetSpec: ref}, nil
 	}
@@ -263,12 +263,13 @@ func validName(name string) bool {
 	return true
 }
 
-func isHex(s string) bool {
+// IsHex reports whether s is a non-empty string of hex digits.
+func IsHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
 			return false
 		}
 	}
-	return true
+	return s != ""
 }

@@ -14,13 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/coldpath"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
-	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
-	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
 
 // Timeouts of `claudemesh send`.
@@ -37,10 +34,6 @@ const (
 	sendAckTimeout = 15 * time.Second
 	// sendPeersTimeout bounds the cold path's list_peers.
 	sendPeersTimeout = 5 * time.Second
-	// sendCloseWait bounds the wait for the close handshake.
-	sendCloseWait = 2 * time.Second
-	// minPrefixHex is the shortest pubkey prefix accepted as a target.
-	minPrefixHex = 8
 )
 
 type sendCmd struct {
@@ -91,7 +84,7 @@ func (c *sendCmd) check() (direct bool, err error) {
 	switch {
 	case strings.TrimSpace(to) == "":
 		return false, usageErr("the recipient is empty")
-	case to == "*" || to[0] == '#' || to[0] == '@' || len(to) == 64 && isHexString(to):
+	case to == "*" || to[0] == '#' || to[0] == '@' || len(to) == 64 && messages.IsHex(to):
 		if _, err := messages.ParseDestination(to); err != nil {
 			return false, usageErr("bad recipient %q: a topic or group name is 1-64 of [A-Za-z0-9_./-]", to)
 		}
@@ -115,16 +108,6 @@ func (c *sendCmd) request(to string) *messages.SendRequest {
 		req.Meta = json.RawMessage(c.Meta)
 	}
 	return req
-}
-
-func isHexString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if !(ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'f' || ch >= 'A' && ch <= 'F') {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // probeDaemon is the detection handshake (spec §8.1): connect to the socket
@@ -212,7 +195,7 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 		for i := range peers {
 			list[i] = peers[i].Peer
 		}
-		if to, err = resolvePeer(c.To, mesh, list); err != nil {
+		if to, err = messages.ResolvePeer(c.To, mesh, list); err != nil {
 			return err
 		}
 	}
@@ -265,58 +248,6 @@ func withNewline(b []byte) []byte {
 	return b
 }
 
-// resolvePeer turns a display name (case-insensitive) or a unique pubkey
-// prefix of at least 8 hex into the full pubkey of a connected peer. Unlike
-// upstream, control-plane rows count: a member's daemon connects as one, and
-// a DM to its member key is what reaches that daemon's inbox. Several
-// presences of one key (a daemon and a cold-path CLI) are one match.
-func resolvePeer(to, mesh string, peers []messages.Peer) (string, error) {
-	var usable []messages.Peer
-	for _, p := range peers {
-		if p.Pubkey != "" {
-			usable = append(usable, p)
-		}
-	}
-	match := func(ok func(p messages.Peer) bool) []messages.Peer {
-		var out []messages.Peer
-		for _, p := range usable {
-			if ok(p) && !slices.ContainsFunc(out, func(q messages.Peer) bool { return q.Pubkey == p.Pubkey }) {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	found := match(func(p messages.Peer) bool { return strings.EqualFold(p.DisplayName, to) })
-	if len(found) == 0 && len(to) >= minPrefixHex && isHexString(to) {
-		prefix := strings.ToLower(to)
-		found = match(func(p messages.Peer) bool {
-			return strings.HasPrefix(strings.ToLower(p.Pubkey), prefix) || strings.HasPrefix(strings.ToLower(p.MemberPubkey), prefix)
-		})
-	}
-	switch len(found) {
-	case 1:
-		return strings.ToLower(found[0].Pubkey), nil
-	case 0:
-		if len(usable) == 0 {
-			return "", fmt.Errorf("no peer matches %q on mesh %s: no peers are connected (a display name resolves only while its peer is online; use the 64-hex pubkey)", to, mesh)
-		}
-		return "", fmt.Errorf("no peer matches %q on mesh %s; peers seen: %s", to, mesh, describePeers(usable))
-	}
-	return "", fmt.Errorf("%q is ambiguous on mesh %s: it matches %s; use the full pubkey", to, mesh, describePeers(found))
-}
-
-func describePeers(peers []messages.Peer) string {
-	parts := make([]string, len(peers))
-	for i, p := range peers {
-		name := p.DisplayName
-		if name == "" {
-			name = "(unnamed)"
-		}
-		parts[i] = fmt.Sprintf("%s (%.16s…)", name, p.Pubkey)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // coldMembership picks the mesh of a cold send from config.json.
 func (c *sendCmd) coldMembership(paths config.Paths) (*config.Membership, error) {
 	ms, err := paths.LoadMemberships()
@@ -349,42 +280,31 @@ type coldOutcome struct {
 	*messages.AckFrame
 }
 
-// cold sends without the daemon: one WebSocket to the mesh's broker, the
-// frame the daemon would build, the ack, a normal close.
+// cold sends without the daemon (package coldpath).
 func (c *sendCmd) cold(paths config.Paths, direct bool) error {
 	m, err := c.coldMembership(paths)
 	if err != nil {
 		return err
 	}
-	if m.BrokerURL == "" {
-		return fmt.Errorf("mesh %s is served by the daemon's embedded broker: the local mesh needs the daemon: start it with `claudemesh daemon up`", m.Slug)
-	}
-	id, err := meshcrypto.ParseIdentity(m.SecretKey)
-	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("%s: mesh %s: %w", paths.ConfigFile(), m.Slug, err)}
-	}
 	dctx, cancel := context.WithTimeout(context.Background(), sendDialTimeout)
 	defer cancel()
-	conn, _, err := wsclient.Dial(dctx, wsclient.Config{URL: m.BrokerURL, MeshID: m.MeshID, MemberID: m.MemberID,
-		Identity: id, DisplayName: m.Name, SessionID: "cli-" + strconv.Itoa(os.Getpid())})
-	if err != nil {
-		return fmt.Errorf("mesh %s: cannot reach the broker at %s: %w", m.Slug, m.BrokerURL, err)
+	session, err := coldpath.Dial(dctx, m, "cli-"+strconv.Itoa(os.Getpid()))
+	if errors.Is(err, coldpath.ErrIdentity) {
+		return &exitError{code: 2, err: fmt.Errorf("%s: %w", paths.ConfigFile(), err)}
 	}
-	defer func() {
-		conn.Close(1000, "send done")
-		select {
-		case <-conn.Done():
-		case <-time.After(sendCloseWait):
-		}
-	}()
-
+	if err != nil {
+		return err
+	}
+	defer session.Close()
 	to := c.To
 	if direct {
-		peers, err := coldPeers(conn)
+		pctx, cancel := context.WithTimeout(context.Background(), sendPeersTimeout)
+		defer cancel()
+		peers, err := session.Peers(pctx)
 		if err != nil {
 			return fmt.Errorf("cannot resolve %q on mesh %s: %w", c.To, m.Slug, err)
 		}
-		if to, err = resolvePeer(c.To, m.Slug, peers); err != nil {
+		if to, err = messages.ResolvePeer(c.To, m.Slug, peers); err != nil {
 			return err
 		}
 	}
@@ -392,25 +312,11 @@ func (c *sendCmd) cold(paths config.Paths, direct bool) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	cid := send.ClientMessageID
-	if cid == "" {
-		cid = ulid.Make().String()
-	}
-	var nonce, ciphertext string
-	if send.Destination.Kind == messages.KindDM {
-		nonce, ciphertext, err = id.SealDM(send.Destination.Ref, send.Body)
-	} else {
-		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
-	}
+	actx, cancel := context.WithTimeout(context.Background(), sendAckTimeout)
+	defer cancel()
+	cid, ack, err := session.Send(actx, send)
 	if err != nil {
-		return usageErr("cannot encrypt to %s: %v", send.Destination.TargetSpec, err)
-	}
-	if err := conn.Send(messages.NewSendFrame(send, cid, send.Fingerprint(), nonce, ciphertext)); err != nil {
-		return fmt.Errorf("mesh %s: send: %w", m.Slug, err)
-	}
-	ack, err := coldAck(conn, cid)
-	if err != nil {
-		return fmt.Errorf("mesh %s: %w", m.Slug, err)
+		return err
 	}
 	return c.report(ack, cid, to)
 }
@@ -456,62 +362,4 @@ func orUnknown(a, b string) string {
 		return b
 	}
 	return "unknown"
-}
-
-// coldPeers asks the broker for the peer list over conn.
-func coldPeers(conn *wsclient.Conn) ([]messages.Peer, error) {
-	reqID := ulid.Make().String()
-	if err := conn.Send(&messages.ListPeersFrame{Type: messages.TypeListPeers, ReqID: reqID}); err != nil {
-		return nil, err
-	}
-	timer := time.NewTimer(sendPeersTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case f, ok := <-conn.Frames():
-			if !ok {
-				return nil, fmt.Errorf("the broker connection ended: %w", conn.Err())
-			}
-			switch f := f.(type) {
-			case *messages.PeersListFrame:
-				if f.ReqID == "" || f.ReqID == reqID {
-					return f.Peers, nil
-				}
-			case *messages.ErrorFrame:
-				if f.ReqID == reqID {
-					return nil, fmt.Errorf("list_peers: %s: %s", f.Code, f.Message)
-				}
-			}
-		case <-timer.C:
-			return nil, fmt.Errorf("no peers_list within %s", sendPeersTimeout)
-		}
-	}
-}
-
-// coldAck waits for the ack of cid. Pushes that arrive meanwhile are not
-// acknowledged, so the broker keeps them for the member's daemon.
-func coldAck(conn *wsclient.Conn, cid string) (*messages.AckFrame, error) {
-	timer := time.NewTimer(sendAckTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case f, ok := <-conn.Frames():
-			if !ok {
-				return nil, fmt.Errorf("the broker connection ended before the ack of %s: %w", cid, conn.Err())
-			}
-			switch f := f.(type) {
-			case *messages.AckFrame:
-				if f.ClientMessageID == cid || f.ID == cid {
-					return f, nil
-				}
-			case *messages.ErrorFrame:
-				if f.ID == cid {
-					return nil, fmt.Errorf("the broker rejected %s: %s: %s", cid, f.Code, f.Message)
-				}
-			}
-		case <-timer.C:
-			return nil, fmt.Errorf("no ack for %s within %s: the message may or may not have been accepted; "+
-				"send again with --client-message-id %s to find out", cid, sendAckTimeout, cid)
-		}
-	}
 }
