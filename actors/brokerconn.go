@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,6 +26,10 @@ type MeshConfig struct {
 	Name     string
 	URL      string // the broker's WebSocket URL
 	Legacy   bool   // --legacy-broker
+	// PanicOnce, when set, makes the mesh's inbox panic at the next message
+	// push while it holds true (it is cleared first): fault injection for
+	// the tests of mesh isolation. It survives the restart it causes.
+	PanicOnce *atomic.Bool
 }
 
 // BrokerConn owns one mesh's WebSocket to its broker: it dials (with the

@@ -40,11 +40,12 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 	case *messages.PushFrame:
 		if m.Subtype == "system" {
 			in.presence(ctx, m)
-		} else {
-			in.message(ctx, m, ctx.Sender())
+			return
 		}
-	case *injectedPanic:
-		panic(m.reason)
+		if in.cfg.PanicOnce != nil && in.cfg.PanicOnce.CompareAndSwap(true, false) {
+			panic("fault injection: inbox of mesh " + in.cfg.Slug)
+		}
+		in.message(ctx, m, ctx.Sender())
 	case *transmitted, *messages.EventAppended:
 	default:
 		in.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -65,10 +66,6 @@ func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *ac
 		}
 	})
 }
-
-// injectedPanic makes the inbox panic: fault injection for the tests of
-// mesh isolation (a panic restarts its mesh's subtree and nothing else).
-type injectedPanic struct{ reason string }
 
 // item decodes a push into its inbox row.
 func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,11 +16,14 @@ import (
 // and the daemon is not stopped.
 func TestMeshPanicIsolated(t *testing.T) {
 	var meshes []MeshConfig
+	armed := &atomic.Bool{}
+	armed.Store(true)
 	for _, slug := range []string{"a", "b"} {
 		id, _ := meshcrypto.GenerateIdentity()
 		meshes = append(meshes, MeshConfig{Slug: slug, MeshID: "m-" + slug, MemberID: "u-" + slug, Identity: id,
 			URL: "ws://127.0.0.1:1/ws"}) // no broker: the subtree keeps redialling
 	}
+	meshes[0].PanicOnce = armed
 	tree, fatal := startTree(t, meshes...)
 	root := tree.System.Root
 	ask := func(pid *actor.PID, msg any) (any, error) {
@@ -27,7 +31,13 @@ func TestMeshPanicIsolated(t *testing.T) {
 	}
 
 	a, b := tree.Meshes["a"], tree.Meshes["b"]
-	root.Send(a.Inbox, &injectedPanic{reason: "injected by the test"})
+	root.Send(a.Inbox, &messages.PushFrame{Type: messages.TypePush, MessageID: "bm-1"}) // mesh a's inbox panics
+	for deadline := time.Now().Add(5 * time.Second); armed.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the inbox of mesh a did not take the fault")
+		}
+		time.Sleep(time.Millisecond) // poll interval; the condition is re-checked
+	}
 	for i := 0; i < 50; i++ { // the other mesh and the store answer throughout
 		if r, err := ask(b.Conn, &messages.MeshStatus{}); err != nil || r.(*messages.MeshStatusReply).Breaker == "" {
 			t.Fatalf("mesh b stopped answering: %v %v", r, err)

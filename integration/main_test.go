@@ -62,6 +62,7 @@ type env struct {
 	t         *testing.T
 	daemonDir string
 	configDir string
+	extra     []string // more environment, KEY=value
 }
 
 // newEnv returns fresh, empty daemon and config directories, in t.TempDir
@@ -109,7 +110,8 @@ func (e *env) file(name string) string { return filepath.Join(e.daemonDir, name)
 
 func (e *env) socket() string { return e.file("daemon.sock") }
 
-// environ is our environment with the two claudemesh directories replaced.
+// environ is our environment with the two claudemesh directories replaced,
+// and e.extra.
 func (e *env) environ() []string {
 	var out []string
 	for _, kv := range os.Environ() {
@@ -117,7 +119,7 @@ func (e *env) environ() []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "CLAUDEMESH_DAEMON_DIR="+e.daemonDir, "CLAUDEMESH_CONFIG_DIR="+e.configDir)
+	return append(append(out, "CLAUDEMESH_DAEMON_DIR="+e.daemonDir, "CLAUDEMESH_CONFIG_DIR="+e.configDir), e.extra...)
 }
 
 // exists reports whether name exists in the daemon directory.

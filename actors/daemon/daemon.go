@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -43,7 +44,15 @@ type Options struct {
 	// LegacyBroker accepts brokers that do not negotiate the delivery
 	// contract (the upstream broker): daemon-layer idempotency only.
 	LegacyBroker bool
+	// FaultInboxPanic names a mesh whose inbox panics at its first message
+	// push (EnvFaultInboxPanic): fault injection for the isolation test.
+	FaultInboxPanic string
 }
+
+// EnvFaultInboxPanic is the variable `daemon up` reads FaultInboxPanic
+// from. Its only use is testing: the message is not acked, so the broker
+// delivers it again after its lease.
+const EnvFaultInboxPanic = "CLAUDEMESH_FAULT_INBOX_PANIC"
 
 // Daemon is a running daemon.
 type Daemon struct {
@@ -183,6 +192,11 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 		}
 		configs[i] = actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: meshes[i].Identity,
 			Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker}
+		if m.Slug == d.opts.FaultInboxPanic {
+			configs[i].PanicOnce = &atomic.Bool{}
+			configs[i].PanicOnce.Store(true)
+			d.log.Warn("fault_injection_armed", "mesh", m.Slug, "fault", "inbox panics at its first message push")
+		}
 	}
 	return configs, nil
 }

@@ -120,7 +120,8 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
 
-	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy})
+	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy,
+		FaultInboxPanic: os.Getenv(daemon.EnvFaultInboxPanic)})
 	if err != nil {
 		return c.startFailed(log, err)
 	}
