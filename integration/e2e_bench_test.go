@@ -108,7 +108,7 @@ func startMesh(b *testing.B) *benchMesh {
 
 func (m *benchMesh) startBroker(b *testing.B, dir string, env []string) string {
 	cmd := exec.Command(binPath, "broker", "up", "--listen", "127.0.0.1:0", "--dir", dir, "--log-level", "warn",
-		"--rate-limit", "10000000") // measure delivery, not the default budget of 600 a minute
+		"--rate-limit", "10000000") // measure delivery, not the default budget of 6,000 a minute
 	cmd.Env = env
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {

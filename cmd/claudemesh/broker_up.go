@@ -20,7 +20,7 @@ type brokerUpCmd struct {
 	Listen           string `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
 	brokerStoreFlags `embed:""`
 	RedisURL         string `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
-	RateLimit        int    `default:"600" help:"Messages per mesh per rate window."`
+	RateLimit        int    `default:"6000" help:"Messages per mesh per rate window."`
 	RateWindow       string `default:"1m" help:"Rate window (a Go duration)."`
 	LogLevel         string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
 	ShutdownFor      string `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`

@@ -23,7 +23,9 @@
 //     (the broker's clock, not Redis's). Replicas sharing a Redis must keep
 //     their clocks in sync (NTP); skew only matters within the skew of a
 //     window boundary, where a replica may charge the neighbouring bucket.
-//   - Defaults: DefaultLimit (600) messages per DefaultWindow (60 s) per mesh.
+//   - Defaults: DefaultLimit (6,000) messages per DefaultWindow (60 s) per
+//     mesh: 100 a second sustained, the rate the daemon spec allows one IPC
+//     caller, with the whole minute's budget available to a burst.
 //     A zero or negative Options.Limit or Options.Window takes the default.
 //     Every replica must run with the same Limit and Window.
 //   - Decision.RetryAfter, on a deny, is the time until the current window
@@ -56,9 +58,9 @@ import (
 	"time"
 )
 
-// Defaults the broker uses: 600 messages per 60 s per mesh.
+// Defaults the broker uses: 6,000 messages per 60 s per mesh.
 const (
-	DefaultLimit  = 600
+	DefaultLimit  = 6000
 	DefaultWindow = 60 * time.Second
 )
 

@@ -560,8 +560,8 @@ func TestOptionsDefaults(t *testing.T) {
 			}
 		})
 	}
-	if DefaultLimit != 600 || DefaultWindow != time.Minute {
-		t.Fatalf("defaults %d per %v, want 600 per 1m", DefaultLimit, DefaultWindow)
+	if DefaultLimit != 6000 || DefaultWindow != time.Minute {
+		t.Fatalf("defaults %d per %v, want 6000 per 1m", DefaultLimit, DefaultWindow)
 	}
 }
 
