@@ -71,19 +71,19 @@ type (
 		conn *wsclient.Conn
 		err  error
 	}
-	// transmit asks the connection to send an encoded frame; the reply is
-	// *transmitted (err nil when queued).
-	transmit struct {
-		id    string // echoed in the reply
-		frame any
+	// linkUp / linkDown tell the dispatcher the connection's state; it
+	// writes its sends to the connection itself.
+	linkUp struct {
+		conn   *wsclient.Conn
+		maxAge time.Duration
 	}
-	transmitted struct {
-		id  string
-		err error
-	}
-	// linkUp / linkDown tell the dispatcher the connection's state.
-	linkUp   struct{ maxAge time.Duration }
 	linkDown struct{}
+	// inboundPush is a push for the inbox, with the connection it came on
+	// (the inbox acks it there).
+	inboundPush struct {
+		push *messages.PushFrame
+		conn *wsclient.Conn
+	}
 )
 
 // ErrNotConnected means the mesh has no broker connection right now.
@@ -116,8 +116,6 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		}
 	case *linkEnded:
 		b.ended(ctx, m)
-	case *transmit:
-		ctx.Respond(&transmitted{id: m.id, err: b.send(m.frame)})
 	case *messages.ListPeers:
 		b.listPeers(ctx)
 	case *messages.SetProfile:
@@ -189,15 +187,26 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		b.event(ctx, "daemon_reconnect", map[string]any{"mesh": b.cfg.Slug, "attempt": b.backoff.Attempt(),
 			"downtime_ms": time.Since(b.downAt).Milliseconds()})
 	}
-	root, self, conn := ctx.ActorSystem().Root, ctx.Self(), m.conn
+	// The reader hands pushes to the inbox and send acks to the dispatcher
+	// itself, one hop shorter; the rest goes through this actor.
+	root, self, conn, inbox, dispatcher := ctx.ActorSystem().Root, ctx.Self(), m.conn, b.inbox, b.dispatcher
 	go func() {
 		for f := range conn.Frames() {
-			root.Send(self, &brokerFrame{conn: conn, frame: f})
+			switch f := f.(type) {
+			case *messages.PushFrame:
+				root.Send(inbox, &inboundPush{push: f, conn: conn})
+			case *messages.AckFrame:
+				if f.ReqID == nil { // profile acks carry _reqId and need nothing
+					root.Send(dispatcher, f)
+				}
+			default:
+				root.Send(self, &brokerFrame{conn: conn, frame: f})
+			}
 		}
 		<-conn.Done()
 		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
 	}()
-	ctx.Request(b.dispatcher, &linkUp{maxAge: m.session.MaxAge()}) // the dispatcher replies to the sender
+	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge()})
 
 }
 
@@ -228,12 +237,6 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 
 func (b *BrokerConn) frame(ctx actor.Context, f any) {
 	switch f := f.(type) {
-	case *messages.AckFrame:
-		if f.ReqID == nil { // profile acks carry _reqId; send acks do not
-			ctx.Send(b.dispatcher, f)
-		}
-	case *messages.PushFrame:
-		ctx.Request(b.inbox, f) // the inbox acks through the sender
 	case *messages.PeersListFrame:
 		if who, ok := b.peerReq[f.ReqID]; ok {
 			delete(b.peerReq, f.ReqID)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
 
 // Dispatcher tunables.
@@ -40,7 +41,7 @@ const (
 type Dispatcher struct {
 	mesh     string
 	store    *actor.PID
-	conn     *actor.PID
+	link     *wsclient.Conn // nil while the link is down
 	log      *slog.Logger
 	gen      uint64 // this link's registration; 0 while down
 	inflight map[string]*flight
@@ -74,7 +75,7 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		d.stopTimers()
 	case *linkUp:
-		d.conn, d.gen = ctx.Sender(), dispatchGen.Add(1)
+		d.link, d.gen = m.conn, dispatchGen.Add(1)
 		ctx.Request(d.store, &messages.DispatchReady{Mesh: d.mesh, Gen: d.gen, Window: DispatchWindow,
 			MaxAge: m.maxAge.Milliseconds(), Now: time.Now().UnixMilli()})
 	case *linkDown:
@@ -82,7 +83,7 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	case *messages.ClaimedRows:
 		d.claimed(ctx, m)
 	case *dueTimer:
-		if d.conn != nil {
+		if d.link != nil {
 			ctx.Send(d.store, &messages.DispatchWake{Mesh: d.mesh})
 		}
 	case *messages.AckFrame:
@@ -90,10 +91,6 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	case *ackTimeout:
 		if f, ok := d.inflight[m.clientMessageID]; ok && f.row.ID == m.rowID {
 			d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: "ack_timeout"}, 0)
-		}
-	case *transmitted:
-		if f, ok := d.inflight[m.id]; ok && m.err != nil {
-			d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: m.err.Error()}, 0)
 		}
 	case *messages.OutcomeApplied:
 		if m.Err != nil {
@@ -108,7 +105,7 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 // link that is gone are left alone: the ReleaseMesh sent when it went down
 // reaches the store after their claim and returns them to pending.
 func (d *Dispatcher) claimed(ctx actor.Context, r *messages.ClaimedRows) {
-	if r.Gen != d.gen || d.conn == nil {
+	if r.Gen != d.gen || d.link == nil {
 		return
 	}
 	if r.Expired > 0 {
@@ -127,7 +124,9 @@ func (d *Dispatcher) transmit(ctx actor.Context, row messages.ClaimedRow) {
 	f := &flight{row: row}
 	f.timer = time.AfterFunc(AckTimeout, func() { root.Send(self, &ackTimeout{clientMessageID: row.ClientMessageID, rowID: row.ID}) })
 	d.inflight[row.ClientMessageID] = f
-	ctx.Request(d.conn, &transmit{id: row.ClientMessageID, frame: json.RawMessage(row.Payload)})
+	if err := d.link.Send(json.RawMessage(row.Payload)); err != nil {
+		d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: err.Error()}, 0)
+	}
 }
 
 // schedule arms the due timer for at, unless it already fires earlier.
@@ -213,10 +212,10 @@ func firstNonEmpty(a, b string) string {
 }
 
 func (d *Dispatcher) linkDown(ctx actor.Context) {
-	if d.conn == nil {
+	if d.link == nil {
 		return
 	}
-	d.conn, d.gen = nil, 0
+	d.link, d.gen = nil, 0
 	for id, f := range d.inflight {
 		f.timer.Stop()
 		delete(d.inflight, id)

@@ -12,6 +12,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
 
 // InboxActor takes one mesh's pushes: it decrypts a DM with the member key
@@ -37,22 +38,22 @@ func newInbox(cfg MeshConfig, store *actor.PID, log *slog.Logger) actor.Producer
 func (in *InboxActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
-	case *messages.PushFrame:
-		if m.Subtype == "system" {
-			in.presence(ctx, m)
+	case *inboundPush:
+		if m.push.Subtype == "system" {
+			in.presence(ctx, m.push)
 			return
 		}
 		if in.cfg.PanicOnce != nil && in.cfg.PanicOnce.CompareAndSwap(true, false) {
 			panic("fault injection: inbox of mesh " + in.cfg.Slug)
 		}
-		in.message(ctx, m, ctx.Sender())
-	case *transmitted, *messages.EventAppended:
+		in.message(ctx, m.push, m.conn)
+	case *messages.EventAppended:
 	default:
 		in.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
 }
 
-func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *actor.PID) {
+func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *wsclient.Conn) {
 	item := in.item(p)
 	future := ctx.RequestFuture(in.store, &messages.StoreInbound{Item: item}, StoreTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
@@ -61,8 +62,8 @@ func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *ac
 			in.log.Error("store inbound message", "client_message_id", item.ClientMessageID, "err", err, "reply", fmt.Sprintf("%T", res))
 			return // not acked: the broker delivers it again
 		}
-		if conn != nil {
-			ctx.Request(conn, &transmit{frame: clientAckFrame(p)})
+		if err := conn.Send(clientAckFrame(p)); err != nil {
+			in.log.Warn("client_ack not sent; the broker will push again", "client_message_id", item.ClientMessageID, "err", err)
 		}
 	})
 }

@@ -31,7 +31,7 @@ func TestMeshPanicIsolated(t *testing.T) {
 	}
 
 	a, b := tree.Meshes["a"], tree.Meshes["b"]
-	root.Send(a.Inbox, &messages.PushFrame{Type: messages.TypePush, MessageID: "bm-1"}) // mesh a's inbox panics
+	root.Send(a.Inbox, &inboundPush{push: &messages.PushFrame{Type: messages.TypePush, MessageID: "bm-1"}}) // mesh a's inbox panics
 	for deadline := time.Now().Add(5 * time.Second); armed.Load(); {
 		if time.Now().After(deadline) {
 			t.Fatal("the inbox of mesh a did not take the fault")
