@@ -12,6 +12,13 @@
 //
 // Pushes that arrive while a Session waits are not acknowledged, so the
 // broker keeps them for the member's daemon.
+//
+// The session connects with the member key (hello, session id "cli-<pid>"),
+// not with an ephemeral session key as the spec's table of cold-path
+// behaviour has it: a reply to the sender then goes to the member, whose
+// daemon can open it, where a reply to a session key that no longer exists
+// could be opened by no one; and the recipient sees the same sender whether
+// the message came through the daemon or not.
 package coldpath
 
 import (
