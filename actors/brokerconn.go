@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
@@ -42,6 +44,7 @@ type BrokerConn struct {
 	store      *actor.PID // for the connection's events
 	dispatcher *actor.PID
 	inbox      *actor.PID
+	metrics    *metrics.Daemon
 	log        *slog.Logger
 	fatal      chan<- error
 
@@ -53,6 +56,7 @@ type BrokerConn struct {
 	nextReq int
 	closing bool
 	downAt  time.Time // when the connection was lost; zero before the first
+	downBy  int       // the close code it was lost with
 }
 
 // Broker connection messages.
@@ -89,9 +93,9 @@ type (
 // ErrNotConnected means the mesh has no broker connection right now.
 var ErrNotConnected = errors.New("broker not connected")
 
-func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, log *slog.Logger, fatal chan<- error) actor.Producer {
+func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metrics.Daemon, log *slog.Logger, fatal chan<- error) actor.Producer {
 	return func() actor.Actor {
-		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, log: log.With("actor", "broker"),
+		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{}}
 	}
 }
@@ -184,6 +188,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	b.log.Info("broker_connected", "features", m.session.Features, "max_age", m.session.MaxAge().String())
 	b.event(ctx, "broker_status", map[string]any{"mesh": b.cfg.Slug, "connected": true, "features": m.session.Features})
 	if !b.downAt.IsZero() {
+		b.metrics.Reconnects.WithLabelValues(b.cfg.Slug, strconv.Itoa(b.downBy)).Inc()
 		b.event(ctx, "daemon_reconnect", map[string]any{"mesh": b.cfg.Slug, "attempt": b.backoff.Attempt(),
 			"downtime_ms": time.Since(b.downAt).Milliseconds()})
 	}
@@ -215,13 +220,13 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		return
 	}
 	b.conn, b.session = nil, nil
-	b.downAt = time.Now()
 	ctx.Send(b.dispatcher, &linkDown{})
 	code, reason := 1006, fmt.Sprint(m.err)
 	var ce *wsclient.CloseError
 	if errors.As(m.err, &ce) {
 		code, reason = ce.Code, ce.Reason
 	}
+	b.downAt, b.downBy = time.Now(), code
 	b.event(ctx, "daemon_disconnect", map[string]any{"mesh": b.cfg.Slug, "code": code, "reason": reason})
 	for id, who := range b.peerReq {
 		ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Err: ErrNotConnected})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
@@ -41,6 +42,7 @@ const (
 type Dispatcher struct {
 	mesh     string
 	store    *actor.PID
+	metrics  *metrics.Daemon
 	link     *wsclient.Conn // nil while the link is down
 	log      *slog.Logger
 	gen      uint64 // this link's registration; 0 while down
@@ -56,6 +58,7 @@ var dispatchGen atomic.Uint64
 type flight struct {
 	row   messages.ClaimedRow
 	timer *time.Timer
+	sent  time.Time
 }
 
 type (
@@ -63,9 +66,9 @@ type (
 	ackTimeout struct{ clientMessageID, rowID string }
 )
 
-func newDispatcher(mesh string, store *actor.PID, log *slog.Logger) actor.Producer {
+func newDispatcher(mesh string, store *actor.PID, m *metrics.Daemon, log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &Dispatcher{mesh: mesh, store: store, log: log.With("actor", "dispatcher"), inflight: map[string]*flight{}}
+		return &Dispatcher{mesh: mesh, store: store, metrics: m, log: log.With("actor", "dispatcher"), inflight: map[string]*flight{}}
 	}
 }
 
@@ -121,7 +124,7 @@ func (d *Dispatcher) claimed(ctx actor.Context, r *messages.ClaimedRows) {
 
 func (d *Dispatcher) transmit(ctx actor.Context, row messages.ClaimedRow) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	f := &flight{row: row}
+	f := &flight{row: row, sent: time.Now()}
 	f.timer = time.AfterFunc(AckTimeout, func() { root.Send(self, &ackTimeout{clientMessageID: row.ClientMessageID, rowID: row.ID}) })
 	d.inflight[row.ClientMessageID] = f
 	if err := d.link.Send(json.RawMessage(row.Payload)); err != nil {
@@ -160,6 +163,7 @@ func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutc
 	f.timer.Stop()
 	delete(d.inflight, f.row.ClientMessageID)
 	now := time.Now()
+	d.metrics.Dispatch.WithLabelValues(d.mesh, out.Outcome).Observe(now.Sub(f.sent).Seconds())
 	out.Mesh, out.Gen, out.RowID, out.Now = d.mesh, d.gen, f.row.ID, now.UnixMilli()
 	if out.Outcome == messages.OutcomeRetry {
 		wait := max(persistence.Backoff(f.row.Attempts, rand.Float64), retryAfter)

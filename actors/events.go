@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -30,15 +31,16 @@ type CloseStreams struct{}
 // bounded whatever the clients do.
 type Events struct {
 	log     *slog.Logger
+	metrics *metrics.Daemon
 	subs    map[int64]chan messages.Event
 	nextID  int64
 	closing bool
 }
 
 // NewEvents returns the events actor's producer.
-func NewEvents(log *slog.Logger) actor.Producer {
+func NewEvents(m *metrics.Daemon, log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &Events{log: log.With("actor", "events"), subs: make(map[int64]chan messages.Event)}
+		return &Events{log: log.With("actor", "events"), metrics: m, subs: make(map[int64]chan messages.Event)}
 	}
 }
 
@@ -56,6 +58,7 @@ func (e *Events) Receive(ctx actor.Context) {
 		if ch, ok := e.subs[msg.ID]; ok {
 			delete(e.subs, msg.ID)
 			close(ch)
+			e.metrics.SSEStreams.Set(float64(len(e.subs)))
 		}
 	case *messages.Publish:
 		e.publish(msg.Event)
@@ -79,6 +82,7 @@ func (e *Events) subscribe() *messages.Subscription {
 	e.nextID++
 	ch := make(chan messages.Event, StreamBuffer)
 	e.subs[e.nextID] = ch
+	e.metrics.SSEStreams.Set(float64(len(e.subs)))
 	return &messages.Subscription{ID: e.nextID, Events: ch}
 }
 
@@ -89,6 +93,8 @@ func (e *Events) publish(ev messages.Event) {
 		default:
 			delete(e.subs, id)
 			close(ch)
+			e.metrics.SSEDropped.Inc()
+			e.metrics.SSEStreams.Set(float64(len(e.subs)))
 			e.log.Warn("event_stream_dropped_slow_consumer", "stream", id, "event_id", ev.ID, "buffer", StreamBuffer)
 		}
 	}
@@ -99,4 +105,5 @@ func (e *Events) closeAll() {
 		delete(e.subs, id)
 		close(ch)
 	}
+	e.metrics.SSEStreams.Set(0)
 }

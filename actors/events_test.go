@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -17,7 +18,7 @@ func spawnEvents(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	system := NewSystem(log)
-	pid := system.Root.Spawn(actor.PropsFromProducer(NewEvents(log)))
+	pid := system.Root.Spawn(actor.PropsFromProducer(NewEvents(metrics.New(), log)))
 	t.Cleanup(func() {
 		system.Root.StopFuture(pid).Wait()
 		system.Shutdown()

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
@@ -24,14 +25,15 @@ import (
 // decrypt is stored with body null and meta.decrypt_error, acked, and fires
 // no event. Presence pushes become peer_join / peer_leave events.
 type InboxActor struct {
-	cfg   MeshConfig
-	store *actor.PID
-	log   *slog.Logger
+	cfg     MeshConfig
+	store   *actor.PID
+	metrics *metrics.Daemon
+	log     *slog.Logger
 }
 
-func newInbox(cfg MeshConfig, store *actor.PID, log *slog.Logger) actor.Producer {
+func newInbox(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &InboxActor{cfg: cfg, store: store, log: log.With("actor", "inbox")}
+		return &InboxActor{cfg: cfg, store: store, metrics: m, log: log.With("actor", "inbox")}
 	}
 }
 
@@ -61,6 +63,14 @@ func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *ws
 		if err != nil || !ok || r.Err != nil {
 			in.log.Error("store inbound message", "client_message_id", item.ClientMessageID, "err", err, "reply", fmt.Sprintf("%T", res))
 			return // not acked: the broker delivers it again
+		}
+		switch {
+		case !r.Inserted:
+			in.metrics.Dedupe.WithLabelValues(in.cfg.Slug, "in").Inc()
+		case item.Body == nil:
+			in.metrics.Undecrypted.WithLabelValues(in.cfg.Slug).Inc()
+		default:
+			in.metrics.Recv.WithLabelValues(in.cfg.Slug, item.Kind, "peer").Inc()
 		}
 		if err := conn.Send(clientAckFrame(p)); err != nil {
 			in.log.Warn("client_ack not sent; the broker will push again", "client_message_id", item.ClientMessageID, "err", err)

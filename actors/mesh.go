@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 )
 
 // MeshPIDs are the actors of one mesh's subtree that others talk to.
@@ -20,19 +22,20 @@ type MeshPIDs struct {
 // refers to each other: the dispatcher's inflight rows, the connection),
 // and nothing outside the mesh: the root supervises meshes one for one.
 type meshActor struct {
-	cfg   MeshConfig
-	store *actor.PID
-	log   *slog.Logger
-	fatal chan<- error
-	pids  MeshPIDs
+	cfg     MeshConfig
+	store   *actor.PID
+	metrics *metrics.Daemon
+	log     *slog.Logger
+	fatal   chan<- error
+	pids    MeshPIDs
 }
 
 // meshChildren asks a mesh actor for its children; the reply is *MeshPIDs.
 type meshChildren struct{}
 
-func meshProps(cfg MeshConfig, store *actor.PID, log *slog.Logger, fatal chan<- error) *actor.Props {
+func meshProps(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger, fatal chan<- error) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &meshActor{cfg: cfg, store: store, log: log.With("mesh", cfg.Slug), fatal: fatal}
+		return &meshActor{cfg: cfg, store: store, metrics: m, log: log.With("mesh", cfg.Slug), fatal: fatal}
 	}, actor.WithSupervisor(actor.NewAllForOneStrategy(MaxRestarts, RestartWindow, restartDecider)))
 }
 
@@ -50,9 +53,9 @@ func (m *meshActor) Receive(ctx actor.Context) {
 }
 
 func (m *meshActor) spawn(ctx actor.Context) {
-	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg.Slug, m.store, m.log)))
-	m.pids.Inbox = ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.log)))
-	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.log, m.fatal)))
+	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg.Slug, m.store, m.metrics, m.log)))
+	m.pids.Inbox = ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.metrics, m.log)))
+	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log, m.fatal)))
 }
 
 // meshStartTimeout bounds the wait for a mesh subtree's children.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
@@ -52,6 +53,8 @@ type Deps struct {
 	Meshes []MeshConfig
 	Log    *slog.Logger
 	Fatal  chan<- error
+	// Metrics are the daemon's series (nil: a fresh, unserved set).
+	Metrics *metrics.Daemon
 }
 
 // NewSystem returns an actor system whose own logs go to log.
@@ -62,6 +65,9 @@ func NewSystem(log *slog.Logger) *actor.ActorSystem {
 
 // Start spawns the root supervisor and its children.
 func Start(system *actor.ActorSystem, deps Deps) (*Tree, error) {
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.New()
+	}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &root{deps: deps}
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(MaxRestarts, RestartWindow, restartDecider)))
@@ -128,12 +134,12 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		}
 		return pid
 	}
-	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(r.deps.Outbox, r.deps.Inbox, log)))
+	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(r.deps.Outbox, r.deps.Inbox, r.deps.Metrics, log)))
 	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log)))
-	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(log)))
+	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(r.deps.Metrics, log)))
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
-		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, log, r.deps.Fatal))
+		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, r.deps.Metrics, log, r.deps.Fatal))
 	}
 }
 

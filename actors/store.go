@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -37,6 +38,7 @@ const OutcomeDelay = 10 * time.Millisecond
 type Store struct {
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
+	metrics  *metrics.Daemon
 	log      *slog.Logger
 	maxBatch int
 
@@ -72,10 +74,11 @@ type (
 // NewStore returns the store actor's producer. The databases stay open
 // across restarts; their owner (the daemon) closes them after the actor
 // system stops.
-func NewStore(outbox *persistence.Outbox, inbox *persistence.Inbox, log *slog.Logger) actor.Producer {
+func NewStore(outbox *persistence.Outbox, inbox *persistence.Inbox, m *metrics.Daemon, log *slog.Logger) actor.Producer {
 	dispatch := map[string]*meshDispatch{}
 	return func() actor.Actor {
-		return &Store{outbox: outbox, inbox: inbox, log: log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch}
+		return &Store{outbox: outbox, inbox: inbox, metrics: m, log: log.With("actor", "store"), maxBatch: DefaultMaxBatch,
+			dispatch: dispatch}
 	}
 }
 
@@ -151,6 +154,12 @@ func durabilityOf(reqs []storeRequest) persistence.Durability {
 	return persistence.Relaxed
 }
 
+// Label values of the store's commit metric.
+var (
+	dbNames         = [2]string{"outbox", "inbox"}
+	durabilityNames = map[persistence.Durability]string{persistence.Durable: "durable", persistence.Relaxed: "relaxed"}
+)
+
 // onInbox reports whether a command runs against inbox.db.
 func onInbox(msg any) bool {
 	switch msg.(type) {
@@ -222,13 +231,17 @@ func (s *Store) run(ctx actor.Context) {
 		if b == nil {
 			continue
 		}
-		if err := b.Commit(); err != nil {
+		start := time.Now()
+		err := b.Commit()
+		s.metrics.StoreCommit.WithLabelValues(dbNames[which], durabilityNames[durability[which]]).Observe(time.Since(start).Seconds())
+		if err != nil {
 			s.failAll(reqs, replies, func(i int) bool { return onInbox(reqs[i].msg) == (which == 1) }, fmt.Errorf("commit: %w", err))
 			if which == 0 {
 				claims = nil // nothing was claimed
 			}
 		}
 	}
+	s.metrics.StoreBatch.Observe(float64(len(reqs)))
 	s.log.Debug("batch committed", "commands", len(reqs))
 	s.hand(ctx, claims)
 	s.publish(ctx, replies)

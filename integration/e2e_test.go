@@ -537,6 +537,40 @@ func TestE2EDirectMessage(t *testing.T) {
 	if counts["dm-1"] != 1 || counts["dm-2"] != 1 || len(counts) != 2 {
 		t.Fatalf("bob's inbox after the retry: %v, want dm-1 and dm-2 once each", counts)
 	}
+
+	// The metrics say the same (GET /v1/metrics).
+	scrape := func(p *e2ePeer) string {
+		t.Helper()
+		resp, err := p.c.Get("http://localhost/v1/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s's GET /v1/metrics: %d %s", p.name, resp.StatusCode, raw)
+		}
+		return string(raw)
+	}
+	for _, c := range []struct {
+		p    *e2ePeer
+		want []string
+	}{
+		{bob, []string{`cm_daemon_recv_total{from_type="peer",kind="dm",mesh="demo"} 2`, `cm_daemon_connected{mesh="demo"} 1`,
+			`cm_daemon_store_commit_seconds_count{db="inbox",durability="durable"}`}},
+		{alice, []string{`cm_daemon_dispatch_seconds_count{mesh="demo",outcome="done"}`, `cm_daemon_connected{mesh="demo"} 1`,
+			`cm_daemon_outbox_depth{mesh="demo",status="pending"} 0`, `cm_daemon_send_total{kind="dm",mesh="demo",status="queued"} 2`}},
+	} {
+		text := scrape(c.p)
+		for _, w := range c.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s's metrics lack %s", c.p.name, w)
+			}
+		}
+	}
+	if r := runCLI(t, alice.env, "daemon", "metrics"); r.code != 0 || !strings.Contains(r.stdout, `cm_daemon_send_total{kind="dm",mesh="demo"`) {
+		t.Errorf("claudemesh daemon metrics: exit %d\nstdout %.300q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestE2EBrokerRestarts: 1,000 DMs sent from 8 goroutines while the broker

@@ -72,6 +72,7 @@ func TestTCPAuthAndHygiene(t *testing.T) {
 			header: map[string]string{"Authorization": "bearer " + token}, status: 200},
 		{name: "right token", client: tc, method: "GET", url: base + "/v1/version", header: bearer, status: 200, validate: versionPID},
 		{name: "health with token", client: tc, method: "GET", url: base + "/v1/health", header: bearer, status: 200},
+		{name: "metrics without token", client: tc, method: "GET", url: base + "/v1/metrics", status: 401, errCode: "unauthorized"},
 		{name: "bad host", client: tc, method: "GET", url: base + "/v1/version", header: bearer, host: "evil.example",
 			status: 403, errCode: "forbidden_host"},
 		{name: "bad host with loopback port", client: tc, method: "GET", url: base + "/v1/version", header: bearer,
@@ -138,6 +139,13 @@ func TestTCPAuthAndHygiene(t *testing.T) {
 				tc.validate(t, r)
 			}
 		})
+	}
+	// GET /v1/metrics, with the token, answers the Prometheus text format.
+	req := newRequest(t, "GET", base+"/v1/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if r := do(t, tc, req); r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") ||
+		!strings.Contains(string(r.body), `cm_daemon_ipc_request_total{endpoint="/v1/metrics",status="401",transport="tcp"} 1`) {
+		t.Errorf("GET /v1/metrics over TCP: %d %q\n%s", r.status, r.header.Get("Content-Type"), r.body)
 	}
 
 	// Body limit: exactly 1 MiB passes the gate (and fails validation on

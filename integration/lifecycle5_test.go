@@ -423,6 +423,9 @@ func TestDaemonDownAndStatus(t *testing.T) {
 	if st.code != 1 || !strings.Contains(st.stderr, "daemon not running") || st.stdout != "" {
 		t.Errorf("daemon status without a daemon: exit %d\nstdout:\n%s\nstderr:\n%s", st.code, st.stdout, st.stderr)
 	}
+	if m := runCLI(t, e, "daemon", "metrics"); m.code != 1 || !strings.Contains(m.stderr, "daemon not running") || m.stdout != "" {
+		t.Errorf("daemon metrics without a daemon: exit %d\nstdout:\n%s\nstderr:\n%s", m.code, m.stdout, m.stderr)
+	}
 	js = runCLI(t, e, "daemon", "status", "--json")
 	var off map[string]any
 	if js.code != 1 || json.Unmarshal([]byte(js.stdout), &off) != nil || off["running"] != false || off["health"] != nil {

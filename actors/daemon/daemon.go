@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors"
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -98,7 +99,9 @@ func Start(opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	system := actors.NewSystem(d.log)
-	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal}); err != nil {
+	series := metrics.New()
+	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal,
+		Metrics: series}); err != nil {
 		return nil, err
 	}
 	conns := map[string]*actor.PID{}
@@ -106,7 +109,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 		conns[slug] = m.Conn
 	}
 	d.server = ipc.New(ipc.Options{Token: token, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
-		Events: d.tree.Events, MeshActors: conns,
+		Events: d.tree.Events, MeshActors: conns, Metrics: series,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
 		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck, Log: d.log})
 	listeners, err := d.listen()

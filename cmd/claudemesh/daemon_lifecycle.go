@@ -148,3 +148,23 @@ func (c *daemonAcceptHostCmd) Run() error {
 	fmt.Printf("recorded host %q (fingerprint %.16s…) in %s\n", h.HostID, h.Fingerprint, paths.HostFile())
 	return nil
 }
+
+type daemonMetricsCmd struct{}
+
+func (c *daemonMetricsCmd) Run() error {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	text, err := ipc.NewClient(paths.Socket()).Metrics(ctx)
+	if errors.Is(err, ipc.ErrDaemonNotRunning) {
+		return &exitError{code: 1, err: errors.New("daemon not running — start it with `claudemesh daemon up`")}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(text)
+	return err
+}

@@ -69,17 +69,32 @@ func (c *Client) Requeue(ctx context.Context, req *messages.RequeueRequest) (*me
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	data, err := c.raw(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// Metrics asks GET /v1/metrics and returns the Prometheus text as it came.
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	return c.raw(ctx, http.MethodGet, "/v1/metrics", nil)
+}
+
+// raw does a request with in (nil: no body) as JSON and returns the body of
+// a 2xx answer; any other answer is a *messages.Error.
+func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://localhost"+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -88,23 +103,23 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		var opErr *net.OpError
 		if errors.As(err, &opErr) && opErr.Op == "dial" {
-			return ErrDaemonNotRunning
+			return nil, ErrDaemonNotRunning
 		}
-		return fmt.Errorf("daemon request %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("daemon request %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("read daemon answer: %w", err)
+		return nil, fmt.Errorf("read daemon answer: %w", err)
 	}
 	if resp.StatusCode >= 300 {
 		var env messages.ErrorBody
 		if json.Unmarshal(data, &env) != nil || env.Error == "" {
 			env = messages.ErrorBody{Error: "http_" + strconv.Itoa(resp.StatusCode), Detail: string(data)}
 		}
-		return &messages.Error{Status: resp.StatusCode, Code: env.Error, Detail: env.Detail}
+		return nil, &messages.Error{Status: resp.StatusCode, Code: env.Error, Detail: env.Detail}
 	}
-	return json.Unmarshal(data, out)
+	return data, nil
 }
 
 // SendResult is a 2xx answer of POST /v1/send: Accepted for 202 (queued or

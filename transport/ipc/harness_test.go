@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors"
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -55,8 +56,8 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	}
 	system := actors.NewSystem(log)
 	h := &harness{t: t, system: system}
-	h.store = system.Root.Spawn(actor.PropsFromProducer(actors.NewStore(outbox, inbox, log)))
-	h.events = system.Root.Spawn(actor.PropsFromProducer(actors.NewEvents(log)))
+	h.store = system.Root.Spawn(actor.PropsFromProducer(actors.NewStore(outbox, inbox, metrics.New(), log)))
+	h.events = system.Root.Spawn(actor.PropsFromProducer(actors.NewEvents(metrics.New(), log)))
 	o := Options{Token: testToken, Root: system.Root, Store: h.store, Events: h.events, Log: log,
 		Started: time.Now(), DaemonVersion: "test", SchemaVersion: 1}
 	for _, f := range opts {

@@ -14,7 +14,7 @@ import (
 const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
-var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile"}
+var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics"}
 
 type route struct {
 	method  string
@@ -27,6 +27,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/events", (*Server).events},
 	{http.MethodGet, "/v1/health", (*Server).health},
 	{http.MethodGet, "/v1/inbox", (*Server).inboxList},
+	{http.MethodGet, "/v1/metrics", (*Server).metricsText},
 	{http.MethodGet, "/v1/outbox", (*Server).outboxList},
 	{http.MethodPost, "/v1/outbox/requeue", (*Server).outboxRequeue},
 	{http.MethodGet, "/v1/peers", (*Server).peers},
@@ -75,10 +76,20 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	counts, err := ask[*messages.OutboxCounts](s, s.opts.Store, &messages.OutboxStats{})
+	h, err := s.currentHealth()
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// currentHealth asks the store for the outbox counts and each mesh's
+// connection for its state.
+func (s *Server) currentHealth() (*messages.Health, error) {
+	counts, err := ask[*messages.OutboxCounts](s, s.opts.Store, &messages.OutboxStats{})
+	if err != nil {
+		return nil, err
 	}
 	h := &messages.Health{OK: true, PID: os.Getpid(), UptimeS: int64(time.Since(s.opts.Started).Seconds()),
 		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion}
@@ -87,5 +98,5 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
 			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})
 	}
-	writeJSON(w, http.StatusOK, s.withMeshStatus(h))
+	return s.withMeshStatus(h), nil
 }

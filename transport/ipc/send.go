@@ -16,7 +16,7 @@ import (
 // and leaves the id free), fingerprint, seal the body once, then one
 // AcceptSend to the accept router, which answers after the store committed.
 func (s *Server) send(w http.ResponseWriter, r *http.Request) {
-	cmd, err := s.decodeSend(w, r)
+	cmd, kind, err := s.decodeSend(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -26,13 +26,38 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	status := acceptStatus[result.Outcome]
+	s.metrics.Send.WithLabelValues(cmd.Mesh, kind, status).Inc()
+	if !result.Inserted && result.Outcome != messages.AcceptConflict {
+		s.metrics.Dedupe.WithLabelValues(cmd.Mesh, "out").Inc()
+	}
 	renderAccept(w, cmd, result)
 }
 
-func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (*messages.AcceptSend, error) {
+// acceptStatus names each accept outcome in cm_daemon_send_total.
+var acceptStatus = map[messages.AcceptOutcome]string{messages.AcceptQueued: "queued", messages.AcceptInflight: "inflight",
+	messages.AcceptDuplicate: "duplicate", messages.AcceptConflict: "conflict"}
+
+// destinationKind labels a destination in the metrics: dm, topic, group or
+// broadcast.
+func destinationKind(d messages.Destination) string {
+	switch {
+	case d.Kind == messages.KindDM:
+		return "dm"
+	case d.TargetSpec == "*":
+		return "broadcast"
+	case d.TargetSpec != "" && d.TargetSpec[0] == '@':
+		return "group"
+	}
+	return "topic"
+}
+
+// decodeSend reads and validates the body and prepares the accept; kind is
+// the destination's metrics label.
+func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messages.AcceptSend, kind string, err error) {
 	body, err := readBody(w, r)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer bufPool.Put(body)
 	keys, hasKey := r.Header["Idempotency-Key"]
@@ -42,13 +67,14 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (*messages.A
 	}
 	send, err := messages.DecodeSend(body.Bytes(), key, hasKey)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	id := send.ClientMessageID
 	if id == "" {
 		id = ulid.Make().String()
 	}
-	return s.prepare(send, id)
+	cmd, err = s.prepare(send, id)
+	return cmd, destinationKind(send.Destination), err
 }
 
 // prepare turns a validated send into the accept command: it picks the mesh,

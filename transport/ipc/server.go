@@ -20,11 +20,14 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
@@ -65,6 +68,9 @@ type Options struct {
 	// MeshActors maps a mesh slug to that mesh's broker-connection actor
 	// (GET /v1/peers, POST /v1/profile, GET /v1/health).
 	MeshActors map[string]*actor.PID
+	// Metrics are the daemon's series, served at GET /v1/metrics (nil: a
+	// set of the server's own).
+	Metrics *metrics.Daemon
 
 	keepalive time.Duration // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
 }
@@ -72,6 +78,8 @@ type Options struct {
 // Server is the IPC HTTP handler.
 type Server struct {
 	opts     Options
+	metrics  *metrics.Daemon
+	scrapeMu sync.Mutex
 	token    []byte
 	inflight chan struct{}
 	http     *http.Server
@@ -81,7 +89,10 @@ type transportKey struct{}
 
 // New returns a server for opts.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, token: []byte(opts.Token), inflight: make(chan struct{}, DefaultMaxInflight)}
+	s := &Server{opts: opts, metrics: opts.Metrics, token: []byte(opts.Token), inflight: make(chan struct{}, DefaultMaxInflight)}
+	if s.metrics == nil {
+		s.metrics = metrics.New()
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -107,8 +118,62 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops accepting connections and waits for running requests.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
 
-// ServeHTTP is the gate every request passes.
+// ServeHTTP counts every request (cm_daemon_ipc_request_total, and the
+// duration of all but event streams) and passes it through the gate.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.gate(sw, r)
+	endpoint := endpointOf(r.URL.Path)
+	transport := "tcp"
+	if unix, _ := r.Context().Value(transportKey{}).(bool); unix {
+		transport = "uds"
+	}
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	s.metrics.IPCRequests.WithLabelValues(endpoint, strconv.Itoa(sw.status), transport).Inc()
+	if r.URL.Path != eventsPath {
+		s.metrics.IPCDuration.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
+	}
+}
+
+// statusWriter remembers the status a handler wrote; Unwrap lets
+// http.ResponseController reach the connection (event streams flush).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// endpointOf is the metrics label of a path: the route's path, or "other"
+// (so that arbitrary paths cannot grow the series without bound).
+func endpointOf(path string) string {
+	for _, rt := range routes {
+		if rt.path == path {
+			return path
+		}
+	}
+	return "other"
+}
+
+// gate is what every request passes before its route.
+func (s *Server) gate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if r.URL.Query().Has("token") {
 		s.opts.Log.Warn("ipc_token_in_query_string_rejected", "path", r.URL.Path, "remote", r.RemoteAddr)

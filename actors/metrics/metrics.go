@@ -1,0 +1,78 @@
+// Package metrics holds the daemon's Prometheus series (spec §10.3, with
+// the spec's names where it has them), served at GET /v1/metrics. Counters
+// and histograms are updated where things happen — the IPC server, the
+// store, the dispatcher, the inbox, the broker connection, the events
+// actor; the gauges of state (connection, lag, outbox depth) are read from
+// the actors when the endpoint is scraped. The registry is the daemon's
+// own, so several daemons can share a process in tests.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Daemon is one daemon's series.
+type Daemon struct {
+	Registry *prometheus.Registry
+
+	// Set at scrape time.
+	Connected   *prometheus.GaugeVec // cm_daemon_connected{mesh}
+	Lag         *prometheus.GaugeVec // cm_daemon_lag_ms{mesh}
+	OutboxDepth *prometheus.GaugeVec // cm_daemon_outbox_depth{mesh,status}
+
+	Send        *prometheus.CounterVec   // cm_daemon_send_total{mesh,kind,status}
+	Dedupe      *prometheus.CounterVec   // cm_daemon_dedupe_total{mesh,direction}
+	Recv        *prometheus.CounterVec   // cm_daemon_recv_total{mesh,kind,from_type}
+	Undecrypted *prometheus.CounterVec   // cm_daemon_decrypt_failed_total{mesh}
+	Reconnects  *prometheus.CounterVec   // cm_daemon_reconnects_total{mesh,reason}
+	Dispatch    *prometheus.HistogramVec // cm_daemon_dispatch_seconds{mesh,outcome}
+	IPCRequests *prometheus.CounterVec   // cm_daemon_ipc_request_total{endpoint,status,transport}
+	IPCDuration *prometheus.HistogramVec // cm_daemon_ipc_duration_seconds{endpoint}
+	SSEStreams  prometheus.Gauge         // cm_daemon_sse_streams
+	SSEDropped  prometheus.Counter       // cm_daemon_sse_dropped_total
+	StoreBatch  prometheus.Histogram     // cm_daemon_store_batch_size
+	StoreCommit *prometheus.HistogramVec // cm_daemon_store_commit_seconds{db,durability}
+}
+
+// latency buckets, in seconds: 0.1 ms to about 3 s.
+var latency = prometheus.ExponentialBuckets(0.0001, 2, 15)
+
+// New returns the series, registered.
+func New() *Daemon {
+	d := &Daemon{Registry: prometheus.NewRegistry()}
+	d.Connected = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_connected",
+		Help: "1 while the mesh's broker connection is up."}, []string{"mesh"})
+	d.Lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_lag_ms",
+		Help: "Round trip of the last answered ping to the mesh's broker."}, []string{"mesh"})
+	d.OutboxDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_outbox_depth",
+		Help: "Outbox rows by status: pending, inflight, dead (done and aborted rows are history)."}, []string{"mesh", "status"})
+	d.Send = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_send_total",
+		Help: "POST /v1/send answers by destination kind (dm, topic, group, broadcast) and outcome."}, []string{"mesh", "kind", "status"})
+	d.Dedupe = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_dedupe_total",
+		Help: "Repeats recognised by client_message_id: out = a send answered from its existing outbox row, in = a push already in the inbox."},
+		[]string{"mesh", "direction"})
+	d.Recv = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_recv_total",
+		Help: "Messages stored in the inbox, by kind (dm, topic) and sender type."}, []string{"mesh", "kind", "from_type"})
+	d.Undecrypted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_decrypt_failed_total",
+		Help: "Pushes stored without a body because they did not decrypt."}, []string{"mesh"})
+	d.Reconnects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_reconnects_total",
+		Help: "Broker connections re-established after a drop, by the drop's close code."}, []string{"mesh", "reason"})
+	d.Dispatch = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_dispatch_seconds",
+		Help: "From a send frame leaving to the broker's answer being applied, by outcome (done, dead, retry).", Buckets: latency},
+		[]string{"mesh", "outcome"})
+	d.IPCRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_ipc_request_total",
+		Help: "IPC requests by route, HTTP status and transport (uds, tcp)."}, []string{"endpoint", "status", "transport"})
+	d.IPCDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_ipc_duration_seconds",
+		Help: "IPC request durations by route (event streams excluded).", Buckets: latency}, []string{"endpoint"})
+	d.SSEStreams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_sse_streams", Help: "Open GET /v1/events streams."})
+	d.SSEDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_daemon_sse_dropped_total",
+		Help: "Event streams closed for falling too far behind (the client resumes by Last-Event-ID)."})
+	d.StoreBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cm_daemon_store_batch_size",
+		Help: "Commands per store batch (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
+	d.StoreCommit = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_store_commit_seconds",
+		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not).", Buckets: latency},
+		[]string{"db", "durability"})
+	d.Registry.MustRegister(d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
+		d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.StoreBatch, d.StoreCommit)
+	return d
+}
