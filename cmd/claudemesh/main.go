@@ -21,6 +21,7 @@ type cli struct {
 	Broker  brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
 	Join    joinCmd          `cmd:"" help:"Join a mesh with an invite URL: mint a member key, register it, record the mesh in config.json."`
 	Send    sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
+	Bench   benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
 

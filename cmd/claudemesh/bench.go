@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/transport/bench"
+)
+
+type benchCmd struct {
+	Mode          string        `enum:"accept,e2e,broker" default:"accept" help:"What to measure: accept (POST /v1/send to the 202), e2e (alice's daemon → broker → bob's event stream), broker (sends straight to a broker over one WebSocket, to its ack)."`
+	Clients       int           `default:"64" help:"Concurrent senders."`
+	Count         int           `default:"10000" help:"Messages to send (0: send for --duration)."`
+	Duration      time.Duration `help:"Send for this long instead of --count messages (e.g. 30s)."`
+	Rate          int           `help:"Messages per second to offer (open loop: latency counts from each message's due time); 0: as fast as the clients go."`
+	Size          int           `default:"64" help:"Message body bytes."`
+	SelfContained bool          `name:"self-contained" help:"Start a throwaway broker and daemons in a temporary directory and measure them (needed for e2e and broker)."`
+	Mesh          string        `placeholder:"SLUG" help:"accept against the running daemon: the mesh to send on (default: its only one)."`
+	To            string        `placeholder:"DEST" help:"accept against the running daemon: where to send (default #bench)."`
+	JSON          bool          `name:"json" help:"Print the report as one JSON object."`
+}
+
+func (c *benchCmd) Run() error {
+	if c.Count == 0 && c.Duration <= 0 {
+		return usageErr("give --count or --duration")
+	}
+	if c.Duration > 0 {
+		c.Count = 0
+	}
+	if c.Clients < 1 || c.Size < 1 || c.Rate < 0 {
+		return usageErr("--clients and --size must be at least 1, --rate not negative")
+	}
+	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size}
+	if !c.JSON && isTerminal(os.Stderr) {
+		opts.Progress = func(p bench.Progress) {
+			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",
+				p.Elapsed.Seconds(), p.Done, p.Rate, p.LatencyMs.P50, p.LatencyMs.P99, p.Errors)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var rep *bench.Report
+	var err error
+	switch {
+	case c.SelfContained:
+		bin, berr := os.Executable()
+		if berr != nil {
+			return berr
+		}
+		rep, err = bench.RunSelfContained(ctx, opts, bin)
+	case c.Mode != bench.ModeAccept:
+		return usageErr("--mode %s needs --self-contained (it starts the broker and daemons it measures)", c.Mode)
+	default:
+		paths, perr := config.ResolvePaths()
+		if perr != nil {
+			return &exitError{code: 2, err: perr}
+		}
+		if _, perr := probeDaemon(paths.Socket()); perr != nil {
+			return &exitError{code: 1, err: fmt.Errorf("no daemon answers on %s (start one with `claudemesh daemon up`, or use --self-contained): %w", paths.Socket(), perr)}
+		}
+		rep, err = bench.Run(ctx, opts, bench.Target{Socket: paths.Socket(), Mesh: c.Mesh, To: c.To})
+	}
+	if opts.Progress != nil {
+		fmt.Fprintln(os.Stderr)
+	}
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return json.NewEncoder(os.Stdout).Encode(rep)
+	}
+	printReport(rep)
+	return nil
+}
+
+func printReport(r *bench.Report) {
+	fmt.Printf("mode %s, %d clients, %d-byte messages", r.Mode, r.Clients, r.Size)
+	if r.Rate > 0 {
+		fmt.Printf(", offered %d/s", r.Rate)
+	}
+	fmt.Printf("\nsent %d, delivered %d in %.2f s: %.0f msgs/s\n", r.Sent, r.Delivered, r.ElapsedS, r.Throughput)
+	l := r.LatencyMs
+	fmt.Printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
+	if r.Mode == bench.ModeE2E {
+		fmt.Printf("lost %d, duplicates %d\n", r.Lost, r.Duplicates)
+	}
+	codes := make([]string, 0, len(r.Errors))
+	for code := range r.Errors {
+		codes = append(codes, code)
+	}
+	sort.Strings(codes)
+	for _, code := range codes {
+		fmt.Printf("error %s: %d\n", code, r.Errors[code])
+	}
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,47 @@
+package integration
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/claudemesh/claudemesh-go/transport/bench"
+)
+
+// TestBenchCLI: `claudemesh bench --json` in each mode, self-contained, and
+// accept against a running daemon: every message sent is answered (and in
+// e2e arrives exactly once), and the report has its figures.
+func TestBenchCLI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	startDaemon(t, e, "--no-tcp")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"accept on the running daemon", []string{"bench", "--count", "300", "--clients", "8", "--json"}},
+		{"accept self-contained", []string{"bench", "--self-contained", "--count", "300", "--clients", "8", "--json"}},
+		{"e2e self-contained", []string{"bench", "--mode", "e2e", "--self-contained", "--count", "300", "--clients", "8", "--json"}},
+		{"e2e paced", []string{"bench", "--mode", "e2e", "--self-contained", "--count", "100", "--rate", "500", "--json"}},
+		{"broker self-contained", []string{"bench", "--mode", "broker", "--self-contained", "--count", "300", "--clients", "8", "--json"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCLI(t, e, c.args...)
+			var rep bench.Report
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
+				t.Fatalf("claudemesh %v: exit %d\nstdout %s\nstderr %s", c.args, r.code, r.stdout, r.stderr)
+			}
+			want := 300
+			if c.name == "e2e paced" {
+				want = 100
+			}
+			if rep.Sent != want || rep.Delivered != want || rep.Lost != 0 || rep.Duplicates != 0 || len(rep.Errors) != 0 ||
+				rep.Throughput <= 0 || rep.LatencyMs.P50 <= 0 || rep.LatencyMs.Max < rep.LatencyMs.P99 {
+				t.Fatalf("report %+v", rep)
+			}
+			t.Logf("%s: %.0f msgs/s, p50 %.2f ms, p99 %.2f ms", c.name, rep.Throughput, rep.LatencyMs.P50, rep.LatencyMs.P99)
+		})
+	}
+	if r := runCLI(t, e, "bench", "--mode", "e2e"); r.code != 2 {
+		t.Errorf("e2e without --self-contained: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+}

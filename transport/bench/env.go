@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/config"
+)
+
+// startTimeout bounds the start of each process of a self-contained run.
+const startTimeout = 15 * time.Second
+
+// Env is a self-contained run's processes in a temporary directory: a
+// broker (unless the mode needs none) and daemons, each started from the
+// claudemesh binary with its own directories.
+type Env struct {
+	bin    string
+	dir    string
+	procs  []*exec.Cmd
+	broker string // host:port
+	// Peers are the members, in join order ("alice", "bob").
+	Peers []*Peer
+}
+
+// Peer is one member of a self-contained mesh.
+type Peer struct {
+	Name       string
+	Membership config.Membership
+	Socket     string // its daemon's socket ("" when no daemon runs)
+	env        []string
+}
+
+// StartEnv starts what mode needs, from the claudemesh binary bin:
+// accept — one daemon whose mesh has no reachable broker (accepts are
+// measured alone); e2e — a broker and the daemons of alice and bob; broker
+// — a broker with alice and bob joined, no daemon. Close removes it all.
+func StartEnv(ctx context.Context, bin, mode string) (_ *Env, err error) {
+	dir, err := os.MkdirTemp("", "cmbench")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{bin: bin, dir: dir}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	if mode == ModeAccept {
+		p := e.peer("alice")
+		m, err := config.NewMembership(config.LocalMeshSlug, "ws://127.0.0.1:1/ws") // nothing answers: rows stay pending
+		if err == nil {
+			_, err = config.Paths{ConfigDir: filepath.Join(e.dir, p.Name, "c")}.AddMembership(m)
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.Membership = m
+		return e, e.startDaemon(ctx, p, false)
+	}
+	if err := e.startBroker(ctx); err != nil {
+		return nil, err
+	}
+	brokerDir := filepath.Join(e.dir, "broker")
+	if _, err := e.cli(ctx, nil, "broker", "mesh", "create", "bench", "--dir", brokerDir); err != nil {
+		return nil, err
+	}
+	out, err := e.cli(ctx, nil, "broker", "invite", "bench", "--uses", "2", "--dir", brokerDir, "--broker-url", "http://"+e.broker)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, name := range []string{"alice", "bob"} {
+		p := e.peer(name)
+		if _, err := e.cli(ctx, p.env, "join", lines[len(lines)-1], "--name", name); err != nil {
+			return nil, err
+		}
+		ms, err := config.Paths{ConfigDir: filepath.Join(e.dir, name, "c")}.LoadMemberships()
+		if err != nil || len(ms) != 1 {
+			return nil, fmt.Errorf("bench: %s's memberships after join: %v %v", name, ms, err)
+		}
+		p.Membership = ms[0]
+		if mode == ModeE2E {
+			if err := e.startDaemon(ctx, p, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return e, nil
+}
+
+// Close stops the processes (SIGTERM, then waits) and removes the directory.
+func (e *Env) Close() {
+	for _, p := range e.procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range e.procs {
+		_ = p.Wait()
+	}
+	os.RemoveAll(e.dir)
+}
+
+func (e *Env) peer(name string) *Peer {
+	p := &Peer{Name: name, env: append(os.Environ(), config.EnvDaemonDir+"="+filepath.Join(e.dir, name, "d"),
+		config.EnvConfigDir+"="+filepath.Join(e.dir, name, "c"))}
+	e.Peers = append(e.Peers, p)
+	return p
+}
+
+// cli runs one claudemesh command and returns its stdout.
+func (e *Env) cli(ctx context.Context, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Env = env
+	if env == nil {
+		cmd.Env = os.Environ()
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("bench: claudemesh %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out), nil
+}
+
+var listening = regexp.MustCompile(`broker listening on (\S+) `)
+
+func (e *Env) startBroker(ctx context.Context) error {
+	cmd := exec.Command(e.bin, "broker", "up", "--listen", "127.0.0.1:0", "--dir", filepath.Join(e.dir, "broker"),
+		"--log-level", "warn", "--rate-limit", "1000000000") // measure delivery, not the rate budget
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("bench: start broker: %w", err)
+	}
+	e.procs = append(e.procs, cmd)
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if g := listening.FindStringSubmatch(sc.Text()); g != nil {
+				found <- g[1]
+				break
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case e.broker = <-found:
+		return nil
+	case <-time.After(startTimeout):
+		return errors.New("bench: the broker never said where it listens")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startDaemon starts p's daemon in the foreground (socket only) and waits
+// until it answers, and with connected until its broker connection is up.
+func (e *Env) startDaemon(ctx context.Context, p *Peer, connected bool) error {
+	cmd := exec.Command(e.bin, "daemon", "up", "--foreground", "--no-tcp", "--log-level", "warn")
+	cmd.Env = p.env
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("bench: start %s's daemon: %w", p.Name, err)
+	}
+	e.procs = append(e.procs, cmd)
+	p.Socket = filepath.Join(e.dir, p.Name, "d", "daemon.sock")
+	c := unixClient(p.Socket, 1)
+	defer c.CloseIdleConnections()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if up, err := daemonUp(c, connected); up {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %s's daemon not ready after %s: %v", p.Name, startTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond): // poll interval; the condition is re-checked
+		}
+	}
+}
+
+// daemonUp reports whether the daemon answers GET /v1/health, and with
+// connected whether every mesh is connected.
+func daemonUp(c *http.Client, connected bool) (bool, error) {
+	resp, err := c.Get("http://localhost/v1/health")
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Meshes []struct {
+			Connected bool `json:"connected"`
+		} `json:"meshes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return false, err
+	}
+	if !connected {
+		return true, nil
+	}
+	for _, m := range h.Meshes {
+		if !m.Connected {
+			return false, errors.New("not connected to the broker yet")
+		}
+	}
+	return len(h.Meshes) > 0, nil
+}
+
+// unixClient is an HTTP client over the Unix socket sock with up to conns
+// connections.
+func unixClient(sock string, conns int) *http.Client {
+	var d net.Dialer
+	return &http.Client{Transport: &http.Transport{MaxConnsPerHost: conns, MaxIdleConnsPerHost: conns,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }}}
+}
