@@ -55,6 +55,8 @@ type Deps struct {
 	Fatal  chan<- error
 	// Metrics are the daemon's series (nil: a fresh, unserved set).
 	Metrics *metrics.Daemon
+	// Pressure is measured by the store after its writes (nil: not watched).
+	Pressure *persistence.Pressure
 }
 
 // NewSystem returns an actor system whose own logs go to log.
@@ -134,7 +136,8 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		}
 		return pid
 	}
-	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(r.deps.Outbox, r.deps.Inbox, r.deps.Metrics, log)))
+	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
+		Pressure: r.deps.Pressure, Metrics: r.deps.Metrics, Log: log})))
 	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log)))
 	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(r.deps.Metrics, log)))
 	r.meshes = map[string]*actor.PID{}

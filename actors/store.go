@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -38,9 +39,14 @@ const OutcomeDelay = 10 * time.Millisecond
 type Store struct {
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
+	pressure *persistence.Pressure
 	metrics  *metrics.Daemon
 	log      *slog.Logger
 	maxBatch int
+	// measured is when the disk pressure was last measured; rechecking
+	// says a timer will measure it again (set while it is not normal).
+	measured   time.Time
+	rechecking bool
 
 	batch       []storeRequest
 	flushQueued bool
@@ -71,21 +77,32 @@ type (
 	flushHeld struct{}
 )
 
+// StoreOptions are what the store works with.
+type StoreOptions struct {
+	Outbox   *persistence.Outbox
+	Inbox    *persistence.Inbox
+	Pressure *persistence.Pressure // measured after writes (nil: not watched)
+	Metrics  *metrics.Daemon
+	Log      *slog.Logger
+}
+
 // NewStore returns the store actor's producer. The databases stay open
 // across restarts; their owner (the daemon) closes them after the actor
 // system stops.
-func NewStore(outbox *persistence.Outbox, inbox *persistence.Inbox, m *metrics.Daemon, log *slog.Logger) actor.Producer {
+func NewStore(o StoreOptions) actor.Producer {
 	dispatch := map[string]*meshDispatch{}
 	return func() actor.Actor {
-		return &Store{outbox: outbox, inbox: inbox, metrics: m, log: log.With("actor", "store"), maxBatch: DefaultMaxBatch,
-			dispatch: dispatch}
+		return &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, metrics: o.Metrics, log: o.Log.With("actor", "store"),
+			maxBatch: DefaultMaxBatch, dispatch: dispatch}
 	}
 }
 
 // Receive handles one message.
 func (s *Store) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopped, *actor.Restarting:
+	case *actor.Started:
+		s.measure(ctx) // a daemon started on a full disk refuses sends from the first
+	case *actor.Stopped, *actor.Restarting:
 	case *actor.Stopping:
 		s.run(ctx) // held outcomes
 	case *flush:
@@ -94,6 +111,9 @@ func (s *Store) Receive(ctx actor.Context) {
 	case *flushHeld:
 		s.holding = false
 		s.run(ctx)
+	case *pressureTick:
+		s.rechecking = false
+		s.measure(ctx)
 	case *SetEvents:
 		s.events = msg.Events
 	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.ListOutbox, *messages.OutboxStats,
@@ -227,6 +247,7 @@ func (s *Store) run(ctx actor.Context) {
 	if batches[0] != nil {
 		claims = s.claim(batches[0])
 	}
+	full := false // the disk filled up: measure the pressure now
 	for which, b := range batches {
 		if b == nil {
 			continue
@@ -235,6 +256,7 @@ func (s *Store) run(ctx actor.Context) {
 		err := b.Commit()
 		s.metrics.StoreCommit.WithLabelValues(dbNames[which], durabilityNames[durability[which]]).Observe(time.Since(start).Seconds())
 		if err != nil {
+			full = full || persistence.IsFull(err)
 			s.failAll(reqs, replies, func(i int) bool { return onInbox(reqs[i].msg) == (which == 1) }, fmt.Errorf("commit: %w", err))
 			if which == 0 {
 				claims = nil // nothing was claimed
@@ -242,6 +264,9 @@ func (s *Store) run(ctx actor.Context) {
 		}
 	}
 	s.metrics.StoreBatch.Observe(float64(len(reqs)))
+	if batches[0] != nil && (durability[0] == persistence.Durable || full) && (full || time.Since(s.measured) >= pressureEvery) {
+		s.measure(ctx)
+	}
 	s.log.Debug("batch committed", "commands", len(reqs))
 	s.hand(ctx, claims)
 	s.publish(ctx, replies)
@@ -325,6 +350,10 @@ func (s *Store) command(tx *sqlx.Tx, msg any) (any, error) {
 
 // failed is the reply carrying err for a command of msg's type.
 func failed(msg any, err error) any {
+	if persistence.IsFull(err) {
+		err = &messages.Error{Status: http.StatusInsufficientStorage, Code: messages.CodeInsufficientStorage,
+			Detail: "the disk is full; nothing was stored: retry with the same client_message_id once there is space"}
+	}
 	switch msg.(type) {
 	case *messages.AcceptSend:
 		return &messages.AcceptResult{Err: err}

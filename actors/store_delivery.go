@@ -258,3 +258,51 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// Disk pressure checks (spec §4.15).
+const (
+	// pressureEvery spaces the measurements after durable batches.
+	pressureEvery = 100 * time.Millisecond
+	// pressureRecheck spaces them while the pressure is not normal, so that
+	// the store notices the space coming back with no writes to prompt it.
+	pressureRecheck = time.Second
+)
+
+// pressureTick is the store's recheck timer.
+type pressureTick struct{}
+
+// measure reads the disk pressure, records it, and on a rise out of normal
+// appends an outbox_pressure_high event; while it is not normal a timer
+// measures again.
+func (s *Store) measure(ctx actor.Context) {
+	if s.pressure == nil {
+		return
+	}
+	before := s.pressure.Level()
+	if s.measured.IsZero() {
+		before = persistence.PressureNormal // the store's first look reports what it finds
+	}
+	r, err := s.pressure.Measure()
+	s.measured = time.Now()
+	if err != nil {
+		s.log.Warn("measure disk pressure", "err", err)
+		return
+	}
+	s.metrics.DiskPct.WithLabelValues("outbox").Set(r.OutboxPct)
+	s.metrics.DiskPct.WithLabelValues("free").Set(r.DiskPct)
+	switch {
+	case r.Level > persistence.PressureNormal && before == persistence.PressureNormal:
+		s.log.Warn("outbox_pressure_high", "level", r.Level.String(), "outbox_pct", r.OutboxPct, "disk_pct", r.DiskPct,
+			"outbox_bytes", r.OutboxBytes, "free_bytes", r.FreeBytes)
+		data, _ := json.Marshal(map[string]any{"level": r.Level.String(), "outbox_pct": r.OutboxPct, "disk_pct": r.DiskPct,
+			"outbox_bytes": r.OutboxBytes, "free_bytes": r.FreeBytes})
+		ctx.Send(ctx.Self(), &messages.AppendEvent{Name: "outbox_pressure_high", Data: data})
+	case r.Level == persistence.PressureNormal && before > persistence.PressureNormal:
+		s.log.Info("outbox_pressure_normal", "outbox_pct", r.OutboxPct, "disk_pct", r.DiskPct)
+	}
+	if r.Level > persistence.PressureNormal && !s.rechecking {
+		s.rechecking = true
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		time.AfterFunc(pressureRecheck, func() { root.Send(self, &pressureTick{}) })
+	}
+}

@@ -31,6 +31,22 @@ type File struct {
 	IPC    IPCSection    `toml:"ipc"`
 	Log    LogSection    `toml:"log"`
 	Clone  CloneSection  `toml:"clone"`
+	Outbox OutboxSection `toml:"outbox"`
+	Disk   DiskSection   `toml:"disk"`
+}
+
+// OutboxSection is [outbox]. Hot on SIGHUP.
+type OutboxSection struct {
+	// MaxSizeMB caps outbox.db and its WAL: at 80 % the daemon raises
+	// outbox_pressure_high, at 95 % it refuses new sends (507).
+	MaxSizeMB int64 `toml:"max_size_mb"`
+}
+
+// DiskSection is [disk]. Hot on SIGHUP.
+type DiskSection struct {
+	// ReservedMB is the free space the daemon directory's filesystem keeps:
+	// pressure is reserve / free, with the thresholds of [outbox].
+	ReservedMB int64 `toml:"reserved_mb"`
 }
 
 // DaemonSection is [daemon].
@@ -66,6 +82,8 @@ func DefaultFile() File {
 		IPC:    IPCSection{TCPEnabled: true, HTTPBind: "127.0.0.1", HTTPPort: 47823, OriginAllowlist: []string{}},
 		Log:    LogSection{MaxSizeMB: 100, MaxAgeDays: 14},
 		Clone:  CloneSection{Policy: ClonePolicyRefuse},
+		Outbox: OutboxSection{MaxSizeMB: 5120},
+		Disk:   DiskSection{ReservedMB: 256},
 	}
 }
 
@@ -141,7 +159,18 @@ func (f *File) validate(path string) error {
 	default:
 		return bad("clone.policy", "must be refuse, warn or allow, not %q", f.Clone.Policy)
 	}
+	if f.Outbox.MaxSizeMB < 1 {
+		return bad("outbox.max_size_mb", "must be at least 1, not %d", f.Outbox.MaxSizeMB)
+	}
+	if f.Disk.ReservedMB < 0 {
+		return bad("disk.reserved_mb", "must not be negative, not %d", f.Disk.ReservedMB)
+	}
 	return nil
+}
+
+// DiskLimits are the pressure thresholds in bytes.
+func (f *File) DiskLimits() (outboxMaxBytes, reservedBytes int64) {
+	return f.Outbox.MaxSizeMB << 20, f.Disk.ReservedMB << 20
 }
 
 // TCPAddr is the TCP listener's address, "" when TCP is off.

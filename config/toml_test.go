@@ -30,6 +30,8 @@ func TestLoadFileMissingIsDefaults(t *testing.T) {
 		IPC:    IPCSection{TCPEnabled: true, HTTPBind: "127.0.0.1", HTTPPort: 47823, OriginAllowlist: []string{}},
 		Log:    LogSection{MaxSizeMB: 100, MaxAgeDays: 14},
 		Clone:  CloneSection{Policy: ClonePolicyRefuse},
+		Outbox: OutboxSection{MaxSizeMB: 5120},
+		Disk:   DiskSection{ReservedMB: 256},
 	}
 	if !reflect.DeepEqual(f, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", f, want)
@@ -71,6 +73,12 @@ max_age_days = 2
 
 [clone]
 policy = "warn"
+
+[outbox]
+max_size_mb = 64
+
+[disk]
+reserved_mb = 0
 `)
 	f, err := LoadFile(path)
 	if err != nil {
@@ -80,8 +88,10 @@ policy = "warn"
 		Daemon: DaemonSection{LogLevel: "debug"},
 		IPC: IPCSection{TCPEnabled: false, HTTPBind: "::1", HTTPPort: 0, PublicHealthCheck: true,
 			OriginAllowlist: []string{"http://localhost:3000", "https://app.example:8443"}},
-		Log:   LogSection{MaxSizeMB: 7, MaxAgeDays: 2},
-		Clone: CloneSection{Policy: ClonePolicyWarn},
+		Log:    LogSection{MaxSizeMB: 7, MaxAgeDays: 2},
+		Clone:  CloneSection{Policy: ClonePolicyWarn},
+		Outbox: OutboxSection{MaxSizeMB: 64},
+		Disk:   DiskSection{ReservedMB: 0},
 	}
 	if !reflect.DeepEqual(f, want) {
 		t.Errorf("loaded:\n got %+v\nwant %+v", f, want)
@@ -115,6 +125,8 @@ func TestLoadFileInvalidValuesNameFileAndKey(t *testing.T) {
 		{"daemon.log_level", "[daemon]\nlog_level = \"verbose\"\n"},
 		{"daemon.log_level", "[daemon]\nlog_level = \"\"\n"},
 		{"daemon.log_level", "[daemon]\nlog_level = \"DEBUG\"\n"},
+		{"outbox.max_size_mb", "[outbox]\nmax_size_mb = 0\n"},
+		{"disk.reserved_mb", "[disk]\nreserved_mb = -1\n"},
 		{"ipc.http_bind", "[ipc]\nhttp_bind = \"0.0.0.0\"\n"},
 		{"ipc.http_bind", "[ipc]\nhttp_bind = \"192.168.1.10\"\n"},
 		{"ipc.http_bind", "[ipc]\nhttp_bind = \"example.com\"\n"},

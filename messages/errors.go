@@ -58,6 +58,7 @@ const (
 	CodeRequeueNotEligible   = "requeue_not_eligible"
 	CodeClientIDInUse        = "client_message_id_in_use"
 	CodeDaemonBusy           = "daemon_busy"
+	CodeInsufficientStorage  = "insufficient_storage"
 	CodeUnavailable          = "store_unavailable"
 	CodeInternal             = "internal"
 )

@@ -62,6 +62,7 @@ type Daemon struct {
 	lock     *config.PidLock
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
+	pressure *persistence.Pressure
 	embedded *embeddedBroker
 	tree     *actors.Tree
 	server   *ipc.Server
@@ -100,8 +101,14 @@ func Start(opts Options) (_ *Daemon, err error) {
 	}
 	system := actors.NewSystem(d.log)
 	series := metrics.New()
+	outboxMax, reserved := opts.Config.DiskLimits()
+	d.pressure = persistence.NewPressure(opts.Paths.DaemonDir, opts.Paths.OutboxDB(),
+		persistence.DiskLimits{OutboxMaxBytes: outboxMax, ReservedBytes: reserved})
+	if _, err := d.pressure.Measure(); err != nil { // IPC refuses sends from the first if it must; the store reports it
+		d.log.Warn("measure disk pressure", "err", err)
+	}
 	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal,
-		Metrics: series}); err != nil {
+		Metrics: series, Pressure: d.pressure}); err != nil {
 		return nil, err
 	}
 	conns := map[string]*actor.PID{}
@@ -110,7 +117,8 @@ func Start(opts Options) (_ *Daemon, err error) {
 	}
 	d.server = ipc.New(ipc.Options{Token: token, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
 		Events: d.tree.Events, MeshActors: conns, Metrics: series,
-		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
+		StorageFull: func() bool { return d.pressure.Level() == persistence.PressureRefuse },
+		Meshes:      meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
 		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck, Log: d.log})
 	listeners, err := d.listen()
 	if err != nil {
@@ -202,6 +210,13 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 		}
 	}
 	return configs, nil
+}
+
+// SetDiskLimits changes the disk pressure thresholds ([outbox]
+// max_size_mb, [disk] reserved_mb, in bytes); the store applies them at its
+// next measurement.
+func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
+	d.pressure.SetLimits(persistence.DiskLimits{OutboxMaxBytes: outboxMaxBytes, ReservedBytes: reservedBytes})
 }
 
 // openStore opens and checks both databases and runs crash recovery, all

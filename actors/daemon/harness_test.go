@@ -33,6 +33,12 @@ type harness struct {
 
 func startDaemon(t testing.TB) *harness {
 	t.Helper()
+	return startDaemonWith(t, func(*config.File) {})
+}
+
+// startDaemonWith is startDaemon with config.toml's settings changed by set.
+func startDaemonWith(t testing.TB, set func(*config.File)) *harness {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "cmd")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +48,7 @@ func startDaemon(t testing.TB) *harness {
 	writeOfflineMesh(t, paths)
 	cfg := config.DefaultFile()
 	cfg.IPC.TCPEnabled = false
+	set(&cfg)
 	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: "test",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -32,6 +32,7 @@ type Daemon struct {
 	SSEDropped  prometheus.Counter       // cm_daemon_sse_dropped_total
 	StoreBatch  prometheus.Histogram     // cm_daemon_store_batch_size
 	StoreCommit *prometheus.HistogramVec // cm_daemon_store_commit_seconds{db,durability}
+	DiskPct     *prometheus.GaugeVec     // cm_daemon_disk_pct{kind}
 }
 
 // latency buckets, in seconds: 0.1 ms to about 3 s.
@@ -72,7 +73,10 @@ func New() *Daemon {
 	d.StoreCommit = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_store_commit_seconds",
 		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not).", Buckets: latency},
 		[]string{"db", "durability"})
-	d.Registry.MustRegister(d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
+	d.DiskPct = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_disk_pct",
+		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507)."},
+		[]string{"kind"})
+	d.Registry.MustRegister(d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
 		d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.StoreBatch, d.StoreCommit)
 	return d
 }

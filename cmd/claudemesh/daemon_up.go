@@ -158,7 +158,7 @@ func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, running config.File, s
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				c.reload(log, running)
+				c.reload(d, log, running)
 				continue
 			}
 			sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
@@ -175,17 +175,18 @@ func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, running config.File, s
 	}
 }
 
-// reload applies a changed config.toml: log level and rotation now. Where
-// [ipc] or [clone] differ from what the daemon runs with, the log says a
-// restart is needed. A file that does not validate is ignored and the
-// settings stay as they are.
-func (c *daemonUpCmd) reload(log *logger, running config.File) {
+// reload applies a changed config.toml: log level, rotation and the disk
+// pressure limits now. Where [ipc] or [clone] differ from what the daemon
+// runs with, the log says a restart is needed. A file that does not
+// validate is ignored and the settings stay as they are.
+func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File) {
 	cfg, err := c.load()
 	if err != nil {
 		log.Error("config_reload_failed", "err", err)
 		return
 	}
 	log.apply(cfg)
+	d.SetDiskLimits(cfg.DiskLimits())
 	restart := []string{}
 	if cfg.TCPAddr() != running.TCPAddr() || cfg.IPC.PublicHealthCheck != running.IPC.PublicHealthCheck ||
 		!slices.Equal(cfg.IPC.OriginAllowlist, running.IPC.OriginAllowlist) {

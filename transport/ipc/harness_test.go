@@ -56,7 +56,7 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	}
 	system := actors.NewSystem(log)
 	h := &harness{t: t, system: system}
-	h.store = system.Root.Spawn(actor.PropsFromProducer(actors.NewStore(outbox, inbox, metrics.New(), log)))
+	h.store = system.Root.Spawn(actor.PropsFromProducer(actors.NewStore(actors.StoreOptions{Outbox: outbox, Inbox: inbox, Metrics: metrics.New(), Log: log})))
 	h.events = system.Root.Spawn(actor.PropsFromProducer(actors.NewEvents(metrics.New(), log)))
 	o := Options{Token: testToken, Root: system.Root, Store: h.store, Events: h.events, Log: log,
 		Started: time.Now(), DaemonVersion: "test", SchemaVersion: 1}

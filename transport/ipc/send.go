@@ -16,6 +16,11 @@ import (
 // and leaves the id free), fingerprint, seal the body once, then one
 // AcceptSend to the accept router, which answers after the store committed.
 func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+	if s.opts.StorageFull != nil && s.opts.StorageFull() {
+		writeError(w, &messages.Error{Status: http.StatusInsufficientStorage, Code: messages.CodeInsufficientStorage,
+			Detail: "the outbox is under disk pressure ([outbox] max_size_mb, [disk] reserved_mb); nothing was stored: retry later"})
+		return
+	}
 	cmd, kind, err := s.decodeSend(w, r)
 	if err != nil {
 		writeError(w, err)

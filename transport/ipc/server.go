@@ -71,6 +71,9 @@ type Options struct {
 	// Metrics are the daemon's series, served at GET /v1/metrics (nil: a
 	// set of the server's own).
 	Metrics *metrics.Daemon
+	// StorageFull, when set and true, makes POST /v1/send answer 507
+	// insufficient_storage without writing anything (disk pressure).
+	StorageFull func() bool
 
 	keepalive time.Duration // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
 }
