@@ -77,7 +77,9 @@ func TestCrashPoints(t *testing.T) {
 	total := len(accepted)
 	var counts map[string]int
 	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string { return fmt.Sprintf("bob's inbox to hold all %d ids answered 202 (holds %d ids)", total, len(counts)) },
+		func() string {
+			return fmt.Sprintf("bob's inbox to hold all %d ids answered 202 (holds %d ids)", total, len(counts))
+		},
 		func() bool {
 			counts = inboxCounts(inboxAll(t, bob.c))
 			for id := range accepted {
