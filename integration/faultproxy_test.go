@@ -1,0 +1,240 @@
+package integration
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// faultProxy is a TCP proxy between a daemon and the broker that can delay
+// bytes, cut every connection (mid-frame: a connection is closed after
+// forwarding only part of what it read), and refuse new connections.
+type faultProxy struct {
+	t       *testing.T
+	l       net.Listener
+	target  string
+	delay   atomic.Int64 // ns added before forwarding each read
+	refuse  atomic.Bool
+	cutNext atomic.Bool // the next chunk read is forwarded in part, then both sides close
+	cuts    atomic.Int64
+	mu      sync.Mutex
+	conns   map[net.Conn]bool
+}
+
+func startFaultProxy(t *testing.T, target string) *faultProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{t: t, l: l, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() {
+		l.Close()
+		p.cutAll()
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if p.refuse.Load() {
+				c.Close()
+				continue
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *faultProxy) addr() string { return p.l.Addr().String() }
+
+func (p *faultProxy) serve(client net.Conn) {
+	upstream, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[client], p.conns[upstream] = true, true
+	p.mu.Unlock()
+	pipe := func(dst, src net.Conn) {
+		defer func() { dst.Close(); src.Close() }()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if d := time.Duration(p.delay.Load()); d > 0 {
+					time.Sleep(d) // the fault: latency on the path
+				}
+				if p.cutNext.CompareAndSwap(true, false) {
+					p.cuts.Add(1)
+					dst.Write(buf[:max(n/2, 1)]) // part of a frame, then nothing
+					return
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pipe(upstream, client)
+	pipe(client, upstream)
+}
+
+// cutAll closes every proxied connection at once.
+func (p *faultProxy) cutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// pointAt rewrites e's config.json so that its memberships reach the
+// broker at addr through the proxy.
+func (p *faultProxy) pointAt(e *env, brokerAddr string) {
+	path := filepath.Join(e.configDir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), brokerAddr) {
+		p.t.Fatalf("config.json does not name the broker %s", brokerAddr)
+	}
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(raw), brokerAddr, p.addr())), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// TestFaultProxy: alice's daemon reaches the broker through a fault proxy.
+// Under added latency, connections cut mid-frame three times and a spell of
+// refused connections long enough to open the circuit breaker, every send
+// alice answered 202 reaches bob exactly once and her outbox ends all done;
+// the breaker opens while the broker is unreachable and closes once it is
+// back.
+func TestFaultProxy(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	alice, bob := m.alice, m.bob
+	proxy := startFaultProxy(t, m.broker.addr)
+	proxy.pointAt(alice.env, m.broker.addr)
+	alice.start(t)
+	bob.start(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("alice's daemon log:\n%s", alice.d.stderr)
+		}
+	})
+
+	var mu sync.Mutex
+	accepted := map[string]bool{}
+	n := 0
+	send := func(count int, during func(i int)) {
+		t.Helper()
+		for range count {
+			n++
+			id := fmt.Sprintf("fp-%04d", n)
+			st, body, err := trySend(alice.c, bob.pubkey, "through the fault proxy "+id, id)
+			if err != nil || st != http.StatusAccepted {
+				t.Fatalf("send %s: %d %v %s", id, st, err, body)
+			}
+			mu.Lock()
+			accepted[id] = true
+			mu.Unlock()
+			if during != nil {
+				during(n)
+			}
+		}
+	}
+	breaker := func() string {
+		var h struct {
+			Meshes []struct {
+				Connected bool   `json:"connected"`
+				Breaker   string `json:"breaker"`
+			} `json:"meshes"`
+		}
+		if st, _, err := getJSON(alice.c, "http://localhost/v1/health", &h); err != nil || st != http.StatusOK || len(h.Meshes) != 1 {
+			t.Fatalf("alice's /v1/health: %d %v", st, err)
+		}
+		if h.Meshes[0].Connected {
+			return "connected"
+		}
+		return h.Meshes[0].Breaker
+	}
+
+	proxy.delay.Store(int64(20 * time.Millisecond))
+	send(100, nil)
+	t.Log("checked: 100 sends accepted with 20 ms added each way")
+	proxy.delay.Store(0)
+
+	send(150, func(i int) {
+		if i%50 != 25 {
+			return
+		}
+		// A cut, part-way through whatever comes next; the storm goes on
+		// once it has been taken and alice is back on the broker.
+		before := proxy.cuts.Load()
+		proxy.cutNext.Store(true)
+		id := fmt.Sprintf("fp-cut-%d", i) // traffic for the cut to fall on
+		if st, body, err := trySend(alice.c, bob.pubkey, "cut", id); err != nil || st != http.StatusAccepted {
+			t.Fatalf("send %s: %d %v %s", id, st, err, body)
+		}
+		mu.Lock()
+		accepted[id] = true
+		mu.Unlock()
+		waitFor(t, e2eDeliverDeadline, "the cut to be taken", func() bool { return proxy.cuts.Load() > before })
+		waitFor(t, e2eConnectDeadline, "alice to reconnect after the cut", func() bool { return breaker() == "connected" })
+	})
+	if c := proxy.cuts.Load(); c != 3 {
+		t.Fatalf("%d connections cut mid-frame, want 3", c)
+	}
+	t.Log("checked: 150 sends accepted across three connections cut mid-frame")
+
+	proxy.cutNext.Store(false) // a cut not yet taken must not hit the reconnection below
+	proxy.refuse.Store(true)
+	proxy.cutAll()
+	waitFor(t, 40*time.Second, "alice's breaker to open while the broker is unreachable", func() bool { return breaker() == "open" })
+	t.Log("checked: the breaker opened while every connect was refused")
+	send(50, nil) // accepted and queued while the broker is out of reach
+	proxy.refuse.Store(false)
+	waitFor(t, 45*time.Second, "alice to reconnect once the broker is reachable (half-open probe)", func() bool {
+		return breaker() == "connected"
+	})
+	t.Log("checked: the breaker's probe reconnected once connections were allowed again")
+
+	var counts map[string]int
+	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
+		func() string { return fmt.Sprintf("bob to hold all %d ids (holds %d)", len(accepted), len(counts)) },
+		func() bool {
+			counts = inboxCounts(inboxAll(t, bob.c))
+			for id := range accepted {
+				if counts[id] == 0 {
+					return false
+				}
+			}
+			return true
+		})
+	for id, c := range counts {
+		if c != 1 {
+			t.Errorf("bob holds %s %d times", id, c)
+		}
+	}
+	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
+		h := health(t, alice.c)
+		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0
+	})
+	t.Logf("checked: all %d sends at bob exactly once; alice's outbox all done", len(accepted))
+}
