@@ -215,23 +215,7 @@ func TestFaultProxy(t *testing.T) {
 	})
 	t.Log("checked: the breaker's probe reconnected once connections were allowed again")
 
-	var counts map[string]int
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string { return fmt.Sprintf("bob to hold all %d ids (holds %d)", len(accepted), len(counts)) },
-		func() bool {
-			counts = inboxCounts(inboxAll(t, bob.c))
-			for id := range accepted {
-				if counts[id] == 0 {
-					return false
-				}
-			}
-			return true
-		})
-	for id, c := range counts {
-		if c != 1 {
-			t.Errorf("bob holds %s %d times", id, c)
-		}
-	}
+	deliveredOnce(t, bob, accepted)
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0

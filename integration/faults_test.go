@@ -75,25 +75,7 @@ func TestCrashPoints(t *testing.T) {
 
 	alice.start(t)
 	total := len(accepted)
-	var counts map[string]int
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string {
-			return fmt.Sprintf("bob's inbox to hold all %d ids answered 202 (holds %d ids)", total, len(counts))
-		},
-		func() bool {
-			counts = inboxCounts(inboxAll(t, bob.c))
-			for id := range accepted {
-				if counts[id] == 0 {
-					return false
-				}
-			}
-			return true
-		})
-	for id, n := range counts {
-		if n != 1 {
-			t.Errorf("bob holds %s %d times", id, n)
-		}
-	}
+	deliveredOnce(t, bob, accepted)
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0
@@ -107,12 +89,27 @@ func TestCrashPoints(t *testing.T) {
 		}
 	}
 	// Rows of sends whose answer was lost in a kill are delivered too.
+	ids := map[string]bool{}
+	for _, r := range rows {
+		ids[r.ClientMessageID] = true
+	}
+	counts := deliveredOnce(t, bob, ids)
+	t.Logf("checked across %d kill -9s: %d ids answered 202 all at bob exactly once; %d ids at bob in all, none twice; "+
+		"%d outbox rows, %d not done", crashIterations, total, len(counts), len(rows), notDone)
+}
+
+// deliveredOnce waits until bob's inbox holds every id of want, then
+// checks that it holds no id twice; it returns the count of every id bob
+// holds.
+func deliveredOnce(t *testing.T, bob *e2ePeer, want map[string]bool) map[string]int {
+	t.Helper()
+	var counts map[string]int
 	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string { return fmt.Sprintf("bob to hold every id of alice's %d done rows", len(rows)) },
+		func() string { return fmt.Sprintf("bob's inbox to hold all %d ids (holds %d ids)", len(want), len(counts)) },
 		func() bool {
 			counts = inboxCounts(inboxAll(t, bob.c))
-			for _, r := range rows {
-				if counts[r.ClientMessageID] == 0 {
+			for id := range want {
+				if counts[id] == 0 {
 					return false
 				}
 			}
@@ -123,6 +120,5 @@ func TestCrashPoints(t *testing.T) {
 			t.Errorf("bob holds %s %d times", id, n)
 		}
 	}
-	t.Logf("checked across %d kill -9s: %d ids answered 202 all at bob exactly once; %d ids at bob in all, none twice; "+
-		"%d outbox rows, %d not done", crashIterations, total, len(counts), len(rows), notDone)
+	return counts
 }
