@@ -28,6 +28,9 @@ type MeshConfig struct {
 	Name     string
 	URL      string // the broker's WebSocket URL
 	Legacy   bool   // --legacy-broker
+	// Liveness is how long a silent broker connection is kept (0: the
+	// protocol's 75 s); pings go out at 2/5 of it.
+	Liveness time.Duration
 	// PanicOnce, when set, makes the mesh's inbox panic at the next message
 	// push while it holds true (it is cleared first): fault injection for
 	// the tests of mesh isolation. It survives the restart it causes.
@@ -142,7 +145,7 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 		return
 	}
 	cfg := wsclient.Config{URL: b.cfg.URL, MeshID: b.cfg.MeshID, MemberID: b.cfg.MemberID, Identity: b.cfg.Identity,
-		DisplayName: b.cfg.Name, Legacy: b.cfg.Legacy, Log: b.log}
+		DisplayName: b.cfg.Name, Legacy: b.cfg.Legacy, Log: b.log, ReadTimeout: b.cfg.Liveness, PingInterval: b.cfg.Liveness * 2 / 5}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -23,6 +24,7 @@ type faultProxy struct {
 	delay   atomic.Int64 // ns added before forwarding each read
 	refuse  atomic.Bool
 	cutNext atomic.Bool // the next chunk read is forwarded in part, then both sides close
+	hole    atomic.Bool // bytes are read and dropped: a black hole, no close
 	cuts    atomic.Int64
 	mu      sync.Mutex
 	conns   map[net.Conn]bool
@@ -74,6 +76,9 @@ func (p *faultProxy) serve(client net.Conn) {
 			if n > 0 {
 				if d := time.Duration(p.delay.Load()); d > 0 {
 					time.Sleep(d) // the fault: latency on the path
+				}
+				if p.hole.Load() {
+					continue
 				}
 				if p.cutNext.CompareAndSwap(true, false) {
 					p.cuts.Add(1)
@@ -139,26 +144,7 @@ func TestFaultProxy(t *testing.T) {
 		}
 	})
 
-	var mu sync.Mutex
-	accepted := map[string]bool{}
-	n := 0
-	send := func(count int, during func(i int)) {
-		t.Helper()
-		for range count {
-			n++
-			id := fmt.Sprintf("fp-%04d", n)
-			st, body, err := trySend(alice.c, bob.pubkey, "through the fault proxy "+id, id)
-			if err != nil || st != http.StatusAccepted {
-				t.Fatalf("send %s: %d %v %s", id, st, err, body)
-			}
-			mu.Lock()
-			accepted[id] = true
-			mu.Unlock()
-			if during != nil {
-				during(n)
-			}
-		}
-	}
+	storm := &dmStorm{t: t, from: alice, to: bob, prefix: "fp"}
 	breaker := func() string {
 		var h struct {
 			Meshes []struct {
@@ -176,11 +162,11 @@ func TestFaultProxy(t *testing.T) {
 	}
 
 	proxy.delay.Store(int64(20 * time.Millisecond))
-	send(100, nil)
+	storm.send(100, nil)
 	t.Log("checked: 100 sends accepted with 20 ms added each way")
 	proxy.delay.Store(0)
 
-	send(150, func(i int) {
+	storm.send(150, func(i int) {
 		if i%50 != 25 {
 			return
 		}
@@ -188,13 +174,7 @@ func TestFaultProxy(t *testing.T) {
 		// once it has been taken and alice is back on the broker.
 		before := proxy.cuts.Load()
 		proxy.cutNext.Store(true)
-		id := fmt.Sprintf("fp-cut-%d", i) // traffic for the cut to fall on
-		if st, body, err := trySend(alice.c, bob.pubkey, "cut", id); err != nil || st != http.StatusAccepted {
-			t.Fatalf("send %s: %d %v %s", id, st, err, body)
-		}
-		mu.Lock()
-		accepted[id] = true
-		mu.Unlock()
+		storm.one(fmt.Sprintf("fp-cut-%d", i)) // traffic for the cut to fall on
 		waitFor(t, e2eDeliverDeadline, "the cut to be taken", func() bool { return proxy.cuts.Load() > before })
 		waitFor(t, e2eConnectDeadline, "alice to reconnect after the cut", func() bool { return breaker() == "connected" })
 	})
@@ -208,17 +188,102 @@ func TestFaultProxy(t *testing.T) {
 	proxy.cutAll()
 	waitFor(t, 40*time.Second, "alice's breaker to open while the broker is unreachable", func() bool { return breaker() == "open" })
 	t.Log("checked: the breaker opened while every connect was refused")
-	send(50, nil) // accepted and queued while the broker is out of reach
+	storm.send(50, nil) // accepted and queued while the broker is out of reach
 	proxy.refuse.Store(false)
 	waitFor(t, 45*time.Second, "alice to reconnect once the broker is reachable (half-open probe)", func() bool {
 		return breaker() == "connected"
 	})
 	t.Log("checked: the breaker's probe reconnected once connections were allowed again")
 
-	deliveredOnce(t, bob, accepted)
+	deliveredOnce(t, bob, storm.accepted)
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0
 	})
-	t.Logf("checked: all %d sends at bob exactly once; alice's outbox all done", len(accepted))
+	t.Logf("checked: all %d sends at bob exactly once; alice's outbox all done", len(storm.accepted))
+}
+
+// silentLiveness is the daemons' --broker-liveness in TestSilentFailures:
+// a connection silent this long is dropped (the protocol's 75 s, shortened).
+const silentLiveness = "2s"
+
+// TestSilentFailures: failures that close nothing, detected by liveness
+// alone (shortened to 2 s). A black hole between alice and the broker (bytes
+// read and dropped, nothing closed), then the broker paused with SIGSTOP
+// longer than the liveness and resumed. Each time alice (and, for the pause,
+// bob) notices, reconnects once the path heals, and every send answered 202
+// reaches bob exactly once.
+func TestSilentFailures(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	alice, bob := m.alice, m.bob
+	proxy := startFaultProxy(t, m.broker.addr)
+	proxy.pointAt(alice.env, m.broker.addr)
+	alice.start(t, "--broker-liveness", silentLiveness)
+	bob.start(t, "--broker-liveness", silentLiveness)
+	storm := &dmStorm{t: t, from: alice, to: bob, prefix: "sf"}
+	storm.send(20, nil)
+	proxy.hole.Store(true)
+	storm.send(30, nil) // into the hole
+	waitFor(t, 15*time.Second, "alice to drop her silent connection", func() bool { return !health(t, alice.c).Connected })
+	proxy.hole.Store(false)
+	waitFor(t, 45*time.Second, "alice to reconnect once the hole is gone", func() bool { return health(t, alice.c).Connected })
+	deliveredOnce(t, bob, storm.accepted)
+	t.Logf("checked: a black hole is noticed by liveness; after it, all %d sends at bob exactly once", len(storm.accepted))
+
+	if err := m.broker.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer m.broker.cmd.Process.Signal(syscall.SIGCONT) // a failure below must not leave it stopped
+	storm.send(30, nil)                                // accepted and queued while the broker is paused
+	waitFor(t, 15*time.Second, "alice and bob to drop their connections to the paused broker", func() bool {
+		return !health(t, alice.c).Connected && !health(t, bob.c).Connected
+	})
+	if err := m.broker.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 45*time.Second, "alice and bob to reconnect to the resumed broker", func() bool {
+		return health(t, alice.c).Connected && health(t, bob.c).Connected
+	})
+	deliveredOnce(t, bob, storm.accepted)
+	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
+		h := health(t, alice.c)
+		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0
+	})
+	t.Logf("checked: a broker paused past the liveness is dropped by both daemons and reconnected when it resumes; "+
+		"all %d sends at bob exactly once; alice's outbox all done", len(storm.accepted))
+}
+
+// dmStorm sends numbered DMs from one peer to another, one at a time, and
+// remembers the ids answered 202; any other answer fails the test.
+type dmStorm struct {
+	t        *testing.T
+	from, to *e2ePeer
+	prefix   string
+	n        int
+	accepted map[string]bool
+}
+
+// send sends count DMs, calling during (if set) after each with its number.
+func (s *dmStorm) send(count int, during func(i int)) {
+	s.t.Helper()
+	for range count {
+		s.n++
+		s.one(fmt.Sprintf("%s-%04d", s.prefix, s.n))
+		if during != nil {
+			during(s.n)
+		}
+	}
+}
+
+// one sends the DM with client_message_id id.
+func (s *dmStorm) one(id string) {
+	s.t.Helper()
+	if st, body, err := trySend(s.from.c, s.to.pubkey, "storm "+id, id); err != nil || st != http.StatusAccepted {
+		s.t.Fatalf("send %s: %d %v %s", id, st, err, body)
+	}
+	if s.accepted == nil {
+		s.accepted = map[string]bool{}
+	}
+	s.accepted[id] = true
 }

@@ -105,7 +105,9 @@ func deliveredOnce(t *testing.T, bob *e2ePeer, want map[string]bool) map[string]
 	t.Helper()
 	var counts map[string]int
 	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string { return fmt.Sprintf("bob's inbox to hold all %d ids (holds %d ids)", len(want), len(counts)) },
+		func() string {
+			return fmt.Sprintf("bob's inbox to hold all %d ids (holds %d ids)", len(want), len(counts))
+		},
 		func() bool {
 			counts = inboxCounts(inboxAll(t, bob.c))
 			for id := range want {

@@ -48,6 +48,10 @@ type Options struct {
 	// FaultInboxPanic names a mesh whose inbox panics at its first message
 	// push (EnvFaultInboxPanic): fault injection for the isolation test.
 	FaultInboxPanic string
+	// BrokerLiveness is how long a silent broker connection is kept before
+	// it is dropped and dialled again (0: the protocol's 75 s). Tests of
+	// silent failures shorten it.
+	BrokerLiveness time.Duration
 }
 
 // EnvFaultInboxPanic is the variable `daemon up` reads FaultInboxPanic
@@ -202,7 +206,7 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 			url = d.embedded.url
 		}
 		configs[i] = actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: meshes[i].Identity,
-			Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker}
+			Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness}
 		if m.Slug == d.opts.FaultInboxPanic {
 			configs[i].PanicOnce = &atomic.Bool{}
 			configs[i].PanicOnce.Store(true)

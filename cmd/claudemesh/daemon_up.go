@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
@@ -21,13 +22,14 @@ import (
 )
 
 type daemonUpCmd struct {
-	Foreground bool   `help:"Stay attached to the terminal (what service managers use)."`
-	Config     string `type:"path" placeholder:"FILE" help:"config.toml to read (default: config.toml in the daemon directory)."`
-	TCP        string `name:"tcp" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
-	NoTCP      bool   `name:"no-tcp" help:"Serve only the Unix socket."`
-	LogLevel   string `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
-	LogFile    string `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
-	Legacy     bool   `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only."`
+	Foreground bool          `help:"Stay attached to the terminal (what service managers use)."`
+	Config     string        `type:"path" placeholder:"FILE" help:"config.toml to read (default: config.toml in the daemon directory)."`
+	TCP        string        `name:"tcp" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
+	NoTCP      bool          `name:"no-tcp" help:"Serve only the Unix socket."`
+	LogLevel   string        `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
+	LogFile    string        `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
+	Legacy     bool          `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only."`
+	Liveness   time.Duration `hidden:"" name:"broker-liveness" help:"Drop a broker connection silent for this long (default 75s, the protocol's); for tests of silent failures."`
 }
 
 func (c *daemonUpCmd) Run() error {
@@ -121,7 +123,7 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 	defer signal.Stop(sig)
 
 	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy,
-		FaultInboxPanic: os.Getenv(daemon.EnvFaultInboxPanic)})
+		FaultInboxPanic: os.Getenv(daemon.EnvFaultInboxPanic), BrokerLiveness: c.Liveness})
 	if err != nil {
 		return c.startFailed(log, err)
 	}
