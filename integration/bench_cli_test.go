@@ -22,7 +22,8 @@ func TestBenchCLI(t *testing.T) {
 		{"accept self-contained", []string{"bench", "--self-contained", "--count", "300", "--clients", "8", "--json"}},
 		{"e2e self-contained", []string{"bench", "--mode", "e2e", "--self-contained", "--count", "300", "--clients", "8", "--json"}},
 		{"e2e paced", []string{"bench", "--mode", "e2e", "--self-contained", "--count", "100", "--rate", "500", "--json"}},
-		{"broker self-contained", []string{"bench", "--mode", "broker", "--self-contained", "--count", "300", "--clients", "8", "--json"}},
+		{"broker self-contained", []string{"bench", "--mode", "broker", "--self-contained", "--count", "300", "--clients", "8",
+			"--connections", "4", "--json"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCLI(t, e, c.args...)
@@ -43,5 +44,8 @@ func TestBenchCLI(t *testing.T) {
 	}
 	if r := runCLI(t, e, "bench", "--mode", "e2e"); r.code != 2 {
 		t.Errorf("e2e without --self-contained: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	if r := runCLI(t, e, "bench", "--database-url", "postgres://x"); r.code != 2 {
+		t.Errorf("--database-url without --self-contained: exit %d, want 2\n%s", r.code, r.stderr)
 	}
 }

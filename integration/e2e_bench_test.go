@@ -24,7 +24,7 @@ func BenchmarkE2E(b *testing.B) {
 	}{{"paced", 1000}, {"throughput", 0}} {
 		b.Run(mode.name, func(b *testing.B) {
 			rep, err := bench.RunSelfContained(context.Background(),
-				bench.Options{Mode: bench.ModeE2E, Clients: 64, Count: b.N, Rate: mode.rate, Size: 16}, binPath)
+				bench.Options{Mode: bench.ModeE2E, Clients: 64, Count: b.N, Rate: mode.rate, Size: 16}, binPath, "")
 			if err != nil {
 				b.Fatal(err)
 			}

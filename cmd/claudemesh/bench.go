@@ -21,6 +21,8 @@ type benchCmd struct {
 	Rate          int           `help:"Messages per second to offer (open loop: latency counts from each message's due time); 0: as fast as the clients go."`
 	Size          int           `default:"64" help:"Message body bytes."`
 	SelfContained bool          `name:"self-contained" help:"Start a throwaway broker and daemons in a temporary directory and measure them (needed for e2e and broker)."`
+	DatabaseURL   string        `name:"database-url" placeholder:"URL" help:"--self-contained: run the broker on this PostgreSQL database (in a mesh of its own) instead of SQLite."`
+	Connections   int           `default:"1" help:"broker mode: WebSockets to spread the clients over."`
 	Mesh          string        `placeholder:"SLUG" help:"accept against the running daemon: the mesh to send on (default: its only one)."`
 	To            string        `placeholder:"DEST" help:"accept against the running daemon: where to send (default #bench)."`
 	JSON          bool          `name:"json" help:"Print the report as one JSON object."`
@@ -33,10 +35,14 @@ func (c *benchCmd) Run() error {
 	if c.Duration > 0 {
 		c.Count = 0
 	}
-	if c.Clients < 1 || c.Size < 1 || c.Rate < 0 {
-		return usageErr("--clients and --size must be at least 1, --rate not negative")
+	if c.Clients < 1 || c.Size < 1 || c.Rate < 0 || c.Connections < 1 {
+		return usageErr("--clients, --size and --connections must be at least 1, --rate not negative")
 	}
-	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size}
+	if c.DatabaseURL != "" && !c.SelfContained {
+		return usageErr("--database-url is for --self-contained runs")
+	}
+	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size,
+		Connections: c.Connections}
 	if !c.JSON && isTerminal(os.Stderr) {
 		opts.Progress = func(p bench.Progress) {
 			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",
@@ -53,7 +59,7 @@ func (c *benchCmd) Run() error {
 		if berr != nil {
 			return berr
 		}
-		rep, err = bench.RunSelfContained(ctx, opts, bin)
+		rep, err = bench.RunSelfContained(ctx, opts, bin, c.DatabaseURL)
 	case c.Mode != bench.ModeAccept:
 		return usageErr("--mode %s needs --self-contained (it starts the broker and daemons it measures)", c.Mode)
 	default:

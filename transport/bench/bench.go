@@ -48,6 +48,9 @@ type Options struct {
 	Duration time.Duration // how long to send when Count is 0
 	Rate     int           // messages per second offered; 0: as fast as the clients go
 	Size     int           // message body bytes
+	// Connections is how many WebSockets a broker run spreads its clients
+	// over (0: one).
+	Connections int
 	// Progress, if set, is called about once a second while sending.
 	Progress func(Progress)
 }

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/claudemesh/claudemesh-go/config"
 )
 
@@ -46,13 +48,19 @@ type Peer struct {
 // StartEnv starts what mode needs, from the claudemesh binary bin:
 // accept — one daemon whose mesh has no reachable broker (accepts are
 // measured alone); e2e — a broker and the daemons of alice and bob; broker
-// — a broker with alice and bob joined, no daemon. Close removes it all.
-func StartEnv(ctx context.Context, bin, mode string) (_ *Env, err error) {
+// — a broker with alice and bob joined, no daemon. The broker keeps its
+// data in the temporary directory (SQLite), or with databaseURL on that
+// PostgreSQL database (in a mesh of its own). Close removes it all.
+func StartEnv(ctx context.Context, bin, mode, databaseURL string) (_ *Env, err error) {
 	dir, err := os.MkdirTemp("", "cmbench")
 	if err != nil {
 		return nil, err
 	}
 	e := &Env{bin: bin, dir: dir}
+	store := []string{"--dir", filepath.Join(dir, "broker")}
+	if databaseURL != "" {
+		store = []string{"--database-url", databaseURL}
+	}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -70,14 +78,14 @@ func StartEnv(ctx context.Context, bin, mode string) (_ *Env, err error) {
 		p.Membership = m
 		return e, e.startDaemon(ctx, p, false)
 	}
-	if err := e.startBroker(ctx); err != nil {
+	if err := e.startBroker(ctx, store); err != nil {
 		return nil, err
 	}
-	brokerDir := filepath.Join(e.dir, "broker")
-	if _, err := e.cli(ctx, nil, "broker", "mesh", "create", "bench", "--dir", brokerDir); err != nil {
+	slug := "bench-" + strings.ToLower(ulid.Make().String()) // a database may be shared between runs
+	if _, err := e.cli(ctx, nil, append([]string{"broker", "mesh", "create", slug}, store...)...); err != nil {
 		return nil, err
 	}
-	out, err := e.cli(ctx, nil, "broker", "invite", "bench", "--uses", "2", "--dir", brokerDir, "--broker-url", "http://"+e.broker)
+	out, err := e.cli(ctx, nil, append([]string{"broker", "invite", slug, "--uses", "2", "--broker-url", "http://" + e.broker}, store...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -137,9 +145,9 @@ func (e *Env) cli(ctx context.Context, env []string, args ...string) (string, er
 
 var listening = regexp.MustCompile(`broker listening on (\S+) `)
 
-func (e *Env) startBroker(ctx context.Context) error {
-	cmd := exec.Command(e.bin, "broker", "up", "--listen", "127.0.0.1:0", "--dir", filepath.Join(e.dir, "broker"),
-		"--log-level", "warn", "--rate-limit", "1000000000") // measure delivery, not the rate budget
+func (e *Env) startBroker(ctx context.Context, store []string) error {
+	cmd := exec.Command(e.bin, append([]string{"broker", "up", "--listen", "127.0.0.1:0",
+		"--log-level", "warn", "--rate-limit", "1000000000"}, store...)...) // measure delivery, not the rate budget
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err

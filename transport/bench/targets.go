@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -64,20 +65,25 @@ func Run(ctx context.Context, opts Options, t Target) (*Report, error) {
 		if t.Member == nil {
 			return nil, errors.New("bench: broker mode needs a member to connect as")
 		}
-		s, err := dialBroker(ctx, t.Member, t.To)
-		if err != nil {
-			return nil, err
-		}
+		var s brokerSenders
 		defer s.close()
-		return run(ctx, opts, runID, s, nil)
+		for range max(opts.Connections, 1) {
+			c, err := dialBroker(ctx, t.Member, t.To)
+			if err != nil {
+				return nil, err
+			}
+			s.conns = append(s.conns, c)
+		}
+		return run(ctx, opts, runID, &s, nil)
 	}
 	return nil, fmt.Errorf("bench: unknown mode %q (accept, e2e or broker)", opts.Mode)
 }
 
 // RunSelfContained starts what opts.Mode needs from the claudemesh binary
-// bin (StartEnv), measures it and removes it.
-func RunSelfContained(ctx context.Context, opts Options, bin string) (*Report, error) {
-	env, err := StartEnv(ctx, bin, opts.Mode)
+// bin (StartEnv; databaseURL puts its broker on PostgreSQL), measures it
+// and removes it.
+func RunSelfContained(ctx context.Context, opts Options, bin, databaseURL string) (*Report, error) {
+	env, err := StartEnv(ctx, bin, opts.Mode, databaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -282,4 +288,20 @@ func (b *brokerSender) send(ctx context.Context, id, body string) (string, error
 func (b *brokerSender) close() {
 	b.conn.Close(1000, "bench done")
 	<-b.done
+}
+
+// brokerSenders spreads sends over several connections, in turn.
+type brokerSenders struct {
+	conns []*brokerSender
+	next  atomic.Uint64
+}
+
+func (s *brokerSenders) send(ctx context.Context, id, body string) (string, error) {
+	return s.conns[s.next.Add(1)%uint64(len(s.conns))].send(ctx, id, body)
+}
+
+func (s *brokerSenders) close() {
+	for _, c := range s.conns {
+		c.close()
+	}
 }
