@@ -155,8 +155,9 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 			}
 		}
 		for _, pk := range j.req.Recipients {
-			if !slices.Contains(j.req.Online, pk) {
-				waiting = append(waiting, broker.Recipient{MeshID: j.req.MeshID, Pubkey: pk})
+			r := broker.Recipient{MeshID: j.req.MeshID, Pubkey: pk}
+			if !slices.Contains(j.req.Online, pk) && !slices.Contains(waiting, r) {
+				waiting = append(waiting, r)
 			}
 		}
 	}
@@ -165,6 +166,12 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 	}
 	if err := d.store.Notify(context.Background(), waiting); err != nil {
 		d.log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
+	}
+	if len(waiting) > 0 && d.store.Backend() == "sqlite" {
+		// A recipient resolved offline may have connected, and drained its
+		// queue, between the resolve and this commit: it drains again. (On
+		// PostgreSQL the NOTIFY reaches this broker's own listener.)
+		root.Send(d.hub, &hubRedeliver{recipients: waiting})
 	}
 	return results
 }
