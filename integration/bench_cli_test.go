@@ -24,6 +24,7 @@ func TestBenchCLI(t *testing.T) {
 		{"e2e paced", []string{"bench", "--mode", "e2e", "--self-contained", "--count", "100", "--rate", "500", "--json"}},
 		{"broker self-contained", []string{"bench", "--mode", "broker", "--self-contained", "--count", "300", "--clients", "8",
 			"--connections", "4", "--json"}},
+		{"startup", []string{"bench", "--mode", "startup", "--self-contained", "--count", "3", "--pending", "200", "--json"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCLI(t, e, c.args...)
@@ -32,8 +33,14 @@ func TestBenchCLI(t *testing.T) {
 				t.Fatalf("claudemesh %v: exit %d\nstdout %s\nstderr %s", c.args, r.code, r.stdout, r.stderr)
 			}
 			want := 300
-			if c.name == "e2e paced" {
+			switch c.name {
+			case "e2e paced":
 				want = 100
+			case "startup":
+				want = 3
+				if rep.Pending != 200 || rep.RSSMB <= 0 {
+					t.Errorf("startup report %+v", rep)
+				}
 			}
 			if rep.Sent != want || rep.Delivered != want || rep.Lost != 0 || rep.Duplicates != 0 || len(rep.Errors) != 0 ||
 				rep.Throughput <= 0 || rep.LatencyMs.P50 <= 0 || rep.LatencyMs.Max < rep.LatencyMs.P99 {

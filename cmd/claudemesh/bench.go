@@ -14,7 +14,7 @@ import (
 )
 
 type benchCmd struct {
-	Mode          string        `enum:"accept,e2e,broker" default:"accept" help:"What to measure: accept (POST /v1/send to the 202), e2e (alice's daemon → broker → bob's event stream), broker (sends straight to a broker over one WebSocket, to its ack)."`
+	Mode          string        `enum:"accept,e2e,broker,startup" default:"accept" help:"What to measure: accept (POST /v1/send to the 202), e2e (alice's daemon → broker → bob's event stream), broker (sends straight to a broker over WebSockets, to its ack), startup (exec of the daemon to its first answer, --count times, and its memory)."`
 	Clients       int           `default:"64" help:"Concurrent senders."`
 	Count         int           `default:"10000" help:"Messages to send (0: send for --duration)."`
 	Duration      time.Duration `help:"Send for this long instead of --count messages (e.g. 30s)."`
@@ -23,6 +23,7 @@ type benchCmd struct {
 	SelfContained bool          `name:"self-contained" help:"Start a throwaway broker and daemons in a temporary directory and measure them (needed for e2e and broker)."`
 	DatabaseURL   string        `name:"database-url" placeholder:"URL" help:"--self-contained: run the broker on this PostgreSQL database (in a mesh of its own) instead of SQLite."`
 	Connections   int           `default:"1" help:"broker mode: WebSockets to spread the clients over."`
+	Pending       int           `help:"startup mode: rows to put in the outbox (through POST /v1/send) before timing the starts."`
 	Mesh          string        `placeholder:"SLUG" help:"accept against the running daemon: the mesh to send on (default: its only one)."`
 	To            string        `placeholder:"DEST" help:"accept against the running daemon: where to send (default #bench)."`
 	JSON          bool          `name:"json" help:"Print the report as one JSON object."`
@@ -42,7 +43,7 @@ func (c *benchCmd) Run() error {
 		return usageErr("--database-url is for --self-contained runs")
 	}
 	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size,
-		Connections: c.Connections}
+		Connections: c.Connections, Pending: c.Pending}
 	if !c.JSON && isTerminal(os.Stderr) {
 		opts.Progress = func(p bench.Progress) {
 			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",
@@ -86,6 +87,13 @@ func (c *benchCmd) Run() error {
 }
 
 func printReport(r *bench.Report) {
+	if r.Mode == bench.ModeStartup {
+		l := r.LatencyMs
+		fmt.Printf("mode startup, %d starts with %d rows pending\n", r.Sent, r.Pending)
+		fmt.Printf("exec → first answer ms: p50 %.2f  p90 %.2f  max %.2f\n", l.P50, l.P90, l.Max)
+		fmt.Printf("resident memory once serving: %.1f MB\n", r.RSSMB)
+		return
+	}
 	fmt.Printf("mode %s, %d clients, %d-byte messages", r.Mode, r.Clients, r.Size)
 	if r.Rate > 0 {
 		fmt.Printf(", offered %d/s", r.Rate)

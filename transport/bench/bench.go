@@ -13,6 +13,8 @@
 //     message is checked to arrive exactly once.
 //   - broker: send frames straight over one WebSocket to a broker as a
 //     member; latency is the broker's ack (its durable accept).
+//   - startup: exec of the daemon to its first answer on the socket, with
+//     rows waiting in its outbox, and its resident memory.
 //
 // Open loop when a rate is given: message i is due at start + i/rate and its
 // latency counts from then, so falling behind shows in the figures.
@@ -51,6 +53,8 @@ type Options struct {
 	// Connections is how many WebSockets a broker run spreads its clients
 	// over (0: one).
 	Connections int
+	// Pending is how many rows a startup run puts in the outbox first.
+	Pending int
 	// Progress, if set, is called about once a second while sending.
 	Progress func(Progress)
 }
@@ -87,6 +91,8 @@ type Report struct {
 	Errors     map[string]int `json:"errors"`
 	Lost       int            `json:"lost"`
 	Duplicates int            `json:"duplicates"`
+	Pending    int            `json:"pending,omitempty"` // startup: rows waiting in the outbox
+	RSSMB      float64        `json:"rss_mb,omitempty"`  // startup: largest resident memory once serving
 }
 
 // sender sends message i with client_message_id id and body; it returns

@@ -43,15 +43,19 @@ type Peer struct {
 	Membership config.Membership
 	Socket     string // its daemon's socket ("" when no daemon runs)
 	env        []string
+	daemon     *exec.Cmd // its daemon, while it runs
 }
 
 // StartEnv starts what mode needs, from the claudemesh binary bin:
-// accept — one daemon whose mesh has no reachable broker (accepts are
-// measured alone); e2e — a broker and the daemons of alice and bob; broker
+// accept and startup — one daemon whose mesh has no reachable broker
+// (accepts are measured alone); e2e — a broker and the daemons of alice and bob; broker
 // — a broker with alice and bob joined, no daemon. The broker keeps its
 // data in the temporary directory (SQLite), or with databaseURL on that
 // PostgreSQL database (in a mesh of its own). Close removes it all.
 func StartEnv(ctx context.Context, bin, mode, databaseURL string) (_ *Env, err error) {
+	if mode == ModeStartup {
+		mode = ModeAccept // the same daemon, its broker out of reach
+	}
 	dir, err := os.MkdirTemp("", "cmbench")
 	if err != nil {
 		return nil, err
@@ -111,6 +115,9 @@ func StartEnv(ctx context.Context, bin, mode, databaseURL string) (_ *Env, err e
 
 // Close stops the processes (SIGTERM, then waits) and removes the directory.
 func (e *Env) Close() {
+	for _, p := range e.Peers {
+		_ = e.stop(p)
+	}
 	for _, p := range e.procs {
 		_ = p.Process.Signal(syscall.SIGTERM)
 	}
@@ -185,7 +192,7 @@ func (e *Env) startDaemon(ctx context.Context, p *Peer, connected bool) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("bench: start %s's daemon: %w", p.Name, err)
 	}
-	e.procs = append(e.procs, cmd)
+	p.daemon = cmd
 	p.Socket = filepath.Join(e.dir, p.Name, "d", "daemon.sock")
 	c := unixClient(p.Socket, 1)
 	defer c.CloseIdleConnections()

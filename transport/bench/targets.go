@@ -88,6 +88,9 @@ func RunSelfContained(ctx context.Context, opts Options, bin, databaseURL string
 		return nil, err
 	}
 	defer env.Close()
+	if opts.Mode == ModeStartup {
+		return runStartup(ctx, opts, env)
+	}
 	alice := env.Peers[0]
 	t := Target{Socket: alice.Socket, Member: &alice.Membership}
 	if opts.Mode == ModeE2E {
