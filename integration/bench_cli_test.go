@@ -56,3 +56,27 @@ func TestBenchCLI(t *testing.T) {
 		t.Errorf("--database-url without --self-contained: exit %d, want 2\n%s", r.code, r.stderr)
 	}
 }
+
+// TestBenchAgainstRunning: e2e between two running daemons (the CLI's
+// daemon sends, --receiver names the other's socket) and broker mode
+// against the running broker as alice.
+func TestBenchAgainstRunning(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	m.alice.start(t)
+	m.bob.start(t)
+	for _, args := range [][]string{
+		{"bench", "--mode", "e2e", "--receiver", m.bob.env.socket(), "--to", m.bob.pubkey, "--count", "200", "--clients", "8", "--json"},
+		{"bench", "--mode", "broker", "--count", "200", "--clients", "8", "--json"},
+	} {
+		r := runCLI(t, m.alice.env, args...)
+		var rep bench.Report
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
+			t.Fatalf("claudemesh %v: exit %d\nstdout %s\nstderr %s", args, r.code, r.stdout, r.stderr)
+		}
+		if rep.Sent != 200 || rep.Delivered != 200 || rep.Lost != 0 || rep.Duplicates != 0 || len(rep.Errors) != 0 {
+			t.Fatalf("claudemesh %v: report %+v", args, rep)
+		}
+		t.Logf("%s against running processes: %.0f msgs/s, p50 %.2f ms", rep.Mode, rep.Throughput, rep.LatencyMs.P50)
+	}
+}

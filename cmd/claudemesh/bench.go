@@ -24,8 +24,9 @@ type benchCmd struct {
 	DatabaseURL   string        `name:"database-url" placeholder:"URL" help:"--self-contained: run the broker on this PostgreSQL database (in a mesh of its own) instead of SQLite."`
 	Connections   int           `default:"1" help:"broker mode: WebSockets to spread the clients over."`
 	Pending       int           `help:"startup mode: rows to put in the outbox (through POST /v1/send) before timing the starts."`
-	Mesh          string        `placeholder:"SLUG" help:"accept against the running daemon: the mesh to send on (default: its only one)."`
-	To            string        `placeholder:"DEST" help:"accept against the running daemon: where to send (default #bench)."`
+	Mesh          string        `placeholder:"SLUG" help:"Without --self-contained: the mesh to send on (default: the only one)."`
+	To            string        `placeholder:"DEST" help:"Without --self-contained: where to send (default #bench; e2e: the receiver's member pubkey)."`
+	Receiver      string        `type:"path" placeholder:"SOCKET" help:"e2e without --self-contained: the receiving daemon's socket (the sender is the running daemon)."`
 	JSON          bool          `name:"json" help:"Print the report as one JSON object."`
 }
 
@@ -61,17 +62,12 @@ func (c *benchCmd) Run() error {
 			return berr
 		}
 		rep, err = bench.RunSelfContained(ctx, opts, bin, c.DatabaseURL)
-	case c.Mode != bench.ModeAccept:
-		return usageErr("--mode %s needs --self-contained (it starts the broker and daemons it measures)", c.Mode)
 	default:
-		paths, perr := config.ResolvePaths()
-		if perr != nil {
-			return &exitError{code: 2, err: perr}
+		var t bench.Target
+		if t, err = c.target(); err != nil {
+			return err
 		}
-		if _, perr := probeDaemon(paths.Socket()); perr != nil {
-			return &exitError{code: 1, err: fmt.Errorf("no daemon answers on %s (start one with `claudemesh daemon up`, or use --self-contained): %w", paths.Socket(), perr)}
-		}
-		rep, err = bench.Run(ctx, opts, bench.Target{Socket: paths.Socket(), Mesh: c.Mesh, To: c.To})
+		rep, err = bench.Run(ctx, opts, t)
 	}
 	if opts.Progress != nil {
 		fmt.Fprintln(os.Stderr)
@@ -84,6 +80,35 @@ func (c *benchCmd) Run() error {
 	}
 	printReport(rep)
 	return nil
+}
+
+// target is what a run without --self-contained measures: the running
+// daemon (accept; e2e with --receiver and --to), or the broker of a joined
+// mesh as its member (broker).
+func (c *benchCmd) target() (bench.Target, error) {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return bench.Target{}, &exitError{code: 2, err: err}
+	}
+	t := bench.Target{Socket: paths.Socket(), Mesh: c.Mesh, To: c.To, Receiver: c.Receiver}
+	switch c.Mode {
+	case bench.ModeStartup:
+		return t, usageErr("--mode startup needs --self-contained (it starts the daemon it times)")
+	case bench.ModeE2E:
+		if c.Receiver == "" || c.To == "" {
+			return t, usageErr("--mode e2e needs --self-contained, or --receiver <socket> and --to <its member pubkey>")
+		}
+	case bench.ModeBroker:
+		s := &sendCmd{Mesh: c.Mesh}
+		if t.Member, err = s.coldMembership(paths); err != nil {
+			return t, err
+		}
+		return t, nil
+	}
+	if _, err := probeDaemon(paths.Socket()); err != nil {
+		return t, &exitError{code: 1, err: fmt.Errorf("no daemon answers on %s (start one with `claudemesh daemon up`, or use --self-contained): %w", paths.Socket(), err)}
+	}
+	return t, nil
 }
 
 func printReport(r *bench.Report) {
