@@ -61,6 +61,7 @@ type Health struct {
 	UptimeS       int64        `json:"uptime_s"`
 	DaemonVersion string       `json:"daemon_version"`
 	SchemaVersion int          `json:"schema_version"`
+	DiskPressure  string       `json:"disk_pressure"` // normal | high | refuse (sends answered 507)
 	Meshes        []MeshHealth `json:"meshes"`
 }
 

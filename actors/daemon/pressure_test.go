@@ -24,8 +24,8 @@ func TestDiskPressure(t *testing.T) {
 	if n := h.rows(`1 = 1`); n != 0 {
 		t.Fatalf("%d outbox rows after a refused send", n)
 	}
-	if st, _ := h.get("/v1/health"); st != http.StatusOK {
-		t.Fatalf("GET /v1/health under pressure: %d", st)
+	if st, hb := h.get("/v1/health"); st != http.StatusOK || hb["disk_pressure"] != "refuse" {
+		t.Fatalf("GET /v1/health under pressure: %d %v", st, hb)
 	}
 	if st, _ := h.get("/v1/outbox"); st != http.StatusOK {
 		t.Fatalf("GET /v1/outbox under pressure: %d", st)

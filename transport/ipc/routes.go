@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // Protocol names the broker wire protocol this daemon speaks.
@@ -92,7 +93,10 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 		return nil, err
 	}
 	h := &messages.Health{OK: true, PID: os.Getpid(), UptimeS: int64(time.Since(s.opts.Started).Seconds()),
-		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion}
+		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion, DiskPressure: persistence.PressureNormal.String()}
+	if s.opts.Pressure != nil {
+		h.DiskPressure = s.opts.Pressure.Level().String()
+	}
 	for _, m := range s.opts.Meshes {
 		c := counts.ByMesh[m.Info.Mesh]
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,

@@ -29,6 +29,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
@@ -71,9 +72,11 @@ type Options struct {
 	// Metrics are the daemon's series, served at GET /v1/metrics (nil: a
 	// set of the server's own).
 	Metrics *metrics.Daemon
-	// StorageFull, when set and true, makes POST /v1/send answer 507
-	// insufficient_storage without writing anything (disk pressure).
-	StorageFull func() bool
+	// Pressure, when set, is the outbox's disk pressure: at
+	// persistence.PressureRefuse, POST /v1/send answers 507
+	// insufficient_storage without writing anything; GET /v1/health
+	// reports it.
+	Pressure *persistence.Pressure
 
 	keepalive time.Duration // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
 }
