@@ -145,3 +145,42 @@ func TestAddMembershipBadConfig(t *testing.T) {
 		t.Errorf("meshes null: %v", err)
 	}
 }
+
+// TestLocalAgents: NewLocalAgent mints another member of the embedded
+// broker's mesh, which AddMembership records beside it (the one meshId that
+// may appear twice); names are checked, and a mesh of a remote broker still
+// cannot be joined twice.
+func TestLocalAgents(t *testing.T) {
+	paths := Paths{ConfigDir: filepath.Join(t.TempDir(), "c")}
+	if _, err := NewLocalAgent("bob", nil); err == nil {
+		t.Fatal("an agent without a local mesh")
+	}
+	have, err := paths.EnsureMemberships()
+	if err != nil || len(have) != 1 {
+		t.Fatalf("EnsureMemberships: %v %v", have, err)
+	}
+	bob, err := NewLocalAgent("bob", have)
+	if err != nil || bob.MeshID != have[0].MeshID || bob.MemberID == have[0].MemberID || bob.Pubkey == have[0].Pubkey || bob.BrokerURL != "" {
+		t.Fatalf("NewLocalAgent = %+v, %v (local %+v)", bob, err, have[0])
+	}
+	if _, err := paths.AddMembership(bob); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "Bob", "-x", "a b", string(make([]byte, 65))} {
+		if _, err := NewLocalAgent(bad, have); err == nil {
+			t.Errorf("agent name %q accepted", bad)
+		}
+	}
+	remote := testMembership(t, "mesh-r", "r1")
+	again := testMembership(t, "mesh-r", "r2")
+	if _, err := paths.AddMembership(remote); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := paths.AddMembership(again); !errors.Is(err, ErrAlreadyJoined) {
+		t.Fatalf("a remote mesh joined twice: %v", err)
+	}
+	ms, err := paths.LoadMemberships()
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("memberships: %+v %v", ms, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -88,6 +89,28 @@ func NewMembership(slug, brokerURL string) (Membership, error) {
 	}, nil
 }
 
+// agentSlug is the form of an agent's name (a mesh slug's).
+var agentSlug = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// NewLocalAgent mints another member of the embedded broker's mesh (the
+// membership named LocalMeshSlug, which has no brokerUrl), named slug: a
+// second agent on this machine gets an identity of its own, so that it and
+// the first can message each other through the daemon. It records nothing;
+// AddMembership does.
+func NewLocalAgent(slug string, have []Membership) (Membership, error) {
+	if !agentSlug.MatchString(slug) {
+		return Membership{}, fmt.Errorf("agent name %q: want 1-64 of a-z, 0-9, _ and -, starting with a letter or digit", slug)
+	}
+	for _, m := range have {
+		if m.Slug == LocalMeshSlug && m.BrokerURL == "" {
+			a, err := NewMembership(slug, "")
+			a.MeshID = m.MeshID
+			return a, err
+		}
+	}
+	return Membership{}, fmt.Errorf("config.json has no %q mesh of the embedded broker to add an agent to (start the daemon once to create it)", LocalMeshSlug)
+}
+
 func (p Paths) readConfigDoc() (map[string]json.RawMessage, error) {
 	doc := map[string]json.RawMessage{}
 	b, err := os.ReadFile(p.ConfigFile())
@@ -123,7 +146,9 @@ func (e *AlreadyJoinedError) Unwrap() error { return ErrAlreadyJoined }
 // memberships that were there before. Every other key of config.json and
 // every field of the other meshes is kept as it was; the file is replaced
 // atomically with mode 0600 (the directory is created 0700). A mesh with
-// m's meshId or slug already recorded fails with an *AlreadyJoinedError.
+// m's meshId or slug already recorded fails with an *AlreadyJoinedError —
+// except that memberships of the embedded broker's mesh (no brokerUrl) may
+// share a meshId: those are the agents of this machine (NewLocalAgent).
 func (p Paths) AddMembership(m Membership) ([]Membership, error) {
 	file := p.ConfigFile()
 	doc, err := p.readConfigDoc()
@@ -142,7 +167,8 @@ func (p Paths) AddMembership(m Membership) ([]Membership, error) {
 		if err := json.Unmarshal(raw, &have); err != nil {
 			return nil, fmt.Errorf("%s: meshes[%d]: %w", file, i, err)
 		}
-		if (m.MeshID != "" && have.MeshID == m.MeshID) || have.Slug == m.Slug {
+		sameMesh := m.MeshID != "" && have.MeshID == m.MeshID && (m.BrokerURL != "" || have.BrokerURL != "")
+		if sameMesh || have.Slug == m.Slug {
 			return nil, &AlreadyJoinedError{Existing: have}
 		}
 		before = append(before, have)

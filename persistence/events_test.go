@@ -249,12 +249,22 @@ func TestInboxMigrationUpgrade(t *testing.T) {
 	if rows, _, err := list(t, in, InboxQuery{}); err != nil || rowIDs(rows) != "01A" {
 		t.Fatalf("rows after upgrade: %v %v", rows, err)
 	}
+	// 0003: the dedupe key is per mesh now.
+	same := inboxRow("01B", "c1", 8)
+	if insert(t, in, same) {
+		t.Fatal("c1 again in mesh m was stored")
+	}
+	same.Mesh = "other"
+	if !insert(t, in, same) {
+		t.Fatal("c1 in another mesh was deduplicated after the upgrade")
+	}
 	if ids := appendEvents(t, in, 2, 1); fmt.Sprint(ids) != "[1 2]" {
 		t.Fatalf("events after upgrade: %v", ids)
 	}
 	var idx int
-	if err := in.db.Get(&idx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_created_at'"); err != nil || idx != 1 {
-		t.Fatalf("events_created_at index: %d %v", idx, err)
+	if err := in.db.Get(&idx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'
+	                             AND name IN ('events_created_at', 'inbox_received_at', 'inbox_topic', 'inbox_sender')`); err != nil || idx != 4 {
+		t.Fatalf("indexes after upgrade: %d of 4, %v", idx, err)
 	}
 }
 

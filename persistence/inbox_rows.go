@@ -46,7 +46,7 @@ func NewInbox(db *DB) (*Inbox, error) {
 		{&in.insert, `INSERT INTO inbox (id, client_message_id, broker_message_id, mesh, topic, sender_pubkey,
 		                                  sender_name, body, meta, received_at, reply_to_id)
 		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		              ON CONFLICT(client_message_id) DO NOTHING RETURNING id`},
+		              ON CONFLICT(mesh, client_message_id) DO NOTHING RETURNING id`},
 		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?) RETURNING id`},
 		{&in.eventsAfter, `SELECT id, name, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`},
 		{&in.lastEvent, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`},
@@ -107,8 +107,8 @@ func InboxDedupeKey(clientMessageID, brokerMessageID string) string {
 	return ""
 }
 
-// Insert stores row unless a row with its client_message_id exists (spec
-// §4.12, §5 step 3). inserted is true for a new row — only those fire SSE
+// Insert stores row unless a row with its mesh and client_message_id exists
+// (spec §4.12, §5 step 3; per mesh, migration 0003). inserted is true for a new row — only those fire SSE
 // "message" and hooks; false means a dedupe no-op that changed nothing.
 func (in *Inbox) Insert(tx *sqlx.Tx, row *InboxRow) (inserted bool, err error) {
 	if row.ID == "" || row.ClientMessageID == "" {

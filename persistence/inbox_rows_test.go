@@ -133,6 +133,16 @@ func TestInboxDedupe(t *testing.T) {
 	if err != nil || rowIDs(rows) != "01A,01C" || *rows[0].Body != "hello 01A" || rows[0].ReceivedAt != 10 {
 		t.Fatalf("rows after duplicates: %s %+v %v", rowIDs(rows), rows, err)
 	}
+	// The key is per mesh: the same message reaching two memberships (two
+	// agents of this machine, or one id sent to two meshes) is stored for each.
+	other := inboxRow("01E", "cid", 30)
+	other.Mesh = "agent-b"
+	if !insert(t, in, other) {
+		t.Fatal("the same client_message_id in another mesh was deduplicated")
+	}
+	if rows, _, _ := list(t, in, InboxQuery{Mesh: "agent-b"}); rowIDs(rows) != "01E" {
+		t.Fatalf("agent-b's rows: %s", rowIDs(rows))
+	}
 	for _, bad := range []*InboxRow{inboxRow("", "x", 1), inboxRow("01Z", "", 1)} {
 		if err := run(t, in.DB, func(tx *sqlx.Tx) error { _, err := in.Insert(tx, bad); return err }); err == nil {
 			t.Errorf("insert %+v: want an error", bad)

@@ -171,3 +171,32 @@ func (c *daemonMetricsCmd) Run() error {
 	_, err = os.Stdout.Write(text)
 	return err
 }
+
+type daemonAddAgentCmd struct {
+	Name string `arg:"" help:"The agent's name, used as its mesh slug (--mesh, \"mesh\" in requests): 1-64 of a-z, 0-9, _ and -."`
+}
+
+// Run records a new member of the local mesh in config.json. The daemon
+// attaches memberships when it starts, so a running one is told to restart.
+func (c *daemonAddAgentCmd) Run() error {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	have, err := paths.EnsureMemberships()
+	if err != nil {
+		return err
+	}
+	agent, err := config.NewLocalAgent(c.Name, have)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if _, err := paths.AddMembership(agent); err != nil {
+		return usageErr("%v", err)
+	}
+	fmt.Printf("added agent %s on the local mesh, pubkey %s\n", agent.Slug, agent.Pubkey)
+	if _, err := probeDaemon(paths.Socket()); err == nil {
+		fmt.Println("the running daemon attaches it when it starts again: claudemesh daemon down && claudemesh daemon up")
+	}
+	return nil
+}

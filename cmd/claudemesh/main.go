@@ -41,6 +41,7 @@ type daemonCmd struct {
 	Status           daemonStatusCmd           `cmd:"" help:"Show the running daemon's state: pid, uptime, meshes, outbox."`
 	Version          daemonVersionCmd          `cmd:"" help:"Print the CLI's and the running daemon's versions."`
 	Metrics          daemonMetricsCmd          `cmd:"" help:"Print the running daemon's Prometheus metrics (GET /v1/metrics)."`
+	AddAgent         daemonAddAgentCmd         `cmd:"" name:"add-agent" help:"Give another agent on this machine an identity of its own on the local mesh (a member of the embedded broker's mesh), so that agents can message each other."`
 	AcceptHost       daemonAcceptHostCmd       `cmd:"" name:"accept-host" help:"Record this machine as the daemon's host (after a hardware change or a deliberate copy of the daemon directory)."`
 	InstallService   daemonInstallServiceCmd   `cmd:"" name:"install-service" help:"Install the daemon as a user service (systemd on Linux, launchd on macOS)."`
 	UninstallService daemonUninstallServiceCmd `cmd:"" name:"uninstall-service" help:"Remove the user service that install-service created."`
