@@ -95,6 +95,30 @@ func Start(system *actor.ActorSystem, deps Deps) (*Tree, error) {
 	return t, nil
 }
 
+// Attach starts the subtree of a mesh joined while the daemon runs and
+// returns its actors. It is not safe to call concurrently with itself.
+func (t *Tree) Attach(cfg MeshConfig) (MeshPIDs, error) {
+	res, err := t.System.Root.RequestFuture(t.Root, &attachMesh{cfg: cfg}, meshStartTimeout).Result()
+	if err != nil {
+		return MeshPIDs{}, fmt.Errorf("attach mesh %s: %w", cfg.Slug, err)
+	}
+	mesh, ok := res.(*actor.PID)
+	if !ok {
+		return MeshPIDs{}, fmt.Errorf("attach mesh %s: %v", cfg.Slug, res)
+	}
+	r, err := t.System.Root.RequestFuture(mesh, &meshChildren{}, meshStartTimeout).Result()
+	if err != nil {
+		return MeshPIDs{}, fmt.Errorf("start mesh %s: %w", cfg.Slug, err)
+	}
+	pids := *r.(*MeshPIDs)
+	t.Meshes[cfg.Slug] = pids
+	return pids, nil
+}
+
+// attachMesh asks the root for a new mesh subtree; the reply is its
+// *actor.PID or an error.
+type attachMesh struct{ cfg MeshConfig }
+
 // restartDecider restarts any failing child.
 func restartDecider(reason any) actor.Directive { return actor.RestartDirective }
 
@@ -118,6 +142,18 @@ func (r *root) Receive(ctx actor.Context) {
 		t := r.tree
 		t.meshActors = r.meshes
 		ctx.Respond(&t)
+	case *attachMesh:
+		if _, ok := r.meshes[msg.cfg.Slug]; ok {
+			ctx.Respond(fmt.Errorf("mesh %s is attached already", msg.cfg.Slug))
+			return
+		}
+		pid, err := ctx.SpawnNamed(meshProps(msg.cfg, r.tree.Store, r.deps.Metrics, r.deps.Log, r.deps.Fatal), "mesh-"+msg.cfg.Slug)
+		if err != nil {
+			ctx.Respond(fmt.Errorf("spawn mesh %s: %w", msg.cfg.Slug, err))
+			return
+		}
+		r.meshes[msg.cfg.Slug] = pid
+		ctx.Respond(pid)
 	default:
 		r.deps.Log.Warn("unhandled message", "actor", "daemon", "type", fmt.Sprintf("%T", msg))
 	}

@@ -100,5 +100,34 @@ func TestLocalAgents(t *testing.T) {
 			time.Sleep(pollInterval) // poll interval; the condition is re-checked
 		}
 	}
-	t.Logf("checked: DMs between agents reach only their agent, a topic message every other agent once each, send --mesh by name")
+	// An agent added while the daemon runs is attached at once (SIGHUP).
+	r := runCLI(t, e, "daemon", "add-agent", "dave")
+	if r.code != 0 || !strings.Contains(r.stdout, "the running daemon (pid") {
+		t.Fatalf("daemon add-agent dave with the daemon running: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	getJSON(c, "http://localhost/v1/version", &v)
+	for _, m := range v.Meshes {
+		key[m.Mesh] = m.MemberPubkey
+	}
+	if key["dave"] == "" {
+		t.Fatalf("dave is not served: %+v", v.Meshes)
+	}
+	waitFor(t, e2eConnectDeadline, "dave on the embedded broker", func() bool {
+		var h messages.Health
+		getJSON(c, "http://localhost/v1/health", &h)
+		for _, m := range h.Meshes {
+			if m.Mesh == "dave" {
+				return m.Connected
+			}
+		}
+		return false
+	})
+	send("local", key["dave"], "welcome dave", "dm-4")
+	send("dave", "#team", "dave joins the team", "topic-2")
+	waitFor(t, e2eDeliverDeadline, "dave's DM and his topic message at the others", func() bool {
+		return inbox("dave")["dm-4"] == "welcome dave" && inbox("bob")["topic-2"] == "dave joins the team" &&
+			inbox("local")["topic-2"] == "dave joins the team"
+	})
+	t.Logf("checked: DMs between agents reach only their agent, a topic message every other agent once each, send --mesh by name; " +
+		"an agent added to the running daemon is attached at once")
 }

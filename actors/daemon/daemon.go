@@ -201,17 +201,7 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 	}
 	configs := make([]actors.MeshConfig, len(members))
 	for i, m := range members {
-		url := m.BrokerURL
-		if url == "" {
-			url = d.embedded.url
-		}
-		configs[i] = actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: meshes[i].Identity,
-			Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness}
-		if m.Slug == d.opts.FaultInboxPanic {
-			configs[i].PanicOnce = &atomic.Bool{}
-			configs[i].PanicOnce.Store(true)
-			d.log.Warn("fault_injection_armed", "mesh", m.Slug, "fault", "inbox panics at its first message push")
-		}
+		configs[i] = d.meshConfig(m, meshes[i].Identity)
 	}
 	return configs, nil
 }
@@ -221,6 +211,62 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 // next measurement.
 func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
 	d.pressure.SetLimits(persistence.DiskLimits{OutboxMaxBytes: outboxMaxBytes, ReservedBytes: reservedBytes})
+}
+
+// meshConfig is one membership's subtree configuration; a membership
+// without a brokerUrl is served by the embedded broker.
+func (d *Daemon) meshConfig(m config.Membership, id *meshcrypto.Identity) actors.MeshConfig {
+	url := m.BrokerURL
+	if url == "" {
+		url = d.embedded.url
+	}
+	cfg := actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: id,
+		Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness}
+	if m.Slug == d.opts.FaultInboxPanic {
+		cfg.PanicOnce = &atomic.Bool{}
+		cfg.PanicOnce.Store(true)
+		d.log.Warn("fault_injection_armed", "mesh", m.Slug, "fault", "inbox panics at its first message push")
+	}
+	return cfg
+}
+
+// AttachNew attaches the memberships config.json gained since the daemon
+// started (`claudemesh join`, `claudemesh daemon add-agent`; SIGHUP calls
+// it) and returns their slugs. A membership of the embedded broker needs
+// the embedded broker running, that is a local mesh at start; one that was
+// removed stays attached until the next start.
+func (d *Daemon) AttachNew() ([]string, error) {
+	members, err := d.opts.Paths.LoadMemberships()
+	if err != nil {
+		return nil, err
+	}
+	var added []string
+	for _, m := range members {
+		if _, err := d.server.MeshBySlug(m.Slug); err == nil {
+			continue
+		}
+		id, err := meshcrypto.ParseIdentity(m.SecretKey)
+		if err != nil || id.PublicKeyHex() != m.Pubkey {
+			return added, fmt.Errorf("%s: mesh %q: secretKey does not match pubkey", d.opts.Paths.ConfigFile(), m.Slug)
+		}
+		if m.BrokerURL == "" {
+			if d.embedded == nil {
+				return added, fmt.Errorf("mesh %q is the embedded broker's, which this daemon did not start: restart the daemon", m.Slug)
+			}
+			if err := register(context.Background(), d.embedded.store, m); err != nil {
+				return added, fmt.Errorf("embedded broker: register %s: %w", m.Slug, err)
+			}
+		}
+		pids, err := d.tree.Attach(d.meshConfig(m, id))
+		if err != nil {
+			return added, err
+		}
+		d.server.AddMesh(ipc.Mesh{Identity: id, Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
+			MemberPubkey: m.Pubkey}}, pids.Conn)
+		added = append(added, m.Slug)
+		d.log.Info("mesh_attached", "mesh", m.Slug)
+	}
+	return added, nil
 }
 
 // openStore opens and checks both databases and runs crash recovery, all

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -195,8 +196,19 @@ func (c *daemonAddAgentCmd) Run() error {
 		return usageErr("%v", err)
 	}
 	fmt.Printf("added agent %s on the local mesh, pubkey %s\n", agent.Slug, agent.Pubkey)
-	if _, err := probeDaemon(paths.Socket()); err == nil {
-		fmt.Println("the running daemon attaches it when it starts again: claudemesh daemon down && claudemesh daemon up")
+	v, err := probeDaemon(paths.Socket())
+	if err != nil {
+		return nil // the daemon attaches it when it starts
 	}
-	return nil
+	// A running daemon attaches new memberships on SIGHUP.
+	if err := syscall.Kill(v.PID, syscall.SIGHUP); err != nil {
+		return fmt.Errorf("tell the running daemon (pid %d) to attach %s: %w; restart it instead", v.PID, agent.Slug, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if v, err := probeDaemon(paths.Socket()); err == nil && slices.ContainsFunc(v.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == agent.Slug }) {
+			fmt.Printf("the running daemon (pid %d) serves it\n", v.PID)
+			return nil
+		}
+	}
+	return fmt.Errorf("the running daemon (pid %d) did not attach %s within 5s (see its log); restart it to attach it", v.PID, agent.Slug)
 }

@@ -37,7 +37,10 @@ type peersBody struct {
 
 // meshActor finds the broker connection of the mesh slug names.
 func (s *Server) meshActor(slug string) (*actor.PID, error) {
-	if pid, ok := s.opts.MeshActors[slug]; ok && pid != nil {
+	s.meshMu.RLock()
+	pid, ok := s.opts.MeshActors[slug]
+	s.meshMu.RUnlock()
+	if ok && pid != nil {
 		return pid, nil
 	}
 	return nil, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached,
@@ -46,6 +49,8 @@ func (s *Server) meshActor(slug string) (*actor.PID, error) {
 
 // meshSlugs lists the meshes with a broker connection, sorted.
 func (s *Server) meshSlugs() []string {
+	s.meshMu.RLock()
+	defer s.meshMu.RUnlock()
 	return slices.Sorted(maps.Keys(s.opts.MeshActors))
 }
 
@@ -87,7 +92,11 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 		slugs = []string{named}
 	}
 	lists, errs := perMesh(slugs, func(slug string) (*messages.PeersList, error) {
-		return ask[*messages.PeersList](s, s.opts.MeshActors[slug], &messages.ListPeers{})
+		pid, err := s.meshActor(slug)
+		if err != nil {
+			return nil, err
+		}
+		return ask[*messages.PeersList](s, pid, &messages.ListPeers{})
 	})
 	body := peersBody{Peers: []meshPeer{}}
 	for i, slug := range slugs {
@@ -133,7 +142,11 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 	replies, errs := perMesh(slugs, func(slug string) (*messages.ProfileApplied, error) {
 		msg := *req
 		msg.Mesh = slug
-		return ask[*messages.ProfileApplied](s, s.opts.MeshActors[slug], &msg)
+		pid, err := s.meshActor(slug)
+		if err != nil {
+			return nil, err
+		}
+		return ask[*messages.ProfileApplied](s, pid, &msg)
 	})
 	body := profileBody{Applied: []string{}, Meshes: []string{}}
 	var firstErr error
@@ -215,8 +228,8 @@ func (s *Server) withMeshStatus(h *messages.Health) *messages.Health {
 		slugs[i] = m.Mesh
 	}
 	statuses, errs := perMesh(slugs, func(slug string) (*messages.MeshStatusReply, error) {
-		pid, ok := s.opts.MeshActors[slug]
-		if !ok || pid == nil {
+		pid, err := s.meshActor(slug)
+		if err != nil {
 			return nil, errors.New("no broker connection")
 		}
 		res, err := s.opts.Root.RequestFuture(pid, &messages.MeshStatus{}, healthStatusTimeout).Result()

@@ -65,9 +65,8 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 	v := &messages.Version{
 		DaemonVersion: s.opts.DaemonVersion, IPCAPI: "v1", IPCFeatures: ipcFeatures, Protocol: Protocol,
 		SchemaVersion: s.opts.SchemaVersion, BrokerFeaturesNegotiated: []string{}, PID: os.Getpid(),
-		Meshes: make([]messages.MeshInfo, 0, len(s.opts.Meshes)),
 	}
-	for _, m := range s.opts.Meshes {
+	for _, m := range s.meshList() {
 		v.Meshes = append(v.Meshes, m.Info)
 	}
 	if len(v.Meshes) > 0 {
@@ -97,7 +96,7 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 	if s.opts.Pressure != nil {
 		h.DiskPressure = s.opts.Pressure.Level().String()
 	}
-	for _, m := range s.opts.Meshes {
+	for _, m := range s.meshList() {
 		c := counts.ByMesh[m.Info.Mesh]
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
 			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})

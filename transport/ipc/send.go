@@ -112,16 +112,17 @@ func (s *Server) prepare(send *messages.Send, clientMessageID string) (*messages
 
 // mesh picks the mesh a request goes to: the one it names, or the only one.
 func (s *Server) mesh(slug string) (*Mesh, error) {
+	meshes := s.meshList()
 	if slug == "" {
-		if len(s.opts.Meshes) == 1 {
-			return &s.opts.Meshes[0], nil
+		if len(meshes) == 1 {
+			return &meshes[0], nil
 		}
 		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeMeshRequired,
-			Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(s.opts.Meshes))}
+			Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(meshes))}
 	}
-	for i := range s.opts.Meshes {
-		if s.opts.Meshes[i].Info.Mesh == slug {
-			return &s.opts.Meshes[i], nil
+	for i := range meshes {
+		if meshes[i].Info.Mesh == slug {
+			return &meshes[i], nil
 		}
 	}
 	return nil, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached,

@@ -86,6 +86,7 @@ type Server struct {
 	opts     Options
 	metrics  *metrics.Daemon
 	scrapeMu sync.Mutex
+	meshMu   sync.RWMutex // guards opts.Meshes and opts.MeshActors (AddMesh)
 	token    []byte
 	inflight chan struct{}
 	http     *http.Server
@@ -110,6 +111,35 @@ func New(opts Options) *Server {
 	}
 	s.http.RegisterOnShutdown(s.closeStreams)
 	return s
+}
+
+// AddMesh serves a mesh attached while the daemon runs: m for sends, conn
+// (its broker connection) for peers, profile and health.
+func (s *Server) AddMesh(m Mesh, conn *actor.PID) {
+	s.meshMu.Lock()
+	defer s.meshMu.Unlock()
+	s.opts.Meshes = append(slices.Clip(s.opts.Meshes), m)
+	actors := make(map[string]*actor.PID, len(s.opts.MeshActors)+1)
+	for slug, pid := range s.opts.MeshActors {
+		actors[slug] = pid
+	}
+	actors[m.Info.Mesh] = conn
+	s.opts.MeshActors = actors
+}
+
+// MeshBySlug is the served mesh slug names, or a 404 *messages.Error.
+func (s *Server) MeshBySlug(slug string) (*Mesh, error) {
+	if slug == "" {
+		return nil, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached, Detail: "no mesh named"}
+	}
+	return s.mesh(slug)
+}
+
+// meshList is the meshes served, as of now.
+func (s *Server) meshList() []Mesh {
+	s.meshMu.RLock()
+	defer s.meshMu.RUnlock()
+	return s.opts.Meshes
 }
 
 // Serve answers requests on l until Shutdown.
