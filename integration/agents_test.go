@@ -112,16 +112,7 @@ func TestLocalAgents(t *testing.T) {
 	if key["dave"] == "" {
 		t.Fatalf("dave is not served: %+v", v.Meshes)
 	}
-	waitFor(t, e2eConnectDeadline, "dave on the embedded broker", func() bool {
-		var h messages.Health
-		getJSON(c, "http://localhost/v1/health", &h)
-		for _, m := range h.Meshes {
-			if m.Mesh == "dave" {
-				return m.Connected
-			}
-		}
-		return false
-	})
+	waitFor(t, e2eConnectDeadline, "dave on the embedded broker", func() bool { return meshConnected(c, "dave") })
 	send("local", key["dave"], "welcome dave", "dm-4")
 	send("dave", "#team", "dave joins the team", "topic-2")
 	waitFor(t, e2eDeliverDeadline, "dave's DM and his topic message at the others", func() bool {
@@ -130,4 +121,36 @@ func TestLocalAgents(t *testing.T) {
 	})
 	t.Logf("checked: DMs between agents reach only their agent, a topic message every other agent once each, send --mesh by name; " +
 		"an agent added to the running daemon is attached at once")
+}
+
+// TestJoinAttachesToRunningDaemon: `claudemesh join` with a daemon running
+// has it attach the new mesh at once (SIGHUP), which then connects.
+func TestJoinAttachesToRunningDaemon(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t) // broker, mesh demo, alice and bob joined, no daemon
+	e := newEnv(t)     // a daemon serving only its offline local mesh
+	startDaemon(t, e, "--no-tcp")
+	r := runCLI(t, m.brokerEnv, "broker", "invite", "demo", "--dir", m.brokerDir, "--broker-url", "http://"+m.broker.addr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	r = runCLI(t, e, "join", lines[len(lines)-1], "--name", "carol")
+	if r.code != 0 || !strings.Contains(r.stdout, "the running daemon (pid") {
+		t.Fatalf("join with a daemon running: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	c := unixClient(e.socket())
+	defer c.CloseIdleConnections()
+	waitFor(t, e2eConnectDeadline, "the joined mesh to connect", func() bool { return meshConnected(c, "demo") })
+	t.Log("checked: a mesh joined while the daemon runs is attached and connected without a restart")
+}
+
+// meshConnected reports whether the daemon behind c serves mesh and is
+// connected to its broker.
+func meshConnected(c *http.Client, mesh string) bool {
+	var h messages.Health
+	getJSON(c, "http://localhost/v1/health", &h)
+	for _, m := range h.Meshes {
+		if m.Mesh == mesh {
+			return m.Connected
+		}
+	}
+	return false
 }

@@ -92,8 +92,8 @@ func provisionFlow(t *testing.T, storeFlags []string, opts broker.Options) {
 	if r.code != 0 || m == nil || m[2] != wantWS {
 		t.Fatalf("join: exit %d\nstdout %q\nstderr %s\nwant the joined line with broker %s", r.code, r.stdout, r.stderr, wantWS)
 	}
-	if !strings.Contains(r.stdout, "local mesh") || !strings.Contains(r.stdout, "restart") {
-		t.Errorf("join stdout %q: want the note that a running daemon needs a restart", r.stdout)
+	if !strings.Contains(r.stdout, "added beside the local mesh") || strings.Contains(r.stdout, "running daemon") {
+		t.Errorf("join stdout %q: want the note that it was added beside the local mesh (and no daemon runs)", r.stdout)
 	}
 
 	paths := config.Paths{ConfigDir: e.configDir}

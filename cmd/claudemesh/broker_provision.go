@@ -223,25 +223,30 @@ func (c *joinCmd) Run() error {
 	return c.report(paths, joined, pub, before)
 }
 
-// report prints the membership and, when config.json had meshes a daemon
-// may be running on, that the daemon needs a restart to use the new one.
+// report prints the membership and, when a daemon runs, has it attach the
+// new mesh (SIGHUP) and says so.
 func (c *joinCmd) report(paths config.Paths, joined *join.Joined, pub string, before []config.Membership) error {
-	restart := len(before) > 0
+	pid, attachErr := attachToRunning(paths, joined.Slug)
 	if c.JSON {
-		return provisionPrintJSON(map[string]any{"mesh_id": joined.MeshID, "member_id": joined.MemberID, "slug": joined.Slug,
+		if err := provisionPrintJSON(map[string]any{"mesh_id": joined.MeshID, "member_id": joined.MemberID, "slug": joined.Slug,
 			"name": joined.Name, "display_name": joined.DisplayName, "pubkey": pub, "broker_url": joined.BrokerURL,
-			"config_file": paths.ConfigFile(), "restart_daemon": restart})
+			"config_file": paths.ConfigFile(), "attached_by_daemon": pid != 0 && attachErr == nil}); err != nil {
+			return err
+		}
+		return attachErr
 	}
 	fmt.Printf("joined mesh %s as %.12s (broker %s)\n", joined.Slug, pub, joined.BrokerURL)
-	if restart {
+	if len(before) > 0 {
 		beside := fmt.Sprintf("the %d meshes already in config.json", len(before))
 		if len(before) == 1 && before[0].Slug == config.LocalMeshSlug && before[0].BrokerURL == "" {
 			beside = "the local mesh"
 		}
-		fmt.Printf("added beside %s; a running daemon uses %s only after a restart: `claudemesh daemon down && claudemesh daemon up`\n",
-			beside, joined.Slug)
+		fmt.Printf("added beside %s\n", beside)
 	}
-	return nil
+	if pid != 0 && attachErr == nil {
+		fmt.Printf("the running daemon (pid %d) serves it\n", pid)
+	}
+	return attachErr
 }
 
 // displayName is --name or the hostname.

@@ -196,19 +196,28 @@ func (c *daemonAddAgentCmd) Run() error {
 		return usageErr("%v", err)
 	}
 	fmt.Printf("added agent %s on the local mesh, pubkey %s\n", agent.Slug, agent.Pubkey)
+	pid, err := attachToRunning(paths, agent.Slug)
+	if pid != 0 && err == nil {
+		fmt.Printf("the running daemon (pid %d) serves it\n", pid)
+	}
+	return err
+}
+
+// attachToRunning has a running daemon attach the membership slug that was
+// just recorded: it sends SIGHUP and waits until the daemon serves it. pid
+// is 0 when no daemon answers (it attaches the membership when it starts).
+func attachToRunning(paths config.Paths, slug string) (pid int, err error) {
 	v, err := probeDaemon(paths.Socket())
 	if err != nil {
-		return nil // the daemon attaches it when it starts
+		return 0, nil
 	}
-	// A running daemon attaches new memberships on SIGHUP.
 	if err := syscall.Kill(v.PID, syscall.SIGHUP); err != nil {
-		return fmt.Errorf("tell the running daemon (pid %d) to attach %s: %w; restart it instead", v.PID, agent.Slug, err)
+		return v.PID, fmt.Errorf("tell the running daemon (pid %d) to attach %s: %w; restart it instead", v.PID, slug, err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if v, err := probeDaemon(paths.Socket()); err == nil && slices.ContainsFunc(v.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == agent.Slug }) {
-			fmt.Printf("the running daemon (pid %d) serves it\n", v.PID)
-			return nil
+		if v, err := probeDaemon(paths.Socket()); err == nil && slices.ContainsFunc(v.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == slug }) {
+			return v.PID, nil
 		}
 	}
-	return fmt.Errorf("the running daemon (pid %d) did not attach %s within 5s (see its log); restart it to attach it", v.PID, agent.Slug)
+	return v.PID, fmt.Errorf("the running daemon (pid %d) did not attach %s within 5s (see its log); restart it to attach it", v.PID, slug)
 }

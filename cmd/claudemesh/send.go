@@ -163,7 +163,7 @@ func (c *sendCmd) daemonMesh(v *messages.Version) (mesh string, use bool, err er
 		return c.Mesh, true, nil
 	case c.Mesh != "":
 		fmt.Fprintf(os.Stderr, "claudemesh: the running daemon (pid %d) is not attached to mesh %s (it serves: %s); "+
-			"using the cold path (restart the daemon to attach a newly joined mesh)\n", v.PID, c.Mesh, listOrNone(slugs))
+			"using the cold path (`kill -HUP %d` or a restart attaches a newly joined mesh)\n", v.PID, c.Mesh, listOrNone(slugs), v.PID)
 		return "", false, nil
 	case len(slugs) == 1:
 		return slugs[0], true, nil
