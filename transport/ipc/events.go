@@ -31,7 +31,10 @@ const eventsPath = "/v1/events"
 // events answers GET /v1/events: a server-sent event stream. It subscribes
 // first, then (with Last-Event-ID) replays the persisted events after that
 // id page by page, then streams live events, skipping any id already sent,
-// so a resuming client sees every event once, in order. The stream ends
+// so a resuming client sees every event once, in order. With ?mesh=<slug>
+// the stream carries only that mesh's events (and those of no mesh, such as
+// outbox_pressure_high): one agent's view when several share the daemon.
+// The stream ends
 // when the client goes away or the events actor closes the subscription
 // (slow consumer, shutdown); the client then reconnects with Last-Event-ID.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +48,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		after = n
+	}
+	mesh := r.URL.Query().Get("mesh")
+	if mesh != "" {
+		if _, err := s.MeshBySlug(mesh); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	if s.opts.Events == nil {
 		writeError(w, &messages.Error{Status: http.StatusServiceUnavailable, Code: "events_unavailable",
@@ -68,7 +78,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	sse := &sseWriter{w: w, rc: http.NewResponseController(w), mesh: mesh}
 	if sse.flush() != nil {
 		return
 	}
@@ -152,16 +162,30 @@ func (s *Server) replay(r *http.Request, sse *sseWriter, after int64) (last int6
 	return last, false
 }
 
-// sseWriter frames events; the caller flushes (once per burst).
+// sseWriter frames events; the caller flushes (once per burst). With mesh
+// set it passes over the events of other meshes.
 type sseWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	buf  bytes.Buffer
+	mesh string
+}
+
+// forMesh reports whether an event's data belongs to mesh: its "mesh" is
+// mesh, or it has none.
+func forMesh(data json.RawMessage, mesh string) bool {
+	var d struct {
+		Mesh *string `json:"mesh"`
+	}
+	return json.Unmarshal(data, &d) != nil || d.Mesh == nil || *d.Mesh == mesh
 }
 
 // event writes "id: N\nevent: NAME\ndata: JSON\n\n" (no id line for an
 // event that has none, such as events_missed).
 func (s *sseWriter) event(ev messages.Event) error {
+	if s.mesh != "" && !forMesh(ev.Data, s.mesh) {
+		return nil
+	}
 	s.buf.Reset()
 	if ev.ID > 0 {
 		s.buf.WriteString("id: ")

@@ -175,3 +175,27 @@ func TestEventsEndWhenSubscriptionCloses(t *testing.T) {
 	h.system.Root.StopFuture(h.events).Wait()
 	s.waitEnd()
 }
+
+// TestEventsMeshFilter: ?mesh= streams that mesh's events and those of no
+// mesh, replayed and live; an unknown mesh is 404.
+func TestEventsMeshFilter(t *testing.T) {
+	h := newHarness(t, func(_ *harness, o *Options) {
+		o.Meshes = []Mesh{{Info: messages.MeshInfo{Mesh: "a"}}, {Info: messages.MeshInfo{Mesh: "b"}}}
+	})
+	first := h.appendEvent("message", `{"mesh":"b","client_message_id":"b-0"}`)
+	h.appendEvent("message", `{"mesh":"a","client_message_id":"a-0"}`)
+	s := h.streamPath("/v1/events?mesh=a", "Last-Event-ID", fmt.Sprint(first.ID-1))
+	h.appendEvent("message", `{"mesh":"b","client_message_id":"b-1"}`)
+	h.appendEvent("outbox_pressure_high", `{"level":"high"}`)
+	h.appendEvent("message", `{"mesh":"a","client_message_id":"a-1"}`)
+	var got []string
+	for len(got) < 3 {
+		f := s.next()
+		got = append(got, f.data)
+	}
+	want := []string{`{"mesh":"a","client_message_id":"a-0"}`, `{"level":"high"}`, `{"mesh":"a","client_message_id":"a-1"}`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stream of mesh a: %v, want %v", got, want)
+	}
+	h.wantError(http.MethodGet, "/v1/events?mesh=c", "", http.StatusNotFound, messages.CodeMeshNotAttached)
+}

@@ -174,8 +174,14 @@ type sseStream struct {
 
 func (h *harness) stream(header ...string) *sseStream {
 	h.t.Helper()
+	return h.streamPath("/v1/events", header...)
+}
+
+// streamPath opens the event stream at path (with its query).
+func (h *harness) streamPath(path string, header ...string) *sseStream {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := h.request(ctx, http.MethodGet, "/v1/events", "", header...)
+	resp := h.request(ctx, http.MethodGet, path, "", header...)
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
