@@ -25,6 +25,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
@@ -115,9 +116,33 @@ func (t *Tree) Attach(cfg MeshConfig) (MeshPIDs, error) {
 	return pids, nil
 }
 
+// Detach stops the subtree of a mesh that left config.json, and returns
+// its rows that were in flight to pending (the store forgets its
+// dispatcher). Its rows stay in the outbox for a later join.
+func (t *Tree) Detach(slug string) error {
+	res, err := t.System.Root.RequestFuture(t.Root, &detachMesh{slug: slug}, meshStartTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("detach mesh %s: %w", slug, err)
+	}
+	mesh, ok := res.(*actor.PID)
+	if !ok {
+		return fmt.Errorf("detach mesh %s: %v", slug, res)
+	}
+	if err := t.System.Root.StopFuture(mesh).Wait(); err != nil {
+		return fmt.Errorf("detach mesh %s: %w", slug, err)
+	}
+	delete(t.Meshes, slug)
+	t.System.Root.Send(t.Store, &messages.ReleaseMesh{Mesh: slug, Now: time.Now().UnixMilli()})
+	return nil
+}
+
 // attachMesh asks the root for a new mesh subtree; the reply is its
-// *actor.PID or an error.
-type attachMesh struct{ cfg MeshConfig }
+// *actor.PID or an error. detachMesh asks it to stop one; the reply is the
+// stopped mesh actor's PID or an error.
+type (
+	attachMesh struct{ cfg MeshConfig }
+	detachMesh struct{ slug string }
+)
 
 // restartDecider restarts any failing child.
 func restartDecider(reason any) actor.Directive { return actor.RestartDirective }
@@ -126,9 +151,10 @@ func restartDecider(reason any) actor.Directive { return actor.RestartDirective 
 type children struct{}
 
 type root struct {
-	deps   Deps
-	tree   Tree
-	meshes map[string]*actor.PID
+	deps     Deps
+	tree     Tree
+	meshes   map[string]*actor.PID
+	detached map[string]bool // ids of mesh actors stopped on purpose (Detach)
 }
 
 func (r *root) Receive(ctx actor.Context) {
@@ -153,6 +179,19 @@ func (r *root) Receive(ctx actor.Context) {
 			return
 		}
 		r.meshes[msg.cfg.Slug] = pid
+		ctx.Respond(pid)
+	case *detachMesh:
+		pid, ok := r.meshes[msg.slug]
+		if !ok {
+			ctx.Respond(fmt.Errorf("mesh %s is not attached", msg.slug))
+			return
+		}
+		delete(r.meshes, msg.slug)
+		if r.detached == nil {
+			r.detached = map[string]bool{}
+		}
+		r.detached[pid.Id] = true
+		ctx.Stop(pid)
 		ctx.Respond(pid)
 	default:
 		r.deps.Log.Warn("unhandled message", "actor", "daemon", "type", fmt.Sprintf("%T", msg))
@@ -192,5 +231,9 @@ func (r *root) fail(err error) {
 // childStopped is reached when a child exhausted its restarts, or when the
 // tree is shutting down (then the send to fatal is dropped: nobody reads it).
 func (r *root) childStopped(msg *actor.Terminated) {
+	if r.detached[msg.Who.Id] {
+		delete(r.detached, msg.Who.Id)
+		return
+	}
 	r.fail(fmt.Errorf("actor %s stopped", msg.Who.Id))
 }

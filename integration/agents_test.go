@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +36,7 @@ func TestLocalAgents(t *testing.T) {
 	if r := runCLI(t, e, "daemon", "add-agent", "bob"); r.code != 2 || !strings.Contains(r.stderr, "already has mesh \"bob\"") {
 		t.Errorf("adding bob twice: exit %d\n%s", r.code, r.stderr)
 	}
-	startDaemon(t, e, "--no-tcp")
+	d := startDaemon(t, e, "--no-tcp")
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
 	var v messages.Version
@@ -119,8 +121,50 @@ func TestLocalAgents(t *testing.T) {
 		return inbox("dave")["dm-4"] == "welcome dave" && inbox("bob")["topic-2"] == "dave joins the team" &&
 			inbox("local")["topic-2"] == "dave joins the team"
 	})
+	// An agent removed from config.json is detached on SIGHUP; the rest go on.
+	path := filepath.Join(e.configDir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var kept []any
+	for _, m := range doc["meshes"].([]any) {
+		if m.(map[string]any)["slug"] != "carol" {
+			kept = append(kept, m)
+		}
+	}
+	doc["meshes"] = kept
+	if raw, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e2eDeliverDeadline, "carol to be detached", func() bool {
+		var v messages.Version
+		getJSON(c, "http://localhost/v1/version", &v)
+		return len(v.Meshes) == 3 && !slices.ContainsFunc(v.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == "carol" })
+	})
+	b, _ := json.Marshal(map[string]string{"mesh": "carol", "to": "#team", "message": "gone"})
+	if resp, err := c.Post("http://localhost/v1/send", "application/json", bytes.NewReader(b)); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("send on a detached agent: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	send("bob", key["dave"], "still here", "dm-5")
+	waitFor(t, e2eDeliverDeadline, "dave's DM after carol left", func() bool { return inbox("dave")["dm-5"] == "still here" })
+	if d.exited() {
+		t.Fatalf("the daemon exited when carol was detached: %v", d.waitErr)
+	}
 	t.Logf("checked: DMs between agents reach only their agent, a topic message every other agent once each, send --mesh by name; " +
-		"an agent added to the running daemon is attached at once")
+		"an agent added to the running daemon is attached at once, one removed from config.json detached on SIGHUP")
 }
 
 // TestJoinAttachesToRunningDaemon: `claudemesh join` with a daemon running

@@ -195,13 +195,17 @@ func TestFaultProxy(t *testing.T) {
 	})
 	t.Log("checked: the breaker's probe reconnected once connections were allowed again")
 
-	deliveredOnce(t, bob, storm.accepted)
+	deliveredOnce(t, bob, storm.accepted, e2eRecoveryDeadline)
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0
 	})
 	t.Logf("checked: all %d sends at bob exactly once; alice's outbox all done", len(storm.accepted))
 }
+
+// leaseDeadline bounds a delivery that may wait out the broker's 30 s
+// delivery lease (a push written to a connection that is gone).
+const leaseDeadline = 45 * time.Second
 
 // silentLiveness is the daemons' --broker-liveness in TestSilentFailures:
 // a connection silent this long is dropped (the protocol's 75 s, shortened).
@@ -228,7 +232,7 @@ func TestSilentFailures(t *testing.T) {
 	waitFor(t, 15*time.Second, "alice to drop her silent connection", func() bool { return !health(t, alice.c).Connected })
 	proxy.hole.Store(false)
 	waitFor(t, 45*time.Second, "alice to reconnect once the hole is gone", func() bool { return health(t, alice.c).Connected })
-	deliveredOnce(t, bob, storm.accepted)
+	deliveredOnce(t, bob, storm.accepted, e2eRecoveryDeadline)
 	t.Logf("checked: a black hole is noticed by liveness; after it, all %d sends at bob exactly once", len(storm.accepted))
 
 	if err := m.broker.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -245,7 +249,7 @@ func TestSilentFailures(t *testing.T) {
 	waitFor(t, 45*time.Second, "alice and bob to reconnect to the resumed broker", func() bool {
 		return health(t, alice.c).Connected && health(t, bob.c).Connected
 	})
-	deliveredOnce(t, bob, storm.accepted)
+	deliveredOnce(t, bob, storm.accepted, leaseDeadline) // a push leased to a dropped connection waits out its lease
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0

@@ -230,16 +230,38 @@ func (d *Daemon) meshConfig(m config.Membership, id *meshcrypto.Identity) actors
 	return cfg
 }
 
-// AttachNew attaches the memberships config.json gained since the daemon
-// started (`claudemesh join`, `claudemesh daemon add-agent`; SIGHUP calls
-// it) and returns their slugs. A membership of the embedded broker needs
-// the embedded broker running, that is a local mesh at start; one that was
-// removed stays attached until the next start.
-func (d *Daemon) AttachNew() ([]string, error) {
+// SyncMemberships makes the served meshes those of config.json (SIGHUP
+// calls it): it attaches the memberships gained since the start (`claudemesh
+// join`, `claudemesh daemon add-agent`) and detaches those removed, and
+// returns the slugs of both. A membership of the embedded broker needs the
+// embedded broker running, that is a local mesh at start. A detached mesh's
+// rows stay in the outbox.
+func (d *Daemon) SyncMemberships() (added, removed []string, err error) {
 	members, err := d.opts.Paths.LoadMemberships()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	keep := map[string]bool{}
+	for _, m := range members {
+		keep[m.Slug] = true
+	}
+	for _, m := range d.server.Meshes() {
+		if keep[m.Info.Mesh] {
+			continue
+		}
+		d.server.RemoveMesh(m.Info.Mesh)
+		if err := d.tree.Detach(m.Info.Mesh); err != nil {
+			return added, removed, err
+		}
+		removed = append(removed, m.Info.Mesh)
+		d.log.Info("mesh_detached", "mesh", m.Info.Mesh)
+	}
+	added, err = d.attach(members)
+	return added, removed, err
+}
+
+// attach attaches the memberships not served yet and returns their slugs.
+func (d *Daemon) attach(members []config.Membership) ([]string, error) {
 	var added []string
 	for _, m := range members {
 		if _, err := d.server.MeshBySlug(m.Slug); err == nil {

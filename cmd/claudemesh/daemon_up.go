@@ -178,14 +178,15 @@ func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, running config.File, s
 }
 
 // reload applies a changed config.toml — log level, rotation and the disk
-// pressure limits now — and attaches the memberships config.json gained. Where [ipc] or [clone] differ from what the daemon
+// pressure limits now — and serves the memberships config.json now has. Where [ipc] or [clone] differ from what the daemon
 // runs with, the log says a restart is needed. A file that does not
 // validate is ignored and the settings stay as they are.
 func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File) {
-	if added, err := d.AttachNew(); err != nil {
-		log.Error("attach_meshes_failed", "attached", added, "err", err)
-	} else if len(added) > 0 {
-		log.Info("meshes_attached", "meshes", added)
+	added, removed, err := d.SyncMemberships()
+	if err != nil {
+		log.Error("mesh_sync_failed", "attached", added, "detached", removed, "err", err)
+	} else if len(added)+len(removed) > 0 {
+		log.Info("meshes_synced", "attached", added, "detached", removed)
 	}
 	cfg, err := c.load()
 	if err != nil {

@@ -66,7 +66,7 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		DaemonVersion: s.opts.DaemonVersion, IPCAPI: "v1", IPCFeatures: ipcFeatures, Protocol: Protocol,
 		SchemaVersion: s.opts.SchemaVersion, BrokerFeaturesNegotiated: []string{}, PID: os.Getpid(),
 	}
-	for _, m := range s.meshList() {
+	for _, m := range s.Meshes() {
 		v.Meshes = append(v.Meshes, m.Info)
 	}
 	if len(v.Meshes) > 0 {
@@ -96,7 +96,7 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 	if s.opts.Pressure != nil {
 		h.DiskPressure = s.opts.Pressure.Level().String()
 	}
-	for _, m := range s.meshList() {
+	for _, m := range s.Meshes() {
 		c := counts.ByMesh[m.Info.Mesh]
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
 			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})

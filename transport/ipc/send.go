@@ -112,7 +112,7 @@ func (s *Server) prepare(send *messages.Send, clientMessageID string) (*messages
 
 // mesh picks the mesh a request goes to: the one it names, or the only one.
 func (s *Server) mesh(slug string) (*Mesh, error) {
-	meshes := s.meshList()
+	meshes := s.Meshes()
 	if slug == "" {
 		if len(meshes) == 1 {
 			return &meshes[0], nil

@@ -127,6 +127,25 @@ func (s *Server) AddMesh(m Mesh, conn *actor.PID) {
 	s.opts.MeshActors = actors
 }
 
+// RemoveMesh stops serving a mesh that was detached.
+func (s *Server) RemoveMesh(slug string) {
+	s.meshMu.Lock()
+	defer s.meshMu.Unlock()
+	meshes := make([]Mesh, 0, len(s.opts.Meshes))
+	for _, m := range s.opts.Meshes {
+		if m.Info.Mesh != slug {
+			meshes = append(meshes, m)
+		}
+	}
+	actors := make(map[string]*actor.PID, len(s.opts.MeshActors))
+	for k, pid := range s.opts.MeshActors {
+		if k != slug {
+			actors[k] = pid
+		}
+	}
+	s.opts.Meshes, s.opts.MeshActors = meshes, actors
+}
+
 // MeshBySlug is the served mesh slug names, or a 404 *messages.Error.
 func (s *Server) MeshBySlug(slug string) (*Mesh, error) {
 	if slug == "" {
@@ -135,8 +154,8 @@ func (s *Server) MeshBySlug(slug string) (*Mesh, error) {
 	return s.mesh(slug)
 }
 
-// meshList is the meshes served, as of now.
-func (s *Server) meshList() []Mesh {
+// Meshes are the meshes served, as of now.
+func (s *Server) Meshes() []Mesh {
 	s.meshMu.RLock()
 	defer s.meshMu.RUnlock()
 	return s.opts.Meshes
