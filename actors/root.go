@@ -58,6 +58,8 @@ type Deps struct {
 	Metrics *metrics.Daemon
 	// Pressure is measured by the store after its writes (nil: not watched).
 	Pressure *persistence.Pressure
+	// Fsync is [outbox] fsync_mode (nil: strict).
+	Fsync *persistence.FsyncPolicy
 }
 
 // NewSystem returns an actor system whose own logs go to log.
@@ -212,7 +214,7 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		return pid
 	}
 	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
-		Pressure: r.deps.Pressure, Metrics: r.deps.Metrics, Log: log})))
+		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Metrics: r.deps.Metrics, Log: log})))
 	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log)))
 	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(r.deps.Metrics, log)))
 	r.meshes = map[string]*actor.PID{}

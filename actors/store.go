@@ -40,6 +40,7 @@ type Store struct {
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
 	pressure *persistence.Pressure
+	fsync    *persistence.FsyncPolicy
 	metrics  *metrics.Daemon
 	log      *slog.Logger
 	maxBatch int
@@ -54,6 +55,10 @@ type Store struct {
 	// holding says a timer will flush them.
 	held    []storeRequest
 	holding bool
+	// unsynced says an answered accept is committed but not yet fsynced
+	// ([outbox] fsync_mode batched_50ms or off); syncArmed says the
+	// BatchedSyncDelay timer will sync it.
+	unsynced, syncArmed bool
 	// dispatch is each ready mesh's dispatcher (DispatchReady); it
 	// survives a restart of the actor, like the database handles.
 	dispatch map[string]*meshDispatch
@@ -71,10 +76,11 @@ type storeRequest struct {
 }
 
 // flush is the store's own end-of-drain marker; flushHeld is its
-// OutcomeDelay timer.
+// OutcomeDelay timer and syncOutbox its BatchedSyncDelay timer.
 type (
-	flush     struct{}
-	flushHeld struct{}
+	flush      struct{}
+	flushHeld  struct{}
+	syncOutbox struct{}
 )
 
 // StoreOptions are what the store works with.
@@ -82,8 +88,10 @@ type StoreOptions struct {
 	Outbox   *persistence.Outbox
 	Inbox    *persistence.Inbox
 	Pressure *persistence.Pressure // measured after writes (nil: not watched)
-	Metrics  *metrics.Daemon
-	Log      *slog.Logger
+	// Fsync is [outbox] fsync_mode (nil: strict).
+	Fsync   *persistence.FsyncPolicy
+	Metrics *metrics.Daemon
+	Log     *slog.Logger
 }
 
 // NewStore returns the store actor's producer. The databases stay open
@@ -92,7 +100,7 @@ type StoreOptions struct {
 func NewStore(o StoreOptions) actor.Producer {
 	dispatch := map[string]*meshDispatch{}
 	return func() actor.Actor {
-		return &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, metrics: o.Metrics, log: o.Log.With("actor", "store"),
+		return &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics, log: o.Log.With("actor", "store"),
 			maxBatch: DefaultMaxBatch, dispatch: dispatch}
 	}
 }
@@ -105,12 +113,16 @@ func (s *Store) Receive(ctx actor.Context) {
 	case *actor.Stopped, *actor.Restarting:
 	case *actor.Stopping:
 		s.run(ctx) // held outcomes
+		s.syncWAL()
 	case *flush:
 		s.flushQueued = false
 		s.run(ctx)
 	case *flushHeld:
 		s.holding = false
 		s.run(ctx)
+	case *syncOutbox:
+		s.syncArmed = false
+		s.syncWAL()
 	case *pressureTick:
 		s.rechecking = false
 		s.measure(ctx)
@@ -174,11 +186,53 @@ func durabilityOf(reqs []storeRequest) persistence.Durability {
 	return persistence.Relaxed
 }
 
-// Label values of the store's commit metric.
+// commitDurability is what the outbox.db commit of a batch that needs
+// durability does under the fsync mode in force: strict fsyncs it, the
+// others commit Relaxed and leave the fsync to syncWAL.
+func (s *Store) commitDurability(needs persistence.Durability) persistence.Durability {
+	if needs == persistence.Durable && s.fsync.Mode() != persistence.FsyncStrict {
+		return persistence.Relaxed
+	}
+	return needs
+}
+
+// deferSync notes an answered accept that is not on disk yet and, under
+// batched_50ms, arms the timer that syncs it.
+func (s *Store) deferSync(ctx actor.Context) {
+	s.unsynced = true
+	if s.syncArmed || s.fsync.Mode() != persistence.FsyncBatched {
+		return
+	}
+	s.syncArmed = true
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	time.AfterFunc(persistence.BatchedSyncDelay, func() { root.Send(self, &syncOutbox{}) })
+}
+
+// syncWAL fsyncs outbox.db's WAL if an answered accept waits for it. A
+// failed fsync is logged and not retried: after one, the kernel may have
+// dropped the pages it could not write, and a second fsync would report
+// success for them.
+func (s *Store) syncWAL() {
+	if !s.unsynced {
+		return
+	}
+	s.unsynced = false
+	start := time.Now()
+	err := s.outbox.DB.SyncWAL()
+	s.metrics.StoreCommit.WithLabelValues(dbNames[0], walSync).Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.log.Error("outbox_fsync_failed", "err", err)
+	}
+}
+
+// Label values of the store's commit metric; walSync labels the deferred
+// fsyncs of fsync_mode batched_50ms and off.
 var (
 	dbNames         = [2]string{"outbox", "inbox"}
 	durabilityNames = map[persistence.Durability]string{persistence.Durable: "durable", persistence.Relaxed: "relaxed"}
 )
+
+const walSync = "wal_sync"
 
 // onInbox reports whether a command runs against inbox.db.
 func onInbox(msg any) bool {
@@ -211,7 +265,8 @@ func (s *Store) run(ctx actor.Context) {
 		s.batch = reqs[:0]
 	}()
 	dbs := [2]*persistence.DB{s.outbox.DB, s.inbox.DB}
-	durability := [2]persistence.Durability{durabilityOf(reqs), persistence.Durable}
+	needs := durabilityOf(reqs)
+	durability := [2]persistence.Durability{s.commitDurability(needs), persistence.Durable}
 	var batches [2]*persistence.Batch
 	var begun [2]error
 	defer func() {
@@ -261,10 +316,18 @@ func (s *Store) run(ctx actor.Context) {
 			if which == 0 {
 				claims = nil // nothing was claimed
 			}
+			continue
+		}
+		switch {
+		case which != 0:
+		case durability[0] == persistence.Durable:
+			s.unsynced = false // this commit's fsync covered the whole WAL
+		case needs == persistence.Durable:
+			s.deferSync(ctx)
 		}
 	}
 	s.metrics.StoreBatch.Observe(float64(len(reqs)))
-	if batches[0] != nil && (durability[0] == persistence.Durable || full) && (full || time.Since(s.measured) >= pressureEvery) {
+	if batches[0] != nil && (needs == persistence.Durable || full) && (full || time.Since(s.measured) >= pressureEvery) {
 		s.measure(ctx)
 	}
 	s.log.Debug("batch committed", "commands", len(reqs))

@@ -20,6 +20,8 @@ func FuzzLoadFile(f *testing.F) {
 		"[ipc]\nhttp_bind = \"0.0.0.0\"\n",
 		"[log]\nmax_size_mb = \"big\"\n",
 		"[daemon]\nunknown = 1\n",
+		"[outbox]\nfsync_mode = \"batched_50ms\"\nmax_size_mb = 1\n",
+		"[outbox]\nfsync_mode = 1\n",
 		"[daemon\n",
 	} {
 		f.Add([]byte(seed))

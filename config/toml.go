@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // Clone policies of [clone] policy: what the daemon does when the host it
@@ -40,6 +42,10 @@ type OutboxSection struct {
 	// MaxSizeMB caps outbox.db and its WAL: at 80 % the daemon raises
 	// outbox_pressure_high, at 95 % it refuses new sends (507).
 	MaxSizeMB int64 `toml:"max_size_mb"`
+	// FsyncMode is when an answered send reaches the disk: strict (before
+	// the 202), batched_50ms (within 50 ms after it) or off (at SQLite's
+	// next checkpoint). See persistence.FsyncMode.
+	FsyncMode string `toml:"fsync_mode"`
 }
 
 // DiskSection is [disk]. Hot on SIGHUP.
@@ -82,7 +88,7 @@ func DefaultFile() File {
 		IPC:    IPCSection{TCPEnabled: true, HTTPBind: "127.0.0.1", HTTPPort: 47823, OriginAllowlist: []string{}},
 		Log:    LogSection{MaxSizeMB: 100, MaxAgeDays: 14},
 		Clone:  CloneSection{Policy: ClonePolicyRefuse},
-		Outbox: OutboxSection{MaxSizeMB: 5120},
+		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: persistence.FsyncStrict.String()},
 		Disk:   DiskSection{ReservedMB: 256},
 	}
 }
@@ -162,10 +168,19 @@ func (f *File) validate(path string) error {
 	if f.Outbox.MaxSizeMB < 1 {
 		return bad("outbox.max_size_mb", "must be at least 1, not %d", f.Outbox.MaxSizeMB)
 	}
+	if _, err := persistence.ParseFsyncMode(f.Outbox.FsyncMode); err != nil {
+		return bad("outbox.fsync_mode", "%v", err)
+	}
 	if f.Disk.ReservedMB < 0 {
 		return bad("disk.reserved_mb", "must not be negative, not %d", f.Disk.ReservedMB)
 	}
 	return nil
+}
+
+// Fsync is [outbox] fsync_mode, parsed (validate has checked it).
+func (f *File) Fsync() persistence.FsyncMode {
+	m, _ := persistence.ParseFsyncMode(f.Outbox.FsyncMode)
+	return m
 }
 
 // DiskLimits are the pressure thresholds in bytes.

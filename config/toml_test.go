@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // writeTOML writes body to config.toml in a fresh directory and returns its path.
@@ -30,7 +32,7 @@ func TestLoadFileMissingIsDefaults(t *testing.T) {
 		IPC:    IPCSection{TCPEnabled: true, HTTPBind: "127.0.0.1", HTTPPort: 47823, OriginAllowlist: []string{}},
 		Log:    LogSection{MaxSizeMB: 100, MaxAgeDays: 14},
 		Clone:  CloneSection{Policy: ClonePolicyRefuse},
-		Outbox: OutboxSection{MaxSizeMB: 5120},
+		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: "strict"},
 		Disk:   DiskSection{ReservedMB: 256},
 	}
 	if !reflect.DeepEqual(f, want) {
@@ -76,6 +78,7 @@ policy = "warn"
 
 [outbox]
 max_size_mb = 64
+fsync_mode = "batched_50ms"
 
 [disk]
 reserved_mb = 0
@@ -90,11 +93,18 @@ reserved_mb = 0
 			OriginAllowlist: []string{"http://localhost:3000", "https://app.example:8443"}},
 		Log:    LogSection{MaxSizeMB: 7, MaxAgeDays: 2},
 		Clone:  CloneSection{Policy: ClonePolicyWarn},
-		Outbox: OutboxSection{MaxSizeMB: 64},
+		Outbox: OutboxSection{MaxSizeMB: 64, FsyncMode: "batched_50ms"},
 		Disk:   DiskSection{ReservedMB: 0},
 	}
 	if !reflect.DeepEqual(f, want) {
 		t.Errorf("loaded:\n got %+v\nwant %+v", f, want)
+	}
+	for ok, mode := range map[string]persistence.FsyncMode{"strict": persistence.FsyncStrict,
+		"batched_50ms": persistence.FsyncBatched, "off": persistence.FsyncOff} {
+		f, err := LoadFile(writeTOML(t, "[outbox]\nfsync_mode = \""+ok+"\"\n"))
+		if err != nil || f.Fsync() != mode {
+			t.Errorf("outbox.fsync_mode %q: %v, %v", ok, f.Fsync(), err)
+		}
 	}
 	for _, ok := range []string{"debug", "info", "warn", "error"} {
 		if _, err := LoadFile(writeTOML(t, "[daemon]\nlog_level = \""+ok+"\"\n")); err != nil {
@@ -126,6 +136,9 @@ func TestLoadFileInvalidValuesNameFileAndKey(t *testing.T) {
 		{"daemon.log_level", "[daemon]\nlog_level = \"\"\n"},
 		{"daemon.log_level", "[daemon]\nlog_level = \"DEBUG\"\n"},
 		{"outbox.max_size_mb", "[outbox]\nmax_size_mb = 0\n"},
+		{"outbox.fsync_mode", "[outbox]\nfsync_mode = \"batched\"\n"},
+		{"outbox.fsync_mode", "[outbox]\nfsync_mode = \"\"\n"},
+		{"outbox.fsync_mode", "[outbox]\nfsync_mode = \"STRICT\"\n"},
 		{"disk.reserved_mb", "[disk]\nreserved_mb = -1\n"},
 		{"ipc.http_bind", "[ipc]\nhttp_bind = \"0.0.0.0\"\n"},
 		{"ipc.http_bind", "[ipc]\nhttp_bind = \"192.168.1.10\"\n"},

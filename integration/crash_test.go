@@ -179,6 +179,32 @@ func TestKill9DuringAcceptStream(t *testing.T) {
 	checkOutboxFile(t, e, rows)
 }
 
+// TestKill9RelaxedFsyncModes: under [outbox] fsync_mode batched_50ms and
+// off the 202 does not wait for an fsync, yet a crash of the process loses
+// nothing answered (the commit is in the WAL, in the kernel's page cache):
+// every 202 is in the outbox after a SIGKILL and a restart, exactly once,
+// and the file checks clean.
+func TestKill9RelaxedFsyncModes(t *testing.T) {
+	for _, mode := range []string{"batched_50ms", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			writeConfigTOML(t, e, "[outbox]\nfsync_mode = \""+mode+"\"\n")
+			d := startDaemon(t, e, "--no-tcp")
+			if got := d.waitLog("daemon_started", 1)[0]["fsync_mode"]; got != mode {
+				t.Fatalf("daemon_started says fsync_mode %v, want %s", got, mode)
+			}
+			got202, requests := acceptStream(t, e, "fs-"+mode, 16, 300, d.kill9)
+			d2 := startDaemon(t, e, "--no-tcp")
+			c2 := unixClient(e.socket())
+			rows := checkStreamRows(t, c2, got202, requests)
+			c2.CloseIdleConnections()
+			d2.stop()
+			checkOutboxFile(t, e, rows)
+			t.Logf("fsync_mode %s: %d sends answered 202 before the SIGKILL, all stored once after the restart", mode, len(got202))
+		})
+	}
+}
+
 // TestSIGTERMDuringAcceptStream: a graceful stop in the middle of a stream
 // of sends exits 0, and every send answered 202 is stored exactly once.
 func TestSIGTERMDuringAcceptStream(t *testing.T) {

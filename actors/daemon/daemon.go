@@ -67,6 +67,7 @@ type Daemon struct {
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
 	pressure *persistence.Pressure
+	fsync    *persistence.FsyncPolicy
 	embedded *embeddedBroker
 	tree     *actors.Tree
 	server   *ipc.Server
@@ -111,8 +112,9 @@ func Start(opts Options) (_ *Daemon, err error) {
 	if _, err := d.pressure.Measure(); err != nil { // IPC refuses sends from the first if it must; the store reports it
 		d.log.Warn("measure disk pressure", "err", err)
 	}
+	d.fsync = persistence.NewFsyncPolicy(opts.Config.Fsync())
 	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal,
-		Metrics: series, Pressure: d.pressure}); err != nil {
+		Metrics: series, Pressure: d.pressure, Fsync: d.fsync}); err != nil {
 		return nil, err
 	}
 	conns := map[string]*actor.PID{}
@@ -132,7 +134,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 		go func() { d.fail(d.server.Serve(l)) }()
 	}
 	d.log.Info("daemon_started", "version", opts.Version, "pid", os.Getpid(), "sock", opts.Paths.Socket(),
-		"tcp", d.tcpAddr, "meshes", len(meshes))
+		"tcp", d.tcpAddr, "meshes", len(meshes), "fsync_mode", d.fsync.Mode().String())
 	return d, nil
 }
 
@@ -212,6 +214,9 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
 	d.pressure.SetLimits(persistence.DiskLimits{OutboxMaxBytes: outboxMaxBytes, ReservedBytes: reservedBytes})
 }
+
+// SetFsyncMode changes [outbox] fsync_mode from the store's next batch on.
+func (d *Daemon) SetFsyncMode(mode persistence.FsyncMode) { d.fsync.Set(mode) }
 
 // meshConfig is one membership's subtree configuration; a membership
 // without a brokerUrl is served by the embedded broker.

@@ -22,6 +22,7 @@ type benchCmd struct {
 	Size          int           `default:"64" help:"Message body bytes."`
 	SelfContained bool          `name:"self-contained" help:"Start a throwaway broker and daemons in a temporary directory and measure them (needed for e2e and broker)."`
 	DatabaseURL   string        `name:"database-url" placeholder:"URL" help:"--self-contained: run the broker on this PostgreSQL database (in a mesh of its own) instead of SQLite."`
+	FsyncMode     string        `name:"fsync-mode" enum:",strict,batched_50ms,off" default:"" help:"--self-contained: the [outbox] fsync_mode of the daemons it starts (default: theirs, strict)."`
 	Connections   int           `default:"1" help:"broker mode: WebSockets to spread the clients over."`
 	Pending       int           `help:"startup mode: rows to put in the outbox (through POST /v1/send) before timing the starts."`
 	Mesh          string        `placeholder:"SLUG" help:"Without --self-contained: the mesh to send on (default: the only one)."`
@@ -40,11 +41,11 @@ func (c *benchCmd) Run() error {
 	if c.Clients < 1 || c.Size < 1 || c.Rate < 0 || c.Connections < 1 {
 		return usageErr("--clients, --size and --connections must be at least 1, --rate not negative")
 	}
-	if c.DatabaseURL != "" && !c.SelfContained {
-		return usageErr("--database-url is for --self-contained runs")
+	if (c.DatabaseURL != "" || c.FsyncMode != "") && !c.SelfContained {
+		return usageErr("--database-url and --fsync-mode are for --self-contained runs")
 	}
 	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size,
-		Connections: c.Connections, Pending: c.Pending}
+		Connections: c.Connections, Pending: c.Pending, FsyncMode: c.FsyncMode}
 	if !c.JSON && isTerminal(os.Stderr) {
 		opts.Progress = func(p bench.Progress) {
 			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",

@@ -177,10 +177,11 @@ func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, running config.File, s
 	}
 }
 
-// reload applies a changed config.toml — log level, rotation and the disk
-// pressure limits now — and serves the memberships config.json now has. Where [ipc] or [clone] differ from what the daemon
-// runs with, the log says a restart is needed. A file that does not
-// validate is ignored and the settings stay as they are.
+// reload applies a changed config.toml — log level, rotation, the disk
+// pressure limits and the outbox's fsync mode now — and serves the
+// memberships config.json now has. Where [ipc] or [clone] differ from what
+// the daemon runs with, the log says a restart is needed. A file that does
+// not validate is ignored and the settings stay as they are.
 func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File) {
 	added, removed, err := d.SyncMemberships()
 	if err != nil {
@@ -195,6 +196,7 @@ func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File)
 	}
 	log.apply(cfg)
 	d.SetDiskLimits(cfg.DiskLimits())
+	d.SetFsyncMode(cfg.Fsync())
 	restart := []string{}
 	if cfg.TCPAddr() != running.TCPAddr() || cfg.IPC.PublicHealthCheck != running.IPC.PublicHealthCheck ||
 		!slices.Equal(cfg.IPC.OriginAllowlist, running.IPC.OriginAllowlist) {
@@ -203,5 +205,6 @@ func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File)
 	if cfg.Clone != running.Clone {
 		restart = append(restart, "clone")
 	}
-	log.Info("config_reloaded", "file", c.Config, "log_level", cfg.Daemon.LogLevel, "restart_required_for", restart)
+	log.Info("config_reloaded", "file", c.Config, "log_level", cfg.Daemon.LogLevel,
+		"fsync_mode", cfg.Outbox.FsyncMode, "restart_required_for", restart)
 }

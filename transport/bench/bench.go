@@ -55,6 +55,9 @@ type Options struct {
 	Connections int
 	// Pending is how many rows a startup run puts in the outbox first.
 	Pending int
+	// FsyncMode is the [outbox] fsync_mode of the daemons a self-contained
+	// run starts ("": their default, strict).
+	FsyncMode string
 	// Progress, if set, is called about once a second while sending.
 	Progress func(Progress)
 }

@@ -33,6 +33,8 @@ type Env struct {
 	dir    string
 	procs  []*exec.Cmd
 	broker string // host:port
+	// fsyncMode is the daemons' [outbox] fsync_mode ("": their default).
+	fsyncMode string
 	// Peers are the members, in join order ("alice", "bob").
 	Peers []*Peer
 }
@@ -51,8 +53,10 @@ type Peer struct {
 // (accepts are measured alone); e2e — a broker and the daemons of alice and bob; broker
 // — a broker with alice and bob joined, no daemon. The broker keeps its
 // data in the temporary directory (SQLite), or with databaseURL on that
-// PostgreSQL database (in a mesh of its own). Close removes it all.
-func StartEnv(ctx context.Context, bin, mode, databaseURL string) (_ *Env, err error) {
+// PostgreSQL database (in a mesh of its own). The daemons run with
+// opts.FsyncMode. Close removes it all.
+func StartEnv(ctx context.Context, bin string, opts Options, databaseURL string) (_ *Env, err error) {
+	mode := opts.Mode
 	if mode == ModeStartup {
 		mode = ModeAccept // the same daemon, its broker out of reach
 	}
@@ -60,7 +64,7 @@ func StartEnv(ctx context.Context, bin, mode, databaseURL string) (_ *Env, err e
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{bin: bin, dir: dir}
+	e := &Env{bin: bin, dir: dir, fsyncMode: opts.FsyncMode}
 	store := []string{"--dir", filepath.Join(dir, "broker")}
 	if databaseURL != "" {
 		store = []string{"--database-url", databaseURL}
@@ -187,6 +191,16 @@ func (e *Env) startBroker(ctx context.Context, store []string) error {
 // startDaemon starts p's daemon in the foreground (socket only) and waits
 // until it answers, and with connected until its broker connection is up.
 func (e *Env) startDaemon(ctx context.Context, p *Peer, connected bool) error {
+	if e.fsyncMode != "" {
+		dir := filepath.Join(e.dir, p.Name, "d")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		toml := fmt.Sprintf("[outbox]\nfsync_mode = %q\n", e.fsyncMode)
+		if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600); err != nil {
+			return err
+		}
+	}
 	cmd := exec.Command(e.bin, "daemon", "up", "--foreground", "--no-tcp", "--log-level", "warn")
 	cmd.Env = p.env
 	if err := cmd.Start(); err != nil {

@@ -83,7 +83,7 @@ func Run(ctx context.Context, opts Options, t Target) (*Report, error) {
 // bin (StartEnv; databaseURL puts its broker on PostgreSQL), measures it
 // and removes it.
 func RunSelfContained(ctx context.Context, opts Options, bin, databaseURL string) (*Report, error) {
-	env, err := StartEnv(ctx, bin, opts.Mode, databaseURL)
+	env, err := StartEnv(ctx, bin, opts, databaseURL)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,110 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
+)
+
+// commits is how many outbox.db commits (or deferred syncs) the store has
+// observed with the durability label.
+func commits(t *testing.T, m *metrics.Daemon, durability string) uint64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.StoreCommit.WithLabelValues("outbox", durability).(prometheus.Metric).Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.GetHistogram().GetSampleCount()
+}
+
+// TestStoreFsyncModes: under strict an accept's batch commits durable;
+// under batched_50ms it commits relaxed and one WAL sync follows within the
+// delay; under off the sync waits for the
+// store to stop, unless a strict commit's fsync covers it first. The mode
+// changes between batches, as a reload does.
+func TestStoreFsyncModes(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(dir, "outbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outbox.Close()
+	inboxDB, err := persistence.OpenInbox(context.Background(), filepath.Join(dir, "inbox.db"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := persistence.NewInbox(inboxDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inbox.Close()
+	system := NewSystem(log)
+	defer system.Shutdown()
+	m := metrics.New()
+	policy := persistence.NewFsyncPolicy(persistence.FsyncStrict)
+	store := system.Root.Spawn(actor.PropsFromProducer(NewStore(StoreOptions{Outbox: outbox, Inbox: inbox, Fsync: policy,
+		Metrics: m, Log: log})))
+	n := 0
+	accept := func() {
+		t.Helper()
+		n++
+		id := "fs-" + string(rune('a'+n))
+		res, err := system.Root.RequestFuture(store, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: "row-" + id,
+			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"type":"send","targetSpec":"#t"}`), Now: time.Now().UnixMilli()},
+			5*time.Second).Result()
+		if r, ok := res.(*messages.AcceptResult); err != nil || !ok || !r.Inserted {
+			t.Fatalf("accept %s: %+v, %v", id, res, err)
+		}
+	}
+	want := func(durable, relaxed, synced uint64) {
+		t.Helper()
+		if d, r, s := commits(t, m, "durable"), commits(t, m, "relaxed"), commits(t, m, walSync); d != durable || r != relaxed || s != synced {
+			t.Fatalf("outbox commits durable %d, relaxed %d, wal syncs %d; want %d, %d, %d", d, r, s, durable, relaxed, synced)
+		}
+	}
+	// waitSynced waits for the batched_50ms timer's sync.
+	waitSynced := func(synced uint64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for commits(t, m, walSync) < synced {
+			if time.Now().After(deadline) {
+				t.Fatalf("no WAL sync within 5 s under batched_50ms")
+			}
+			time.Sleep(5 * time.Millisecond) // poll interval: the condition is re-checked
+		}
+	}
+
+	accept()
+	want(1, 0, 0)
+
+	policy.Set(persistence.FsyncBatched)
+	accept()
+	waitSynced(1)
+	want(1, 1, 1)
+
+	policy.Set(persistence.FsyncOff)
+	accept()
+	want(1, 2, 1)
+	policy.Set(persistence.FsyncStrict)
+	accept() // its fsync covers the off-mode commit before it
+	want(2, 2, 1)
+
+	policy.Set(persistence.FsyncOff)
+	accept()
+	if err := system.Root.PoisonFuture(store).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want(2, 3, 2) // the stop synced what was waiting
+}
