@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -357,6 +358,34 @@ func TestSIGHUPReload(t *testing.T) {
 	r, _ := rec["restart_required_for"].([]any)
 	if !slices.Contains(r, any("clone")) {
 		t.Errorf("after a clone.policy change restart_required_for is %v, want it to hold clone", r)
+	}
+
+	// [outbox] fsync_mode applies at once: the next accept commits without
+	// an fsync and the WAL sync follows (cm_daemon_store_commit_seconds).
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\nhttp_port = 1\n[clone]\npolicy = \"warn\"\n"+
+		"[outbox]\nfsync_mode = \"batched_50ms\"\n")
+	d.signal(syscall.SIGHUP)
+	rec = d.waitLog("config_reloaded", 5)[4]
+	if r, _ := rec["restart_required_for"].([]any); str(rec, "fsync_mode") != "batched_50ms" || slices.Contains(r, any("outbox")) {
+		t.Errorf("after an fsync_mode change config_reloaded is %v, want fsync_mode batched_50ms and no restart for it", rec)
+	}
+	mustSend(t, c, "*", "batched", "hup-4")
+	synced := regexp.MustCompile(`cm_daemon_store_commit_seconds_count\{db="outbox",durability="wal_sync"\} [1-9]`)
+	deadline := time.Now().Add(stopDeadline)
+	for {
+		resp, err := c.Get("http://localhost/v1/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if synced.Match(body) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no deferred WAL sync in the metrics after the reload to batched_50ms:\n%s", body)
+		}
+		time.Sleep(pollInterval) // poll interval: the condition is re-checked
 	}
 	if d.exited() {
 		t.Fatal("the daemon exited during the reloads")
