@@ -16,15 +16,18 @@ import (
 //
 // "paced" offers 1,000 msgs/s and reports the latency percentiles;
 // "throughput" sends as fast as 64 clients can and reports delivered
-// msgs/s. Both fail on a message lost or delivered twice.
+// msgs/s; "paced-batched_50ms" is "paced" with the daemons' [outbox]
+// fsync_mode = "batched_50ms" (the 202 does not wait for alice's fsync).
+// Each fails on a message lost or delivered twice.
 func BenchmarkE2E(b *testing.B) {
 	for _, mode := range []struct {
-		name string
-		rate int
-	}{{"paced", 1000}, {"throughput", 0}} {
+		name  string
+		rate  int
+		fsync string // the daemons' [outbox] fsync_mode ("": strict)
+	}{{"paced", 1000, ""}, {"throughput", 0, ""}, {"paced-batched_50ms", 1000, "batched_50ms"}} {
 		b.Run(mode.name, func(b *testing.B) {
 			rep, err := bench.RunSelfContained(context.Background(),
-				bench.Options{Mode: bench.ModeE2E, Clients: 64, Count: b.N, Rate: mode.rate, Size: 16}, binPath, "")
+				bench.Options{Mode: bench.ModeE2E, Clients: 64, Count: b.N, Rate: mode.rate, Size: 16, FsyncMode: mode.fsync}, binPath, "")
 			if err != nil {
 				b.Fatal(err)
 			}
