@@ -41,6 +41,13 @@ type (
 	heldFlush  struct{}
 )
 
+// flushThen makes a batcher run every request it has (held ones included),
+// then send msg to to: what msg sets off sees them committed.
+type flushThen struct {
+	to  *actor.PID
+	msg any
+}
+
 func newBatcher[Req, Res any](name string, max int, run func([]Req) []Res, hold func(Req) bool, holdFor time.Duration,
 	log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
@@ -72,6 +79,9 @@ func (b *batcher[Req, Res]) Receive(ctx actor.Context) {
 	case *heldFlush:
 		b.holding = false
 		b.flush(ctx)
+	case *flushThen:
+		b.flush(ctx)
+		ctx.Send(msg.to, msg.msg)
 	default:
 		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", msg))
 	}

@@ -12,7 +12,8 @@ import (
 
 // TestBatcherHolds: requests the batcher holds (their results go to no one)
 // join the next batch of other requests, run on their own once holdFor has
-// passed, and run before the batcher stops; the others run at once.
+// passed, and run before the batcher stops or answers flushThen; the
+// others run at once.
 func TestBatcherHolds(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
@@ -47,6 +48,21 @@ func TestBatcherHolds(t *testing.T) {
 	system.Root.Send(pid, &batchOf[string]{req: "h2"})
 	if b := next(); !slices.Equal(b, []string{"h2"}) {
 		t.Fatalf("batch %v, want h2 alone once holdFor passed", b)
+	}
+	// flushThen: the held h4 runs before the message goes out.
+	system.Root.Send(pid, &batchOf[string]{req: "h4"})
+	after := actor.NewFuture(system, 5*time.Second)
+	system.Root.Send(pid, &flushThen{to: after.PID(), msg: "after"})
+	if res, err := after.Result(); err != nil || res != "after" {
+		t.Fatalf("flushThen sent %+v, %v", res, err)
+	}
+	select {
+	case b := <-batches:
+		if !slices.Equal(b, []string{"h4"}) {
+			t.Fatalf("batch before flushThen's message %v, want h4", b)
+		}
+	default:
+		t.Fatal("flushThen sent its message before running the held h4")
 	}
 	system.Root.Send(pid, &batchOf[string]{req: "h3"})
 	if err := system.Root.PoisonFuture(pid).Wait(); err != nil {

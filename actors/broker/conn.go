@@ -270,6 +270,10 @@ func (c *conn) closed(ctx actor.Context, err error) {
 	c.metrics.connections.Dec()
 	if c.member != nil {
 		ctx.Send(c.hub, &hubUnregister{connID: c.id})
+		// The leases go after the unregister (the hub then skips this
+		// connection) and after the acks it sent (those rows are delivered,
+		// not released).
+		ctx.Send(c.acks, &flushThen{to: c.sweeper, msg: &connGone{meshID: c.mesh.ID, keys: c.keys}})
 	}
 	c.log.Debug("connection closed", "conn", c.id, "err", err)
 	ctx.Stop(ctx.Self())

@@ -65,6 +65,12 @@ func attachBroker(t testing.TB, first *env, opts broker.Options) *env {
 
 func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limiter) *env {
 	t.Helper()
+	return serveBrokerLease(t, opts, limiter, testLease)
+}
+
+// serveBrokerLease is serveBrokerWith with the given delivery lease.
+func serveBrokerLease(t testing.TB, opts broker.Options, limiter ratelimit.Limiter, lease time.Duration) *env {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("BROKER_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -76,7 +82,7 @@ func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limite
 	}
 	t.Cleanup(func() { store.Close() })
 	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: testGrace,
-		DeliveryLease: testLease})
+		DeliveryLease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}

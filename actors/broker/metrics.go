@@ -25,6 +25,7 @@ type metrics struct {
 	atomicityViolation  prometheus.Gauge
 	dedupeExpired       prometheus.Counter
 	messagesPruned      prometheus.Counter
+	leasesReleased      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -54,9 +55,11 @@ func newMetrics() *metrics {
 		Help: "Dedupe rows deleted by retention."})
 	m.messagesPruned = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_messages_pruned_total",
 		Help: "Message rows deleted by retention (their dedupe rows keep history_available=false)."})
+	m.leasesReleased = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_leases_released_total",
+		Help: "Delivery leases freed because the connection holding them closed (pushed again at once)."})
 	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
 		m.acceptBatch, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
-		m.dedupeExpired, m.messagesPruned} {
+		m.dedupeExpired, m.messagesPruned, m.leasesReleased} {
 		f(c)
 	}
 	return m

@@ -44,6 +44,14 @@ type sweepTick struct{}
 // wakes then rather than at its next scheduled sweep.
 type leaseTaken struct{ at time.Time }
 
+// connGone tells the sweeper that a connection receiving for these keys of
+// a mesh has closed: their leases are released and the keys' other
+// connections, here or (through NOTIFY) at another replica, drain again.
+type connGone struct {
+	meshID string
+	keys   []string
+}
+
 func newSweeper(store *broker.Store, m *metrics, hub *actor.PID, log *slog.Logger, now func() time.Time) actor.Producer {
 	return func() actor.Actor {
 		return &sweeper{store: store, metrics: m, hub: hub, log: log.With("actor", "sweeper"), now: now}
@@ -67,6 +75,8 @@ func (s *sweeper) Receive(ctx actor.Context) {
 			s.timer.Stop()
 			s.schedule(ctx, max(m.at.Sub(s.now()), 0)+time.Millisecond)
 		}
+	case *connGone:
+		s.release(ctx, m)
 	default:
 		s.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -96,6 +106,32 @@ func (s *sweeper) tick(ctx actor.Context) {
 		wait = max(next.Sub(now), 10*time.Millisecond)
 	}
 	s.schedule(ctx, wait)
+}
+
+// release frees the leases of a closed connection's keys, so what was
+// pushed to it and not acked goes out again now rather than when its lease
+// runs out (a daemon that crashed or lost its link reconnects within
+// seconds; the lease is 30 s).
+func (s *sweeper) release(ctx actor.Context, m *connGone) {
+	bg := context.Background()
+	n, err := s.store.ReleaseRecipientLeases(bg, m.meshID, m.keys)
+	if err != nil {
+		s.log.Warn("release the leases of a closed connection", "err", err) // they run out instead
+		return
+	}
+	if n == 0 {
+		return
+	}
+	s.metrics.leasesReleased.Add(float64(n))
+	recipients := make([]broker.Recipient, len(m.keys))
+	for i, k := range m.keys {
+		recipients[i] = broker.Recipient{MeshID: m.meshID, Pubkey: k}
+	}
+	if s.store.Backend() == "sqlite" {
+		ctx.Send(s.hub, &hubRedeliver{recipients: recipients})
+	} else if err := s.store.Notify(bg, recipients); err != nil { // reaches this broker's listener too
+		s.log.Warn("notify deliveries", "err", err) // the next connect still delivers
+	}
 }
 
 func (s *sweeper) retention(ctx context.Context, now time.Time) {

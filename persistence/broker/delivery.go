@@ -233,6 +233,23 @@ func (s *Store) NextLeaseExpiry(ctx context.Context, after time.Time) (time.Time
 	return *next, true, nil
 }
 
+// ReleaseRecipientLeases frees the leases on the undelivered rows of these
+// recipients in one mesh: the connection they were pushed to has closed,
+// so no ack will come for them from there. The recipients' next drain — a
+// connection still live, or the next hello — pushes them again at once,
+// not when the lease runs out. A lease held for another live connection of
+// the same recipients is freed too; that push is repeated and the receiver
+// dedupes it.
+func (s *Store) ReleaseRecipientLeases(ctx context.Context, meshID string, pubkeys []string) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET lease_expires_at = NULL
+		 WHERE mesh_id = ? AND recipient_pubkey IN (SELECT value FROM EACH(?))
+		   AND delivered_at IS NULL AND lease_expires_at IS NOT NULL`), meshID, jsonArray(pubkeys))
+	if err != nil {
+		return 0, fmt.Errorf("release recipient leases: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 // ReleaseLeases frees every lease on an undelivered row: at the start of
 // the only broker of a SQLite database, the leases left by its previous
 // run belong to pushes that died with it, and the recipients should not
