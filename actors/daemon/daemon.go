@@ -56,7 +56,7 @@ type Options struct {
 
 // EnvFaultInboxPanic is the variable `daemon up` reads FaultInboxPanic
 // from. Its only use is testing: the message is not acked, so the broker
-// delivers it again after its lease.
+// delivers it again once the mesh's restarted subtree reconnects.
 const EnvFaultInboxPanic = "CLAUDEMESH_FAULT_INBOX_PANIC"
 
 // Daemon is a running daemon.
