@@ -30,6 +30,25 @@ func startTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error
 func openTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error, outbox *persistence.Outbox) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	outbox, inbox := openStores(t, log)
+	fatal = make(chan error, 1)
+	tree, err := Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Meshes: meshes, Log: log, Fatal: fatal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tree.System.Root.PoisonFuture(tree.Root).Wait()
+		tree.System.Shutdown()
+		outbox.Close()
+		inbox.Close()
+	})
+	return tree, fatal, outbox
+}
+
+// openStores opens outbox.db and inbox.db in a fresh directory; the caller
+// closes them once nothing uses them.
+func openStores(t *testing.T, log *slog.Logger) (*persistence.Outbox, *persistence.Inbox) {
+	t.Helper()
 	dir := t.TempDir()
 	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(dir, "outbox.db"))
 	if err != nil {
@@ -43,18 +62,7 @@ func openTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error,
 	if err != nil {
 		t.Fatal(err)
 	}
-	fatal = make(chan error, 1)
-	tree, err = Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Meshes: meshes, Log: log, Fatal: fatal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		tree.System.Root.PoisonFuture(tree.Root).Wait()
-		tree.System.Shutdown()
-		outbox.Close()
-		inbox.Close()
-	})
-	return tree, fatal, outbox
+	return outbox, inbox
 }
 
 func processes(s *actor.ActorSystem) int {

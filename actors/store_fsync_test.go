@@ -1,10 +1,8 @@
 package actors
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,20 +33,8 @@ func commits(t *testing.T, m *metrics.Daemon, durability string) uint64 {
 // changes between batches, as a reload does.
 func TestStoreFsyncModes(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dir := t.TempDir()
-	outbox, err := persistence.OpenOutbox(context.Background(), filepath.Join(dir, "outbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	outbox, inbox := openStores(t, log)
 	defer outbox.Close()
-	inboxDB, err := persistence.OpenInbox(context.Background(), filepath.Join(dir, "inbox.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inbox, err := persistence.NewInbox(inboxDB)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer inbox.Close()
 	system := NewSystem(log)
 	defer system.Shutdown()

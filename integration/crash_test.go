@@ -194,12 +194,7 @@ func TestKill9RelaxedFsyncModes(t *testing.T) {
 				t.Fatalf("daemon_started says fsync_mode %v, want %s", got, mode)
 			}
 			got202, requests := acceptStream(t, e, "fs-"+mode, 16, 300, d.kill9)
-			d2 := startDaemon(t, e, "--no-tcp")
-			c2 := unixClient(e.socket())
-			rows := checkStreamRows(t, c2, got202, requests)
-			c2.CloseIdleConnections()
-			d2.stop()
-			checkOutboxFile(t, e, rows)
+			restartAndCheckStream(t, e, got202, requests)
 			t.Logf("fsync_mode %s: %d sends answered 202 before the SIGKILL, all stored once after the restart", mode, len(got202))
 		})
 	}
@@ -211,12 +206,19 @@ func TestSIGTERMDuringAcceptStream(t *testing.T) {
 	e := newEnv(t)
 	d := startDaemon(t, e, "--no-tcp")
 	got202, requests := acceptStream(t, e, "term", 16, 300, d.stop)
+	restartAndCheckStream(t, e, got202, requests)
+}
 
-	d2 := startDaemon(t, e, "--no-tcp")
-	c2 := unixClient(e.socket())
-	rows := checkStreamRows(t, c2, got202, requests)
-	c2.CloseIdleConnections()
-	d2.stop()
+// restartAndCheckStream starts the daemon again after a stream of sends was
+// interrupted, checks its rows through the API (checkStreamRows), stops it
+// and checks the file (checkOutboxFile).
+func restartAndCheckStream(t *testing.T, e *env, got202 []string, requests int64) {
+	t.Helper()
+	d := startSettled(t, e, "--no-tcp")
+	c := unixClient(e.socket())
+	rows := checkStreamRows(t, c, got202, requests)
+	c.CloseIdleConnections()
+	d.stop()
 	checkOutboxFile(t, e, rows)
 }
 

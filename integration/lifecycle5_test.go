@@ -539,12 +539,7 @@ func TestGracefulStopUnderLoadWithin5s(t *testing.T) {
 	}
 	t.Logf("graceful stop took %s", took)
 
-	d2 := startSettled(t, e, "--no-tcp")
-	c := unixClient(e.socket())
-	rows := checkStreamRows(t, c, got202, requests)
-	c.CloseIdleConnections()
-	d2.stop()
-	checkOutboxFile(t, e, rows)
+	restartAndCheckStream(t, e, got202, requests)
 }
 
 // notifyListener listens on a unixgram socket for sd_notify datagrams and
