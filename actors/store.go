@@ -110,6 +110,11 @@ func (s *Store) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.measure(ctx) // a daemon started on a full disk refuses sends from the first
+		if s.fsync.Mode() != persistence.FsyncStrict {
+			// A restarted actor does not know whether its predecessor left
+			// an answered accept unsynced: assume it did (a spare fsync).
+			s.deferSync(ctx)
+		}
 	case *actor.Stopped, *actor.Restarting:
 	case *actor.Stopping:
 		s.run(ctx) // held outcomes
