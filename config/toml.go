@@ -35,6 +35,9 @@ type File struct {
 	Clone  CloneSection  `toml:"clone"`
 	Outbox OutboxSection `toml:"outbox"`
 	Disk   DiskSection   `toml:"disk"`
+	// tcpSet says the file sets [ipc] tcp_enabled; when it does not, the
+	// daemon turns TCP off in containers and CI (TCPSet).
+	tcpSet bool
 }
 
 // OutboxSection is [outbox]. Hot on SIGHUP.
@@ -111,8 +114,18 @@ func LoadFile(path string) (File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return f, describeTOMLError(path, err)
 	}
+	var set struct {
+		IPC map[string]any `toml:"ipc"`
+	}
+	if err := toml.Unmarshal(data, &set); err == nil {
+		_, f.tcpSet = set.IPC["tcp_enabled"]
+	}
 	return f, f.validate(path)
 }
+
+// TCPSet reports whether config.toml sets [ipc] tcp_enabled. When it does
+// not, tcp_enabled = true is only the default outside containers and CI.
+func (f *File) TCPSet() bool { return f.tcpSet }
 
 func describeTOMLError(path string, err error) error {
 	var strict *toml.StrictMissingError

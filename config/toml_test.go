@@ -95,9 +95,13 @@ reserved_mb = 0
 		Clone:  CloneSection{Policy: ClonePolicyWarn},
 		Outbox: OutboxSection{MaxSizeMB: 64, FsyncMode: "batched_50ms"},
 		Disk:   DiskSection{ReservedMB: 0},
+		tcpSet: true,
 	}
 	if !reflect.DeepEqual(f, want) {
 		t.Errorf("loaded:\n got %+v\nwant %+v", f, want)
+	}
+	if f, err := LoadFile(writeTOML(t, "[ipc]\nhttp_port = 0\n")); err != nil || f.TCPSet() {
+		t.Errorf("a file without tcp_enabled: TCPSet %v, %v", f.TCPSet(), err)
 	}
 	for ok, mode := range map[string]persistence.FsyncMode{"strict": persistence.FsyncStrict,
 		"batched_50ms": persistence.FsyncBatched, "off": persistence.FsyncOff} {

@@ -266,7 +266,7 @@ func TestBadConfigTOML(t *testing.T) {
 
 	// ... and a good one starts although config.toml is bad.
 	writeConfigTOML(t, e, "[daemon]\nlog_level = \"loud\"\n")
-	if err := os.WriteFile(other, []byte("[ipc]\nhttp_port = 0\n"), 0o600); err != nil {
+	if err := os.WriteFile(other, []byte("[ipc]\ntcp_enabled = true\nhttp_port = 0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := startSettled(t, e, "--config", other)
@@ -290,7 +290,7 @@ func TestBadConfigTOML(t *testing.T) {
 func TestSIGHUPReload(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.file("config.toml")
-	writeConfigTOML(t, e, "[daemon]\nlog_level = \"info\"\n[ipc]\nhttp_port = 0\n")
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"info\"\n[ipc]\ntcp_enabled = true\nhttp_port = 0\n")
 	// --config is the default path; passing it keeps startDaemon from adding --tcp,
 	// which would override [ipc] at every reload.
 	d := startSettled(t, e, "--config", cfg)
@@ -302,7 +302,7 @@ func TestSIGHUPReload(t *testing.T) {
 		t.Fatalf("debug records at log_level info: %v", recs)
 	}
 
-	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\nhttp_port = 0\n")
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\ntcp_enabled = true\nhttp_port = 0\n")
 	d.signal(syscall.SIGHUP)
 	rec := d.waitLog("config_reloaded", 1)[0]
 	if str(rec, "log_level") != "debug" || str(rec, "file") != cfg {
@@ -329,7 +329,7 @@ func TestSIGHUPReload(t *testing.T) {
 	mustSend(t, c, "*", "still debug", "hup-3")
 	d.waitLog("batch committed", 2) // the old level stayed
 
-	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\nhttp_port = 1\n")
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\ntcp_enabled = true\nhttp_port = 1\n")
 	d.signal(syscall.SIGHUP)
 	rec = d.waitLog("config_reloaded", 2)[1]
 	if r := rec["restart_required_for"]; fmt.Sprint(r) != "[ipc]" {
@@ -352,7 +352,7 @@ func TestSIGHUPReload(t *testing.T) {
 		t.Errorf("TCP on the old port after reload: %d %s", r.status, r.body)
 	}
 
-	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\nhttp_port = 1\n[clone]\npolicy = \"warn\"\n")
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\ntcp_enabled = true\nhttp_port = 1\n[clone]\npolicy = \"warn\"\n")
 	d.signal(syscall.SIGHUP)
 	rec = d.waitLog("config_reloaded", 4)[3]
 	r, _ := rec["restart_required_for"].([]any)
@@ -362,7 +362,7 @@ func TestSIGHUPReload(t *testing.T) {
 
 	// [outbox] fsync_mode applies at once: the next accept commits without
 	// an fsync and the WAL sync follows (cm_daemon_store_commit_seconds).
-	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\nhttp_port = 1\n[clone]\npolicy = \"warn\"\n"+
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"debug\"\n[ipc]\ntcp_enabled = true\nhttp_port = 1\n[clone]\npolicy = \"warn\"\n"+
 		"[outbox]\nfsync_mode = \"batched_50ms\"\n")
 	d.signal(syscall.SIGHUP)
 	rec = d.waitLog("config_reloaded", 5)[4]
@@ -391,6 +391,37 @@ func TestSIGHUPReload(t *testing.T) {
 		t.Fatal("the daemon exited during the reloads")
 	}
 	d.stop()
+}
+
+// TestTCPOffInContainersAndCI: with a CI signal in its environment and no
+// [ipc] tcp_enabled in config.toml, the daemon serves only its socket and
+// says why; tcp_enabled = true (or --tcp) turns TCP back on.
+func TestTCPOffInContainersAndCI(t *testing.T) {
+	e := newEnv(t)
+	e.extra = append(e.extra, "CI=true")
+	writeConfigTOML(t, e, "[ipc]\nhttp_port = 0\n")
+	d := startSettled(t, e, "--config", e.file("config.toml"))
+	rec := d.waitLog("tcp_off_by_default", 1)[0]
+	if !strings.Contains(str(rec, "because"), "CI=true") {
+		t.Errorf("tcp_off_by_default says %v, want the CI signal", rec)
+	}
+	if e.exists("http.port") {
+		t.Error("http.port written although TCP is off")
+	}
+	d.stop()
+
+	writeConfigTOML(t, e, "[ipc]\ntcp_enabled = true\nhttp_port = 0\n")
+	d = startSettled(t, e, "--config", e.file("config.toml"))
+	readPort(t, e)
+	if recs := logRecords(d.stderr.String(), "tcp_off_by_default"); len(recs) != 0 {
+		t.Errorf("tcp_off_by_default with tcp_enabled = true: %v", recs)
+	}
+	d.stop()
+	writeConfigTOML(t, e, "") // silent again: the flag turns it on too
+	d = startSettled(t, e, "--tcp", "127.0.0.1:0")
+	readPort(t, e)
+	d.stop()
+	t.Log("checked: under CI=true TCP is off unless config.toml or --tcp asks for it")
 }
 
 // TestDaemonDownAndStatus: down stops a detached daemon and is a no-op

@@ -17,6 +17,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/deploy"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
@@ -25,11 +26,14 @@ type daemonUpCmd struct {
 	Foreground bool          `help:"Stay attached to the terminal (what service managers use)."`
 	Config     string        `type:"path" placeholder:"FILE" help:"config.toml to read (default: config.toml in the daemon directory)."`
 	TCP        string        `name:"tcp" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
-	NoTCP      bool          `name:"no-tcp" help:"Serve only the Unix socket."`
+	NoTCP      bool          `name:"no-tcp" help:"Serve only the Unix socket. (In a container or under CI that is the default unless config.toml sets [ipc] tcp_enabled.)"`
 	LogLevel   string        `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
 	LogFile    string        `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
 	Legacy     bool          `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only."`
 	Liveness   time.Duration `hidden:"" name:"broker-liveness" help:"Drop a broker connection silent for this long (default 75s, the protocol's); for tests of silent failures."`
+	// tcpOff is why TCP is off by default here (a container or CI signal),
+	// "" when it is not.
+	tcpOff string
 }
 
 func (c *daemonUpCmd) Run() error {
@@ -59,6 +63,17 @@ func (c *daemonUpCmd) load() (config.File, error) {
 	cfg, err := config.LoadFile(c.Config)
 	if err != nil {
 		return cfg, err
+	}
+	c.tcpOff = ""
+	if !cfg.TCPSet() {
+		// In containers and CI the TCP listener is off unless asked for
+		// ([ipc] tcp_enabled, --tcp): the socket serves every local client.
+		for _, f := range deploy.Detect(deploy.SystemProbe()) {
+			if f.Kind == deploy.KindCI || f.Kind == deploy.KindContainer {
+				cfg.IPC.TCPEnabled, c.tcpOff = false, f.String()
+				break
+			}
+		}
 	}
 	if c.TCP != "" {
 		host, port, err := net.SplitHostPort(c.TCP)
@@ -121,6 +136,9 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
+	if c.tcpOff != "" && !cfg.IPC.TCPEnabled {
+		log.Info("tcp_off_by_default", "because", c.tcpOff, "enable_with", "[ipc] tcp_enabled = true in config.toml, or --tcp")
+	}
 
 	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy,
 		FaultInboxPanic: os.Getenv(daemon.EnvFaultInboxPanic), BrokerLiveness: c.Liveness})
