@@ -70,6 +70,10 @@ type Store struct {
 // SetEvents tells the store where committed events go; no reply.
 type SetEvents struct{ Events *actor.PID }
 
+// MeasurePressure makes the store measure the disk pressure now (new
+// limits were set); no reply.
+type MeasurePressure struct{}
+
 type storeRequest struct {
 	msg    any
 	sender *actor.PID
@@ -130,6 +134,8 @@ func (s *Store) Receive(ctx actor.Context) {
 		s.syncWAL()
 	case *pressureTick:
 		s.rechecking = false
+		s.measure(ctx)
+	case *MeasurePressure:
 		s.measure(ctx)
 	case *SetEvents:
 		s.events = msg.Events

@@ -272,8 +272,8 @@ const (
 type pressureTick struct{}
 
 // measure reads the disk pressure, records it, and on a rise out of normal
-// appends an outbox_pressure_high event; while it is not normal a timer
-// measures again.
+// appends an outbox_pressure_high event (entering and leaving degraded are
+// logged too); while it is not normal a timer measures again.
 func (s *Store) measure(ctx actor.Context) {
 	if s.pressure == nil {
 		return
@@ -299,6 +299,13 @@ func (s *Store) measure(ctx actor.Context) {
 		ctx.Send(ctx.Self(), &messages.AppendEvent{Name: "outbox_pressure_high", Data: data})
 	case r.Level == persistence.PressureNormal && before > persistence.PressureNormal:
 		s.log.Info("outbox_pressure_normal", "outbox_pct", r.OutboxPct, "disk_pct", r.DiskPct)
+	}
+	switch degraded := persistence.PressureDegraded; {
+	case r.Level == degraded && before != degraded:
+		s.log.Error("daemon_degraded", "outbox_pct", r.OutboxPct, "disk_pct", r.DiskPct,
+			"refused", "sends (507) and new event streams (503) until space returns")
+	case r.Level != degraded && before == degraded:
+		s.log.Info("daemon_degraded_cleared", "level", r.Level.String())
 	}
 	if r.Level > persistence.PressureNormal && !s.rechecking {
 		s.rechecking = true

@@ -59,6 +59,7 @@ const (
 	CodeClientIDInUse        = "client_message_id_in_use"
 	CodeDaemonBusy           = "daemon_busy"
 	CodeInsufficientStorage  = "insufficient_storage"
+	CodeDegraded             = "daemon_degraded"
 	CodeUnavailable          = "store_unavailable"
 	CodeInternal             = "internal"
 )

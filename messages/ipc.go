@@ -61,7 +61,8 @@ type Health struct {
 	UptimeS       int64        `json:"uptime_s"`
 	DaemonVersion string       `json:"daemon_version"`
 	SchemaVersion int          `json:"schema_version"`
-	DiskPressure  string       `json:"disk_pressure"` // normal | high | refuse (sends answered 507)
+	DiskPressure  string       `json:"disk_pressure"` // normal | high | refuse (sends answered 507) | degraded (new event streams refused too)
+	Degraded      bool         `json:"degraded"`      // disk_pressure is degraded
 	Meshes        []MeshHealth `json:"meshes"`
 }
 

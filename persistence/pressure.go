@@ -14,8 +14,9 @@ import (
 // how much of the reserve the daemon directory's free space has eaten
 // (reserve / free: 100 % when free space equals the reserve).
 const (
-	PressureHighPct   = 80 // outbox_pressure_high; sends still accepted
-	PressureRefusePct = 95 // POST /v1/send answers 507 insufficient_storage
+	PressureHighPct     = 80  // outbox_pressure_high; sends still accepted
+	PressureRefusePct   = 95  // POST /v1/send answers 507 insufficient_storage
+	PressureDegradedPct = 100 // degraded: new event streams refused too
 )
 
 // PressureLevel is where the pressure stands.
@@ -25,10 +26,11 @@ const (
 	PressureNormal PressureLevel = iota
 	PressureHigh
 	PressureRefuse
+	PressureDegraded
 )
 
 func (l PressureLevel) String() string {
-	return [...]string{"normal", "high", "refuse"}[l]
+	return [...]string{"normal", "high", "refuse", "degraded"}[l]
 }
 
 // DiskLimits are the thresholds ([outbox] max_size_mb, [disk] reserved_mb).
@@ -47,8 +49,8 @@ type PressureReading struct {
 }
 
 // Pressure measures the outbox's disk pressure and keeps the last level for
-// readers on any goroutine (the IPC server refuses sends at
-// PressureRefuse). Measure is called by the store, the one writer.
+// readers on any goroutine (the IPC server refuses sends from
+// PressureRefuse on, and new event streams at PressureDegraded). Measure is called by the store, the one writer.
 type Pressure struct {
 	dir, outbox string
 	level       atomic.Int32
@@ -105,6 +107,8 @@ func (p *Pressure) Measure() (PressureReading, error) {
 	}
 	pct := max(r.OutboxPct, r.DiskPct)
 	switch {
+	case pct >= PressureDegradedPct:
+		r.Level = PressureDegraded
 	case pct >= PressureRefusePct:
 		r.Level = PressureRefuse
 	case pct >= PressureHighPct:

@@ -26,12 +26,14 @@ func TestPressure(t *testing.T) {
 		free   int64
 		level  PressureLevel
 	}{
-		{DiskLimits{OutboxMaxBytes: 10_000, ReservedBytes: 1_000}, 10_000, PressureNormal}, // 10 % and 10 %
-		{DiskLimits{OutboxMaxBytes: 1_250, ReservedBytes: 1_000}, 10_000, PressureHigh},    // outbox at 80 %
-		{DiskLimits{OutboxMaxBytes: 10_000, ReservedBytes: 1_000}, 1_200, PressureHigh},    // reserve at 83 % of free
-		{DiskLimits{OutboxMaxBytes: 10_000, ReservedBytes: 1_000}, 1_000, PressureRefuse},  // free down to the reserve
-		{DiskLimits{OutboxMaxBytes: 1_000, ReservedBytes: 0}, 0, PressureRefuse},           // outbox at its cap; no reserve
-		{DiskLimits{OutboxMaxBytes: 1 << 30, ReservedBytes: 0}, 0, PressureNormal},         // no reserve: free space not counted
+		{DiskLimits{OutboxMaxBytes: 10_000, ReservedBytes: 1_000}, 10_000, PressureNormal},  // 10 % and 10 %
+		{DiskLimits{OutboxMaxBytes: 1_250, ReservedBytes: 1_000}, 10_000, PressureHigh},     // outbox at 80 %
+		{DiskLimits{OutboxMaxBytes: 10_000, ReservedBytes: 1_000}, 1_200, PressureHigh},     // reserve at 83 % of free
+		{DiskLimits{OutboxMaxBytes: 10_000, ReservedBytes: 1_000}, 1_050, PressureRefuse},   // reserve at 95 % of free
+		{DiskLimits{OutboxMaxBytes: 1_040, ReservedBytes: 0}, 0, PressureRefuse},            // outbox at 96 %; no reserve
+		{DiskLimits{OutboxMaxBytes: 10_000, ReservedBytes: 1_000}, 1_000, PressureDegraded}, // free down to the reserve
+		{DiskLimits{OutboxMaxBytes: 1_000, ReservedBytes: 0}, 0, PressureDegraded},          // outbox at its cap; no reserve
+		{DiskLimits{OutboxMaxBytes: 1 << 30, ReservedBytes: 0}, 0, PressureNormal},          // no reserve: free space not counted
 	} {
 		p.SetLimits(c.limits)
 		free = c.free

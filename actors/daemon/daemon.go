@@ -209,10 +209,11 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 }
 
 // SetDiskLimits changes the disk pressure thresholds ([outbox]
-// max_size_mb, [disk] reserved_mb, in bytes); the store applies them at its
-// next measurement.
+// max_size_mb, [disk] reserved_mb, in bytes) and has the store measure
+// against them at once.
 func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
 	d.pressure.SetLimits(persistence.DiskLimits{OutboxMaxBytes: outboxMaxBytes, ReservedBytes: reservedBytes})
+	d.tree.System.Root.Send(d.tree.Store, &actors.MeasurePressure{})
 }
 
 // SetFsyncMode changes [outbox] fsync_mode from the store's next batch on.

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,49 +11,96 @@ import (
 	"github.com/claudemesh/claudemesh-go/config"
 )
 
-// TestDiskPressure: with a reserve larger than the free space, a send is
-// refused 507 insufficient_storage and nothing is written, reads keep
-// answering and outbox_pressure_high is on the event log; once the limits
-// allow it again (as a SIGHUP reload sets them), the daemon accepts sends
-// by itself.
+// TestDiskPressure: with a reserve larger than the free space the daemon is
+// degraded: a send is refused 507 insufficient_storage and nothing is
+// written, a new event stream is refused 503 daemon_degraded while one
+// already open goes on, reads keep answering. At 95–100 % (here the outbox
+// at 97 % of its cap) sends are still refused but event streams open again,
+// with outbox_pressure_high on the event log. Once the limits allow it
+// (as a SIGHUP reload sets them), the daemon accepts sends by itself.
 func TestDiskPressure(t *testing.T) {
-	h := startDaemonWith(t, func(f *config.File) { f.Disk.ReservedMB = 1 << 40 }) // a reserve no disk has
+	h := startDaemonWith(t, func(f *config.File) {})
+	open, err := h.hc.Get("http://localhost/v1/events") // before the pressure
+	if err != nil || open.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/events: %v %v", open, err)
+	}
+	defer open.Body.Close()
+
+	h.d.SetDiskLimits(1<<30, 1<<50) // a reserve no disk has: degraded
+	waitPressure(t, h, "degraded")
 	st, body := h.post("/v1/send", `{"to":"#p","message":"m","client_message_id":"full-1"}`)
 	if st != http.StatusInsufficientStorage || body["error"] != "insufficient_storage" {
-		t.Fatalf("send under pressure: %d %v", st, body)
+		t.Fatalf("send when degraded: %d %v", st, body)
 	}
 	if n := h.rows(`1 = 1`); n != 0 {
 		t.Fatalf("%d outbox rows after a refused send", n)
 	}
-	if st, hb := h.get("/v1/health"); st != http.StatusOK || hb["disk_pressure"] != "refuse" {
-		t.Fatalf("GET /v1/health under pressure: %d %v", st, hb)
+	if st, hb := h.get("/v1/health"); st != http.StatusOK || hb["degraded"] != true {
+		t.Fatalf("GET /v1/health when degraded: %d %v", st, hb)
 	}
-	if st, _ := h.get("/v1/outbox"); st != http.StatusOK {
-		t.Fatalf("GET /v1/outbox under pressure: %d", st)
+	for _, path := range []string{"/v1/outbox", "/v1/inbox"} {
+		if st, _ := h.get(path); st != http.StatusOK {
+			t.Fatalf("GET %s when degraded: %d", path, st)
+		}
+	}
+	if st, eb := h.get("/v1/events"); st != http.StatusServiceUnavailable || eb["error"] != "daemon_degraded" {
+		t.Fatalf("a new event stream when degraded: %d %v", st, eb)
+	}
+	buf := make([]byte, 4096) // the stream opened before goes on: it gets the pressure event
+	n, _ := io.ReadAtLeast(open.Body, buf, len("event: outbox_pressure_high"))
+	if !strings.Contains(string(buf[:n]), "event: outbox_pressure_high") {
+		t.Fatalf("the open stream did not get outbox_pressure_high: %q", buf[:n])
+	}
+
+	h.d.SetDiskLimits(outboxBytes(t, h)*100/97, 0) // the outbox at 97 % of its cap: refuse, not degraded
+	waitPressure(t, h, "refuse")
+	if st, body = h.post("/v1/send", `{"to":"#p","message":"m","client_message_id":"full-1"}`); st != http.StatusInsufficientStorage {
+		t.Fatalf("send at refuse: %d %v", st, body)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://localhost/v1/events", nil)
 	req.Header.Set("Last-Event-ID", "0")
 	resp, err := h.hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/events at refuse: %v %v", resp, err)
 	}
-	buf := make([]byte, 4096)
-	n, _ := io.ReadAtLeast(resp.Body, buf, len("event: outbox_pressure_high"))
+	n, _ = io.ReadAtLeast(resp.Body, buf, len("event: outbox_pressure_high"))
 	resp.Body.Close()
 	if !strings.Contains(string(buf[:n]), "event: outbox_pressure_high") {
 		t.Fatalf("no outbox_pressure_high on the event log: %q", buf[:n])
 	}
 
 	h.d.SetDiskLimits(1<<30, 0) // space is back
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, body = h.post("/v1/send", `{"to":"#p","message":"m","client_message_id":"full-1"}`)
-		if st == http.StatusAccepted || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval; the store rechecks every second
-	}
-	if st != http.StatusAccepted {
+	waitPressure(t, h, "normal")
+	if st, body = h.post("/v1/send", `{"to":"#p","message":"m","client_message_id":"full-1"}`); st != http.StatusAccepted {
 		t.Fatalf("send after the space came back: %d %v", st, body)
 	}
+}
+
+// waitPressure waits until /v1/health reports the level: the store
+// measures again every second while the pressure is not normal.
+func waitPressure(t *testing.T, h *harness, level string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, hb := h.get("/v1/health")
+		if hb["disk_pressure"] == level {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("disk_pressure is %v after 5 s, want %s", hb["disk_pressure"], level)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval: the condition is re-checked
+	}
+}
+
+// outboxBytes is the size of outbox.db and its WAL.
+func outboxBytes(t *testing.T, h *harness) int64 {
+	t.Helper()
+	var total int64
+	for _, f := range []string{h.paths.OutboxDB(), h.paths.OutboxDB() + "-wal"} {
+		if st, err := os.Stat(f); err == nil {
+			total += st.Size()
+		}
+	}
+	return total
 }

@@ -118,7 +118,8 @@ func printStatus(r *statusReport) {
 		(time.Duration(h.UptimeS) * time.Second).String(), h.DaemonVersion, h.SchemaVersion)
 	fmt.Printf("socket: %s\n", r.Socket)
 	if h.DiskPressure != "" && h.DiskPressure != "normal" {
-		fmt.Printf("disk pressure: %s (see [outbox] max_size_mb and [disk] reserved_mb; at refuse, sends are answered 507)\n", h.DiskPressure)
+		fmt.Printf("disk pressure: %s (see [outbox] max_size_mb and [disk] reserved_mb; from refuse on, sends are answered 507; "+
+			"degraded also refuses new event streams)\n", h.DiskPressure)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tBREAKER\tLAG\tQUEUED\tINFLIGHT\tDEAD")

@@ -61,6 +61,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			Detail: "the event stream is not running"})
 		return
 	}
+	if s.opts.Pressure != nil && s.opts.Pressure.Level() == persistence.PressureDegraded {
+		writeError(w, &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeDegraded,
+			Detail: "the daemon is degraded: its disk is full ([outbox] max_size_mb, [disk] reserved_mb); " +
+				"streams already open go on, new ones are refused until space returns (GET /v1/inbox reads what arrived)"})
+		return
+	}
 	h := w.Header()
 	if r.Method == http.MethodHead {
 		h.Set("Content-Type", "text/event-stream")

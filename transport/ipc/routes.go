@@ -95,6 +95,7 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion, DiskPressure: persistence.PressureNormal.String()}
 	if s.opts.Pressure != nil {
 		h.DiskPressure = s.opts.Pressure.Level().String()
+		h.Degraded = s.opts.Pressure.Level() == persistence.PressureDegraded
 	}
 	for _, m := range s.Meshes() {
 		c := counts.ByMesh[m.Info.Mesh]

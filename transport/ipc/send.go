@@ -17,7 +17,7 @@ import (
 // and leaves the id free), fingerprint, seal the body once, then one
 // AcceptSend to the accept router, which answers after the store committed.
 func (s *Server) send(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Pressure != nil && s.opts.Pressure.Level() == persistence.PressureRefuse {
+	if s.opts.Pressure != nil && s.opts.Pressure.Level() >= persistence.PressureRefuse {
 		writeError(w, &messages.Error{Status: http.StatusInsufficientStorage, Code: messages.CodeInsufficientStorage,
 			Detail: "the outbox is under disk pressure ([outbox] max_size_mb, [disk] reserved_mb); nothing was stored: retry later"})
 		return
