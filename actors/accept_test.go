@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -63,6 +64,25 @@ func openStores(t *testing.T, log *slog.Logger) (*persistence.Outbox, *persisten
 		t.Fatal(err)
 	}
 	return outbox, inbox
+}
+
+// spawnStore starts a store actor alone, on databases in a fresh
+// directory, with o's other options (a fresh metrics set if none); all of
+// it goes when the test ends.
+func spawnStore(t *testing.T, o StoreOptions) (*actor.ActorSystem, *actor.PID, *persistence.Outbox, *persistence.Inbox) {
+	t.Helper()
+	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.Outbox, o.Inbox = openStores(t, o.Log)
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	system := NewSystem(o.Log)
+	t.Cleanup(func() {
+		system.Shutdown()
+		o.Outbox.Close()
+		o.Inbox.Close()
+	})
+	return system, system.Root.Spawn(actor.PropsFromProducer(NewStore(o))), o.Outbox, o.Inbox
 }
 
 func processes(s *actor.ActorSystem) int {

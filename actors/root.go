@@ -60,6 +60,8 @@ type Deps struct {
 	Pressure *persistence.Pressure
 	// Fsync is [outbox] fsync_mode (nil: strict).
 	Fsync *persistence.FsyncPolicy
+	// Retention is [inbox] and [outbox] retention_days.
+	Retention Retention
 }
 
 // NewSystem returns an actor system whose own logs go to log.
@@ -214,7 +216,8 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		return pid
 	}
 	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
-		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Metrics: r.deps.Metrics, Log: log})))
+		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention,
+		Metrics: r.deps.Metrics, Log: log})))
 	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log)))
 	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(r.deps.Metrics, log)))
 	r.meshes = map[string]*actor.PID{}

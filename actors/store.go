@@ -65,6 +65,9 @@ type Store struct {
 	claimNow bool // the accept being executed inserts its row claimed
 	// events gets every committed event, in id order (SetEvents).
 	events *actor.PID
+	// passes is the retention's state; like dispatch it survives a restart
+	// of the actor, so that one chain of passes runs.
+	passes *retentionPasses
 }
 
 // SetEvents tells the store where committed events go; no reply.
@@ -93,9 +96,10 @@ type StoreOptions struct {
 	Inbox    *persistence.Inbox
 	Pressure *persistence.Pressure // measured after writes (nil: not watched)
 	// Fsync is [outbox] fsync_mode (nil: strict).
-	Fsync   *persistence.FsyncPolicy
-	Metrics *metrics.Daemon
-	Log     *slog.Logger
+	Fsync     *persistence.FsyncPolicy
+	Retention Retention
+	Metrics   *metrics.Daemon
+	Log       *slog.Logger
 }
 
 // NewStore returns the store actor's producer. The databases stay open
@@ -103,9 +107,10 @@ type StoreOptions struct {
 // system stops.
 func NewStore(o StoreOptions) actor.Producer {
 	dispatch := map[string]*meshDispatch{}
+	passes := &retentionPasses{keep: o.Retention}
 	return func() actor.Actor {
-		return &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics, log: o.Log.With("actor", "store"),
-			maxBatch: DefaultMaxBatch, dispatch: dispatch}
+		return &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics,
+			log: o.Log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch, passes: passes}
 	}
 }
 
@@ -114,6 +119,10 @@ func (s *Store) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.measure(ctx) // a daemon started on a full disk refuses sends from the first
+		if !s.passes.started {
+			s.passes.started = true
+			s.scheduleRetention(ctx, RetentionFirst)
+		}
 		if s.fsync.Mode() != persistence.FsyncStrict {
 			// A restarted actor does not know whether its predecessor left
 			// an answered accept unsynced: assume it did (a spare fsync).
@@ -137,23 +146,31 @@ func (s *Store) Receive(ctx actor.Context) {
 		s.measure(ctx)
 	case *MeasurePressure:
 		s.measure(ctx)
+	case *SetRetention:
+		s.passes.keep = msg.Retention
+	case *retentionTick:
+		s.retain(ctx)
+	case *messages.Pruned:
+		s.retained(ctx, msg)
 	case *SetEvents:
 		s.events = msg.Events
 	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.ListOutbox, *messages.OutboxStats,
 		*messages.DispatchReady, *messages.DispatchWake, *messages.SendOutcome, *messages.ReleaseMesh,
-		*messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent:
-		s.enqueue(ctx, msg)
+		*messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent,
+		*messages.PruneInbox, *messages.PruneOutbox:
+		s.enqueueFrom(ctx, msg, ctx.Sender())
 	default:
 		s.log.Warn("unhandled message", "type", fmt.Sprintf("%T", msg))
 	}
 }
 
-func (s *Store) enqueue(ctx actor.Context, msg any) {
+// enqueueFrom queues a command whose reply goes to sender.
+func (s *Store) enqueueFrom(ctx actor.Context, msg any, sender *actor.PID) {
 	if _, ok := msg.(*messages.SendOutcome); ok {
-		s.hold(ctx, storeRequest{msg: msg, sender: ctx.Sender()})
+		s.hold(ctx, storeRequest{msg: msg, sender: sender})
 		return
 	}
-	s.batch = append(s.batch, storeRequest{msg: msg, sender: ctx.Sender()})
+	s.batch = append(s.batch, storeRequest{msg: msg, sender: sender})
 	if len(s.batch) >= s.maxBatch {
 		s.run(ctx)
 		return
@@ -248,7 +265,7 @@ const walSync = "wal_sync"
 // onInbox reports whether a command runs against inbox.db.
 func onInbox(msg any) bool {
 	switch msg.(type) {
-	case *messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent:
+	case *messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent, *messages.PruneInbox:
 		return true
 	}
 	return false
@@ -415,6 +432,8 @@ func (s *Store) command(tx *sqlx.Tx, msg any) (any, error) {
 		return s.listInbox(tx, m)
 	case *messages.EventsSince:
 		return s.eventsSince(tx, m)
+	case *messages.PruneInbox, *messages.PruneOutbox:
+		return s.prune(tx, m)
 	case *messages.AppendEvent:
 		id, err := s.inbox.AppendEvent(tx, m.Name, m.Data, nowMs())
 		return &messages.EventAppended{Event: &messages.Event{ID: id, Name: m.Name, Data: m.Data}}, err
@@ -447,6 +466,8 @@ func failed(msg any, err error) any {
 		return &messages.EventsPage{Err: err}
 	case *messages.AppendEvent:
 		return &messages.EventAppended{Err: err}
+	case *messages.PruneInbox, *messages.PruneOutbox:
+		return &messages.Pruned{Err: err}
 	}
 	return err
 }

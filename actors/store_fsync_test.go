@@ -1,12 +1,9 @@
 package actors
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -28,20 +25,13 @@ func commits(t *testing.T, m *metrics.Daemon, durability string) uint64 {
 
 // TestStoreFsyncModes: under strict an accept's batch commits durable;
 // under batched_50ms it commits relaxed and one WAL sync follows within the
-// delay; under off the sync waits for the
-// store to stop, unless a strict commit's fsync covers it first. The mode
-// changes between batches, as a reload does.
+// delay; under off the sync waits for the store to stop, unless a strict
+// commit's fsync covers it first. The mode changes between batches, as a
+// reload does.
 func TestStoreFsyncModes(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	outbox, inbox := openStores(t, log)
-	defer outbox.Close()
-	defer inbox.Close()
-	system := NewSystem(log)
-	defer system.Shutdown()
 	m := metrics.New()
 	policy := persistence.NewFsyncPolicy(persistence.FsyncStrict)
-	store := system.Root.Spawn(actor.PropsFromProducer(NewStore(StoreOptions{Outbox: outbox, Inbox: inbox, Fsync: policy,
-		Metrics: m, Log: log})))
+	system, store, _, _ := spawnStore(t, StoreOptions{Fsync: policy, Metrics: m})
 	n := 0
 	accept := func() {
 		t.Helper()

@@ -34,6 +34,7 @@ type File struct {
 	Log    LogSection    `toml:"log"`
 	Clone  CloneSection  `toml:"clone"`
 	Outbox OutboxSection `toml:"outbox"`
+	Inbox  InboxSection  `toml:"inbox"`
 	Disk   DiskSection   `toml:"disk"`
 	// tcpSet says the file sets [ipc] tcp_enabled; when it does not, the
 	// daemon turns TCP off in containers and CI (TCPSet).
@@ -49,6 +50,15 @@ type OutboxSection struct {
 	// the 202), batched_50ms (within 50 ms after it) or off (at SQLite's
 	// next checkpoint). See persistence.FsyncMode.
 	FsyncMode string `toml:"fsync_mode"`
+	// RetentionDays is how long a done or aborted row keeps its payload;
+	// the row, its id and fingerprint stay for ever.
+	RetentionDays int `toml:"retention_days"`
+}
+
+// InboxSection is [inbox]. Hot on SIGHUP.
+type InboxSection struct {
+	// RetentionDays is how long received messages are kept.
+	RetentionDays int `toml:"retention_days"`
 }
 
 // DiskSection is [disk]. Hot on SIGHUP.
@@ -91,7 +101,8 @@ func DefaultFile() File {
 		IPC:    IPCSection{TCPEnabled: true, HTTPBind: "127.0.0.1", HTTPPort: 47823, OriginAllowlist: []string{}},
 		Log:    LogSection{MaxSizeMB: 100, MaxAgeDays: 14},
 		Clone:  CloneSection{Policy: ClonePolicyRefuse},
-		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: persistence.FsyncStrict.String()},
+		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: persistence.FsyncStrict.String(), RetentionDays: 30},
+		Inbox:  InboxSection{RetentionDays: 30},
 		Disk:   DiskSection{ReservedMB: 256},
 	}
 }
@@ -183,6 +194,12 @@ func (f *File) validate(path string) error {
 	}
 	if _, err := persistence.ParseFsyncMode(f.Outbox.FsyncMode); err != nil {
 		return bad("outbox.fsync_mode", "%v", err)
+	}
+	if f.Outbox.RetentionDays < 1 {
+		return bad("outbox.retention_days", "must be at least 1, not %d", f.Outbox.RetentionDays)
+	}
+	if f.Inbox.RetentionDays < 1 {
+		return bad("inbox.retention_days", "must be at least 1, not %d", f.Inbox.RetentionDays)
 	}
 	if f.Disk.ReservedMB < 0 {
 		return bad("disk.reserved_mb", "must not be negative, not %d", f.Disk.ReservedMB)

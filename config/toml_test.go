@@ -32,7 +32,8 @@ func TestLoadFileMissingIsDefaults(t *testing.T) {
 		IPC:    IPCSection{TCPEnabled: true, HTTPBind: "127.0.0.1", HTTPPort: 47823, OriginAllowlist: []string{}},
 		Log:    LogSection{MaxSizeMB: 100, MaxAgeDays: 14},
 		Clone:  CloneSection{Policy: ClonePolicyRefuse},
-		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: "strict"},
+		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: "strict", RetentionDays: 30},
+		Inbox:  InboxSection{RetentionDays: 30},
 		Disk:   DiskSection{ReservedMB: 256},
 	}
 	if !reflect.DeepEqual(f, want) {
@@ -79,6 +80,10 @@ policy = "warn"
 [outbox]
 max_size_mb = 64
 fsync_mode = "batched_50ms"
+retention_days = 7
+
+[inbox]
+retention_days = 90
 
 [disk]
 reserved_mb = 0
@@ -93,7 +98,8 @@ reserved_mb = 0
 			OriginAllowlist: []string{"http://localhost:3000", "https://app.example:8443"}},
 		Log:    LogSection{MaxSizeMB: 7, MaxAgeDays: 2},
 		Clone:  CloneSection{Policy: ClonePolicyWarn},
-		Outbox: OutboxSection{MaxSizeMB: 64, FsyncMode: "batched_50ms"},
+		Outbox: OutboxSection{MaxSizeMB: 64, FsyncMode: "batched_50ms", RetentionDays: 7},
+		Inbox:  InboxSection{RetentionDays: 90},
 		Disk:   DiskSection{ReservedMB: 0},
 		tcpSet: true,
 	}
@@ -141,6 +147,8 @@ func TestLoadFileInvalidValuesNameFileAndKey(t *testing.T) {
 		{"daemon.log_level", "[daemon]\nlog_level = \"DEBUG\"\n"},
 		{"outbox.max_size_mb", "[outbox]\nmax_size_mb = 0\n"},
 		{"outbox.fsync_mode", "[outbox]\nfsync_mode = \"batched\"\n"},
+		{"outbox.retention_days", "[outbox]\nretention_days = 0\n"},
+		{"inbox.retention_days", "[inbox]\nretention_days = -3\n"},
 		{"outbox.fsync_mode", "[outbox]\nfsync_mode = \"\"\n"},
 		{"outbox.fsync_mode", "[outbox]\nfsync_mode = \"STRICT\"\n"},
 		{"disk.reserved_mb", "[disk]\nreserved_mb = -1\n"},

@@ -262,3 +262,32 @@ type MeshStatusReply struct {
 
 // Failure returns the error, nil on success.
 func (m *MeshStatusReply) Failure() error { return m.Err }
+
+// PruneInbox is one retention pass over inbox.db: inbox rows received
+// before Before and the event log beyond EventsKeep events or older than
+// EventsBefore (Unix ms), at most Limit rows of each. The reply is *Pruned.
+type PruneInbox struct {
+	Before       int64
+	EventsKeep   int
+	EventsBefore int64
+	Limit        int
+}
+
+// PruneOutbox is one retention pass over outbox.db: the payloads of done
+// and aborted rows older than Before (Unix ms), at most Limit of them. The
+// reply is *Pruned.
+type PruneOutbox struct {
+	Before int64
+	Limit  int
+}
+
+// Pruned is the reply to *PruneInbox and *PruneOutbox: how many rows each
+// part changed, and whether a part stopped at its limit (More).
+type Pruned struct {
+	Inbox, Events, Outbox int64
+	More                  bool
+	Err                   error
+}
+
+// Failure returns the store's error, nil on success.
+func (p *Pruned) Failure() error { return p.Err }

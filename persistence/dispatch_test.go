@@ -487,3 +487,51 @@ func TestBeginDurability(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactPayloads: done and aborted rows older than the cut lose their
+// payload, at most limit a call; their id
+// and fingerprint stay, so a retry of the id is still answered from the row.
+func TestCompactPayloads(t *testing.T) {
+	o := openTestOutbox(t)
+	for _, cid := range []string{"done-old", "done-new", "aborted-old", "pending", "dead"} {
+		enqueue(t, o, "m", cid, 100)
+	}
+	o.db.MustExec(`UPDATE outbox SET status = 'done', delivered_at = 100 WHERE client_message_id = 'done-old'`)
+	o.db.MustExec(`UPDATE outbox SET status = 'done', delivered_at = 900 WHERE client_message_id = 'done-new'`)
+	o.db.MustExec(`UPDATE outbox SET status = 'aborted', aborted_at = 100, aborted_by = 'operator' WHERE client_message_id = 'aborted-old'`)
+	o.db.MustExec(`UPDATE outbox SET status = 'dead', dead_at = 100 WHERE client_message_id = 'dead'`)
+	compact := func(limit int) int64 {
+		t.Helper()
+		var n int64
+		if err := run(t, o.DB, func(tx *sqlx.Tx) (err error) { n, err = o.CompactPayloads(tx, 500, limit); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := compact(1); n != 1 {
+		t.Fatalf("compacted %d with a limit of 1", n)
+	}
+	if n := compact(10); n != 1 {
+		t.Fatalf("compacted %d on the second call, want the other old row", n)
+	}
+	if n := compact(10); n != 0 {
+		t.Fatalf("compacted %d on the third call, want none left", n)
+	}
+	if n := count(t, o, `length(payload) = 0`); n != 2 {
+		t.Fatalf("%d empty payloads, want done-old and aborted-old", n)
+	}
+	if n := count(t, o, `length(payload) = 0 AND client_message_id IN ('done-old', 'aborted-old')`); n != 2 {
+		t.Fatal("the wrong rows lost their payload")
+	}
+	err := run(t, o.DB, func(tx *sqlx.Tx) error {
+		res, err := o.Accept(tx, &messages.AcceptSend{Mesh: "m", ClientMessageID: "done-old", RowID: "row-again",
+			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"id":"done-old"}`), Now: 1000}, false)
+		if err == nil && (res.Inserted || res.Outcome != messages.AcceptDuplicate) {
+			err = errors.New("a retry of a compacted row was not answered as its duplicate")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

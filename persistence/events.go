@@ -106,11 +106,12 @@ func (in *Inbox) OldestEventID(tx *sqlx.Tx) (id int64, ok bool, err error) {
 }
 
 // TrimEvents bounds the log: it deletes the events beyond the keepNewest
-// newest and those created before olderThan (Unix ms), and returns how many
-// it deleted. keepNewest <= 0 or olderThan <= 0 disables that bound. It
-// always deletes a prefix of ids (everything up to the newest event that
-// is too old), so the log stays contiguous even if the clock went back.
-func (in *Inbox) TrimEvents(tx *sqlx.Tx, keepNewest int, olderThan int64) (int64, error) {
+// newest and those created before olderThan (Unix ms), at most limit of
+// them a call, and returns how many it deleted. keepNewest <= 0 or
+// olderThan <= 0 disables that bound. It always deletes a prefix of ids
+// (everything up to the newest event that is too old), so the log stays
+// contiguous even if the clock went back.
+func (in *Inbox) TrimEvents(tx *sqlx.Tx, keepNewest int, olderThan int64, limit int) (int64, error) {
 	var byCount, byAge int64
 	if keepNewest > 0 {
 		if err := tx.Get(&byCount, "SELECT COALESCE(MAX(id), 0) - ? FROM events", keepNewest); err != nil {
@@ -126,6 +127,11 @@ func (in *Inbox) TrimEvents(tx *sqlx.Tx, keepNewest int, olderThan int64) (int64
 	if cut <= 0 {
 		return 0, nil
 	}
+	oldest, _, err := in.OldestEventID(tx)
+	if err != nil {
+		return 0, fmt.Errorf("trim events: %w", err)
+	}
+	cut = min(cut, oldest+int64(limit)-1)
 	res, err := tx.Exec("DELETE FROM events WHERE id <= ?", cut)
 	if err != nil {
 		return 0, fmt.Errorf("trim events: %w", err)

@@ -43,8 +43,13 @@ func eventsAfter(t *testing.T, in *Inbox, after int64, limit int) ([]Event, erro
 
 func trim(t *testing.T, in *Inbox, keep int, olderThan int64) int64 {
 	t.Helper()
+	return trimAtMost(t, in, keep, olderThan, 1000)
+}
+
+func trimAtMost(t *testing.T, in *Inbox, keep int, olderThan int64, limit int) int64 {
+	t.Helper()
 	var n int64
-	if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) { n, err = in.TrimEvents(tx, keep, olderThan); return err }); err != nil {
+	if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) { n, err = in.TrimEvents(tx, keep, olderThan, limit); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -176,6 +181,21 @@ func TestTrimEvents(t *testing.T) {
 				t.Fatalf("oldest %d (%v), last %d; want oldest %d, last 10", oldest, ok, last, c.oldest)
 			}
 		})
+	}
+}
+
+// TestTrimEventsAtMost: a trim deletes at most its limit, always a prefix,
+// and the next call goes on from there.
+func TestTrimEventsAtMost(t *testing.T) {
+	in := openTestInbox(t)
+	appendEvents(t, in, 10, 100)
+	for _, want := range []struct{ trimmed, oldest int64 }{{4, 5}, {4, 9}, {1, 10}, {0, 10}} {
+		if n := trimAtMost(t, in, 1, 0, 4); n != want.trimmed {
+			t.Fatalf("trimmed %d, want %d", n, want.trimmed)
+		}
+		if oldest, _, _ := bounds(t, in); oldest != want.oldest {
+			t.Fatalf("oldest %d after the trim, want %d", oldest, want.oldest)
+		}
 	}
 }
 

@@ -212,10 +212,12 @@ func decodeInboxCursor(c string) (int64, string, error) {
 	return at, id, nil
 }
 
-// Prune deletes the rows received before olderThan (Unix ms; retention,
-// spec §5) and returns how many it deleted.
-func (in *Inbox) Prune(tx *sqlx.Tx, olderThan int64) (int64, error) {
-	res, err := tx.Exec("DELETE FROM inbox WHERE received_at < ?", olderThan)
+// Prune deletes up to limit of the rows received before olderThan (Unix
+// ms; [inbox] retention_days), oldest first, and returns how many it
+// deleted.
+func (in *Inbox) Prune(tx *sqlx.Tx, olderThan int64, limit int) (int64, error) {
+	res, err := tx.Exec(`DELETE FROM inbox WHERE id IN
+		(SELECT id FROM inbox WHERE received_at < ?1 ORDER BY received_at LIMIT ?2 + 0)`, olderThan, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune inbox: %w", err)
 	}

@@ -301,11 +301,19 @@ func TestInboxPrune(t *testing.T) {
 		insert(t, in, inboxRow(fmt.Sprint(i), fmt.Sprint("c", i), at))
 	}
 	var n int64
-	if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) { n, err = in.Prune(tx, 30); return err }); err != nil || n != 2 {
-		t.Fatalf("pruned %d (%v), want 2", n, err)
+	prune := func(limit int) {
+		t.Helper()
+		if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) { n, err = in.Prune(tx, 30, limit); return err }); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if rows, _, _ := list(t, in, InboxQuery{}); rowIDs(rows) != "2,3" {
-		t.Fatalf("after prune: %s", rowIDs(rows))
+	prune(1) // at most one, the oldest
+	if rows, _, _ := list(t, in, InboxQuery{}); n != 1 || rowIDs(rows) != "1,2,3" {
+		t.Fatalf("pruned %d at most 1: %s", n, rowIDs(rows))
+	}
+	prune(10)
+	if rows, _, _ := list(t, in, InboxQuery{}); n != 1 || rowIDs(rows) != "2,3" {
+		t.Fatalf("pruned %d, then: %s", n, rowIDs(rows))
 	}
 	// A pruned dedupe key is free again (the broker's history is the truth).
 	if !insert(t, in, inboxRow("9", "c0", 50)) {

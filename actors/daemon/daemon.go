@@ -114,7 +114,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 	}
 	d.fsync = persistence.NewFsyncPolicy(opts.Config.Fsync())
 	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal,
-		Metrics: series, Pressure: d.pressure, Fsync: d.fsync}); err != nil {
+		Metrics: series, Pressure: d.pressure, Fsync: d.fsync, Retention: retentionOf(opts.Config)}); err != nil {
 		return nil, err
 	}
 	conns := map[string]*actor.PID{}
@@ -218,6 +218,16 @@ func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
 
 // SetFsyncMode changes [outbox] fsync_mode from the store's next batch on.
 func (d *Daemon) SetFsyncMode(mode persistence.FsyncMode) { d.fsync.Set(mode) }
+
+// SetRetention applies [inbox] and [outbox] retention_days from the next
+// retention pass on.
+func (d *Daemon) SetRetention(cfg config.File) {
+	d.tree.System.Root.Send(d.tree.Store, &actors.SetRetention{Retention: retentionOf(cfg)})
+}
+
+func retentionOf(cfg config.File) actors.Retention {
+	return actors.Retention{InboxDays: cfg.Inbox.RetentionDays, OutboxDays: cfg.Outbox.RetentionDays}
+}
 
 // meshConfig is one membership's subtree configuration; a membership
 // without a brokerUrl is served by the embedded broker.

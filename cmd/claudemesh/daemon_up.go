@@ -196,7 +196,8 @@ func (c *daemonUpCmd) wait(d *daemon.Daemon, log *logger, running config.File, s
 }
 
 // reload applies a changed config.toml — log level, rotation, the disk
-// pressure limits and the outbox's fsync mode now — and serves the
+// pressure limits, the outbox's fsync mode and the retention now — and
+// serves the
 // memberships config.json now has. Where [ipc] or [clone] differ from what
 // the daemon runs with, the log says a restart is needed. A file that does
 // not validate is ignored and the settings stay as they are.
@@ -215,6 +216,7 @@ func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File)
 	log.apply(cfg)
 	d.SetDiskLimits(cfg.DiskLimits())
 	d.SetFsyncMode(cfg.Fsync())
+	d.SetRetention(cfg)
 	restart := []string{}
 	if cfg.TCPAddr() != running.TCPAddr() || cfg.IPC.PublicHealthCheck != running.IPC.PublicHealthCheck ||
 		!slices.Equal(cfg.IPC.OriginAllowlist, running.IPC.OriginAllowlist) {

@@ -1,0 +1,122 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
+)
+
+// Retention timings.
+const (
+	// RetentionFirst is the delay from the store's start to its first
+	// retention pass, RetentionEvery the delay between passes, and
+	// RetentionCatchUp the delay after a pass that stopped at its limit.
+	RetentionFirst   = time.Minute
+	RetentionEvery   = time.Hour
+	RetentionCatchUp = time.Second
+	// RetentionBatch bounds the rows one pass changes in each table, so that
+	// the batch carrying it stays short.
+	RetentionBatch = 5000
+)
+
+// DefaultRetentionDays is what a Retention of 0 days keeps.
+const DefaultRetentionDays = 30
+
+// Retention is how long the store keeps what it may let go: inbox rows
+// ([inbox] retention_days) and the payloads of done and aborted outbox rows
+// ([outbox] retention_days); 0 means DefaultRetentionDays. The event log
+// keeps persistence's bounds.
+type Retention struct {
+	InboxDays  int
+	OutboxDays int
+}
+
+// cutoff is the time before which what is kept days is let go.
+func cutoff(now time.Time, days int) int64 {
+	if days <= 0 {
+		days = DefaultRetentionDays
+	}
+	return now.Add(-time.Duration(days) * day).UnixMilli()
+}
+
+// SetRetention changes the retention from the next pass on (config
+// reload); no reply.
+type SetRetention struct{ Retention Retention }
+
+// retentionTick starts a retention pass.
+type retentionTick struct{}
+
+// retentionPasses is the state of the store's retention: what it keeps,
+// whether the chain of passes has started, how many parts of the pass in
+// progress are still to answer, and whether one stopped at its limit.
+type retentionPasses struct {
+	keep    Retention
+	started bool
+	pending int
+	more    bool
+}
+
+const day = 24 * time.Hour
+
+// scheduleRetention arms the timer of the next pass.
+func (s *Store) scheduleRetention(ctx actor.Context, after time.Duration) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	time.AfterFunc(after, func() { root.Send(self, &retentionTick{}) })
+}
+
+// retain starts a pass: one command for each database, answered to the
+// store itself (retained).
+func (s *Store) retain(ctx actor.Context) {
+	if s.passes.pending > 0 {
+		return // one is running; its end schedules the next
+	}
+	now, keep := time.Now(), s.passes.keep
+	s.passes.pending, s.passes.more = 2, false
+	s.enqueueFrom(ctx, &messages.PruneInbox{Before: cutoff(now, keep.InboxDays),
+		EventsKeep: persistence.DefaultEventsKeep, EventsBefore: now.Add(-persistence.DefaultEventsMaxAge).UnixMilli(),
+		Limit: RetentionBatch}, ctx.Self())
+	s.enqueueFrom(ctx, &messages.PruneOutbox{Before: cutoff(now, keep.OutboxDays),
+		Limit: RetentionBatch}, ctx.Self())
+}
+
+// retained takes one part's answer; when both are in, the next pass is
+// scheduled — soon if a part stopped at its limit.
+func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
+	switch {
+	case p.Err != nil:
+		s.log.Error("retention_failed", "err", p.Err)
+	case p.Inbox+p.Events+p.Outbox > 0:
+		s.log.Info("retention_pass", "inbox_rows", p.Inbox, "events", p.Events, "outbox_payloads", p.Outbox)
+	}
+	s.passes.more = s.passes.more || p.More
+	if s.passes.pending--; s.passes.pending > 0 {
+		return
+	}
+	next := RetentionEvery
+	if s.passes.more {
+		next = RetentionCatchUp
+	}
+	s.scheduleRetention(ctx, next)
+}
+
+// prune runs a pass's command on its database.
+func (s *Store) prune(tx *sqlx.Tx, msg any) (*messages.Pruned, error) {
+	out := &messages.Pruned{}
+	var err error
+	switch m := msg.(type) {
+	case *messages.PruneInbox:
+		if out.Inbox, err = s.inbox.Prune(tx, m.Before, m.Limit); err != nil {
+			return out, err
+		}
+		out.Events, err = s.inbox.TrimEvents(tx, m.EventsKeep, m.EventsBefore, m.Limit)
+		out.More = out.Inbox >= int64(m.Limit) || out.Events >= int64(m.Limit)
+	case *messages.PruneOutbox:
+		out.Outbox, err = s.outbox.CompactPayloads(tx, m.Before, m.Limit)
+		out.More = out.Outbox >= int64(m.Limit)
+	}
+	return out, err
+}
