@@ -31,6 +31,9 @@ type Options struct {
 	// DeliveryLease is how long a push waits for its client_ack before it
 	// is delivered again (0: DeliveryLease, 30 s).
 	DeliveryLease time.Duration
+	// RevocationCheck is how often the broker looks for members revoked
+	// in its database (0: RevocationCheck, 5 s).
+	RevocationCheck time.Duration
 }
 
 // Broker is a running broker: an actor tree and its HTTP handler.
@@ -91,7 +94,10 @@ func Start(opts Options) (*Broker, error) {
 		}
 		return make([]struct{}, len(acks))
 	}, func(broker.Ack) bool { return true }, AckDelay, opts.Log))
-	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now))
+	if opts.RevocationCheck == 0 {
+		opts.RevocationCheck = RevocationCheck
+	}
+	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
 	if err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)

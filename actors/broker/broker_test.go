@@ -505,6 +505,39 @@ func TestLeaseReleasedOnClose(t *testing.T) {
 	}
 }
 
+// TestRevokedMemberDisconnected: a member revoked in the database (as
+// `claudemesh broker member revoke` does, from another process) is
+// disconnected by the running broker — the revoked error, then close 4002 —
+// leaves the peer list, is refused at its next hello, and a DM to it is
+// queued for no one.
+func TestRevokedMemberDisconnected(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a, b := e.connect(alice, "a"), e.connect(bob, "b")
+		if err := e.store.RevokeMember(t.Context(), e.mesh.ID, bob.id.PublicKeyHex()); err != nil {
+			t.Fatal(err)
+		}
+		if f := b.next("error"); f["code"] != "revoked" {
+			t.Fatalf("bob got %v, want the revoked error", f)
+		}
+		if code := b.closeCode(); code != 4002 {
+			t.Fatalf("bob's connection closed %d, want 4002", code)
+		}
+		a.send(map[string]any{"type": "list_peers", "_reqId": "p"})
+		for _, p := range a.next("peers_list")["peers"].([]any) {
+			if p.(map[string]any)["pubkey"] == bob.id.PublicKeyHex() {
+				t.Fatalf("bob is still in the peer list: %v", p)
+			}
+		}
+		again := e.dial()
+		again.send(e.hello(bob, "b"))
+		if f := again.next("error"); f["code"] != "revoked" || again.closeCode() != 4002 {
+			t.Fatalf("bob's next hello: %v", f)
+		}
+		t.Log("a revoked member was disconnected within a check, left the peer list and was refused at its next hello")
+	})
+}
+
 // unackedID reads c's pushes, without acking them, until one of id.
 func unackedID(c *client, id string) {
 	c.t.Helper()

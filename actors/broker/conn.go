@@ -44,10 +44,12 @@ type deps struct {
 	lease   time.Duration // how long a push waits for its client_ack
 }
 
-// Connection messages.
+// Connection messages; revokedNow says the member was revoked while
+// connected.
 type (
 	frameIn    struct{ data []byte }
 	connClosed struct{ err error }
+	revokedNow struct{}
 )
 
 // session feeds a WebSocket's events to its conn actor.
@@ -83,6 +85,8 @@ func (c *conn) Receive(ctx actor.Context) {
 		c.closed(ctx, m.err)
 	case *drain:
 		c.drain(ctx)
+	case *revokedNow:
+		c.reject("revoked", "this member was revoked")
 	default:
 		c.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}

@@ -82,7 +82,7 @@ func serveBrokerLease(t testing.TB, opts broker.Options, limiter ratelimit.Limit
 	}
 	t.Cleanup(func() { store.Close() })
 	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: testGrace,
-		DeliveryLease: lease})
+		DeliveryLease: lease, RevocationCheck: testRevocationCheck})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +96,9 @@ const testGrace = 200 * time.Millisecond
 
 // testLease is the delivery lease of test brokers.
 const testLease = time.Second
+
+// testRevocationCheck is how often test brokers look for revoked members.
+const testRevocationCheck = 50 * time.Millisecond
 
 // member is a mesh member with its key.
 type member struct {

@@ -95,6 +95,9 @@ type (
 		recipients []broker.Recipient
 		all        bool
 	}
+	// hubRevoked: these members were revoked; their connections are closed
+	// and they leave the peer lists.
+	hubRevoked struct{ members []broker.Recipient }
 	// hubStats asks for connection counts; the reply is *hubStatsReply.
 	hubStats      struct{}
 	hubStatsReply struct{ Connections, Meshes int }
@@ -139,6 +142,8 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.memberChanged(m.member)
 	case *hubRedeliver:
 		h.redeliver(ctx, m)
+	case *hubRevoked:
+		h.revoked(ctx, m)
 	case *hubStats:
 		ctx.Respond(&hubStatsReply{Connections: len(h.conns), Meshes: len(h.byMesh)})
 	default:
@@ -337,6 +342,31 @@ func (h *hub) peers(q *hubListPeers) *messages.PeersListFrame {
 	}
 	slices.SortFunc(out.Peers, func(a, b messages.Peer) int { return strings.Compare(a.ConnectedAt+a.Pubkey, b.ConnectedAt+b.Pubkey) })
 	return out
+}
+
+// revoked closes the live connections of revoked members (their conn
+// actors answer with the revoked error and close 4002), removes their
+// presences without the grace (peer_left at once) and drops them from the
+// cached member lists, so that they resolve as no one's recipient.
+func (h *hub) revoked(ctx actor.Context, m *hubRevoked) {
+	for _, r := range m.members {
+		delete(h.members[r.MeshID], r.Pubkey) // a mesh not cached here loads without it
+		for id, p := range h.byMesh[r.MeshID] {
+			if p.member.Pubkey != r.Pubkey {
+				continue
+			}
+			if !p.offline {
+				h.log.Info("member_revoked_disconnected", "mesh_id", r.MeshID, "pubkey", r.Pubkey, "conn", id)
+				ctx.Send(p.pid, &revokedNow{})
+			}
+			delete(h.conns, id) // no grace: it leaves the peer lists now
+			delete(h.byMesh[r.MeshID], id)
+			h.system(p, "peer_left")
+		}
+		if len(h.byMesh[r.MeshID]) == 0 {
+			delete(h.byMesh, r.MeshID)
+		}
+	}
 }
 
 func (h *hub) redeliver(ctx actor.Context, m *hubRedeliver) {

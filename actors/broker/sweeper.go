@@ -20,11 +20,17 @@ const (
 	// MessageRetention is how long message bodies are kept; pruning flips
 	// history_available on their dedupe rows.
 	MessageRetention = 365 * 24 * time.Hour
+	// RevocationCheck is how often the sweeper looks for revoked members
+	// to disconnect; revocationOverlap widens each look back, for a
+	// revocation committed by another process with a clock a little off.
+	RevocationCheck   = 5 * time.Second
+	revocationOverlap = time.Minute
 )
 
 // sweeper wakes when the next delivery lease expires and asks the hub to
 // make the recipients' connections drain (redelivery of unacked pushes on
-// a timer, not only on reconnect); hourly it expires dedupe rows, prunes
+// a timer, not only on reconnect); every RevocationCheck it has the hub
+// disconnect members revoked since; hourly it expires dedupe rows, prunes
 // old messages and runs the orphan check.
 type sweeper struct {
 	store         *broker.Store
@@ -36,7 +42,15 @@ type sweeper struct {
 	nextRetention time.Time
 	timer         *time.Timer
 	wakeAt        time.Time
+	// revocations: the interval, the look-back start of the next check and
+	// its timer.
+	revokeEvery  time.Duration
+	revokedSince time.Time
+	revokeTimer  *time.Timer
 }
+
+// revocationTick starts a look for revoked members.
+type revocationTick struct{}
 
 type sweepTick struct{}
 
@@ -52,21 +66,28 @@ type connGone struct {
 	keys   []string
 }
 
-func newSweeper(store *broker.Store, m *metrics, hub *actor.PID, log *slog.Logger, now func() time.Time) actor.Producer {
+func newSweeper(store *broker.Store, m *metrics, hub *actor.PID, log *slog.Logger, now func() time.Time,
+	revokeEvery time.Duration) actor.Producer {
 	return func() actor.Actor {
-		return &sweeper{store: store, metrics: m, hub: hub, log: log.With("actor", "sweeper"), now: now}
+		return &sweeper{store: store, metrics: m, hub: hub, log: log.With("actor", "sweeper"), now: now, revokeEvery: revokeEvery}
 	}
 }
 
 func (s *sweeper) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.lastSweep, s.nextRetention = s.now(), s.now()
+		s.lastSweep, s.nextRetention, s.revokedSince = s.now(), s.now(), s.now().Add(-revocationOverlap)
 		s.schedule(ctx, 0)
+		s.scheduleRevocations(ctx)
 	case *actor.Stopping:
 		if s.timer != nil {
 			s.timer.Stop()
 		}
+		if s.revokeTimer != nil {
+			s.revokeTimer.Stop()
+		}
+	case *revocationTick:
+		s.revocations(ctx)
 	case *actor.Stopped, *actor.Restarting:
 	case *sweepTick:
 		s.tick(ctx)
@@ -132,6 +153,27 @@ func (s *sweeper) release(ctx actor.Context, m *connGone) {
 	} else if err := s.store.Notify(bg, recipients); err != nil { // reaches this broker's listener too
 		s.log.Warn("notify deliveries", "err", err) // the next connect still delivers
 	}
+}
+
+func (s *sweeper) scheduleRevocations(ctx actor.Context) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	s.revokeTimer = time.AfterFunc(s.revokeEvery, func() { root.Send(self, &revocationTick{}) })
+}
+
+// revocations has the hub disconnect the members revoked since the last
+// look (minus the overlap: disconnecting twice changes nothing).
+func (s *sweeper) revocations(ctx actor.Context) {
+	now := s.now()
+	revoked, err := s.store.RevokedSince(context.Background(), s.revokedSince)
+	if err != nil {
+		s.log.Warn("look for revoked members", "err", err) // the next look covers them
+	} else {
+		if len(revoked) > 0 {
+			ctx.Send(s.hub, &hubRevoked{members: revoked})
+		}
+		s.revokedSince = now.Add(-revocationOverlap)
+	}
+	s.scheduleRevocations(ctx)
 }
 
 func (s *sweeper) retention(ctx context.Context, now time.Time) {

@@ -29,6 +29,7 @@ type brokerCmd struct {
 	Up     brokerUpCmd     `cmd:"" help:"Run the broker (SQLite in --dir by default; PostgreSQL with --database-url)."`
 	Mesh   brokerMeshCmd   `cmd:"" help:"Manage meshes on this broker's database."`
 	Invite brokerInviteCmd `cmd:"" help:"Create an invite URL for a mesh (printed on a line of its own)."`
+	Member brokerMemberCmd `cmd:"" help:"List and revoke a mesh's members."`
 }
 
 type brokerMeshCmd struct {

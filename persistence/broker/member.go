@@ -123,6 +123,30 @@ func (s *Store) RevokeMember(ctx context.Context, meshID, pubkey string) error {
 	return nil
 }
 
+// RevokedSince returns the members revoked after since: a running broker
+// disconnects them (the revocation may come from another process, such as
+// `claudemesh broker member revoke`).
+func (s *Store) RevokedSince(ctx context.Context, since time.Time) ([]Recipient, error) {
+	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(
+		`SELECT mesh_id, pubkey FROM member WHERE revoked_at IS NOT NULL AND revoked_at > ?`), s.d.time(since))
+	if err != nil {
+		return nil, fmt.Errorf("revoked members: %w", err)
+	}
+	defer rows.Close()
+	var out []Recipient
+	for rows.Next() {
+		var r Recipient
+		if err := rows.Scan(&r.MeshID, &r.Pubkey); err != nil {
+			return nil, fmt.Errorf("revoked members: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("revoked members: %w", err)
+	}
+	return out, nil
+}
+
 // SetProfile applies u to the active member pubkey and returns the member
 // as stored. A revoked or unknown pubkey is ErrMemberNotFound.
 func (s *Store) SetProfile(ctx context.Context, meshID, pubkey string, u ProfileUpdate) (*Member, error) {

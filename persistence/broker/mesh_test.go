@@ -149,6 +149,16 @@ func TestRevokeMember(t *testing.T) {
 		if _, err := e.s.MemberByPubkey(ctx, m.ID, newPubkey(t)); !errors.Is(err, ErrMemberNotFound) {
 			t.Errorf("unknown member: %v", err)
 		}
+		revokedAt := e.clock.Now()
+		for _, c := range []struct {
+			since time.Time
+			want  int
+		}{{revokedAt.Add(-time.Second), 1}, {revokedAt, 0}} {
+			got, err := e.s.RevokedSince(ctx, c.since)
+			if err != nil || len(got) != c.want || (c.want == 1 && got[0] != (Recipient{MeshID: m.ID, Pubkey: alice.Pubkey})) {
+				t.Errorf("RevokedSince(%v) = %v, %v; want %d (alice)", c.since, got, err, c.want)
+			}
+		}
 	})
 }
 
