@@ -901,6 +901,47 @@ func TestE2EPresence(t *testing.T) {
 	if !found {
 		t.Fatalf("alice's GET /v1/peers does not list bob (%s): %+v", bob.pubkey, peers)
 	}
+
+	// Bob sets his profile; GET /v1/profile reads it back from the broker,
+	// and alice's peer list shows it.
+	r := do(t, bob.c, newRequest(t, http.MethodPost, "http://localhost/v1/profile",
+		[]byte(`{"status":"working","summary":"reviewing #12","title":"reviewer","capabilities":["go","sql"]}`)))
+	if r.status != http.StatusOK {
+		t.Fatalf("bob's POST /v1/profile: %d %s", r.status, r.body)
+	}
+	var own struct {
+		Profiles []struct {
+			Mesh         string   `json:"mesh"`
+			MemberPubkey string   `json:"member_pubkey"`
+			Status       string   `json:"status"`
+			Summary      string   `json:"summary"`
+			Title        string   `json:"title"`
+			Capabilities []string `json:"capabilities"`
+		} `json:"profiles"`
+	}
+	if st, _, err := getJSON(bob.c, "http://localhost/v1/profile", &own); err != nil || st != http.StatusOK || len(own.Profiles) != 1 {
+		t.Fatalf("bob's GET /v1/profile: %d %v %+v", st, err, own)
+	}
+	if p := own.Profiles[0]; p.Mesh != "demo" || p.MemberPubkey != bob.pubkey || p.Status != "working" ||
+		p.Summary != "reviewing #12" || p.Title != "reviewer" || strings.Join(p.Capabilities, ",") != "go,sql" {
+		t.Errorf("bob's profile: %+v", p)
+	}
+	var seen struct {
+		Peers []struct {
+			MemberPubkey string `json:"memberPubkey"`
+			Summary      string `json:"summary"`
+		} `json:"peers"`
+	}
+	if _, _, err := getJSON(alice.c, "http://localhost/v1/peers?mesh=demo", &seen); err != nil {
+		t.Fatal(err)
+	}
+	shown := false
+	for _, p := range seen.Peers {
+		shown = shown || p.MemberPubkey == bob.pubkey && p.Summary == "reviewing #12"
+	}
+	if !shown {
+		t.Errorf("alice's peer list does not show bob's summary: %+v", seen.Peers)
+	}
 }
 
 // upstreamStandIn imitates the upstream TypeScript broker where it matters:

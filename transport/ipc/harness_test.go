@@ -255,10 +255,10 @@ func (s *sseStream) close() {
 	<-s.ended
 }
 
-// fakeConn stands in for a mesh's broker-connection actor, which is being
-// written at the same time as these handlers; the real one replaces it in
-// these tests once it lands. down makes it answer every request with an
-// error, as a connection that is not connected does.
+// fakeConn stands in for a mesh's broker-connection actor, to give the
+// handlers peer lists and failures no real broker produces on demand
+// (integration/ runs them against the real one). down makes it answer
+// every request with an error, as a connection that is not connected does.
 type fakeConn struct {
 	peers    []messages.Peer
 	down     bool

@@ -115,6 +115,97 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &body)
 }
 
+// ownProfile is one mesh's part of GET /v1/profile: this daemon's member
+// as the mesh's broker lists it, in the field names POST /v1/profile takes.
+type ownProfile struct {
+	Mesh         string   `json:"mesh"`
+	MemberPubkey string   `json:"member_pubkey"`
+	DisplayName  string   `json:"display_name"`
+	Status       string   `json:"status"`
+	Summary      string   `json:"summary"`
+	Visible      bool     `json:"visible"`
+	Avatar       string   `json:"avatar"`
+	Title        string   `json:"title"`
+	Bio          string   `json:"bio"`
+	Capabilities []string `json:"capabilities"`
+}
+
+// ownProfilesBody is the 200 body of GET /v1/profile. Failed names the
+// meshes whose broker could not say (absent when none failed).
+type ownProfilesBody struct {
+	Profiles []ownProfile      `json:"profiles"`
+	Failed   map[string]string `json:"failed,omitempty"`
+}
+
+// ownProfiles answers GET /v1/profile[?mesh=]: this daemon's profile on the
+// named mesh or on every mesh, read from the broker's peer list (the broker
+// keeps the profile; it lists the requester even when invisible). A mesh
+// whose broker is unreachable, or does not list this member, fails the
+// request when it was named and is reported in failed otherwise.
+func (s *Server) ownProfiles(w http.ResponseWriter, r *http.Request) {
+	named := r.URL.Query().Get("mesh")
+	var meshes []Mesh
+	if named != "" {
+		m, err := s.MeshBySlug(named)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		meshes = []Mesh{*m}
+	} else {
+		meshes = s.Meshes()
+	}
+	slugs, pubkeys := make([]string, len(meshes)), make(map[string]string, len(meshes))
+	for i, m := range meshes {
+		slugs[i], pubkeys[m.Info.Mesh] = m.Info.Mesh, m.Info.MemberPubkey
+	}
+	own, errs := perMesh(slugs, func(slug string) (*ownProfile, error) {
+		pid, err := s.meshActor(slug)
+		if err != nil {
+			return nil, err
+		}
+		list, err := ask[*messages.PeersList](s, pid, &messages.ListPeers{})
+		if err != nil {
+			return nil, brokerError(slug, err)
+		}
+		return findOwn(slug, pubkeys[slug], list.Peers)
+	})
+	body := ownProfilesBody{Profiles: []ownProfile{}}
+	for i, slug := range slugs {
+		if errs[i] == nil {
+			body.Profiles = append(body.Profiles, *own[i])
+			continue
+		}
+		if named != "" {
+			writeError(w, errs[i])
+			return
+		}
+		if body.Failed == nil {
+			body.Failed = map[string]string{}
+		}
+		_, eb := statusFor(errs[i])
+		body.Failed[slug] = eb.Error
+	}
+	writeJSON(w, http.StatusOK, &body)
+}
+
+// findOwn picks this member's entry out of a mesh's peer list.
+func findOwn(slug, memberPubkey string, peers []messages.Peer) (*ownProfile, error) {
+	for _, p := range peers {
+		if p.MemberPubkey != memberPubkey && p.Pubkey != memberPubkey {
+			continue
+		}
+		caps := p.Capabilities
+		if caps == nil {
+			caps = []string{}
+		}
+		return &ownProfile{Mesh: slug, MemberPubkey: memberPubkey, DisplayName: p.DisplayName, Status: p.Status,
+			Summary: p.Summary, Visible: p.Visible, Avatar: p.Avatar, Title: p.Title, Bio: p.Bio, Capabilities: caps}, nil
+	}
+	return nil, &messages.Error{Status: http.StatusBadGateway, Code: "profile_not_listed",
+		Detail: fmt.Sprintf("mesh %q: the broker's peer list does not include this member (%.12s…)", slug, memberPubkey)}
+}
+
 // profileBody is the 200 body of POST /v1/profile. Failed lists the meshes
 // that did not apply the change when others did (absent when none failed).
 type profileBody struct {

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -55,6 +56,40 @@ func TestPeers(t *testing.T) {
 	}
 	h.wantError(http.MethodGet, "/v1/peers?mesh=b", "", http.StatusServiceUnavailable, CodeBrokerUnavailable)
 	h.wantError(http.MethodGet, "/v1/peers?mesh=zz", "", http.StatusNotFound, messages.CodeMeshNotAttached)
+}
+
+// TestOwnProfiles: GET /v1/profile picks this member out of each mesh's
+// peer list; a mesh whose connection is down, or whose list lacks this
+// member, is reported in failed, or fails the request when it was named.
+func TestOwnProfiles(t *testing.T) {
+	h := newHarness(t, withConns(map[string]*fakeConn{
+		"a": {peers: []messages.Peer{{Pubkey: "p1", DisplayName: "ann"},
+			{Pubkey: "pk-a", MemberPubkey: "pk-a", DisplayName: "me", Status: "working", Summary: "s", Visible: true,
+				Title: "t", Capabilities: []string{"go"}}}},
+		"b": {down: true},
+		"c": {peers: []messages.Peer{{Pubkey: "p3", DisplayName: "cy"}}},
+	}))
+	var all struct {
+		Profiles []map[string]any  `json:"profiles"`
+		Failed   map[string]string `json:"failed"`
+	}
+	if resp := h.do(http.MethodGet, "/v1/profile", "", &all); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if len(all.Profiles) != 1 {
+		t.Fatalf("profiles %v, want mesh a's", all.Profiles)
+	}
+	p := all.Profiles[0]
+	if p["mesh"] != "a" || p["member_pubkey"] != "pk-a" || p["display_name"] != "me" || p["status"] != "working" ||
+		p["summary"] != "s" || p["visible"] != true || p["title"] != "t" || fmt.Sprint(p["capabilities"]) != "[go]" {
+		t.Errorf("profile on a: %v", p)
+	}
+	if all.Failed["b"] != CodeBrokerUnavailable || all.Failed["c"] != "profile_not_listed" {
+		t.Errorf("failed: %v", all.Failed)
+	}
+	h.wantError(http.MethodGet, "/v1/profile?mesh=b", "", http.StatusServiceUnavailable, CodeBrokerUnavailable)
+	h.wantError(http.MethodGet, "/v1/profile?mesh=c", "", http.StatusBadGateway, "profile_not_listed")
+	h.wantError(http.MethodGet, "/v1/profile?mesh=zz", "", http.StatusNotFound, messages.CodeMeshNotAttached)
 }
 
 func TestPeersNoMesh(t *testing.T) {

@@ -32,6 +32,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/outbox", (*Server).outboxList},
 	{http.MethodPost, "/v1/outbox/requeue", (*Server).outboxRequeue},
 	{http.MethodGet, "/v1/peers", (*Server).peers},
+	{http.MethodGet, "/v1/profile", (*Server).ownProfiles},
 	{http.MethodPost, "/v1/profile", (*Server).profile},
 	{http.MethodPost, "/v1/send", (*Server).send},
 	{http.MethodGet, "/v1/version", (*Server).version},
