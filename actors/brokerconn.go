@@ -60,6 +60,9 @@ type BrokerConn struct {
 	closing bool
 	downAt  time.Time // when the connection was lost; zero before the first
 	downBy  int       // the close code it was lost with
+	// revoked says the broker refused the member key as revoked (reported
+	// once until a hello succeeds again).
+	revoked bool
 }
 
 // Broker connection messages.
@@ -172,6 +175,13 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		}
 		return
 	case m.err != nil:
+		var hello *wsclient.HelloError
+		if errors.As(m.err, &hello) && hello.Code == "revoked" && !b.revoked {
+			b.revoked = true
+			b.log.Error("member_revoked", "mesh", b.cfg.Slug, "detail", "the mesh's owner revoked this daemon's key; "+
+				"sends to this mesh wait until their max age. Join again with a new invite (claudemesh join) for a new key")
+			b.event(ctx, "member_revoked", map[string]any{"mesh": b.cfg.Slug})
+		}
 		b.breaker.Failure()
 		wait := b.backoff.Next()
 		b.log.Warn("broker_connect_failed", "err", m.err, "retry_in", wait, "breaker", b.breaker.State())
@@ -184,6 +194,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	}
 	b.breaker.Success()
 	b.backoff.Reset()
+	b.revoked = false
 	b.conn, b.session = m.conn, m.session
 	if m.session.Legacy {
 		b.log.Warn("legacy_broker", "detail", "the broker does not deduplicate; idempotency holds at the daemon only")

@@ -10,8 +10,8 @@ import (
 // TestBrokerMemberRevoke: `claudemesh broker member list` shows the joined
 // members; `broker member revoke` on the database of a running broker
 // (another process) gets bob's connected daemon disconnected within the
-// broker's revocation check, and refused from then on; the list no longer
-// shows bob. Bad input is refused with a clear message and changes nothing.
+// broker's revocation check, and refused from then on (its log says
+// member_revoked); the list no longer shows bob. Bad input is refused with a clear message and changes nothing.
 func TestBrokerMemberRevoke(t *testing.T) {
 	m := newE2EMesh(t)
 	m.bob.start(t)
@@ -58,6 +58,9 @@ func TestBrokerMemberRevoke(t *testing.T) {
 		t.Fatalf("broker member revoke: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	waitFor(t, 15*time.Second, "bob's daemon to be disconnected", func() bool { return !health(t, m.bob.c).Connected })
+	if rec := m.bob.d.waitLog("member_revoked", 1)[0]; str(rec, "mesh") != "demo" {
+		t.Errorf("bob's member_revoked record: %v", rec)
+	}
 	if got := members(); got[m.bob.pubkey] != "" || got[m.alice.pubkey] != "alice" {
 		t.Fatalf("members after the revocation: %v", got)
 	}
