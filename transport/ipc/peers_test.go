@@ -139,7 +139,7 @@ func TestProfile(t *testing.T) {
 	h.wantError(http.MethodPost, "/v1/profile", `{"status":"away"}`, http.StatusBadRequest, "invalid_status")
 	h.wantError(http.MethodPost, "/v1/profile", `{"nickname":"x"}`, http.StatusBadRequest, messages.CodeUnknownField)
 	h.wantError(http.MethodPost, "/v1/profile", `[1]`, http.StatusBadRequest, messages.CodeInvalidJSON)
-	h.wantError(http.MethodGet, "/v1/profile", "", http.StatusMethodNotAllowed, "method_not_allowed")
+	h.wantError(http.MethodDelete, "/v1/profile", "", http.StatusMethodNotAllowed, "method_not_allowed")
 }
 
 func TestProfileEveryMeshDown(t *testing.T) {
