@@ -31,6 +31,9 @@ type MeshConfig struct {
 	// Liveness is how long a silent broker connection is kept (0: the
 	// protocol's 75 s); pings go out at 2/5 of it.
 	Liveness time.Duration
+	// AckTimeout is how long a send waits for the broker's ack before it
+	// counts as a transient failure (0: AckTimeout).
+	AckTimeout time.Duration
 	// PanicOnce, when set, makes the mesh's inbox panic at the next message
 	// push while it holds true (it is cleared first): fault injection for
 	// the tests of mesh isolation. It survives the restart it causes.

@@ -40,15 +40,23 @@ const (
 // wakes the store. A dropped connection returns the mesh's inflight rows to
 // pending and ends the registration.
 type Dispatcher struct {
-	mesh     string
-	store    *actor.PID
-	metrics  *metrics.Daemon
-	link     *wsclient.Conn // nil while the link is down
-	log      *slog.Logger
-	gen      uint64 // this link's registration; 0 while down
-	inflight map[string]*flight
-	timer    *time.Timer
-	wakeAt   time.Time
+	mesh       string
+	store      *actor.PID
+	metrics    *metrics.Daemon
+	link       *wsclient.Conn // nil while the link is down
+	log        *slog.Logger
+	gen        uint64 // this link's registration; 0 while down
+	inflight   map[string]*flight
+	timer      *time.Timer
+	wakeAt     time.Time
+	ackTimeout time.Duration
+	// sent are the flights in the order they went out, which is the order
+	// their ack deadlines come due (one timeout for all): one timer, armed
+	// for the oldest, stands for them all. An answered flight leaves the
+	// queue when it reaches the front.
+	sent     []*flight
+	ackTimer *time.Timer
+	ackArmed bool
 }
 
 // dispatchGen numbers registrations across the process, so that outcomes
@@ -56,19 +64,24 @@ type Dispatcher struct {
 var dispatchGen atomic.Uint64
 
 type flight struct {
-	row   messages.ClaimedRow
-	timer *time.Timer
-	sent  time.Time
+	row  messages.ClaimedRow
+	sent time.Time
+	done bool // answered: the deadline queue drops it when it reaches the front
 }
 
 type (
-	dueTimer   struct{}
-	ackTimeout struct{ clientMessageID, rowID string }
+	dueTimer    struct{}
+	ackDeadline struct{}
 )
 
-func newDispatcher(mesh string, store *actor.PID, m *metrics.Daemon, log *slog.Logger) actor.Producer {
+func newDispatcher(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger) actor.Producer {
+	ackTimeout := cfg.AckTimeout
+	if ackTimeout <= 0 {
+		ackTimeout = AckTimeout
+	}
 	return func() actor.Actor {
-		return &Dispatcher{mesh: mesh, store: store, metrics: m, log: log.With("actor", "dispatcher"), inflight: map[string]*flight{}}
+		return &Dispatcher{mesh: cfg.Slug, store: store, metrics: m, log: log.With("actor", "dispatcher"),
+			inflight: map[string]*flight{}, ackTimeout: ackTimeout}
 	}
 }
 
@@ -91,10 +104,9 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 		}
 	case *messages.AckFrame:
 		d.ack(ctx, m)
-	case *ackTimeout:
-		if f, ok := d.inflight[m.clientMessageID]; ok && f.row.ID == m.rowID {
-			d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: "ack_timeout"}, 0)
-		}
+	case *ackDeadline:
+		d.ackArmed = false
+		d.expire(ctx)
 	case *messages.OutcomeApplied:
 		if m.Err != nil {
 			d.log.Error("apply send outcome", "err", m.Err)
@@ -123,13 +135,39 @@ func (d *Dispatcher) claimed(ctx actor.Context, r *messages.ClaimedRows) {
 }
 
 func (d *Dispatcher) transmit(ctx actor.Context, row messages.ClaimedRow) {
-	root, self := ctx.ActorSystem().Root, ctx.Self()
 	f := &flight{row: row, sent: time.Now()}
-	f.timer = time.AfterFunc(AckTimeout, func() { root.Send(self, &ackTimeout{clientMessageID: row.ClientMessageID, rowID: row.ID}) })
 	d.inflight[row.ClientMessageID] = f
+	d.sent = append(d.sent, f)
+	d.armAckTimer(ctx)
 	if err := d.link.Send(json.RawMessage(row.Payload)); err != nil {
 		d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: err.Error()}, 0)
 	}
+}
+
+// armAckTimer arms the ack timer for the oldest flight, unless it is armed.
+func (d *Dispatcher) armAckTimer(ctx actor.Context) {
+	if d.ackArmed || len(d.sent) == 0 {
+		return
+	}
+	d.ackArmed = true
+	wait := max(time.Until(d.sent[0].sent.Add(d.ackTimeout)), 0)
+	if d.ackTimer == nil {
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		d.ackTimer = time.AfterFunc(wait, func() { root.Send(self, &ackDeadline{}) })
+		return
+	}
+	d.ackTimer.Reset(wait)
+}
+
+// expire fails the flights whose ack is overdue (ack_timeout, a transient
+// failure) and arms the timer for the next deadline. The front of the queue
+// is never an answered flight: finish pops those.
+func (d *Dispatcher) expire(ctx actor.Context) {
+	now := time.Now()
+	for len(d.sent) > 0 && now.Sub(d.sent[0].sent) >= d.ackTimeout {
+		d.finish(ctx, d.sent[0], &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: "ack_timeout"}, 0)
+	}
+	d.armAckTimer(ctx)
 }
 
 // schedule arms the due timer for at, unless it already fires earlier.
@@ -160,8 +198,12 @@ func (d *Dispatcher) ack(ctx actor.Context, a *messages.AckFrame) {
 
 // finish applies one attempt's outcome to its row and frees its slot.
 func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutcome, retryAfter time.Duration) {
-	f.timer.Stop()
+	f.done = true
 	delete(d.inflight, f.row.ClientMessageID)
+	for len(d.sent) > 0 && d.sent[0].done { // acks mostly come in order: the queue stays the window's size
+		d.sent[0] = nil
+		d.sent = d.sent[1:]
+	}
 	now := time.Now()
 	d.metrics.Dispatch.WithLabelValues(d.mesh, out.Outcome).Observe(now.Sub(f.sent).Seconds())
 	out.Mesh, out.Gen, out.RowID, out.Now = d.mesh, d.gen, f.row.ID, now.UnixMilli()
@@ -220,10 +262,9 @@ func (d *Dispatcher) linkDown(ctx actor.Context) {
 		return
 	}
 	d.link, d.gen = nil, 0
-	for id, f := range d.inflight {
-		f.timer.Stop()
-		delete(d.inflight, id)
-	}
+	clear(d.inflight)
+	clear(d.sent)
+	d.sent = d.sent[:0]
 	ctx.Request(d.store, &messages.ReleaseMesh{Mesh: d.mesh, Now: time.Now().UnixMilli()})
 }
 
@@ -231,7 +272,7 @@ func (d *Dispatcher) stopTimers() {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	for _, f := range d.inflight {
-		f.timer.Stop()
+	if d.ackTimer != nil {
+		d.ackTimer.Stop()
 	}
 }

@@ -53,7 +53,7 @@ func (m *meshActor) Receive(ctx actor.Context) {
 }
 
 func (m *meshActor) spawn(ctx actor.Context) {
-	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg.Slug, m.store, m.metrics, m.log)))
+	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg, m.store, m.metrics, m.log)))
 	m.pids.Inbox = ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.metrics, m.log)))
 	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log, m.fatal)))
 }
