@@ -66,6 +66,22 @@ func openStores(t *testing.T, log *slog.Logger) (*persistence.Outbox, *persisten
 	return outbox, inbox
 }
 
+// outboxRows lists the tree's outbox rows of a status ("": every status),
+// by client_message_id.
+func outboxRows(t *testing.T, tree *Tree, status string) map[string]messages.OutboxItem {
+	t.Helper()
+	res, err := tree.System.Root.RequestFuture(tree.Store, &messages.ListOutbox{Status: status, Limit: 100}, 5*time.Second).Result()
+	page, ok := res.(*messages.OutboxPage)
+	if err != nil || !ok || page.Err != nil {
+		t.Fatalf("list outbox: %+v, %v", res, err)
+	}
+	out := map[string]messages.OutboxItem{}
+	for _, it := range page.Items {
+		out[it.ClientMessageID] = it
+	}
+	return out
+}
+
 // spawnStore starts a store actor alone, on databases in a fresh
 // directory, with o's other options (a fresh metrics set if none); all of
 // it goes when the test ends.

@@ -91,22 +91,9 @@ func TestAckTimeout(t *testing.T) {
 	for seen["slow"] < 1 || seen["other"] < 2 { // both unanswered at first, both sent again
 		seen[next()]++
 	}
-	rows := func() map[string]messages.OutboxItem {
-		t.Helper()
-		res, err := root.RequestFuture(tree.Store, &messages.ListOutbox{Limit: 10}, 5*time.Second).Result()
-		page, ok := res.(*messages.OutboxPage)
-		if err != nil || !ok || page.Err != nil {
-			t.Fatalf("list outbox: %+v, %v", res, err)
-		}
-		out := map[string]messages.OutboxItem{}
-		for _, it := range page.Items {
-			out[it.ClientMessageID] = it
-		}
-		return out
-	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := rows()
+		r := outboxRows(t, tree, "")
 		if r["slow"].Status == messages.StatusDone && r["other"].Status == messages.StatusDone {
 			for _, cid := range []string{"slow", "other"} {
 				if r[cid].Attempts != 2 || r[cid].BrokerMessageID == nil || *r[cid].BrokerMessageID != "bm-"+cid {

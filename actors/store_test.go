@@ -54,16 +54,7 @@ func TestStoreClaimsForDispatcher(t *testing.T) {
 	}
 	rows := func(status string) map[string]messages.OutboxItem {
 		t.Helper()
-		res, err := root.RequestFuture(tree.Store, &messages.ListOutbox{Status: status, Limit: 100}, 5*time.Second).Result()
-		page, ok := res.(*messages.OutboxPage)
-		if err != nil || !ok || page.Err != nil {
-			t.Fatalf("list outbox: %+v, %v", res, err)
-		}
-		out := map[string]messages.OutboxItem{}
-		for _, it := range page.Items {
-			out[it.ClientMessageID] = it
-		}
-		return out
+		return outboxRows(t, tree, status)
 	}
 	got := make(chan any, 16)
 	next := func() any {
