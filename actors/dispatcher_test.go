@@ -108,3 +108,39 @@ func TestAckTimeout(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // poll interval: the condition is re-checked
 	}
 }
+
+// TestClassify is the answer table of a send (spec §4.6), for our broker's
+// extended ack and the upstream broker's plain one.
+func TestClassify(t *testing.T) {
+	after := int64(1500)
+	for _, c := range []struct {
+		name    string
+		ack     messages.AckFrame
+		outcome string
+		bmid    string
+		reason  string
+		wait    time.Duration
+	}{
+		{"201", messages.AckFrame{Code: 201, BrokerMessageID: "b1", MessageID: "m1", HistoryID: "h1"}, messages.OutcomeDone, "b1", "", 0},
+		{"200 duplicate", messages.AckFrame{Code: 200, MessageID: "m2", Duplicate: true}, messages.OutcomeDone, "m2", "", 0},
+		{"409", messages.AckFrame{Code: 409, Error: "idempotency_key_reused", Conflict: "broker_fingerprint_mismatch"},
+			messages.OutcomeDead, "", "idempotency_key_reused: broker_fingerprint_mismatch", 0},
+		{"429 with retry_after_ms", messages.AckFrame{Code: 429, Error: "rate_limited", RetryAfterMs: &after},
+			messages.OutcomeRetry, "", "rate_limited", 1500 * time.Millisecond},
+		{"503", messages.AckFrame{Code: 503, Error: "store_unavailable"}, messages.OutcomeRetry, "", "store_unavailable", 0},
+		{"404", messages.AckFrame{Code: 404, Error: "unknown_recipient"}, messages.OutcomeDead, "", "unknown_recipient", 0},
+		{"413", messages.AckFrame{Code: 413, Error: "payload_too_large"}, messages.OutcomeDead, "", "payload_too_large", 0},
+		{"upstream success", messages.AckFrame{Queued: true, MessageID: "m3"}, messages.OutcomeDone, "m3", "", 0},
+		{"upstream rate limit", messages.AckFrame{Error: "rate_limit exceeded"}, messages.OutcomeRetry, "", "rate_limit exceeded", 0},
+		{"upstream no peer", messages.AckFrame{Error: "no connected peer for target"}, messages.OutcomeRetry, "", "no connected peer for target", 0},
+		{"upstream other error", messages.AckFrame{Error: "forbidden"}, messages.OutcomeDead, "", "forbidden", 0},
+	} {
+		out, wait := classify(&c.ack)
+		if out.Outcome != c.outcome || out.BrokerMessageID != c.bmid || out.Reason != c.reason || wait != c.wait {
+			t.Errorf("%s: %+v, wait %s; want %s %q %q %s", c.name, out, wait, c.outcome, c.bmid, c.reason, c.wait)
+		}
+		if c.name == "201" && out.HistoryID != "h1" {
+			t.Errorf("201: history id %q", out.HistoryID)
+		}
+	}
+}
