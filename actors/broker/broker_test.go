@@ -328,6 +328,36 @@ func TestPeersAndProfile(t *testing.T) {
 	})
 }
 
+// TestStatusHoldsPushes: a member whose status is working or dnd gets only
+// priority "now" pushes; "next" ones wait in its queue and are pushed when
+// it is idle again. An unknown status is refused.
+func TestStatusHoldsPushes(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a, b := e.connect(alice, "a"), e.connect(bob, "b")
+		b.send(map[string]any{"type": "set_status", "status": "away"})
+		if f := b.next("error"); f["code"] != "invalid_status" {
+			t.Fatalf("set_status away: %v", f)
+		}
+		b.send(map[string]any{"type": "set_status", "status": "dnd"})
+		b.send(map[string]any{"type": "list_peers", "_reqId": "sync"}) // frames are handled in order: dnd is in force
+		b.next("peers_list")
+		a.send(sendFrame("held", bob.id.PublicKeyHex(), "hello"))
+		a.next("ack")
+		urgent := sendFrame("urgent", bob.id.PublicKeyHex(), "hello")
+		urgent["priority"] = "now"
+		a.send(urgent)
+		a.next("ack")
+		if p := b.push(); p["client_message_id"] != "urgent" {
+			t.Fatalf("bob (dnd) got %v, want only the priority-now message", p)
+		}
+		b.send(map[string]any{"type": "set_status", "status": "idle"})
+		if p := b.push(); p["client_message_id"] != "held" {
+			t.Fatalf("bob (idle again) got %v, want the held message", p)
+		}
+	})
+}
+
 // TestTwoReplicas: two brokers on one PostgreSQL database serve one mesh.
 // A DM from a client of the first to a client of the second is pushed live
 // (LISTEN/NOTIFY), and dedupe holds across them.
