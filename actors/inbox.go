@@ -80,10 +80,10 @@ func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *ws
 
 // item decodes a push into its inbox row.
 func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {
-	now := time.Now()
+	ms := time.Now().UnixMilli() // what is stored: the event says the time /v1/inbox will
 	it := messages.InboxItem{ID: ulid.Make().String(), ClientMessageID: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
 		BrokerMessageID: p.MessageID, Mesh: in.cfg.Slug, Kind: "dm", SenderPubkey: p.SenderPubkey, SenderName: p.SenderName,
-		ReceivedAt: now.UTC().Format(time.RFC3339Nano), ReceivedAtMs: now.UnixMilli(), ReplyToID: p.ReplyToID, Meta: p.Meta}
+		ReceivedAt: time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), ReceivedAtMs: ms, ReplyToID: p.ReplyToID, Meta: p.Meta}
 	if it.SenderName == "" && len(p.SenderPubkey) >= 8 {
 		it.SenderName = p.SenderPubkey[:8]
 	}

@@ -47,6 +47,7 @@ type daemonCmd struct {
 	InstallService   daemonInstallServiceCmd   `cmd:"" name:"install-service" help:"Install the daemon as a user service (systemd on Linux, launchd on macOS)."`
 	UninstallService daemonUninstallServiceCmd `cmd:"" name:"uninstall-service" help:"Remove the user service that install-service created."`
 	Outbox           outboxCmd                 `cmd:"" help:"Inspect and recover the daemon's outbox."`
+	Inbox            daemonInboxCmd            `cmd:"" help:"Print the messages the daemon received (the last 24 h by default), and with -f those that arrive."`
 }
 
 type outboxCmd struct {

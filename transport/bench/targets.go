@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -12,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
@@ -154,37 +153,25 @@ type receiver struct {
 // daemon has answered, so nothing sent afterwards can be missed.
 func listen(ctx context.Context, sock string) (*receiver, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/v1/events", nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp, err := unixClient(sock, 1).Do(req)
+	stream, err := ipc.NewClient(sock).Events(ctx, "")
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("bench: the receiver's /v1/events: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("bench: the receiver's /v1/events answered %d", resp.StatusCode)
-	}
 	r := &receiver{cancel: cancel, done: make(chan struct{}), at: map[string]time.Time{}}
 	go func() {
 		defer close(r.done)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		defer stream.Close()
 		var ev struct {
 			ClientMessageID string `json:"client_message_id"`
 		}
-		for sc.Scan() {
-			data, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok {
-				continue
+		for {
+			e, err := stream.Next()
+			if err != nil {
+				return
 			}
 			ev.ClientMessageID = ""
-			if json.Unmarshal([]byte(data), &ev) != nil || ev.ClientMessageID == "" {
+			if e.Name != "message" || json.Unmarshal(e.Data, &ev) != nil || ev.ClientMessageID == "" {
 				continue
 			}
 			now := time.Now()

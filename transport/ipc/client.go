@@ -113,13 +113,19 @@ func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, 
 		return nil, fmt.Errorf("read daemon answer: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var env messages.ErrorBody
-		if json.Unmarshal(data, &env) != nil || env.Error == "" {
-			env = messages.ErrorBody{Error: "http_" + strconv.Itoa(resp.StatusCode), Detail: string(data)}
-		}
-		return nil, &messages.Error{Status: resp.StatusCode, Code: env.Error, Detail: env.Detail}
+		return nil, decodeError(resp.StatusCode, data)
 	}
 	return data, nil
+}
+
+// decodeError turns a non-2xx answer into a *messages.Error with the
+// envelope's code (http_<status> when the body is not an envelope).
+func decodeError(status int, data []byte) error {
+	var env messages.ErrorBody
+	if json.Unmarshal(data, &env) != nil || env.Error == "" {
+		env = messages.ErrorBody{Error: "http_" + strconv.Itoa(status), Detail: string(data)}
+	}
+	return &messages.Error{Status: status, Code: env.Error, Detail: env.Detail}
 }
 
 // SendResult is a 2xx answer of POST /v1/send: Accepted for 202 (queued or
@@ -201,11 +207,7 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 			return nil, ce
 		}
 	}
-	var env messages.ErrorBody
-	if json.Unmarshal(data, &env) != nil || env.Error == "" {
-		env = messages.ErrorBody{Error: "http_" + strconv.Itoa(resp.StatusCode), Detail: string(data)}
-	}
-	return nil, &messages.Error{Status: resp.StatusCode, Code: env.Error, Detail: env.Detail}
+	return nil, decodeError(resp.StatusCode, data)
 }
 
 // MeshPeer is one peer of GET /v1/peers: the broker's record and its mesh.

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+type daemonInboxCmd struct {
+	Since  string `default:"24h" placeholder:"TIME" help:"Messages received since this time: a duration ago (90m, 24h, 168h) or an RFC 3339 time."`
+	Mesh   string `placeholder:"SLUG" help:"Only this mesh's (this agent's) messages."`
+	Topic  string `placeholder:"TOPIC" help:"Only this topic's messages (without the #)."`
+	From   string `placeholder:"PUBKEY" help:"Only messages from this sender."`
+	Limit  int    `default:"1000" help:"Show at most this many messages (the oldest of the window first)."`
+	Follow bool   `short:"f" help:"Then keep printing messages as they arrive, until interrupted."`
+	JSON   bool   `name:"json" help:"Print each message as one JSON object per line."`
+}
+
+func (c *daemonInboxCmd) Run() error {
+	if c.Limit < 1 {
+		return usageErr("--limit must be at least 1")
+	}
+	q := url.Values{}
+	since, err := sinceParam(c.Since, time.Now())
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	q.Set("since", since)
+	for k, v := range map[string]string{"mesh": c.Mesh, "topic": c.Topic, "from": c.From} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	client, err := daemonClient()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var stream *ipc.EventStream
+	if c.Follow { // opened first: nothing that arrives while the window is listed is missed
+		if stream, err = client.Events(ctx, c.Mesh); err != nil {
+			return err
+		}
+		defer stream.Close()
+	}
+	shown, err := c.window(ctx, client, q)
+	if err != nil || stream == nil {
+		return err
+	}
+	for {
+		ev, err := stream.Next()
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var it messages.InboxItem
+		if ev.Name != "message" || json.Unmarshal(ev.Data, &it) != nil || shown[it.ID] || !c.matches(&it) {
+			continue
+		}
+		shown[it.ID] = true
+		c.print(&it)
+	}
+}
+
+// window prints the messages of the --since window, page after page, up to
+// --limit, and returns their ids.
+func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.Values) (map[string]bool, error) {
+	shown := map[string]bool{}
+	for left := c.Limit; left > 0; {
+		q.Set("limit", strconv.Itoa(min(left, ipc.MaxInboxLimit)))
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		page, err := client.Inbox(rctx, q)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for i := range page.Items {
+			shown[page.Items[i].ID] = true
+			c.print(&page.Items[i])
+		}
+		left -= len(page.Items)
+		if page.Next == "" {
+			break
+		}
+		q.Set("after", page.Next)
+	}
+	if len(shown) == 0 && !c.JSON && !c.Follow {
+		fmt.Printf("no messages since %s\n", q.Get("since"))
+	}
+	return shown, nil
+}
+
+// matches applies --topic and --from to a live message (--mesh is the
+// stream's own filter).
+func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
+	return (c.Topic == "" || it.Topic == c.Topic) && (c.From == "" || strings.EqualFold(it.SenderPubkey, c.From))
+}
+
+func (c *daemonInboxCmd) print(it *messages.InboxItem) {
+	if c.JSON {
+		_ = json.NewEncoder(os.Stdout).Encode(it)
+		return
+	}
+	to := "dm"
+	if it.Kind != messages.KindDM {
+		to = "#" + it.Topic
+	}
+	body := "(could not be decrypted)"
+	if it.Body != nil {
+		body = *it.Body
+	}
+	from := it.SenderName
+	if from == "" {
+		from = short(it.SenderPubkey, 12)
+	}
+	fmt.Printf("%s  %s  %s  %s: %s\n", it.ReceivedAt, it.Mesh, to, from, body)
+}
+
+// sinceParam turns --since (a duration ago or an RFC 3339 time) into the
+// route's since parameter.
+func sinceParam(s string, now time.Time) (string, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return "", fmt.Errorf("--since %s: a duration ago must not be negative", s)
+		}
+		return now.Add(-d).UTC().Format(time.RFC3339Nano), nil
+	}
+	if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+		return "", fmt.Errorf("--since %q: want a duration ago (24h) or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+	}
+	return s, nil
+}

@@ -1,0 +1,105 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// TestDaemonInboxCommand: `claudemesh daemon inbox` prints what an agent
+// received (text and JSON, one mesh with --mesh), refuses a bad --since,
+// and with -f goes on printing what arrives, each message once, until
+// interrupted.
+func TestDaemonInboxCommand(t *testing.T) {
+	e := newEnv(t)
+	if err := os.Remove(filepath.Join(e.configDir, "config.json")); err != nil { // the embedded local mesh
+		t.Fatal(err)
+	}
+	if r := runCLI(t, e, "daemon", "add-agent", "rev"); r.code != 0 {
+		t.Fatalf("add-agent: %d %s", r.code, r.stderr)
+	}
+	startDaemon(t, e, "--no-tcp")
+	c := unixClient(e.socket())
+	defer c.CloseIdleConnections()
+	waitFor(t, e2eConnectDeadline, "both agents on the embedded broker", func() bool {
+		var h messages.Health
+		getJSON(c, "http://localhost/v1/health", &h)
+		return len(h.Meshes) == 2 && h.Meshes[0].Connected && h.Meshes[1].Connected
+	})
+	send := func(body string) {
+		t.Helper()
+		if r := runCLI(t, e, "send", "--mesh", "local", "#review", body); r.code != 0 {
+			t.Fatalf("send %s: %d %s", body, r.code, r.stderr)
+		}
+	}
+	send("first")
+	waitFor(t, e2eDeliverDeadline, "the first message in rev's inbox", func() bool {
+		return strings.Contains(runCLI(t, e, "daemon", "inbox", "--mesh", "rev").stdout, "first")
+	})
+	r := runCLI(t, e, "daemon", "inbox", "--mesh", "rev", "--json")
+	var it messages.InboxItem
+	if r.code != 0 || json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &it) != nil || it.Mesh != "rev" ||
+		it.Topic != "review" || it.Body == nil || *it.Body != "first" {
+		t.Fatalf("daemon inbox --json: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := runCLI(t, e, "daemon", "inbox", "--since", "yesterday"); r.code != 2 || !strings.Contains(r.stderr, "--since") {
+		t.Errorf("a bad --since: exit %d %s", r.code, r.stderr)
+	}
+
+	follow := exec.Command(binPath, "daemon", "inbox", "--mesh", "rev", "-f")
+	follow.Env = e.environ()
+	out, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { follow.Process.Kill(); follow.Wait() })
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("daemon inbox -f ended")
+			}
+			return l
+		case <-time.After(e2eDeliverDeadline):
+			t.Fatal("daemon inbox -f printed nothing")
+			return ""
+		}
+	}
+	if l := next(); !strings.Contains(l, "#review") || !strings.HasSuffix(l, ": first") { // the window: its stream is open
+		t.Fatalf("first line of -f: %q", l)
+	}
+	send("second")
+	if l := next(); !strings.HasSuffix(l, ": second") {
+		t.Fatalf("live line of -f: %q", l)
+	}
+	if err := follow.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for l := range lines {
+		t.Errorf("after the interrupt -f printed %q", l)
+	}
+	if err := follow.Wait(); err != nil {
+		t.Errorf("daemon inbox -f after SIGINT: %v", err)
+	}
+	t.Log("checked: daemon inbox lists, filters by mesh, prints JSON, refuses a bad --since, follows without repeating")
+}
