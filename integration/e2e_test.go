@@ -901,6 +901,10 @@ func TestE2EPresence(t *testing.T) {
 	if !found {
 		t.Fatalf("alice's GET /v1/peers does not list bob (%s): %+v", bob.pubkey, peers)
 	}
+	if r := runCLI(t, alice.env, "peers", "--mesh", "demo"); r.code != 0 || !strings.Contains(r.stdout, bob.pubkey) ||
+		!strings.Contains(r.stdout, "bob") {
+		t.Errorf("claudemesh peers: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 
 	// Bob sets his profile; GET /v1/profile reads it back from the broker,
 	// and alice's peer list shows it.

@@ -387,6 +387,16 @@ func TestSIGHUPReload(t *testing.T) {
 		}
 		time.Sleep(pollInterval) // poll interval: the condition is re-checked
 	}
+	// `claudemesh daemon reload` does the same and says how it went.
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"loud\"\n")
+	if r := runCLI(t, e, "daemon", "reload"); r.code != 1 || !strings.Contains(r.stderr, "kept its settings") ||
+		!strings.Contains(r.stderr, "daemon.log_level") {
+		t.Errorf("daemon reload of a bad file: exit %d\n%s", r.code, r.stderr)
+	}
+	writeConfigTOML(t, e, "[daemon]\nlog_level = \"info\"\n[ipc]\ntcp_enabled = true\nhttp_port = 1\n")
+	if r := runCLI(t, e, "daemon", "reload"); r.code != 0 || !strings.HasPrefix(r.stdout, "reloaded (pid ") {
+		t.Errorf("daemon reload: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if d.exited() {
 		t.Fatal("the daemon exited during the reloads")
 	}

@@ -52,6 +52,18 @@ type Version struct {
 	MemberPubkey             string     `json:"member_pubkey"`
 	Meshes                   []MeshInfo `json:"meshes"`
 	PID                      int        `json:"pid"`
+	// Reload is the outcome of the last SIGHUP reload (absent before one).
+	Reload *ReloadStatus `json:"reload,omitempty"`
+}
+
+// ReloadStatus is the outcome of a SIGHUP reload: Seq counts the reloads
+// since the start, OK says config.toml applied (else Error says why and the
+// daemon kept its settings).
+type ReloadStatus struct {
+	Seq   int    `json:"seq"`
+	At    string `json:"at"` // RFC 3339
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
 }
 
 // Health is the body of GET /v1/health.

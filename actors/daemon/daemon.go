@@ -216,6 +216,9 @@ func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
 	d.tree.System.Root.Send(d.tree.Store, &actors.MeasurePressure{})
 }
 
+// NoteReload records the outcome of a SIGHUP reload (GET /v1/version).
+func (d *Daemon) NoteReload(err error) { d.server.NoteReload(err) }
+
 // SetFsyncMode changes [outbox] fsync_mode from the store's next batch on.
 func (d *Daemon) SetFsyncMode(mode persistence.FsyncMode) { d.fsync.Set(mode) }
 

@@ -222,3 +222,38 @@ func attachToRunning(paths config.Paths, slug string) (pid int, err error) {
 	}
 	return v.PID, fmt.Errorf("the running daemon (pid %d) did not attach %s within 5s (see its log); restart it to attach it", v.PID, slug)
 }
+
+type daemonReloadCmd struct{}
+
+// Run sends SIGHUP to the running daemon (the pid its socket reports) and
+// waits for the outcome, which GET /v1/version reports: config.toml applied,
+// or refused with the reason (the daemon then keeps its settings).
+func (c *daemonReloadCmd) Run() error {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	v, err := probeDaemon(paths.Socket())
+	if err != nil {
+		return ipc.ErrDaemonNotRunning
+	}
+	before := 0
+	if v.Reload != nil {
+		before = v.Reload.Seq
+	}
+	if err := syscall.Kill(v.PID, syscall.SIGHUP); err != nil {
+		return fmt.Errorf("signal daemon (pid %d): %w", v.PID, err)
+	}
+	for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		now, err := probeDaemon(paths.Socket())
+		if err != nil || now.Reload == nil || now.Reload.Seq <= before {
+			continue
+		}
+		if !now.Reload.OK {
+			return fmt.Errorf("the daemon (pid %d) kept its settings: %s", v.PID, now.Reload.Error)
+		}
+		fmt.Printf("reloaded (pid %d)\n", v.PID)
+		return nil
+	}
+	return fmt.Errorf("the daemon (pid %d) did not report the reload within %s; see its log", v.PID, stopWait)
+}

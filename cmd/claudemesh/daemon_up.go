@@ -211,6 +211,7 @@ func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File)
 	cfg, err := c.load()
 	if err != nil {
 		log.Error("config_reload_failed", "err", err)
+		d.NoteReload(err)
 		return
 	}
 	log.apply(cfg)
@@ -225,6 +226,7 @@ func (c *daemonUpCmd) reload(d *daemon.Daemon, log *logger, running config.File)
 	if cfg.Clone != running.Clone {
 		restart = append(restart, "clone")
 	}
+	d.NoteReload(nil)
 	log.Info("config_reloaded", "file", c.Config, "log_level", cfg.Daemon.LogLevel,
 		"fsync_mode", cfg.Outbox.FsyncMode, "restart_required_for", restart)
 }

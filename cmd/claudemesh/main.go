@@ -21,6 +21,7 @@ type cli struct {
 	Broker  brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
 	Join    joinCmd          `cmd:"" help:"Join a mesh with an invite URL: mint a member key, register it, record the mesh in config.json."`
 	Send    sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
+	Peers   peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
 	Bench   benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
@@ -40,6 +41,7 @@ type daemonCmd struct {
 	Up               daemonUpCmd               `cmd:"" help:"Start the daemon: detached by default, attached with --foreground."`
 	Down             daemonDownCmd             `cmd:"" help:"Stop the running daemon and wait for it to exit."`
 	Status           daemonStatusCmd           `cmd:"" help:"Show the running daemon's state: pid, uptime, meshes, outbox."`
+	Reload           daemonReloadCmd           `cmd:"" help:"Have the running daemon re-read config.toml and config.json (SIGHUP) and say whether it applied."`
 	Version          daemonVersionCmd          `cmd:"" help:"Print the CLI's and the running daemon's versions."`
 	Metrics          daemonMetricsCmd          `cmd:"" help:"Print the running daemon's Prometheus metrics (GET /v1/metrics)."`
 	AddAgent         daemonAddAgentCmd         `cmd:"" name:"add-agent" help:"Give another agent on this machine an identity of its own on the local mesh (a member of the embedded broker's mesh), so that agents can message each other."`

@@ -73,7 +73,26 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 	if len(v.Meshes) > 0 {
 		v.Mesh, v.MemberPubkey = v.Meshes[0].Mesh, v.Meshes[0].MemberPubkey
 	}
+	s.meshMu.RLock()
+	v.Reload = s.reload
+	s.meshMu.RUnlock()
 	writeJSON(w, http.StatusOK, v)
+}
+
+// NoteReload records the outcome of a SIGHUP reload for GET /v1/version
+// (err nil: config.toml applied).
+func (s *Server) NoteReload(err error) {
+	r := &messages.ReloadStatus{At: time.Now().UTC().Format(time.RFC3339Nano), OK: err == nil}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	s.meshMu.Lock()
+	if s.reload != nil {
+		r.Seq = s.reload.Seq
+	}
+	r.Seq++
+	s.reload = r
+	s.meshMu.Unlock()
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

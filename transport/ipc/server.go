@@ -86,7 +86,8 @@ type Server struct {
 	opts     Options
 	metrics  *metrics.Daemon
 	scrapeMu sync.Mutex
-	meshMu   sync.RWMutex // guards opts.Meshes and opts.MeshActors (AddMesh)
+	meshMu   sync.RWMutex // guards opts.Meshes and opts.MeshActors (AddMesh), and reload
+	reload   *messages.ReloadStatus
 	token    []byte
 	inflight chan struct{}
 	http     *http.Server
