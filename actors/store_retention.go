@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -92,6 +93,15 @@ func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
 	case p.Inbox+p.Events+p.Outbox > 0:
 		s.log.Info("retention_pass", "inbox_rows", p.Inbox, "events", p.Events, "outbox_payloads", p.Outbox)
 	}
+	if p.Err == nil {
+		s.metrics.Pruned.WithLabelValues("inbox").Add(float64(p.Inbox))
+		s.metrics.Pruned.WithLabelValues("events").Add(float64(p.Events))
+		s.metrics.Pruned.WithLabelValues("outbox_payloads").Add(float64(p.Outbox))
+	}
+	if p.InboxRows >= 0 {
+		s.metrics.InboxRows.Set(float64(p.InboxRows))
+		s.metrics.InboxBytes.Set(float64(fileBytes(s.inbox.Path(), s.inbox.Path()+"-wal")))
+	}
 	s.passes.more = s.passes.more || p.More
 	if s.passes.pending--; s.passes.pending > 0 {
 		return
@@ -103,17 +113,31 @@ func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
 	s.scheduleRetention(ctx, next)
 }
 
+// fileBytes is the total size of the files that exist.
+func fileBytes(paths ...string) int64 {
+	var n int64
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
 // prune runs a pass's command on its database.
 func (s *Store) prune(tx *sqlx.Tx, msg any) (*messages.Pruned, error) {
-	out := &messages.Pruned{}
+	out := &messages.Pruned{InboxRows: -1}
 	var err error
 	switch m := msg.(type) {
 	case *messages.PruneInbox:
 		if out.Inbox, err = s.inbox.Prune(tx, m.Before, m.Limit); err != nil {
 			return out, err
 		}
-		out.Events, err = s.inbox.TrimEvents(tx, m.EventsKeep, m.EventsBefore, m.Limit)
+		if out.Events, err = s.inbox.TrimEvents(tx, m.EventsKeep, m.EventsBefore, m.Limit); err != nil {
+			return out, err
+		}
 		out.More = out.Inbox >= int64(m.Limit) || out.Events >= int64(m.Limit)
+		out.InboxRows, err = s.inbox.Count(tx)
 	case *messages.PruneOutbox:
 		out.Outbox, err = s.outbox.CompactPayloads(tx, m.Before, m.Limit)
 		out.More = out.Outbox >= int64(m.Limit)

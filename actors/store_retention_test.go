@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
+	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -16,7 +19,8 @@ import (
 // their limit a call (More says there is more); a pass started by the timer
 // goes on until nothing is left, and keeps what is young.
 func TestStoreRetention(t *testing.T) {
-	system, store, outbox, inbox := spawnStore(t, StoreOptions{Retention: Retention{InboxDays: 30, OutboxDays: 7}})
+	m := metrics.New()
+	system, store, outbox, inbox := spawnStore(t, StoreOptions{Retention: Retention{InboxDays: 30, OutboxDays: 7}, Metrics: m})
 	ask := func(msg any) any {
 		t.Helper()
 		res, err := system.Root.RequestFuture(store, msg, 5*time.Second).Result()
@@ -64,13 +68,26 @@ func TestStoreRetention(t *testing.T) {
 		t.Fatalf("inbox pass with a limit of 2: %+v", p)
 	}
 
+	value := func(c prometheus.Collector) float64 {
+		t.Helper()
+		var out dto.Metric
+		if err := c.(prometheus.Metric).Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Gauge != nil {
+			return out.GetGauge().GetValue()
+		}
+		return out.GetCounter().GetValue()
+	}
 	// The timer's pass goes on, a batch after another, until nothing is left.
 	system.Root.Send(store, &retentionTick{})
 	deadline := time.Now().Add(10 * time.Second)
-	for count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`) < 5 || inboxRows() > 5 {
+	for count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`) < 5 || inboxRows() > 5 ||
+		value(m.InboxRows) != 5 || value(m.Pruned.WithLabelValues("outbox_payloads")) != 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after the pass: %d empty payloads, %d inbox rows; want 5 and 5",
-				count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`), inboxRows())
+			t.Fatalf("after the pass: %d empty payloads, %d inbox rows, gauge %v, payloads counted %v; want 5, 5, 5, 3",
+				count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`), inboxRows(), value(m.InboxRows),
+				value(m.Pruned.WithLabelValues("outbox_payloads")))
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval: the condition is re-checked
 	}
@@ -95,5 +112,10 @@ func TestStoreRetention(t *testing.T) {
 	}
 	if err := idb.Get(&kept, "SELECT COUNT(*) FROM events"); err != nil || kept != 5 {
 		t.Errorf("%d events after the pass, want the 5 young ones (%v)", kept, err)
+	}
+	// The pass also counted the rows left (5), what it let go (the 3 payloads
+	// the direct command left; its own answer went to the test) and the size.
+	if bytes := value(m.InboxBytes); bytes <= 0 {
+		t.Errorf("cm_daemon_inbox_bytes %v, want the file's size", bytes)
 	}
 }

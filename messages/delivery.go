@@ -285,8 +285,10 @@ type PruneOutbox struct {
 // part changed, and whether a part stopped at its limit (More).
 type Pruned struct {
 	Inbox, Events, Outbox int64
-	More                  bool
-	Err                   error
+	// InboxRows is how many inbox rows remain (PruneInbox only; -1 else).
+	InboxRows int64
+	More      bool
+	Err       error
 }
 
 // Failure returns the store's error, nil on success.

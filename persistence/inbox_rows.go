@@ -212,6 +212,15 @@ func decodeInboxCursor(c string) (int64, string, error) {
 	return at, id, nil
 }
 
+// Count is the number of inbox rows.
+func (in *Inbox) Count(tx *sqlx.Tx) (int64, error) {
+	var n int64
+	if err := tx.Get(&n, "SELECT COUNT(*) FROM inbox"); err != nil {
+		return 0, fmt.Errorf("count inbox rows: %w", err)
+	}
+	return n, nil
+}
+
 // Prune deletes up to limit of the rows received before olderThan (Unix
 // ms; [inbox] retention_days), oldest first, and returns how many it
 // deleted.

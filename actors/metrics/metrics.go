@@ -33,6 +33,9 @@ type Daemon struct {
 	StoreBatch  prometheus.Histogram     // cm_daemon_store_batch_size
 	StoreCommit *prometheus.HistogramVec // cm_daemon_store_commit_seconds{db,durability}
 	DiskPct     *prometheus.GaugeVec     // cm_daemon_disk_pct{kind}
+	InboxRows   prometheus.Gauge         // cm_daemon_inbox_rows
+	InboxBytes  prometheus.Gauge         // cm_daemon_inbox_bytes
+	Pruned      *prometheus.CounterVec   // cm_daemon_retention_pruned_total{kind}
 }
 
 // latency buckets, in seconds: 0.1 ms to about 3 s.
@@ -71,12 +74,18 @@ func New() *Daemon {
 	d.StoreBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cm_daemon_store_batch_size",
 		Help: "Commands per store batch (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	d.StoreCommit = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_store_commit_seconds",
-		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not).", Buckets: latency},
+		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not; wal_sync: the deferred fsync of [outbox] fsync_mode batched_50ms and off).", Buckets: latency},
 		[]string{"db", "durability"})
 	d.DiskPct = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_disk_pct",
 		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507)."},
 		[]string{"kind"})
-	d.Registry.MustRegister(d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
+	d.InboxRows = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_inbox_rows",
+		Help: "Messages in the inbox, counted at each retention pass."})
+	d.InboxBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_inbox_bytes",
+		Help: "Size of inbox.db and its WAL, at each retention pass."})
+	d.Pruned = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_retention_pruned_total",
+		Help: "What retention let go: inbox rows, events, outbox payloads."}, []string{"kind"})
+	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
 		d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.StoreBatch, d.StoreCommit)
 	return d
 }
