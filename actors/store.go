@@ -154,7 +154,7 @@ func (s *Store) Receive(ctx actor.Context) {
 		s.retained(ctx, msg)
 	case *SetEvents:
 		s.events = msg.Events
-	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.ListOutbox, *messages.OutboxStats,
+	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.DropOutbox, *messages.ListOutbox, *messages.OutboxStats,
 		*messages.DispatchReady, *messages.DispatchWake, *messages.SendOutcome, *messages.ReleaseMesh,
 		*messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent,
 		*messages.PruneInbox, *messages.PruneOutbox:
@@ -197,8 +197,8 @@ func (s *Store) hold(ctx actor.Context, r storeRequest) {
 }
 
 // durabilityOf is what the batch's outbox.db commit must guarantee: Durable
-// when it answers an accept or a requeue (the caller is told its message is
-// stored). Everything else the dispatcher writes — claims, outcomes,
+// when it answers an accept, a requeue or a drop (the caller is told its
+// message is stored, or given up). Everything else the dispatcher writes — claims, outcomes,
 // releases — may be lost in a power cut: the row is then found inflight or
 // pending at the next start and sent again, and the broker's dedupe answers
 // the repeat. Such batches skip the fsync. inbox.db is always Durable: an
@@ -207,7 +207,7 @@ func (s *Store) hold(ctx actor.Context, r storeRequest) {
 func durabilityOf(reqs []storeRequest) persistence.Durability {
 	for _, r := range reqs {
 		switch r.msg.(type) {
-		case *messages.AcceptSend, *messages.RequeueOutbox:
+		case *messages.AcceptSend, *messages.RequeueOutbox, *messages.DropOutbox:
 			return persistence.Durable
 		}
 	}
@@ -411,6 +411,8 @@ func (s *Store) command(tx *sqlx.Tx, msg any) (any, error) {
 		return s.outbox.Accept(tx, m, s.claimNow)
 	case *messages.RequeueOutbox:
 		return s.outbox.Requeue(tx, m)
+	case *messages.DropOutbox:
+		return s.outbox.Drop(tx, m)
 	case *messages.ListOutbox:
 		return s.outbox.List(tx, m)
 	case *messages.OutboxStats:
@@ -452,6 +454,8 @@ func failed(msg any, err error) any {
 		return &messages.AcceptResult{Err: err}
 	case *messages.RequeueOutbox:
 		return &messages.RequeueResult{Err: err}
+	case *messages.DropOutbox:
+		return &messages.DropResult{Err: err}
 	case *messages.ListOutbox:
 		return &messages.OutboxPage{Err: err}
 	case *messages.OutboxStats:

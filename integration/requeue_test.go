@@ -163,6 +163,30 @@ func TestOperatorRecoveryCLI(t *testing.T) {
 	if n := len(after); n != 5 {
 		t.Errorf("%d rows, want 5 (3 sent, 2 successors)", n)
 	}
+
+	// Drop gives up on the patched successor: aborted with no successor, its
+	// id still taken; dropping it again, or a done row, is refused.
+	res = runCLI(t, e, "daemon", "outbox", "drop", pq.NewRowID, "--json")
+	var dr struct {
+		AbortedRowID    string `json:"aborted_row_id"`
+		ClientMessageID string `json:"client_message_id"`
+	}
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &dr) != nil || dr.AbortedRowID != pq.NewRowID ||
+		dr.ClientMessageID != pq.NewClientMessageID {
+		t.Fatalf("outbox drop: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if got := byClientID(listAll(t, c, ""))[pq.NewClientMessageID]; got.Status != "aborted" || got.SupersededBy != nil ||
+		got.AbortedBy == nil || *got.AbortedBy != "operator" {
+		t.Errorf("dropped row: %+v", got)
+	}
+	for _, id := range []string{pq.NewRowID, doneRow.ID} {
+		if res := runCLI(t, e, "daemon", "outbox", "drop", id); res.code == 0 || !strings.Contains(res.stderr, "drop_not_eligible") {
+			t.Errorf("drop of %s: exit %d, stderr:\n%s", id, res.code, res.stderr)
+		}
+	}
+	if n := len(listAll(t, c, "")); n != 5 {
+		t.Errorf("%d rows after the drop, want 5 (nothing deleted, nothing added)", n)
+	}
 	c.CloseIdleConnections()
 	d.stop()
 

@@ -56,6 +56,7 @@ const (
 	CodeInvalidQuery         = "invalid_query"
 	CodeRowNotFound          = "outbox_row_not_found"
 	CodeRequeueNotEligible   = "requeue_not_eligible"
+	CodeDropNotEligible      = "drop_not_eligible"
 	CodeClientIDInUse        = "client_message_id_in_use"
 	CodeDaemonBusy           = "daemon_busy"
 	CodeInsufficientStorage  = "insufficient_storage"

@@ -126,6 +126,30 @@ type RequeueResult struct {
 // Failure returns the store's error, nil on success.
 func (r *RequeueResult) Failure() error { return r.Err }
 
+// DropRequest is the body of POST /v1/outbox/drop.
+type DropRequest struct {
+	ID string `json:"id"`
+}
+
+// DropOutbox asks the store to give up on row ID (dead or pending): it
+// becomes aborted by the operator with no successor, and its
+// client_message_id stays taken. The reply is *DropResult.
+type DropOutbox struct {
+	ID  string
+	Now int64
+}
+
+// DropResult is the reply to *DropOutbox and the 200 body of
+// POST /v1/outbox/drop.
+type DropResult struct {
+	AbortedRowID    string `json:"aborted_row_id"`
+	ClientMessageID string `json:"client_message_id"`
+	Err             error  `json:"-"`
+}
+
+// Failure returns the store's error, nil on success.
+func (r *DropResult) Failure() error { return r.Err }
+
 // OutboxStats asks the store for row counts per mesh and status. The reply
 // is *OutboxCounts.
 type OutboxStats struct{}

@@ -535,3 +535,44 @@ func TestCompactPayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDrop: a dead or pending row is aborted by the operator with no
+// successor; inflight, done and aborted rows are refused (409
+// drop_not_eligible), an unknown row is 404; a refusal changes nothing.
+func TestDrop(t *testing.T) {
+	o := openTestOutbox(t)
+	for _, cid := range []string{"dead", "pending", "inflight", "done"} {
+		enqueue(t, o, "m", cid, 100)
+		if cid != "pending" {
+			o.db.MustExec(`UPDATE outbox SET status = ? WHERE client_message_id = ?`, cid, cid)
+		}
+	}
+	drop := func(id string) (*messages.DropResult, error) {
+		var res *messages.DropResult
+		err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+			res, err = o.Drop(tx, &messages.DropOutbox{ID: id, Now: 500})
+			return err
+		})
+		return res, err
+	}
+	for _, cid := range []string{"dead", "pending"} {
+		res, err := drop("row-" + cid)
+		if err != nil || res.AbortedRowID != "row-"+cid || res.ClientMessageID != cid {
+			t.Fatalf("drop %s: %+v, %v", cid, res, err)
+		}
+		if n := count(t, o, `client_message_id = '`+cid+`' AND status = 'aborted' AND aborted_by = 'operator'
+			AND aborted_at = 500 AND superseded_by IS NULL`); n != 1 {
+			t.Errorf("row %s after the drop is not aborted by the operator without successor", cid)
+		}
+	}
+	for id, code := range map[string]string{"row-inflight": messages.CodeDropNotEligible, "row-done": messages.CodeDropNotEligible,
+		"row-dead": messages.CodeDropNotEligible, "row-nosuch": messages.CodeRowNotFound} {
+		var me *messages.Error
+		if _, err := drop(id); !errors.As(err, &me) || me.Code != code {
+			t.Errorf("drop %s: %v, want %s", id, err, code)
+		}
+	}
+	if n := count(t, o, `status IN ('inflight', 'done')`); n != 2 {
+		t.Errorf("refused drops changed rows: %d inflight or done left, want 2", n)
+	}
+}

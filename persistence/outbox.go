@@ -234,30 +234,20 @@ func nullTime(v sql.NullInt64) *string {
 }
 
 type requeueRow struct {
-	Status      string `db:"status"`
-	Mesh        string `db:"mesh"`
-	Fingerprint []byte `db:"request_fingerprint"`
-	Payload     []byte `db:"payload"`
+	Status          string `db:"status"`
+	ClientMessageID string `db:"client_message_id"`
+	Mesh            string `db:"mesh"`
+	Fingerprint     []byte `db:"request_fingerprint"`
+	Payload         []byte `db:"payload"`
 }
 
 // Requeue retires a dead or pending row and inserts its successor under a
 // new client_message_id (spec §4.7). Run inside one savepoint: any failure
 // leaves both rows as they were.
 func (o *Outbox) Requeue(tx *sqlx.Tx, cmd *messages.RequeueOutbox) (*messages.RequeueResult, error) {
-	var old requeueRow
-	err := tx.Get(&old, "SELECT status, mesh, request_fingerprint, payload FROM outbox WHERE id = ?", cmd.ID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &messages.Error{Status: 404, Code: messages.CodeRowNotFound, Detail: "no outbox row with id " + cmd.ID}
-	}
+	old, err := retirable(tx, cmd.ID, "requeued", messages.CodeRequeueNotEligible)
 	if err != nil {
-		return nil, fmt.Errorf("look up outbox row: %w", err)
-	}
-	if old.Status != messages.StatusDead && old.Status != messages.StatusPending {
-		detail := "only dead and pending rows can be requeued; this one is " + old.Status
-		if old.Status == messages.StatusInflight {
-			detail += " (an attempt is under way; retry when it ends)"
-		}
-		return nil, &messages.Error{Status: 409, Code: messages.CodeRequeueNotEligible, Detail: detail}
+		return nil, err
 	}
 	var taken int
 	if err := tx.Get(&taken, "SELECT COUNT(*) FROM outbox WHERE client_message_id = ?", cmd.NewClientMessageID); err != nil {
@@ -281,6 +271,43 @@ func (o *Outbox) Requeue(tx *sqlx.Tx, cmd *messages.RequeueOutbox) (*messages.Re
 		return nil, fmt.Errorf("insert successor row: %w", err)
 	}
 	return &messages.RequeueResult{AbortedRowID: cmd.ID, NewRowID: cmd.NewRowID, NewClientMessageID: cmd.NewClientMessageID}, nil
+}
+
+// retirable reads row id for an operator's requeue or drop (verb, and the
+// 409's code): only a dead or pending row can be retired; 404 and 409
+// otherwise.
+func retirable(tx *sqlx.Tx, id, verb, code string) (*requeueRow, error) {
+	var old requeueRow
+	err := tx.Get(&old, "SELECT status, client_message_id, mesh, request_fingerprint, payload FROM outbox WHERE id = ?", id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &messages.Error{Status: 404, Code: messages.CodeRowNotFound, Detail: "no outbox row with id " + id}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up outbox row: %w", err)
+	}
+	if old.Status != messages.StatusDead && old.Status != messages.StatusPending {
+		detail := "only dead and pending rows can be " + verb + "; this one is " + old.Status
+		if old.Status == messages.StatusInflight {
+			detail += " (an attempt is under way; retry when it ends)"
+		}
+		return nil, &messages.Error{Status: 409, Code: code, Detail: detail}
+	}
+	return &old, nil
+}
+
+// Drop gives up on a dead or pending row (spec A18: abort without
+// successor): it becomes aborted by the operator, is never sent, and its
+// client_message_id stays taken — a retry of it is refused (409).
+func (o *Outbox) Drop(tx *sqlx.Tx, cmd *messages.DropOutbox) (*messages.DropResult, error) {
+	old, err := retirable(tx, cmd.ID, "dropped", messages.CodeDropNotEligible)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(`UPDATE outbox SET status = 'aborted', aborted_at = ?, aborted_by = 'operator', superseded_by = NULL
+	                       WHERE id = ?`, cmd.Now, cmd.ID); err != nil {
+		return nil, fmt.Errorf("abort outbox row: %w", err)
+	}
+	return &messages.DropResult{AbortedRowID: cmd.ID, ClientMessageID: old.ClientMessageID}, nil
 }
 
 // CompactPayloads empties the payload of up to limit rows that are done or

@@ -55,6 +55,7 @@ type daemonCmd struct {
 type outboxCmd struct {
 	List    outboxListCmd    `cmd:"" help:"List outbox rows, newest first."`
 	Requeue outboxRequeueCmd `cmd:"" help:"Retire a dead or pending row and queue its payload again under a new client_message_id."`
+	Drop    outboxDropCmd    `cmd:"" help:"Give up on a dead or pending row: aborted, never sent; its client_message_id stays taken."`
 }
 
 // exitError carries a process exit code. reported means the error was

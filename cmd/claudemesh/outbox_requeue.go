@@ -47,3 +47,28 @@ func (c *outboxRequeueCmd) Run() error {
 		res.AbortedRowID, res.NewRowID, res.NewClientMessageID)
 	return nil
 }
+
+type outboxDropCmd struct {
+	ID   string `arg:"" name:"id" help:"Outbox row id (the ID column of outbox list)."`
+	JSON bool   `name:"json" help:"Print the result as one JSON object."`
+}
+
+// Run gives up on a dead or pending row: it is never sent, and its
+// client_message_id stays taken (a retry of it is refused).
+func (c *outboxDropCmd) Run() error {
+	client, err := daemonClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := client.Drop(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	fmt.Printf("row %s dropped (aborted, not sent); client_message_id %s stays taken\n", res.AbortedRowID, res.ClientMessageID)
+	return nil
+}

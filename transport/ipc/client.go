@@ -68,6 +68,12 @@ func (c *Client) Requeue(ctx context.Context, req *messages.RequeueRequest) (*me
 	return &res, c.do(ctx, http.MethodPost, "/v1/outbox/requeue", req, &res)
 }
 
+// Drop asks POST /v1/outbox/drop.
+func (c *Client) Drop(ctx context.Context, id string) (*messages.DropResult, error) {
+	var res messages.DropResult
+	return &res, c.do(ctx, http.MethodPost, "/v1/outbox/drop", &messages.DropRequest{ID: id}, &res)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	data, err := c.raw(ctx, method, path, in)
 	if err != nil {

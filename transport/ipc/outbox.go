@@ -85,6 +85,33 @@ func (s *Server) outboxRequeue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, result)
 }
 
+// outboxDrop answers POST /v1/outbox/drop {id}: the row (dead or pending)
+// is given up — aborted by the operator, no successor.
+func (s *Server) outboxDrop(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer bufPool.Put(body)
+	var req messages.DropRequest
+	if err := messages.DecodeJSON(body.Bytes(), &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.ID == "" {
+		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: "missing_id", Detail: "id (the outbox row id) is required"})
+		return
+	}
+	result, err := ask[*messages.DropResult](s, s.opts.Store, &messages.DropOutbox{ID: req.ID, Now: now()})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.opts.Log.Info("outbox_dropped", "row_id", result.AbortedRowID, "client_message_id", result.ClientMessageID)
+	writeJSON(w, http.StatusOK, result)
+}
+
 func (s *Server) decodeRequeue(w http.ResponseWriter, r *http.Request) (*messages.RequeueOutbox, error) {
 	body, err := readBody(w, r)
 	if err != nil {

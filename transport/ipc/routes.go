@@ -30,6 +30,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/inbox", (*Server).inboxList},
 	{http.MethodGet, "/v1/metrics", (*Server).metricsText},
 	{http.MethodGet, "/v1/outbox", (*Server).outboxList},
+	{http.MethodPost, "/v1/outbox/drop", (*Server).outboxDrop},
 	{http.MethodPost, "/v1/outbox/requeue", (*Server).outboxRequeue},
 	{http.MethodGet, "/v1/peers", (*Server).peers},
 	{http.MethodGet, "/v1/profile", (*Server).ownProfiles},
