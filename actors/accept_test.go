@@ -133,7 +133,7 @@ func TestAcceptChildrenStop(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d processes left, baseline %d: accept children do not stop", processes(tree.System), baseline)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // poll interval: the condition is re-checked
 	}
 }
 

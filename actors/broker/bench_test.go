@@ -90,7 +90,7 @@ func benchSends(b *testing.B, e *env, conns int) {
 				}
 			}
 			for len(inflight) > 0 {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // poll interval: waits for the last acks
 			}
 			c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""))
 			<-done
