@@ -62,8 +62,11 @@ func (c *daemonInboxCmd) Run() error {
 	}
 	for {
 		ev, err := stream.Next()
-		if errors.Is(err, io.EOF) || ctx.Err() != nil {
-			return nil
+		if ctx.Err() != nil {
+			return nil // interrupted
+		}
+		if errors.Is(err, io.EOF) {
+			return errors.New("the daemon ended the event stream (it stopped, or this reader fell too far behind)")
 		}
 		if err != nil {
 			return err
