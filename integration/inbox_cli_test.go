@@ -26,7 +26,7 @@ func TestDaemonInboxCommand(t *testing.T) {
 	if r := runCLI(t, e, "daemon", "add-agent", "rev"); r.code != 0 {
 		t.Fatalf("add-agent: %d %s", r.code, r.stderr)
 	}
-	startDaemon(t, e, "--no-tcp")
+	d := startDaemon(t, e, "--no-tcp")
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
 	waitFor(t, e2eConnectDeadline, "both agents on the embedded broker", func() bool {
@@ -101,5 +101,30 @@ func TestDaemonInboxCommand(t *testing.T) {
 	if err := follow.Wait(); err != nil {
 		t.Errorf("daemon inbox -f after SIGINT: %v", err)
 	}
-	t.Log("checked: daemon inbox lists, filters by mesh, prints JSON, refuses a bad --since, follows without repeating")
+
+	// A follower whose daemon stops says so and fails.
+	second := exec.Command(binPath, "daemon", "inbox", "-f")
+	second.Env = e.environ()
+	stdout, err := second.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	second.Stderr = &stderr
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Process.Kill(); second.Wait() })
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() { // the window printed: its stream is open
+		t.Fatal("the second follower printed nothing")
+	}
+	d.stop()
+	for sc.Scan() {
+	}
+	if err := second.Wait(); err == nil || !strings.Contains(stderr.String(), "could not be resumed") {
+		t.Errorf("follower after the daemon stopped: %v, stderr %q", err, stderr.String())
+	}
+	t.Log("checked: daemon inbox lists, filters by mesh, prints JSON, refuses a bad --since, follows without repeating, " +
+		"and a follower fails when its daemon stops")
 }

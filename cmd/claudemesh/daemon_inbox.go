@@ -51,26 +51,36 @@ func (c *daemonInboxCmd) Run() error {
 	defer stop()
 	var stream *ipc.EventStream
 	if c.Follow { // opened first: nothing that arrives while the window is listed is missed
-		if stream, err = client.Events(ctx, c.Mesh); err != nil {
+		if stream, err = client.Events(ctx, c.Mesh, 0); err != nil {
 			return err
 		}
-		defer stream.Close()
+		defer func() { stream.Close() }()
 	}
 	shown, err := c.window(ctx, client, q)
 	if err != nil || stream == nil {
 		return err
 	}
+	var last int64
 	for {
 		ev, err := stream.Next()
 		if ctx.Err() != nil {
 			return nil // interrupted
 		}
 		if errors.Is(err, io.EOF) {
-			return errors.New("the daemon ended the event stream (it stopped, or this reader fell too far behind)")
+			// The daemon closes a stream that falls too far behind; resume
+			// after the last event seen. A daemon that stopped ends it here.
+			resumed, err := client.Events(ctx, c.Mesh, last)
+			if err != nil {
+				return fmt.Errorf("the event stream ended and could not be resumed: %w", err)
+			}
+			stream.Close()
+			stream = resumed
+			continue
 		}
 		if err != nil {
 			return err
 		}
+		last = ev.ID
 		var it messages.InboxItem
 		if ev.Name != "message" || json.Unmarshal(ev.Data, &it) != nil || shown[it.ID] || !c.matches(&it) {
 			continue

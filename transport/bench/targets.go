@@ -153,7 +153,7 @@ type receiver struct {
 // daemon has answered, so nothing sent afterwards can be missed.
 func listen(ctx context.Context, sock string) (*receiver, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := ipc.NewClient(sock).Events(ctx, "")
+	stream, err := ipc.NewClient(sock).Events(ctx, "", 0)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("bench: the receiver's /v1/events: %w", err)

@@ -33,10 +33,11 @@ type EventStream struct {
 	sc   *bufio.Scanner
 }
 
-// Events opens GET /v1/events (?mesh= when mesh is set) and returns once
-// the daemon has answered, so that nothing published afterwards is missed.
-// It is not bound by the client's request timeout; ctx ends it.
-func (c *Client) Events(ctx context.Context, mesh string) (*EventStream, error) {
+// Events opens GET /v1/events (?mesh= when mesh is set; after > 0 resumes
+// after that event id with Last-Event-ID) and returns once the daemon has
+// answered, so that nothing published afterwards is missed. It is not bound
+// by the client's request timeout; ctx ends it.
+func (c *Client) Events(ctx context.Context, mesh string, after int64) (*EventStream, error) {
 	path := "http://localhost/v1/events"
 	if mesh != "" {
 		path += "?" + url.Values{"mesh": {mesh}}.Encode()
@@ -44,6 +45,9 @@ func (c *Client) Events(ctx context.Context, mesh string) (*EventStream, error) 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
+	}
+	if after > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
 	}
 	resp, err := (&http.Client{Transport: c.hc.Transport}).Do(req)
 	if err != nil {
