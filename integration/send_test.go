@@ -140,6 +140,18 @@ func TestSendCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("daemon --wait", func(t *testing.T) {
+		r := sendCLI(t, s.aliceEnv, "--client-message-id", "wait-1", "--wait", "20s", s.bob.Pubkey, "waited for")
+		if r.code != 0 || !regexp.MustCompile(`^delivered wait-1 to `+s.bob.Pubkey+`: the broker accepted it as [0-9A-Z]{26}\n$`).MatchString(r.stdout) {
+			t.Fatalf("send --wait: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		r = sendCLI(t, s.aliceEnv, "--client-message-id", "wait-1", "--wait", "20s", "--json", s.bob.Pubkey, "waited for")
+		var row outboxItem
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &row) != nil || row.Status != "done" || row.ClientMessageID != "wait-1" {
+			t.Fatalf("send --wait --json again: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
+
 	t.Run("daemon display name and prefix", func(t *testing.T) {
 		r := sendCLI(t, s.aliceEnv, "BOB", "by name")
 		if r.code != 0 || !regexp.MustCompile(`^queued [0-9A-Z]{26} to BOB \(`+s.bob.Pubkey[:16]+`…\)\n$`).MatchString(r.stdout) {
@@ -287,5 +299,23 @@ func TestSendLocalMeshNeedsDaemon(t *testing.T) {
 	}
 	if r := sendCLI(t, e, "--mesh", "other", "*", "hello"); r.code != 2 || !strings.Contains(r.stderr, "records no mesh other") {
 		t.Errorf("send --mesh other: exit %d, stderr %q; want 2", r.code, r.stderr)
+	}
+}
+
+// TestSendWaitTimesOut: with the broker out of reach, `send --wait` says the
+// message is still pending once the wait runs out, exits 3, and leaves the
+// row queued.
+func TestSendWaitTimesOut(t *testing.T) {
+	e := newEnv(t) // its mesh's broker does not answer
+	startDaemon(t, e, "--no-tcp")
+	r := sendCLI(t, e, "--client-message-id", "wait-out", "--wait", "300ms", "#ops", "nobody home")
+	if r.code != 3 || !strings.Contains(r.stderr, "wait-out to #ops is still pending after 300ms") ||
+		!strings.Contains(r.stderr, "stays queued") {
+		t.Fatalf("send --wait with no broker: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
+	c := unixClient(e.socket())
+	defer c.CloseIdleConnections()
+	if !slices.ContainsFunc(listAll(t, c, messages.StatusPending), func(it outboxItem) bool { return it.ClientMessageID == "wait-out" }) {
+		t.Error("the row is not pending after the wait")
 	}
 }

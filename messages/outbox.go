@@ -53,6 +53,8 @@ type ListOutbox struct {
 	Status string
 	Limit  int
 	Before string
+	// ClientMessageID, when set, lists the one row of that id (if any).
+	ClientMessageID string
 }
 
 // OutboxPage is the reply to *ListOutbox and the body of GET /v1/outbox.

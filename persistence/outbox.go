@@ -187,13 +187,19 @@ type listRow struct {
 
 // List returns one page of rows, newest first (row ids are ULIDs).
 func (o *Outbox) List(tx *sqlx.Tx, q *messages.ListOutbox) (*messages.OutboxPage, error) {
-	var rows []listRow
-	err := tx.Select(&rows, `SELECT id, client_message_id, mesh, status, attempts, request_fingerprint, payload,
+	const columns = `SELECT id, client_message_id, mesh, status, attempts, request_fingerprint, payload,
 	       enqueued_at, next_attempt_at, delivered_at, broker_message_id, history_id, last_error,
 	       aborted_at, aborted_by, superseded_by
-	  FROM outbox
+	  FROM outbox`
+	var rows []listRow
+	var err error
+	if q.ClientMessageID != "" {
+		err = tx.Select(&rows, columns+` WHERE client_message_id = ?`, q.ClientMessageID)
+	} else {
+		err = tx.Select(&rows, columns+`
 	 WHERE (?1 = '' OR status = ?1) AND (?2 = '' OR id < ?2)
 	 ORDER BY id DESC LIMIT ?3`, q.Status, q.Before, q.Limit+1)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
 	}

@@ -55,7 +55,12 @@ func TestOutboxPaging(t *testing.T) {
 	if items, _ := body["items"].([]any); st != 200 || len(items) != 2 {
 		t.Fatalf("failed filter: %d %v", st, body)
 	}
-	for _, q := range []string{"status=lost", "limit=0", "limit=501", "limit=x", "before=not-a-ulid"} {
+	for q, n := range map[string]int{"client_message_id=p-3": 1, "client_message_id=nosuch": 0} {
+		if st, body := h.get("/v1/outbox?" + q); st != 200 || len(body["items"].([]any)) != n {
+			t.Errorf("%s: %d %v, want %d row(s)", q, st, body, n)
+		}
+	}
+	for _, q := range []string{"status=lost", "limit=0", "limit=501", "limit=x", "before=not-a-ulid", "client_message_id=a%20b"} {
 		if st, body := h.get("/v1/outbox?" + q); st != http.StatusBadRequest || body["error"] != "invalid_query" {
 			t.Errorf("%s: %d %v", q, st, body)
 		}

@@ -37,15 +37,19 @@ const (
 )
 
 type sendCmd struct {
-	To              string `arg:"" help:"Recipient: a 64-hex pubkey, #topic, @group, * (everyone), a peer's display name or a pubkey prefix of at least 8 hex."`
-	Message         string `arg:"" help:"Message text."`
-	Mesh            string `placeholder:"SLUG" help:"Mesh to send on (default: the only mesh)."`
-	ClientMessageID string `name:"client-message-id" placeholder:"ID" help:"Idempotency key: sending the same id again never delivers twice (default: a fresh ULID)."`
-	Priority        string `enum:"now,next,low" default:"next" help:"Delivery priority: now, next or low."`
-	Meta            string `placeholder:"JSON" help:"A JSON object carried with the message."`
-	JSON            bool   `name:"json" help:"Print the answer as one JSON object."`
-	NoDaemon        bool   `name:"no-daemon" help:"Do not use a running daemon: connect to the broker directly (cold path)."`
+	To              string        `arg:"" help:"Recipient: a 64-hex pubkey, #topic, @group, * (everyone), a peer's display name or a pubkey prefix of at least 8 hex."`
+	Message         string        `arg:"" help:"Message text."`
+	Mesh            string        `placeholder:"SLUG" help:"Mesh to send on (default: the only mesh)."`
+	ClientMessageID string        `name:"client-message-id" placeholder:"ID" help:"Idempotency key: sending the same id again never delivers twice (default: a fresh ULID)."`
+	Priority        string        `enum:"now,next,low" default:"next" help:"Delivery priority: now, next or low."`
+	Meta            string        `placeholder:"JSON" help:"A JSON object carried with the message."`
+	JSON            bool          `name:"json" help:"Print the answer as one JSON object."`
+	NoDaemon        bool          `name:"no-daemon" help:"Do not use a running daemon: connect to the broker directly (cold path)."`
+	Wait            time.Duration `placeholder:"DURATION" help:"Through the daemon: wait up to this long (e.g. 10s) for the broker to accept the message, then say so (exit 0), or that it went dead (exit 1) or is still queued (exit 3; it stays queued). With --json, print its outbox row. The cold path always waits for the broker."`
 }
+
+// sendWaitPoll spaces the looks at the outbox row while --wait waits.
+const sendWaitPoll = 25 * time.Millisecond
 
 // usageErr is a bad-usage failure: exit 2.
 func usageErr(format string, args ...any) error {
@@ -212,6 +216,15 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 	case err != nil:
 		return err
 	}
+	if c.Wait > 0 {
+		cid := req.ClientMessageID
+		if res.Duplicate != nil {
+			cid = res.Duplicate.ClientMessageID
+		} else if res.Accepted != nil {
+			cid = res.Accepted.ClientMessageID
+		}
+		return c.waitDone(client, cid, c.target(to))
+	}
 	if c.JSON {
 		_, err := os.Stdout.Write(withNewline(res.Body))
 		return err
@@ -223,6 +236,51 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 	}
 	fmt.Printf("%s %s to %s\n", res.Accepted.Status, res.Accepted.ClientMessageID, c.target(to))
 	return nil
+}
+
+// waitDone follows the outbox row of cid for --wait: done (the broker has
+// it), dead or aborted (it will not be sent: exit 1), or still queued when
+// the wait runs out (exit 3).
+func (c *sendCmd) waitDone(client *ipc.Client, cid, target string) error {
+	deadline := time.Now().Add(c.Wait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
+		row, err := client.OutboxRow(ctx, cid)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			return fmt.Errorf("no outbox row for %s", cid)
+		}
+		final := row.Status == messages.StatusDone || row.Status == messages.StatusDead || row.Status == messages.StatusAborted
+		if final || time.Now().After(deadline) {
+			if c.JSON {
+				if err := json.NewEncoder(os.Stdout).Encode(row); err != nil {
+					return err
+				}
+			}
+			switch {
+			case row.Status == messages.StatusDone:
+				if !c.JSON {
+					fmt.Printf("delivered %s to %s: the broker accepted it as %s\n", cid, target, deref(row.BrokerMessageID))
+				}
+				return nil
+			case row.Status == messages.StatusDead:
+				return fmt.Errorf("%s to %s will not be sent: it is dead (%s); see claudemesh daemon outbox list --failed",
+					cid, target, deref(row.LastError))
+			case final:
+				return fmt.Errorf("%s to %s will not be sent: it was aborted by an operator", cid, target)
+			}
+			why := ""
+			if row.LastError != nil {
+				why = "; last error: " + *row.LastError
+			}
+			return &exitError{code: 3, err: fmt.Errorf("%s to %s is still %s after %s (attempts %d%s); it stays queued and goes out when it can",
+				cid, target, row.Status, c.Wait, row.Attempts, why)}
+		}
+		time.Sleep(sendWaitPoll) // poll interval: the row is read again
+	}
 }
 
 // target is how the recipient is named in output: as given, plus the key it

@@ -62,6 +62,19 @@ func (c *Client) ListOutbox(ctx context.Context, status string, limit int, befor
 	return &page, c.do(ctx, http.MethodGet, "/v1/outbox?"+q.Encode(), nil, &page)
 }
 
+// OutboxRow asks GET /v1/outbox for the row of a client_message_id; nil
+// when there is none.
+func (c *Client) OutboxRow(ctx context.Context, clientMessageID string) (*messages.OutboxItem, error) {
+	var page messages.OutboxPage
+	if err := c.do(ctx, http.MethodGet, "/v1/outbox?"+url.Values{"client_message_id": {clientMessageID}}.Encode(), nil, &page); err != nil {
+		return nil, err
+	}
+	if len(page.Items) == 0 {
+		return nil, nil
+	}
+	return &page.Items[0], nil
+}
+
 // Requeue asks POST /v1/outbox/requeue.
 func (c *Client) Requeue(ctx context.Context, req *messages.RequeueRequest) (*messages.RequeueResult, error) {
 	var res messages.RequeueResult

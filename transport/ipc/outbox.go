@@ -41,7 +41,11 @@ func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
 }
 
 func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
-	q := &messages.ListOutbox{Status: v.Get("status"), Limit: DefaultOutboxLimit, Before: v.Get("before")}
+	q := &messages.ListOutbox{Status: v.Get("status"), Limit: DefaultOutboxLimit, Before: v.Get("before"),
+		ClientMessageID: v.Get("client_message_id")}
+	if q.ClientMessageID != "" && !messages.ValidClientMessageID(q.ClientMessageID) {
+		return nil, invalidQuery("client_message_id is not a valid id")
+	}
 	switch q.Status {
 	case "", messages.StatusPending, messages.StatusInflight, messages.StatusDone, messages.StatusDead, messages.StatusAborted:
 	case "failed":
