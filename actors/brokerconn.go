@@ -328,7 +328,7 @@ func (b *BrokerConn) setProfile(p *messages.SetProfile) *messages.ProfileApplied
 }
 
 func (b *BrokerConn) status() *messages.MeshStatusReply {
-	r := &messages.MeshStatusReply{Connected: b.conn != nil, Breaker: b.breaker.State()}
+	r := &messages.MeshStatusReply{Connected: b.conn != nil, Breaker: b.breaker.State(), Revoked: b.revoked}
 	if b.conn != nil {
 		r.LagMs = b.conn.RTT().Milliseconds()
 		r.Features = b.session.Features

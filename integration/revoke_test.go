@@ -61,6 +61,9 @@ func TestBrokerMemberRevoke(t *testing.T) {
 	if rec := m.bob.d.waitLog("member_revoked", 1)[0]; str(rec, "mesh") != "demo" {
 		t.Errorf("bob's member_revoked record: %v", rec)
 	}
+	if st := runCLI(t, m.bob.env, "daemon", "status"); st.code != 0 || !strings.Contains(st.stdout, "no (key revoked)") {
+		t.Errorf("bob's daemon status after the revocation: exit %d\n%s", st.code, st.stdout)
+	}
 	if got := members(); got[m.bob.pubkey] != "" || got[m.alice.pubkey] != "alice" {
 		t.Fatalf("members after the revocation: %v", got)
 	}

@@ -256,6 +256,7 @@ type MeshStatusReply struct {
 	Connected bool
 	Breaker   string // closed | open | half_open
 	LagMs     int64
+	Revoked   bool // the broker refused the member key as revoked
 	Features  []string
 	Err       error
 }

@@ -90,4 +90,5 @@ type MeshHealth struct {
 	QueueDepth   int    `json:"queue_depth"`
 	Inflight     int    `json:"inflight"`
 	Dead         int    `json:"dead"`
+	Revoked      bool   `json:"revoked,omitempty"` // the broker refused this member's key as revoked
 }

@@ -125,8 +125,11 @@ func printStatus(r *statusReport) {
 	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tBREAKER\tLAG\tQUEUED\tINFLIGHT\tDEAD")
 	for _, m := range h.Meshes {
 		connected := "no"
-		if m.Connected {
+		switch {
+		case m.Connected:
 			connected = "yes"
+		case m.Revoked:
+			connected = "no (key revoked)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%dms\t%d\t%d\t%d\n", m.Mesh, short(m.MemberPubkey, 16), connected, m.Breaker,
 			m.LagMs, m.QueueDepth, m.Inflight, m.Dead)

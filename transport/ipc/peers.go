@@ -337,7 +337,7 @@ func (s *Server) withMeshStatus(h *messages.Health) *messages.Health {
 		m := &h.Meshes[i]
 		m.Breaker = "unknown"
 		if errs[i] == nil {
-			m.Connected, m.Breaker, m.LagMs = statuses[i].Connected, statuses[i].Breaker, statuses[i].LagMs
+			m.Connected, m.Breaker, m.LagMs, m.Revoked = statuses[i].Connected, statuses[i].Breaker, statuses[i].LagMs, statuses[i].Revoked
 		}
 	}
 	return h
