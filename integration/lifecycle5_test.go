@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // writeConfigTOML writes config.toml in the daemon directory.
@@ -368,6 +370,13 @@ func TestSIGHUPReload(t *testing.T) {
 	rec = d.waitLog("config_reloaded", 5)[4]
 	if r, _ := rec["restart_required_for"].([]any); str(rec, "fsync_mode") != "batched_50ms" || slices.Contains(r, any("outbox")) {
 		t.Errorf("after an fsync_mode change config_reloaded is %v, want fsync_mode batched_50ms and no restart for it", rec)
+	}
+	var hb messages.Health
+	if st, _, err := getJSON(c, "http://localhost/v1/health", &hb); err != nil || st != 200 || hb.FsyncMode != "batched_50ms" {
+		t.Errorf("GET /v1/health after the reload: %d %v fsync_mode %q", st, err, hb.FsyncMode)
+	}
+	if st := runCLI(t, e, "daemon", "status"); !strings.Contains(st.stdout, "outbox fsync_mode: batched_50ms") {
+		t.Errorf("daemon status does not show the fsync mode:\n%s", st.stdout)
 	}
 	mustSend(t, c, "*", "batched", "hup-4")
 	synced := regexp.MustCompile(`cm_daemon_store_commit_seconds_count\{db="outbox",durability="wal_sync"\} [1-9]`)

@@ -75,6 +75,7 @@ type Health struct {
 	SchemaVersion int          `json:"schema_version"`
 	DiskPressure  string       `json:"disk_pressure"` // normal | high | refuse (sends answered 507) | degraded (new event streams refused too)
 	Degraded      bool         `json:"degraded"`      // disk_pressure is degraded
+	FsyncMode     string       `json:"fsync_mode"`    // [outbox] fsync_mode in force: strict | batched_50ms | off
 	Meshes        []MeshHealth `json:"meshes"`
 }
 

@@ -123,8 +123,8 @@ func Start(opts Options) (_ *Daemon, err error) {
 	}
 	d.server = ipc.New(ipc.Options{Token: token, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
 		Events: d.tree.Events, MeshActors: conns, Metrics: series,
-		Pressure: d.pressure,
-		Meshes:   meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
+		Pressure: d.pressure, Fsync: d.fsync,
+		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
 		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck, Log: d.log})
 	listeners, err := d.listen()
 	if err != nil {

@@ -117,6 +117,9 @@ func printStatus(r *statusReport) {
 	fmt.Printf("daemon: running, pid %d, up %s, version %s, schema %d\n", h.PID,
 		(time.Duration(h.UptimeS) * time.Second).String(), h.DaemonVersion, h.SchemaVersion)
 	fmt.Printf("socket: %s\n", r.Socket)
+	if h.FsyncMode != "" && h.FsyncMode != "strict" {
+		fmt.Printf("outbox fsync_mode: %s (a power cut can take back sends answered 202 since the last fsync)\n", h.FsyncMode)
+	}
 	if h.DiskPressure != "" && h.DiskPressure != "normal" {
 		fmt.Printf("disk pressure: %s (see [outbox] max_size_mb and [disk] reserved_mb; from refuse on, sends are answered 507; "+
 			"degraded also refuses new event streams)\n", h.DiskPressure)

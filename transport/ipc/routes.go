@@ -113,7 +113,8 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 		return nil, err
 	}
 	h := &messages.Health{OK: true, PID: os.Getpid(), UptimeS: int64(time.Since(s.opts.Started).Seconds()),
-		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion, DiskPressure: persistence.PressureNormal.String()}
+		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion, DiskPressure: persistence.PressureNormal.String(),
+		FsyncMode: s.opts.Fsync.Mode().String()}
 	if s.opts.Pressure != nil {
 		h.DiskPressure = s.opts.Pressure.Level().String()
 		h.Degraded = s.opts.Pressure.Level() == persistence.PressureDegraded

@@ -77,6 +77,8 @@ type Options struct {
 	// insufficient_storage without writing anything; GET /v1/health
 	// reports it.
 	Pressure *persistence.Pressure
+	// Fsync is [outbox] fsync_mode, reported by GET /v1/health (nil: strict).
+	Fsync *persistence.FsyncPolicy
 
 	keepalive time.Duration // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
 }
