@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -16,8 +17,13 @@ import (
 // observed with the durability label.
 func commits(t *testing.T, m *metrics.Daemon, durability string) uint64 {
 	t.Helper()
+	return commitsOf(t, m, "outbox", durability)
+}
+
+func commitsOf(t *testing.T, m *metrics.Daemon, db, durability string) uint64 {
+	t.Helper()
 	var out dto.Metric
-	if err := m.StoreCommit.WithLabelValues("outbox", durability).(prometheus.Metric).Write(&out); err != nil {
+	if err := m.StoreCommit.WithLabelValues(db, durability).(prometheus.Metric).Write(&out); err != nil {
 		t.Fatal(err)
 	}
 	return out.GetHistogram().GetSampleCount()
@@ -83,4 +89,56 @@ func TestStoreFsyncModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(2, 3, 2) // the stop synced what was waiting
+}
+
+// TestStoreInboxSync: a batch that stores a message or appends an event
+// commits inbox.db relaxed and fsyncs its WAL before the store answers (the
+// inbox actor acks to the broker on that answer) — a dedupe hit too, whose
+// ack rests on the earlier row being on disk; a read fsyncs nothing. The
+// new row's event is published.
+func TestStoreInboxSync(t *testing.T) {
+	m := metrics.New()
+	system, store, _, _ := spawnStore(t, StoreOptions{Metrics: m})
+	events := make(chan messages.Event, 4)
+	sink := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if p, ok := ctx.Message().(*messages.Publish); ok {
+			events <- p.Event
+		}
+	}))
+	system.Root.Send(store, &SetEvents{Events: sink})
+	ask := func(msg any) any {
+		t.Helper()
+		res, err := system.Root.RequestFuture(store, msg, 5*time.Second).Result()
+		if f, ok := res.(interface{ Failure() error }); err != nil || (ok && f.Failure() != nil) {
+			t.Fatalf("%T: %+v, %v", msg, res, err)
+		}
+		return res
+	}
+	want := func(relaxed, synced uint64) {
+		t.Helper()
+		if r, s := commitsOf(t, m, "inbox", "relaxed"), commitsOf(t, m, "inbox", walSync); r != relaxed || s != synced {
+			t.Fatalf("inbox commits relaxed %d, wal syncs %d; want %d, %d", r, s, relaxed, synced)
+		}
+		if d := commitsOf(t, m, "inbox", "durable"); d != 0 {
+			t.Fatalf("inbox commits durable %d, want 0", d)
+		}
+	}
+	body := "hello"
+	in := &messages.StoreInbound{Item: messages.InboxItem{ID: "r1", ClientMessageID: "c1", Mesh: "m", Kind: "dm",
+		SenderPubkey: "p", SenderName: "n", Body: &body, ReceivedAtMs: time.Now().UnixMilli()}}
+	if r := ask(in).(*messages.InboundStored); !r.Inserted {
+		t.Fatalf("first store: %+v", r)
+	}
+	want(1, 1)
+	if ev := <-events; ev.Name != "message" {
+		t.Fatalf("published %+v, want a message event", ev)
+	}
+	if r := ask(in).(*messages.InboundStored); r.Inserted || r.Event != nil {
+		t.Fatalf("dedupe hit: %+v", r)
+	}
+	want(2, 2)
+	ask(&messages.ListInbox{Limit: 10})
+	want(3, 2)
+	ask(&messages.AppendEvent{Name: "peer_join", Data: []byte(`{}`)})
+	want(4, 3)
 }

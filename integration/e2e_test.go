@@ -557,7 +557,7 @@ func TestE2EDirectMessage(t *testing.T) {
 		want []string
 	}{
 		{bob, []string{`cm_daemon_recv_total{from_type="peer",kind="dm",mesh="demo"} 2`, `cm_daemon_connected{mesh="demo"} 1`,
-			`cm_daemon_store_commit_seconds_count{db="inbox",durability="durable"}`}},
+			`cm_daemon_store_commit_seconds_count{db="inbox",durability="wal_sync"}`}},
 		{alice, []string{`cm_daemon_dispatch_seconds_count{mesh="demo",outcome="done"}`, `cm_daemon_connected{mesh="demo"} 1`,
 			`cm_daemon_outbox_depth{mesh="demo",status="pending"} 0`, `cm_daemon_send_total{kind="dm",mesh="demo",status="queued"} 2`}},
 	} {

@@ -55,8 +55,8 @@ func (in *Inbox) AppendEvent(tx *sqlx.Tx, name string, data []byte, now int64) (
 // EventsAfter returns up to limit events with ids greater than afterID, in
 // ascending id order (limit <= 0 means DefaultEventsKeep). It returns
 // ErrEventsGone when some event after afterID was trimmed (afterID is below
-// OldestEventID - 1, or below LastEventID with an empty log) or when afterID
-// is above LastEventID. afterID 0 asks for the whole log.
+// the highest id trimmed) or when afterID is above LastEventID. afterID 0
+// asks for the whole log.
 func (in *Inbox) EventsAfter(tx *sqlx.Tx, afterID int64, limit int) ([]Event, error) {
 	if afterID < 0 {
 		return nil, fmt.Errorf("events after %d: %w", afterID, ErrEventsGone)
@@ -68,15 +68,12 @@ func (in *Inbox) EventsAfter(tx *sqlx.Tx, afterID int64, limit int) ([]Event, er
 	if err != nil {
 		return nil, err
 	}
-	oldest, ok, err := in.OldestEventID(tx)
-	if err != nil {
-		return nil, err
+	var trimmed int64
+	if err := tx.Stmtx(in.trimmedThrough).Get(&trimmed); err != nil {
+		return nil, fmt.Errorf("events after %d: %w", afterID, err)
 	}
-	if !ok {
-		oldest = last + 1 // empty log: everything up to last was trimmed
-	}
-	if afterID > last || afterID < oldest-1 {
-		return nil, fmt.Errorf("events after %d (log holds %d..%d): %w", afterID, oldest, last, ErrEventsGone)
+	if afterID > last || afterID < trimmed {
+		return nil, fmt.Errorf("events after %d (log issued up to %d, trimmed through %d): %w", afterID, last, trimmed, ErrEventsGone)
 	}
 	var evs []Event
 	if err := tx.Stmtx(in.eventsAfter).Select(&evs, afterID, limit); err != nil {
@@ -95,26 +92,18 @@ func (in *Inbox) LastEventID(tx *sqlx.Tx) (int64, error) {
 	return id, nil
 }
 
-// OldestEventID returns the lowest event id still in the log; ok is false
-// when the log is empty.
-func (in *Inbox) OldestEventID(tx *sqlx.Tx) (id int64, ok bool, err error) {
-	var v sql.NullInt64
-	if err := tx.Stmtx(in.oldestEvent).Get(&v); err != nil {
-		return 0, false, fmt.Errorf("oldest event id: %w", err)
-	}
-	return v.Int64, v.Valid, nil
-}
-
 // TrimEvents bounds the log: it deletes the events beyond the keepNewest
 // newest and those created before olderThan (Unix ms), at most limit of
 // them a call, and returns how many it deleted. keepNewest <= 0 or
 // olderThan <= 0 disables that bound. It always deletes a prefix of ids
-// (everything up to the newest event that is too old), so the log stays
-// contiguous even if the clock went back.
+// (everything up to the newest event that is too old, even if the clock
+// went back) and records the highest id deleted for EventsAfter.
 func (in *Inbox) TrimEvents(tx *sqlx.Tx, keepNewest int, olderThan int64, limit int) (int64, error) {
 	var byCount, byAge int64
 	if keepNewest > 0 {
-		if err := tx.Get(&byCount, "SELECT COALESCE(MAX(id), 0) - ? FROM events", keepNewest); err != nil {
+		// Ids have holes (EventIDGap): count rows, not ids.
+		err := tx.Get(&byCount, "SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?", keepNewest)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("trim events: %w", err)
 		}
 	}
@@ -127,17 +116,22 @@ func (in *Inbox) TrimEvents(tx *sqlx.Tx, keepNewest int, olderThan int64, limit 
 	if cut <= 0 {
 		return 0, nil
 	}
-	oldest, _, err := in.OldestEventID(tx)
-	if err != nil {
+	var limitCut sql.NullInt64 // the limit-th oldest id
+	if err := tx.Get(&limitCut, "SELECT id FROM events ORDER BY id LIMIT 1 OFFSET ?", limit-1); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("trim events: %w", err)
 	}
-	cut = min(cut, oldest+int64(limit)-1)
+	if limitCut.Valid {
+		cut = min(cut, limitCut.Int64)
+	}
 	res, err := tx.Exec("DELETE FROM events WHERE id <= ?", cut)
 	if err != nil {
 		return 0, fmt.Errorf("trim events: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
+		return 0, fmt.Errorf("trim events: %w", err)
+	}
+	if _, err := tx.Exec("UPDATE events_trimmed SET through = max(through, ?)", cut); err != nil {
 		return 0, fmt.Errorf("trim events: %w", err)
 	}
 	return n, nil

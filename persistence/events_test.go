@@ -2,9 +2,11 @@ package persistence
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -58,9 +60,11 @@ func trimAtMost(t *testing.T, in *Inbox, keep int, olderThan int64, limit int) i
 func bounds(t *testing.T, in *Inbox) (oldest int64, ok bool, last int64) {
 	t.Helper()
 	if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) {
-		if oldest, ok, err = in.OldestEventID(tx); err != nil {
+		var v sql.NullInt64
+		if err := tx.Get(&v, "SELECT MIN(id) FROM events"); err != nil {
 			return err
 		}
+		oldest, ok = v.Int64, v.Valid
 		last, err = in.LastEventID(tx)
 		return err
 	}); err != nil {
@@ -319,5 +323,99 @@ func TestOutboxMigrationUpgrade(t *testing.T) {
 	}
 	if s := state(t, o, "row-a"); s.Status != "dead" || s.DeadAt == nil || *s.DeadAt != 9 {
 		t.Fatalf("after upgrade: %+v", s)
+	}
+}
+
+// TestEventIDGapOnReopen: an open moves the id sequence EventIDGap on, so
+// ids a power cut took back (published, never on disk) are not issued
+// again; a client that saw one resumes without a loss, and the trim and
+// the resume check count rows, not ids.
+func TestEventIDGapOnReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	open := func() *Inbox {
+		db, err := OpenInbox(ctx, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := NewInbox(db)
+		if err != nil {
+			db.Close()
+			t.Fatal(err)
+		}
+		return in
+	}
+	in := open()
+	appendEvents(t, in, 5, 1) // 1..5
+	// A power cut loses 4 and 5 after a client was shown them.
+	in.db.MustExec("DELETE FROM events WHERE id > 3")
+	in.db.MustExec("UPDATE sqlite_sequence SET seq = 3 WHERE name = 'events'")
+	in.Close()
+
+	in = open()
+	defer in.Close()
+	next := int64(3 + EventIDGap + 1)
+	if ids := appendEvents(t, in, 2, 2); fmt.Sprint(ids) != fmt.Sprint([]int64{next, next + 1}) {
+		t.Fatalf("ids after reopen: %v, want from %d", ids, next)
+	}
+	for _, after := range []int64{3, 5} { // the last durable id; a lost one
+		evs, err := eventsAfter(t, in, after, 0)
+		if err != nil || len(evs) != 2 || evs[0].ID != next {
+			t.Fatalf("after %d: %+v %v, want from %d", after, evs, err, next)
+		}
+	}
+	if evs, err := eventsAfter(t, in, 2, 0); err != nil || len(evs) != 3 || evs[0].ID != 3 {
+		t.Fatalf("after 2: %+v %v", evs, err)
+	}
+	// Keep the 2 newest: the hole counts for nothing.
+	if n := trim(t, in, 2, 0); n != 3 {
+		t.Fatalf("trimmed %d, want 3", n)
+	}
+	if _, err := eventsAfter(t, in, 2, 0); !errors.Is(err, ErrEventsGone) {
+		t.Fatalf("after 2 once 3 is trimmed: %v, want ErrEventsGone", err)
+	}
+	if evs, err := eventsAfter(t, in, 3, 0); err != nil || len(evs) != 2 {
+		t.Fatalf("after 3 once 1..3 are trimmed: %+v %v", evs, err)
+	}
+}
+
+// TestEventsTrimmedMigration: 0004 records what a log written before it
+// had trimmed.
+func TestEventsTrimmedMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	upTo3 := fstest.MapFS{}
+	for _, name := range []string{"0001_inbox.sql", "0002_events.sql", "0003_dedupe_per_mesh.sql"} {
+		body, err := fs.ReadFile(InboxMigrations, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		upTo3[name] = &fstest.MapFile{Data: body}
+	}
+	old, err := Open(ctx, path, upTo3)
+	if err != nil || old.SchemaVersion() != 3 {
+		t.Fatalf("open at 0003: %v", err)
+	}
+	for i := 0; i < 10; i++ {
+		old.db.MustExec(`INSERT INTO events (name, data, created_at) VALUES ('message', '{}', 1)`)
+	}
+	old.db.MustExec(`DELETE FROM events WHERE id <= 6`)
+	old.Close()
+
+	db, err := OpenInbox(ctx, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewInbox(db)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := eventsAfter(t, in, 5, 0); !errors.Is(err, ErrEventsGone) {
+		t.Fatalf("after 5: %v, want ErrEventsGone", err)
+	}
+	if evs, err := eventsAfter(t, in, 6, 0); err != nil || len(evs) != 4 {
+		t.Fatalf("after 6: %+v %v", evs, err)
 	}
 }

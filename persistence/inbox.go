@@ -8,17 +8,20 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // OpenInbox opens inbox.db. The inbox is a cache of broker history, so a
 // file that fails its integrity check is renamed to
 // inbox.db.corrupt-<unix ms> (with its WAL files) and a fresh one is created
-// (spec §4.13 step 3).
+// (spec §4.13 step 3). Each open moves the event id sequence on by
+// EventIDGap (see there).
 func OpenInbox(ctx context.Context, path string, log *slog.Logger) (*DB, error) {
 	db, err := Open(ctx, path, InboxMigrations)
 	if err == nil {
 		if err = db.IntegrityCheck(ctx); err == nil {
-			return db, nil
+			return skipEventIDs(ctx, db)
 		}
 		db.Close()
 	}
@@ -32,7 +35,43 @@ func OpenInbox(ctx context.Context, path string, log *slog.Logger) (*DB, error) 
 		}
 	}
 	log.Warn("inbox_corruption_recovered", "path", path, "quarantined_as", path+suffix, "err", err)
-	return Open(ctx, path, InboxMigrations)
+	if db, err = Open(ctx, path, InboxMigrations); err != nil {
+		return nil, err
+	}
+	return skipEventIDs(ctx, db)
+}
+
+// EventIDGap is how far the event id sequence jumps each time inbox.db is
+// opened after it issued an id. The daemon's store publishes a batch's
+// events as soon as its commit is visible and fsyncs the log before it
+// acknowledges anything to the broker and before its next batch; a power
+// cut in between takes that one batch back, ids included. Starting past
+// them means an id a client was shown is never given to another event. It
+// is far more than one batch can append. (A log whose very first batch
+// was lost has no sequence to move: those few ids can come again.)
+const EventIDGap = 4096
+
+// skipEventIDs moves the events table's AUTOINCREMENT sequence, if it has
+// one, EventIDGap past the highest id issued, durably, and returns db
+// (closed on failure).
+func skipEventIDs(ctx context.Context, db *DB) (*DB, error) {
+	b, err := db.Begin(ctx, Durable)
+	if err == nil {
+		err = b.Do(func(tx *sqlx.Tx) error {
+			_, err := tx.Exec(`UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'events'`, EventIDGap)
+			return err
+		})
+		if err == nil {
+			err = b.Commit()
+		} else {
+			b.Rollback()
+		}
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("move the event id sequence of %s: %w", db.Path(), err)
+	}
+	return db, nil
 }
 
 // isCorrupt reports SQLite's "file is not a database" and "malformed" errors,

@@ -30,7 +30,7 @@ type Inbox struct {
 	appendEvent *sqlx.Stmt
 	eventsAfter *sqlx.Stmt
 	lastEvent   *sqlx.Stmt
-	oldestEvent *sqlx.Stmt
+	trimmedThrough *sqlx.Stmt
 }
 
 // NewInbox prepares the statements on db, a database opened by OpenInbox.
@@ -50,7 +50,7 @@ func NewInbox(db *DB) (*Inbox, error) {
 		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?) RETURNING id`},
 		{&in.eventsAfter, `SELECT id, name, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`},
 		{&in.lastEvent, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`},
-		{&in.oldestEvent, `SELECT MIN(id) FROM events`},
+		{&in.trimmedThrough, `SELECT through FROM events_trimmed`},
 	} {
 		stmt, err := db.db.PreparexContext(ctx, s.query)
 		if err != nil {
@@ -64,7 +64,7 @@ func NewInbox(db *DB) (*Inbox, error) {
 
 func (in *Inbox) closeStmts() error {
 	var errs []error
-	for _, s := range []*sqlx.Stmt{in.insert, in.appendEvent, in.eventsAfter, in.lastEvent, in.oldestEvent} {
+	for _, s := range []*sqlx.Stmt{in.insert, in.appendEvent, in.eventsAfter, in.lastEvent, in.trimmedThrough} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
