@@ -26,10 +26,10 @@ var ErrBadCursor = errors.New("invalid inbox cursor")
 // §4.12) and the SSE event log (events.go).
 type Inbox struct {
 	*DB
-	insert      *sqlx.Stmt
-	appendEvent *sqlx.Stmt
-	eventsAfter *sqlx.Stmt
-	lastEvent   *sqlx.Stmt
+	insert         *sqlx.Stmt
+	appendEvent    *sqlx.Stmt
+	eventsAfter    *sqlx.Stmt
+	lastEvent      *sqlx.Stmt
 	trimmedThrough *sqlx.Stmt
 }
 
