@@ -106,14 +106,7 @@ func TestStoreInboxSync(t *testing.T) {
 		}
 	}))
 	system.Root.Send(store, &SetEvents{Events: sink})
-	ask := func(msg any) any {
-		t.Helper()
-		res, err := system.Root.RequestFuture(store, msg, 5*time.Second).Result()
-		if f, ok := res.(interface{ Failure() error }); err != nil || (ok && f.Failure() != nil) {
-			t.Fatalf("%T: %+v, %v", msg, res, err)
-		}
-		return res
-	}
+	ask := func(msg any) any { t.Helper(); return askStore(t, system, store, msg) }
 	want := func(relaxed, synced uint64) {
 		t.Helper()
 		if r, s := commitsOf(t, m, "inbox", "relaxed"), commitsOf(t, m, "inbox", walSync); r != relaxed || s != synced {
@@ -141,4 +134,15 @@ func TestStoreInboxSync(t *testing.T) {
 	want(3, 2)
 	ask(&messages.AppendEvent{Name: "peer_join", Data: []byte(`{}`)})
 	want(4, 3)
+}
+
+// askStore sends msg to the store and returns its reply, failing the test
+// on no reply or a failed one.
+func askStore(t *testing.T, system *actor.ActorSystem, store *actor.PID, msg any) any {
+	t.Helper()
+	res, err := system.Root.RequestFuture(store, msg, 5*time.Second).Result()
+	if f, ok := res.(interface{ Failure() error }); err != nil || (ok && f.Failure() != nil) {
+		t.Fatalf("%T: %+v, %v", msg, res, err)
+	}
+	return res
 }

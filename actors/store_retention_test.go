@@ -21,14 +21,7 @@ import (
 func TestStoreRetention(t *testing.T) {
 	m := metrics.New()
 	system, store, outbox, inbox := spawnStore(t, StoreOptions{Retention: Retention{InboxDays: 30, OutboxDays: 7}, Metrics: m})
-	ask := func(msg any) any {
-		t.Helper()
-		res, err := system.Root.RequestFuture(store, msg, 5*time.Second).Result()
-		if f, ok := res.(interface{ Failure() error }); err != nil || (ok && f.Failure() != nil) {
-			t.Fatalf("%T: %+v, %v", msg, res, err)
-		}
-		return res
-	}
+	ask := func(msg any) any { t.Helper(); return askStore(t, system, store, msg) }
 	now := time.Now()
 	old, young := now.Add(-40*24*time.Hour), now.Add(-time.Hour)
 	for _, at := range []time.Time{old, young} { // in time order, as events are appended

@@ -331,28 +331,15 @@ func TestOutboxMigrationUpgrade(t *testing.T) {
 // again; a client that saw one resumes without a loss, and the trim and
 // the resume check count rows, not ids.
 func TestEventIDGapOnReopen(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	open := func() *Inbox {
-		db, err := OpenInbox(ctx, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := NewInbox(db)
-		if err != nil {
-			db.Close()
-			t.Fatal(err)
-		}
-		return in
-	}
-	in := open()
+	in := openInboxAt(t, path)
 	appendEvents(t, in, 5, 1) // 1..5
 	// A power cut loses 4 and 5 after a client was shown them.
 	in.db.MustExec("DELETE FROM events WHERE id > 3")
 	in.db.MustExec("UPDATE sqlite_sequence SET seq = 3 WHERE name = 'events'")
 	in.Close()
 
-	in = open()
+	in = openInboxAt(t, path)
 	defer in.Close()
 	next := int64(3 + EventIDGap + 1)
 	if ids := appendEvents(t, in, 2, 2); fmt.Sprint(ids) != fmt.Sprint([]int64{next, next + 1}) {
@@ -402,15 +389,7 @@ func TestEventsTrimmedMigration(t *testing.T) {
 	old.db.MustExec(`DELETE FROM events WHERE id <= 6`)
 	old.Close()
 
-	db, err := OpenInbox(ctx, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := NewInbox(db)
-	if err != nil {
-		db.Close()
-		t.Fatal(err)
-	}
+	in := openInboxAt(t, path)
 	defer in.Close()
 	if _, err := eventsAfter(t, in, 5, 0); !errors.Is(err, ErrEventsGone) {
 		t.Fatalf("after 5: %v, want ErrEventsGone", err)

@@ -17,8 +17,15 @@ import (
 
 func openTestInbox(t *testing.T) *Inbox {
 	t.Helper()
-	db, err := OpenInbox(context.Background(), filepath.Join(t.TempDir(), "inbox.db"),
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in := openInboxAt(t, filepath.Join(t.TempDir(), "inbox.db"))
+	t.Cleanup(func() { in.Close() })
+	return in
+}
+
+// openInboxAt opens the inbox at path; the caller closes it.
+func openInboxAt(t *testing.T, path string) *Inbox {
+	t.Helper()
+	db, err := OpenInbox(context.Background(), path, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +34,6 @@ func openTestInbox(t *testing.T) *Inbox {
 		db.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { in.Close() })
 	return in
 }
 
