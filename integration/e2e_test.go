@@ -850,6 +850,22 @@ func TestE2ESSEResume(t *testing.T) {
 			t.Errorf("%s appears %d times among the seen and the missed events", id, got[id])
 		}
 	}
+
+	// Across a restart of bob's daemon: the id sequence moves on (it jumps
+	// at each start), and a reader resuming from the last id it saw gets
+	// what came while it was away, exactly.
+	resumed.close()
+	last := ev.ID
+	bob.d.stop()
+	bob.start(t)
+	send("r-11")
+	waitFor(t, e2eDeliverDeadline, "bob's inbox to hold r-11", func() bool { return len(inboxCounts(inboxAll(t, bob.c))) == 11 })
+	after := openSSE(t, bob.env.socket(), strconv.FormatInt(last, 10))
+	defer after.close()
+	ev = after.next("message", e2eDeliverDeadline)
+	if it := messageOf(t, ev); it.ClientMessageID != "r-11" || ev.ID <= last+1 {
+		t.Fatalf("resumed after the restart from %d: %d %s, want r-11 past a jump in the ids", last, ev.ID, ev.Data)
+	}
 }
 
 // TestE2EPresence: bob's daemon coming up after alice's shows as peer_join
