@@ -277,7 +277,7 @@ func (c *conn) closed(ctx actor.Context, err error) {
 		// The leases go after the unregister (the hub then skips this
 		// connection) and after the acks it sent (those rows are delivered,
 		// not released).
-		ctx.Send(c.acks, &flushThen{to: c.sweeper, msg: &connGone{meshID: c.mesh.ID, keys: c.keys}})
+		ctx.Send(c.acks, &flushThen{to: c.sweeper, msg: &releaseLeases{meshID: c.mesh.ID, keys: c.keys}})
 	}
 	c.log.Debug("connection closed", "conn", c.id, "err", err)
 	ctx.Stop(ctx.Self())

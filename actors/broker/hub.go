@@ -80,10 +80,14 @@ type (
 		online     []string // of those, the ones pushed to right after the commit
 	}
 	// hubFanout pushes an encoded frame to the live connections of members.
+	// A member left with none (its connection closed after the send was
+	// resolved) has a row leased for a push that cannot happen: the
+	// sweeper is told to release it (releaseLeases).
 	hubFanout struct {
 		meshID, senderConn string
 		members            []string
 		frame              []byte
+		sweeper            *actor.PID
 	}
 	// hubListPeers asks for the peer list; the reply is *messages.PeersListFrame.
 	hubListPeers struct{ meshID, requesterMember string }
@@ -135,7 +139,7 @@ func (h *hub) Receive(ctx actor.Context) {
 	case *hubResolve:
 		ctx.Respond(h.resolve(m))
 	case *hubFanout:
-		h.fanout(m)
+		h.fanout(ctx, m)
 	case *hubListPeers:
 		ctx.Respond(h.peers(m))
 	case *hubMemberChanged:
@@ -318,12 +322,23 @@ func (h *hub) pushable(meshID, member, priority string) bool {
 	return false
 }
 
-func (h *hub) fanout(f *hubFanout) {
+func (h *hub) fanout(ctx actor.Context, f *hubFanout) {
+	var pushed []string
 	for _, p := range h.byMesh[f.meshID] {
 		if !p.offline && p.connID != f.senderConn && slices.Contains(f.members, p.member.Pubkey) {
 			p.link.Send(f.frame)
 			h.metrics.pushes.Inc()
+			pushed = append(pushed, p.member.Pubkey)
 		}
+	}
+	var missed []string
+	for _, m := range f.members {
+		if !slices.Contains(pushed, m) {
+			missed = append(missed, m)
+		}
+	}
+	if len(missed) > 0 && f.sweeper != nil {
+		ctx.Send(f.sweeper, &releaseLeases{meshID: f.meshID, keys: missed})
 	}
 }
 

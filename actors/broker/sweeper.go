@@ -58,10 +58,12 @@ type sweepTick struct{}
 // wakes then rather than at its next scheduled sweep.
 type leaseTaken struct{ at time.Time }
 
-// connGone tells the sweeper that a connection receiving for these keys of
-// a mesh has closed: their leases are released and the keys' other
-// connections, here or (through NOTIFY) at another replica, drain again.
-type connGone struct {
+// releaseLeases tells the sweeper that these keys of a mesh hold leases for
+// pushes that will not be acked — the connection receiving for them has
+// closed, or had closed when a push was fanned out to it: their leases are
+// released and the keys' other connections, here or (through NOTIFY) at
+// another replica, drain again.
+type releaseLeases struct {
 	meshID string
 	keys   []string
 }
@@ -96,7 +98,7 @@ func (s *sweeper) Receive(ctx actor.Context) {
 			s.timer.Stop()
 			s.schedule(ctx, max(m.at.Sub(s.now()), 0)+time.Millisecond)
 		}
-	case *connGone:
+	case *releaseLeases:
 		s.release(ctx, m)
 	default:
 		s.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -133,7 +135,7 @@ func (s *sweeper) tick(ctx actor.Context) {
 // pushed to it and not acked goes out again now rather than when its lease
 // runs out (a daemon that crashed or lost its link reconnects within
 // seconds; the lease is 30 s).
-func (s *sweeper) release(ctx actor.Context, m *connGone) {
+func (s *sweeper) release(ctx actor.Context, m *releaseLeases) {
 	bg := context.Background()
 	n, err := s.store.ReleaseRecipientLeases(bg, m.meshID, m.keys)
 	if err != nil {
