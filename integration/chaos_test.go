@@ -22,12 +22,24 @@ const chaosRounds = 24
 // whenever bob comes back. At the end: every id answered 202 is in bob's
 // inbox exactly once, no id twice; alice's outbox is all done; and the
 // reader saw each message of bob's inbox exactly once across its streams.
+// It runs with the broker on SQLite and on PostgreSQL.
 func TestChaosKills(t *testing.T) {
 	t.Parallel()
+	for _, backend := range []struct {
+		name string
+		mesh func(*testing.T) *e2eMesh
+	}{{"sqlite", newE2EMesh}, {"postgres", newE2EMeshOnPostgres}} {
+		t.Run(backend.name, func(t *testing.T) {
+			t.Parallel()
+			chaos(t, backend.mesh(t))
+		})
+	}
+}
+
+func chaos(t *testing.T, m *e2eMesh) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed>>2))
 	t.Logf("seed %d", seed)
-	m := newE2EMesh(t)
 	alice, bob := m.alice, m.bob
 	alice.start(t)
 	bob.start(t)
@@ -37,13 +49,7 @@ func TestChaosKills(t *testing.T) {
 	seen := map[string]int{}      // message events bob's reader got, by id
 	var lastID int64
 	var readers sync.WaitGroup
-	follow := func() *sseStream {
-		mu.Lock()
-		from := ""
-		if lastID > 0 {
-			from = strconv.FormatInt(lastID, 10)
-		}
-		mu.Unlock()
+	follow := func(from string) *sseStream {
 		s := openSSE(t, bob.env.socket(), from)
 		readers.Go(func() {
 			for ev := range s.events {
@@ -59,7 +65,7 @@ func TestChaosKills(t *testing.T) {
 		})
 		return s
 	}
-	reader := follow()
+	reader := follow("") // live events from now on
 
 	var next atomic.Int64
 	killed := map[string]int{}
@@ -131,7 +137,10 @@ func TestChaosKills(t *testing.T) {
 		case "bob":
 			readers.Wait() // the stream ended with bob
 			bob.start(t)
-			reader = follow()
+			mu.Lock()
+			from := strconv.FormatInt(lastID, 10) // "0" (the whole log) if it saw nothing yet
+			mu.Unlock()
+			reader = follow(from)
 		case "broker":
 			m.restartBroker()
 			alice.waitConnected(t)
@@ -139,6 +148,7 @@ func TestChaosKills(t *testing.T) {
 		}
 	}
 
+	reached(t, m, accepted)
 	deliveredOnce(t, bob, accepted, e2eRecoveryDeadline)
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
 		h := health(t, alice.c)
@@ -154,6 +164,7 @@ func TestChaosKills(t *testing.T) {
 	for _, r := range rows {
 		ids[r.ClientMessageID] = true
 	}
+	reached(t, m, ids)
 	counts := deliveredOnce(t, bob, ids, e2eRecoveryDeadline)
 	var unseen []string
 	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
@@ -186,4 +197,25 @@ func TestChaosKills(t *testing.T) {
 	t.Logf("checked across %d kill -9s (alice %d, bob %d, broker %d): %d ids answered 202, %d at bob, each once; "+
 		"alice's %d outbox rows done; bob's reader saw each message once", chaosRounds, killed["alice"], killed["bob"],
 		killed["broker"], len(accepted), len(counts), len(rows))
+}
+
+// reached waits until bob's inbox holds every id of want, and says where
+// the missing ones are if it does not.
+func reached(t *testing.T, m *e2eMesh, want map[string]bool) {
+	t.Helper()
+	var missing []string
+	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
+		func() string {
+			return fmt.Sprintf("bob's inbox to hold all %d ids (%d missing):\n%s", len(want), len(missing), m.diagnose(t, missing))
+		},
+		func() bool {
+			counts := inboxCounts(inboxAll(t, m.bob.c))
+			missing = missing[:0]
+			for id := range want {
+				if counts[id] == 0 {
+					missing = append(missing, id)
+				}
+			}
+			return len(missing) == 0
+		})
 }

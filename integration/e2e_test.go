@@ -29,6 +29,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/transport/join"
 )
 
@@ -40,13 +41,15 @@ const (
 	e2eDMLatencyBound   = time.Second      // 202 at alice → event at bob
 )
 
-// e2eMesh is a real broker process on SQLite with a mesh "demo" that alice
-// and bob joined with `claudemesh join`; their daemons are started by the
-// test (peer.start).
+// e2eMesh is a real broker process (on SQLite, or on PostgreSQL with
+// newE2EMeshOnPostgres) with a mesh "demo" that alice and bob joined with
+// `claudemesh join`; their daemons are started by the test (peer.start).
 type e2eMesh struct {
 	t         *testing.T
 	brokerEnv *env
-	brokerDir string
+	brokerDir string   // the broker's directory (SQLite)
+	brokerDB  string   // or its database URL (PostgreSQL)
+	store     []string // the flags naming either, for `broker up` and the CLI
 	broker    *brokerProc
 	alice     *e2ePeer
 	bob       *e2ePeer
@@ -61,20 +64,42 @@ type e2ePeer struct {
 	c      *http.Client
 }
 
-// newE2EMesh starts the broker, provisions the mesh and joins alice and bob
-// into fresh config directories. No daemon runs yet.
+// newE2EMesh starts the broker on SQLite, provisions the mesh and joins
+// alice and bob into fresh config directories. No daemon runs yet.
 func newE2EMesh(t *testing.T) *e2eMesh {
 	t.Helper()
 	m := &e2eMesh{t: t, brokerEnv: newEnv(t)}
 	m.brokerDir = filepath.Join(m.brokerEnv.daemonDir, "broker")
-	m.broker = startBrokerProc(t, m.brokerEnv, e2eBrokerArgs(m.brokerDir)...)
+	m.store = []string{"--dir", m.brokerDir}
+	return m.provision()
+}
+
+// newE2EMeshOnPostgres is newE2EMesh with the broker on PostgreSQL (a
+// schema of the test's own).
+func newE2EMeshOnPostgres(t *testing.T) *e2eMesh {
+	t.Helper()
+	m := &e2eMesh{t: t, brokerEnv: newEnv(t), brokerDB: brokertest.PostgresURL(t)}
+	m.store = []string{"--database-url", m.brokerDB}
+	return m.provision()
+}
+
+// brokerCLI runs `claudemesh broker <args>` on the mesh's broker store.
+func (m *e2eMesh) brokerCLI(args ...string) cliResult {
+	m.t.Helper()
+	return runCLI(m.t, m.brokerEnv, append(append([]string{"broker"}, args...), m.store...)...)
+}
+
+func (m *e2eMesh) provision() *e2eMesh {
+	t := m.t
+	t.Helper()
+	m.broker = startBrokerProc(t, m.brokerEnv, e2eBrokerArgs(m.store)...)
 	base := "http://" + m.broker.addr
 
-	r := runCLI(t, m.brokerEnv, "broker", "mesh", "create", "demo", "--dir", m.brokerDir)
+	r := m.brokerCLI("mesh", "create", "demo")
 	if r.code != 0 || !regexp.MustCompile(`^created mesh demo \(id [0-9A-Z]{26}\)\n$`).MatchString(r.stdout) {
 		t.Fatalf("broker mesh create: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, m.brokerEnv, "broker", "invite", "demo", "--uses", "2", "--dir", m.brokerDir, "--broker-url", base)
+	r = m.brokerCLI("invite", "demo", "--uses", "2", "--broker-url", base)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	inviteURL := lines[len(lines)-1]
 	if _, err := join.ParseInviteURL(inviteURL); r.code != 0 || err != nil {
@@ -96,12 +121,12 @@ func newE2EMesh(t *testing.T) *e2eMesh {
 	return m
 }
 
-// e2eBrokerArgs are the broker's flags: its directory, and a rate limit far
+// e2eBrokerArgs are the broker's flags: its store, and a rate limit far
 // above what the tests send (with resends across broker restarts they can
 // near the default, 6,000 a minute per mesh), so that no test waits out a
 // window.
-func e2eBrokerArgs(dir string) []string {
-	return []string{"--dir", dir, "--rate-limit", "1000000"}
+func e2eBrokerArgs(store []string) []string {
+	return append(slices.Clone(store), "--rate-limit", "1000000")
 }
 
 // killBroker SIGKILLs the broker process and waits until it is reaped.
@@ -121,7 +146,7 @@ func (m *e2eMesh) killBroker() {
 func (m *e2eMesh) restartBroker() {
 	m.t.Helper()
 	addr := m.broker.addr
-	m.broker = startBrokerProc(m.t, m.brokerEnv, append(e2eBrokerArgs(m.brokerDir), "--listen", addr)...)
+	m.broker = startBrokerProc(m.t, m.brokerEnv, append(e2eBrokerArgs(m.store), "--listen", addr)...)
 	if m.broker.addr != addr {
 		m.t.Fatalf("restarted broker listens on %s, want %s", m.broker.addr, addr)
 	}
@@ -408,7 +433,15 @@ func (m *e2eMesh) diagnose(t *testing.T, ids []string) string {
 		ids = ids[:10]
 	}
 	rows := byClientID(listAll(t, m.alice.c, ""))
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(m.brokerDir, "broker.db")+"?_pragma=busy_timeout(5000)&_pragma=query_only(ON)")
+	driver, source, query := "sqlite", "file:"+filepath.Join(m.brokerDir, "broker.db")+"?_pragma=busy_timeout(5000)&_pragma=query_only(ON)",
+		`SELECT m.id, d.attempts, d.delivered_at, d.lease_expires_at FROM message m
+		 LEFT JOIN delivery_queue d ON d.message_id = m.id AND d.recipient_pubkey = ? WHERE m.client_message_id = ?`
+	if m.brokerDB != "" {
+		driver, source, query = "pgx", m.brokerDB, `SELECT m.id, d.attempts,
+		 (extract(epoch FROM d.delivered_at) * 1000)::bigint, (extract(epoch FROM d.lease_expires_at) * 1000)::bigint
+		 FROM message m LEFT JOIN delivery_queue d ON d.message_id = m.id AND d.recipient_pubkey = $1 WHERE m.client_message_id = $2`
+	}
+	db, err := sql.Open(driver, source)
 	if err != nil {
 		return err.Error()
 	}
@@ -423,8 +456,7 @@ func (m *e2eMesh) diagnose(t *testing.T, ids []string) string {
 		} else {
 			b.WriteString(" absent;")
 		}
-		q, err := db.Query(`SELECT m.id, d.attempts, d.delivered_at, d.lease_expires_at FROM message m
-			LEFT JOIN delivery_queue d ON d.message_id = m.id AND d.recipient_pubkey = ? WHERE m.client_message_id = ?`, m.bob.pubkey, id)
+		q, err := db.Query(query, m.bob.pubkey, id)
 		if err != nil {
 			fmt.Fprintf(&b, " broker: %v\n", err)
 			continue

@@ -18,11 +18,11 @@ import (
 // delivering and his IPC keeps answering meanwhile; the daemon never exits.
 func TestE2EMeshPanicIsolated(t *testing.T) {
 	m := newE2EMesh(t)
-	r := runCLI(t, m.brokerEnv, "broker", "mesh", "create", "other", "--dir", m.brokerDir)
+	r := m.brokerCLI("mesh", "create", "other")
 	if r.code != 0 {
 		t.Fatalf("broker mesh create other: exit %d\n%s", r.code, r.stderr)
 	}
-	r = runCLI(t, m.brokerEnv, "broker", "invite", "other", "--uses", "2", "--dir", m.brokerDir, "--broker-url", "http://"+m.broker.addr)
+	r = m.brokerCLI("invite", "other", "--uses", "2", "--broker-url", "http://"+m.broker.addr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	for _, p := range []*e2ePeer{m.alice, m.bob} {
 		if r := runCLI(t, p.env, "join", lines[len(lines)-1], "--name", p.name); r.code != 0 {

@@ -18,7 +18,7 @@ func TestBrokerMemberRevoke(t *testing.T) {
 	m.bob.waitConnected(t)
 	members := func() map[string]string {
 		t.Helper()
-		r := runCLI(t, m.brokerEnv, "broker", "member", "list", "demo", "--dir", m.brokerDir, "--json")
+		r := m.brokerCLI("member", "list", "demo", "--json")
 		var list []struct {
 			Pubkey string `json:"pubkey"`
 			Name   string `json:"display_name"`
@@ -44,7 +44,7 @@ func TestBrokerMemberRevoke(t *testing.T) {
 		{[]string{"demo", strings.Repeat("ab", 32)}, 1, "no member"},
 		{[]string{"nosuch", m.bob.pubkey}, 1, "mesh nosuch not found"},
 	} {
-		r := runCLI(t, m.brokerEnv, append(append([]string{"broker", "member", "revoke"}, bad.args...), "--dir", m.brokerDir)...)
+		r := m.brokerCLI(append([]string{"member", "revoke"}, bad.args...)...)
 		if r.code != bad.code || !strings.Contains(r.stderr, bad.want) {
 			t.Errorf("revoke %v: exit %d, stderr %q; want %d and %q", bad.args, r.code, r.stderr, bad.code, bad.want)
 		}
@@ -53,7 +53,7 @@ func TestBrokerMemberRevoke(t *testing.T) {
 		t.Fatalf("refused revocations changed the members: %v", got)
 	}
 
-	r := runCLI(t, m.brokerEnv, "broker", "member", "revoke", "demo", m.bob.pubkey, "--dir", m.brokerDir)
+	r := m.brokerCLI("member", "revoke", "demo", m.bob.pubkey)
 	if r.code != 0 || !strings.Contains(r.stdout, "revoked "+m.bob.pubkey) {
 		t.Fatalf("broker member revoke: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -67,7 +67,7 @@ func TestBrokerMemberRevoke(t *testing.T) {
 	if got := members(); got[m.bob.pubkey] != "" || got[m.alice.pubkey] != "alice" {
 		t.Fatalf("members after the revocation: %v", got)
 	}
-	if r := runCLI(t, m.brokerEnv, "broker", "member", "revoke", "demo", m.bob.pubkey, "--dir", m.brokerDir); r.code != 0 {
+	if r := m.brokerCLI("member", "revoke", "demo", m.bob.pubkey); r.code != 0 {
 		t.Errorf("revoking twice: exit %d %s", r.code, r.stderr)
 	}
 	t.Log("checked: member list, refused bad revocations, a revoked member's daemon disconnected by the running broker")

@@ -560,6 +560,29 @@ func TestUnpushedLeaseReleased(t *testing.T) {
 	})
 }
 
+// TestConnectFreesStaleLeases: a row leased to a connection that is gone
+// without its close freeing the lease (its broker process died: a replica's
+// leases outlive it) goes to the recipient's next connection at its hello,
+// not when the lease (an hour here) runs out.
+func TestConnectFreesStaleLeases(t *testing.T) {
+	hourLease(t, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a := e.connect(alice, "a")
+		a.send(sendFrame("stale-1", bob.id.PublicKeyHex(), "to bob, offline"))
+		a.next("ack")
+		// The claim of a connection that died with its broker.
+		ds, err := e.store.ClaimDeliveries(context.Background(), broker.Claim{MeshID: e.mesh.ID,
+			RecipientPubkeys: []string{bob.id.PublicKeyHex()}, Lease: time.Hour, Limit: 10})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("claim: %v, %d rows", err, len(ds))
+		}
+		b := e.connect(bob, "b")
+		if p := b.push(); p["client_message_id"] != "stale-1" {
+			t.Fatalf("bob got %v, want stale-1", p)
+		}
+	})
+}
+
 // TestRevokedMemberDisconnected: a member revoked in the database (as
 // `claudemesh broker member revoke` does, from another process) is
 // disconnected by the running broker — the revoked error, then close 4002 —
