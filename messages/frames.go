@@ -1,8 +1,10 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // Broker WebSocket frames (wire protocol §1–2, plus the delivery-contract
@@ -316,6 +318,20 @@ func newClientFrame(typ string) any {
 // and no error, for the caller to refuse or pass on. Failures are
 // *FrameError.
 func DecodeFrame(data []byte, newFrame func(typ string) any) (string, any, error) {
+	// Fast path, one parse: frames put "type" first (ours, the upstream
+	// broker's and CLI's). Anything it cannot vouch for — another shape, a
+	// decoding error, a second key decoding into Type — takes the path
+	// below, which decides every answer.
+	if typ, ok := leadingType(data); ok {
+		if v := newFrame(typ); v != nil && json.Unmarshal(data, v) == nil && typeField(v) == typ {
+			return typ, v, nil
+		}
+	}
+	return decodeProbed(data, newFrame)
+}
+
+// decodeProbed is DecodeFrame in two parses: the type first, then the frame.
+func decodeProbed(data []byte, newFrame func(typ string) any) (string, any, error) {
 	var head struct {
 		Type *string `json:"type"`
 	}
@@ -333,4 +349,40 @@ func DecodeFrame(data []byte, newFrame func(typ string) any) (string, any, error
 		return *head.Type, nil, &FrameError{Code: FrameInvalidJSON, Message: fmt.Sprintf("%s frame: %v", *head.Type, err)}
 	}
 	return *head.Type, v, nil
+}
+
+// leadingType reads the type of a frame that opens with {"type":"<name>",
+// the name made of lower-case letters, digits and underscores.
+func leadingType(data []byte) (string, bool) {
+	const prefix = `{"type":"`
+	if !bytes.HasPrefix(data, []byte(prefix)) {
+		return "", false
+	}
+	rest := data[len(prefix):]
+	for i, c := range rest {
+		switch {
+		case c == '"':
+			return string(rest[:i]), i > 0
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_':
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// typeField is the Type field of the frame struct v points to ("" if it
+// has none).
+func typeField(v any) string {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return ""
+	}
+	if f := rv.FieldByName("Type"); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
 }

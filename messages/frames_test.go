@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -74,6 +76,53 @@ func FuzzDecodeClientFrame(f *testing.F) {
 		var head struct{ Type string }
 		if json.Unmarshal(out, &head) != nil || head.Type == "" {
 			t.Fatalf("re-encoded frame lost its type: %s", out)
+		}
+	})
+}
+
+// FuzzDecodeFrameFastPath: DecodeFrame's one-parse path answers exactly
+// what the two-parse path does — type, frame and error — for any input.
+func FuzzDecodeFrameFastPath(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"send","id":"a","client_message_id":"a","request_fingerprint":"00","targetSpec":"#t","priority":"now","nonce":"AA==","ciphertext":"AA=="}`,
+		`{"type":"client_ack","clientMessageId":"a"}`,
+		`{"type":"send","Type":"hello"}`,
+		`{"type":"send","type":""}`,
+		`{"type":"send","\u0074ype":"client_ack"}`,
+		`{"type":"nope"}`,
+		`{"type":"send",`,
+		`{"type":"send","id":1}`,
+		` {"type":"send"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		typ, v, err := DecodeFrame(data, newClientFrame)
+		ptyp, pv, perr := decodeProbed(data, newClientFrame)
+		if typ != ptyp || !reflect.DeepEqual(v, pv) || fmt.Sprint(err) != fmt.Sprint(perr) {
+			t.Fatalf("%q: fast path %q %#v %v; two parses %q %#v %v", data, typ, v, err, ptyp, pv, perr)
+		}
+	})
+}
+
+// BenchmarkDecodeFrame: a send frame as a daemon writes it, decoded by the
+// broker's reader.
+func BenchmarkDecodeFrame(b *testing.B) {
+	frame := []byte(`{"type":"send","id":"01JD0000000000000000000000","client_message_id":"01JD0000000000000000000000",` +
+		`"request_fingerprint":"` + strings.Repeat("ab", 32) + `","targetSpec":"` + strings.Repeat("cd", 32) + `","priority":"next",` +
+		`"nonce":"` + strings.Repeat("A", 32) + `","ciphertext":"` + strings.Repeat("B", 344) + `"}`)
+	b.Run("one-parse", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := DecodeFrame(frame, newClientFrame); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("two-parse", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := decodeProbed(frame, newClientFrame); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
