@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,15 +15,16 @@ import (
 // chaosRounds is how many processes TestChaosKills kills.
 const chaosRounds = 24
 
-// TestChaosKills: in each round one of the three processes — alice's
-// daemon, bob's daemon or the broker, chosen at random — is SIGKILLed at a
-// random moment of a send storm from alice, the storm goes on a little
-// while it is down (alice queues), and it is started again. A reader
-// follows bob's events throughout, resuming from the last event id it saw
-// whenever bob comes back. At the end: every id answered 202 is in bob's
-// inbox exactly once, no id twice; alice's outbox is all done; and the
-// reader saw each message of bob's inbox exactly once across its streams.
-// It runs with the broker on SQLite and on PostgreSQL.
+// TestChaosKills: alice sends a storm of DMs to bob and of messages to
+// #chaos (bob and carol). In each round one of the four processes — alice's
+// daemon, bob's, carol's or the broker, chosen at random — is SIGKILLed at
+// a random moment, the storm goes on a little while it is down (alice
+// queues), and it is started again. A reader follows each receiver's
+// events, resuming from the last event id it saw whenever its daemon comes
+// back. At the end: every id answered 202 is in its recipients' inboxes
+// exactly once (DMs at bob only), no id twice; alice's outbox is all done;
+// and each reader saw each message of its inbox exactly once across its
+// streams. It runs with the broker on SQLite and on PostgreSQL.
 func TestChaosKills(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []struct {
@@ -36,41 +38,69 @@ func TestChaosKills(t *testing.T) {
 	}
 }
 
+// chaosReader follows one receiver's message events across its restarts.
+type chaosReader struct {
+	t       *testing.T
+	peer    *e2ePeer
+	mu      sync.Mutex
+	seen    map[string]int // message events by client_message_id
+	lastID  int64
+	stream  *sseStream
+	reading sync.WaitGroup
+}
+
+// follow opens the stream after id from ("" for live events only).
+func (r *chaosReader) follow(from string) {
+	r.stream = openSSE(r.t, r.peer.env.socket(), from)
+	evs := r.stream.events
+	r.reading.Go(func() {
+		for ev := range evs {
+			if ev.Name != "message" {
+				continue
+			}
+			it := messageOf(r.t, ev)
+			r.mu.Lock()
+			r.seen[it.ClientMessageID]++
+			r.lastID = ev.ID
+			r.mu.Unlock()
+		}
+	})
+}
+
+// restarted waits out the stream that ended with the daemon, starts the
+// daemon again and resumes after the last id seen ("0", the whole log, if
+// none was).
+func (r *chaosReader) restarted() {
+	r.reading.Wait()
+	r.peer.start(r.t)
+	r.mu.Lock()
+	from := strconv.FormatInt(r.lastID, 10)
+	r.mu.Unlock()
+	r.follow(from)
+}
+
 func chaos(t *testing.T, m *e2eMesh) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed>>2))
 	t.Logf("seed %d", seed)
 	alice, bob := m.alice, m.bob
-	alice.start(t)
-	bob.start(t)
+	carol := m.join("carol")
+	for _, p := range []*e2ePeer{alice, bob, carol} {
+		p.start(t)
+	}
+	readers := map[string]*chaosReader{}
+	for _, p := range []*e2ePeer{bob, carol} {
+		r := &chaosReader{t: t, peer: p, seen: map[string]int{}}
+		r.follow("")
+		readers[p.name] = r
+	}
 
 	var mu sync.Mutex
 	accepted := map[string]bool{} // answered 202
-	seen := map[string]int{}      // message events bob's reader got, by id
-	var lastID int64
-	var readers sync.WaitGroup
-	follow := func(from string) *sseStream {
-		s := openSSE(t, bob.env.socket(), from)
-		readers.Go(func() {
-			for ev := range s.events {
-				if ev.Name != "message" {
-					continue
-				}
-				it := messageOf(t, ev)
-				mu.Lock()
-				seen[it.ClientMessageID]++
-				lastID = ev.ID
-				mu.Unlock()
-			}
-		})
-		return s
-	}
-	reader := follow("") // live events from now on
-
 	var next atomic.Int64
 	killed := map[string]int{}
 	for round := range chaosRounds {
-		victim := []string{"alice", "bob", "broker"}[rng.IntN(3)]
+		victim := []string{"alice", "bob", "carol", "broker"}[rng.IntN(4)]
 		killAt, thenMore := rng.IntN(40), rng.IntN(30) // answered sends before the kill, and after it
 		killed[victim]++
 		c := unixClient(alice.env.socket())
@@ -79,7 +109,7 @@ func chaos(t *testing.T, m *e2eMesh) {
 		var reachedOnce, moreOnce sync.Once
 		var stop atomic.Bool
 		var wg sync.WaitGroup
-		var afterKill atomic.Int64 // answers counted once the victim is dead; -1 before
+		var afterKill atomic.Int64 // answers once the victim is dead; -1 before
 		afterKill.Store(-1)
 		if killAt == 0 {
 			reachedOnce.Do(func() { close(reached) })
@@ -87,8 +117,9 @@ func chaos(t *testing.T, m *e2eMesh) {
 		for range 4 {
 			wg.Go(func() {
 				for !stop.Load() {
-					id := fmt.Sprintf("ck-%05d", next.Add(1))
-					st, _, err := trySend(c, bob.pubkey, "chaos "+id, id)
+					n := next.Add(1)
+					id, to := chaosSend(n, bob.pubkey)
+					st, _, err := trySend(c, to, "chaos "+id, id)
 					if err != nil {
 						return // alice is gone: the answer is unknown
 					}
@@ -117,6 +148,8 @@ func chaos(t *testing.T, m *e2eMesh) {
 			alice.d.kill9()
 		case "bob":
 			bob.d.kill9()
+		case "carol":
+			carol.d.kill9()
 		case "broker":
 			m.killBroker()
 		}
@@ -134,22 +167,16 @@ func chaos(t *testing.T, m *e2eMesh) {
 		switch victim {
 		case "alice":
 			alice.start(t)
-		case "bob":
-			readers.Wait() // the stream ended with bob
-			bob.start(t)
-			mu.Lock()
-			from := strconv.FormatInt(lastID, 10) // "0" (the whole log) if it saw nothing yet
-			mu.Unlock()
-			reader = follow(from)
+		case "bob", "carol":
+			readers[victim].restarted()
 		case "broker":
 			m.restartBroker()
-			alice.waitConnected(t)
-			bob.waitConnected(t)
+			for _, p := range []*e2ePeer{alice, bob, carol} {
+				p.waitConnected(t)
+			}
 		}
 	}
 
-	reached(t, m, accepted)
-	deliveredOnce(t, bob, accepted, e2eRecoveryDeadline)
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0
@@ -160,56 +187,79 @@ func chaos(t *testing.T, m *e2eMesh) {
 			t.Errorf("alice's row %s is %s", r.ClientMessageID, r.Status)
 		}
 	}
-	ids := map[string]bool{} // the sends whose answer a kill took are delivered too
+	// Every row — the sends whose answer a kill took too — reaches its
+	// recipients: all of them bob, the topic ones carol.
+	forBob, forCarol := map[string]bool{}, map[string]bool{}
 	for _, r := range rows {
-		ids[r.ClientMessageID] = true
-	}
-	reached(t, m, ids)
-	counts := deliveredOnce(t, bob, ids, e2eRecoveryDeadline)
-	var unseen []string
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			return fmt.Sprintf("bob's reader to see every message of his inbox (last event id %d; not seen: %v)\n%s",
-				lastID, unseen, m.diagnose(t, unseen))
-		},
-		func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			unseen = unseen[:0]
-			for id := range counts {
-				if seen[id] == 0 {
-					unseen = append(unseen, id)
-				}
-			}
-			return len(unseen) == 0
-		})
-	reader.close()
-	readers.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for id := range counts {
-		if seen[id] != 1 {
-			t.Errorf("bob's reader saw %s %d times across its streams", id, seen[id])
+		forBob[r.ClientMessageID] = true
+		if strings.HasPrefix(r.ClientMessageID, "ck-t-") {
+			forCarol[r.ClientMessageID] = true
 		}
 	}
-	t.Logf("checked across %d kill -9s (alice %d, bob %d, broker %d): %d ids answered 202, %d at bob, each once; "+
-		"alice's %d outbox rows done; bob's reader saw each message once", chaosRounds, killed["alice"], killed["bob"],
-		killed["broker"], len(accepted), len(counts), len(rows))
+	for id := range accepted {
+		if !forBob[id] {
+			t.Errorf("alice answered %s 202 and has no row of it", id)
+		}
+	}
+	for _, want := range []struct {
+		p   *e2ePeer
+		ids map[string]bool
+	}{{bob, forBob}, {carol, forCarol}} {
+		counts := reachedOnce(t, m, want.p, want.ids)
+		r := readers[want.p.name]
+		var unseen []string
+		pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
+			func() string {
+				return fmt.Sprintf("%s's reader to see every message of the inbox (not seen: %v)\n%s",
+					want.p.name, unseen, m.diagnoseFor(t, want.p, unseen))
+			},
+			func() bool {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				unseen = unseen[:0]
+				for id := range counts {
+					if r.seen[id] == 0 {
+						unseen = append(unseen, id)
+					}
+				}
+				return len(unseen) == 0
+			})
+		r.stream.close()
+		r.reading.Wait()
+		for id := range counts {
+			if n := r.seen[id]; n != 1 {
+				t.Errorf("%s's reader saw %s %d times across its streams", want.p.name, id, n)
+			}
+		}
+	}
+	t.Logf("checked across %d kill -9s (alice %d, bob %d, carol %d, broker %d): %d ids answered 202; alice's %d rows done; "+
+		"bob holds all %d, carol the %d topic ones, each once; each reader saw each message once", chaosRounds,
+		killed["alice"], killed["bob"], killed["carol"], killed["broker"], len(accepted), len(rows), len(forBob), len(forCarol))
 }
 
-// reached waits until bob's inbox holds every id of want, and says where
-// the missing ones are if it does not.
-func reached(t *testing.T, m *e2eMesh, want map[string]bool) {
+// chaosSend is the n-th send of the storm: a DM to bob for even n, a
+// message to #chaos (bob and carol) for odd n.
+func chaosSend(n int64, bob string) (id, to string) {
+	if n%2 == 0 {
+		return fmt.Sprintf("ck-dm-%05d", n), bob
+	}
+	return fmt.Sprintf("ck-t-%05d", n), "#chaos"
+}
+
+// reachedOnce waits until p's inbox holds every id of want, saying where
+// the missing ones are if it does not, then checks that it holds exactly
+// those, each once; it returns p's inbox counts.
+func reachedOnce(t *testing.T, m *e2eMesh, p *e2ePeer, want map[string]bool) map[string]int {
 	t.Helper()
 	var missing []string
+	var counts map[string]int
 	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
 		func() string {
-			return fmt.Sprintf("bob's inbox to hold all %d ids (%d missing):\n%s", len(want), len(missing), m.diagnose(t, missing))
+			return fmt.Sprintf("%s's inbox to hold all %d ids (%d missing):\n%s", p.name, len(want), len(missing),
+				m.diagnoseFor(t, p, missing))
 		},
 		func() bool {
-			counts := inboxCounts(inboxAll(t, m.bob.c))
+			counts = inboxCounts(inboxAll(t, p.c))
 			missing = missing[:0]
 			for id := range want {
 				if counts[id] == 0 {
@@ -218,4 +268,10 @@ func reached(t *testing.T, m *e2eMesh, want map[string]bool) {
 			}
 			return len(missing) == 0
 		})
+	for id, n := range counts {
+		if n != 1 || !want[id] {
+			t.Errorf("%s's inbox holds %s %d times (expected: %v)", p.name, id, n, want[id])
+		}
+	}
+	return counts
 }

@@ -50,6 +50,7 @@ type e2eMesh struct {
 	brokerDir string   // the broker's directory (SQLite)
 	brokerDB  string   // or its database URL (PostgreSQL)
 	store     []string // the flags naming either, for `broker up` and the CLI
+	invite    string   // the invite URL members join with
 	broker    *brokerProc
 	alice     *e2ePeer
 	bob       *e2ePeer
@@ -99,26 +100,32 @@ func (m *e2eMesh) provision() *e2eMesh {
 	if r.code != 0 || !regexp.MustCompile(`^created mesh demo \(id [0-9A-Z]{26}\)\n$`).MatchString(r.stdout) {
 		t.Fatalf("broker mesh create: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
 	}
-	r = m.brokerCLI("invite", "demo", "--uses", "2", "--broker-url", base)
+	r = m.brokerCLI("invite", "demo", "--uses", "3", "--broker-url", base)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	inviteURL := lines[len(lines)-1]
-	if _, err := join.ParseInviteURL(inviteURL); r.code != 0 || err != nil {
+	m.invite = lines[len(lines)-1]
+	if _, err := join.ParseInviteURL(m.invite); r.code != 0 || err != nil {
 		t.Fatalf("broker invite: exit %d, %v\nstdout %q\nstderr %s", r.code, err, r.stdout, r.stderr)
 	}
-	join := func(name string) *e2ePeer {
-		e := newEnv(t)
-		// newEnv wrote an offline `local` membership; a delivery test wants
-		// the one `claudemesh join` records, alone.
-		if err := os.Remove(filepath.Join(e.configDir, "config.json")); err != nil {
-			t.Fatal(err)
-		}
-		if r := runCLI(t, e, "join", inviteURL, "--name", name); r.code != 0 || !strings.Contains(r.stdout, "joined mesh demo") {
-			t.Fatalf("join --name %s: exit %d\nstdout %q\nstderr %s", name, r.code, r.stdout, r.stderr)
-		}
-		return &e2ePeer{name: name, env: e, pubkey: joinedMember(t, e, "demo").Pubkey}
-	}
-	m.alice, m.bob = join("alice"), join("bob")
+	m.alice, m.bob = m.join("alice"), m.join("bob")
 	return m
+}
+
+// join makes a member of the mesh in a fresh config directory with
+// `claudemesh join` (the invite has a use left for a third, after alice
+// and bob). Its daemon is not started.
+func (m *e2eMesh) join(name string) *e2ePeer {
+	t := m.t
+	t.Helper()
+	e := newEnv(t)
+	// newEnv wrote an offline `local` membership; a delivery test wants the
+	// one `claudemesh join` records, alone.
+	if err := os.Remove(filepath.Join(e.configDir, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, e, "join", m.invite, "--name", name); r.code != 0 || !strings.Contains(r.stdout, "joined mesh demo") {
+		t.Fatalf("join --name %s: exit %d\nstdout %q\nstderr %s", name, r.code, r.stdout, r.stderr)
+	}
+	return &e2ePeer{name: name, env: e, pubkey: joinedMember(t, e, "demo").Pubkey}
 }
 
 // e2eBrokerArgs are the broker's flags: its store, and a rate limit far
@@ -424,9 +431,15 @@ func messageOf(t *testing.T, ev sseEvent) messages.InboxItem {
 }
 
 // diagnose describes where each client_message_id is: alice's outbox row
-// and the broker's message and delivery rows (read beside the running
-// broker, which WAL allows). For failure messages.
+// and the broker's message and delivery rows to bob (read beside the
+// running broker, which WAL allows). For failure messages.
 func (m *e2eMesh) diagnose(t *testing.T, ids []string) string {
+	t.Helper()
+	return m.diagnoseFor(t, m.bob, ids)
+}
+
+// diagnoseFor is diagnose with the delivery rows of recipient.
+func (m *e2eMesh) diagnoseFor(t *testing.T, recipient *e2ePeer, ids []string) string {
 	t.Helper()
 	slices.Sort(ids)
 	if len(ids) > 10 {
@@ -456,7 +469,7 @@ func (m *e2eMesh) diagnose(t *testing.T, ids []string) string {
 		} else {
 			b.WriteString(" absent;")
 		}
-		q, err := db.Query(query, m.bob.pubkey, id)
+		q, err := db.Query(query, recipient.pubkey, id)
 		if err != nil {
 			fmt.Fprintf(&b, " broker: %v\n", err)
 			continue
@@ -472,7 +485,7 @@ func (m *e2eMesh) diagnose(t *testing.T, ids []string) string {
 			}
 			fmt.Fprintf(&b, " broker message %s delivery attempts %v delivered %v", mid, attempts.Int64, delivered.Valid)
 			if lease.Valid && !delivered.Valid && lease.Int64 > now {
-				fmt.Fprintf(&b, ", leased for another %dms (a push that never reached bob waits for the lease)", lease.Int64-now)
+				fmt.Fprintf(&b, ", leased for another %dms (a push that never reached its recipient waits for the lease)", lease.Int64-now)
 			}
 			b.WriteByte(';')
 		}

@@ -81,13 +81,8 @@ func TestE2EReceiverKill9(t *testing.T) {
 	for i := range 400 {
 		all[fmt.Sprintf("rk-%04d", i)] = true
 	}
-	reached(t, m, all)
+	reachedOnce(t, m, bob, all)
 	waitFor(t, e2eRecoveryDeadline, "the resumed reader to have seen all 400", func() bool { return nSeen() == 400 })
-	for id, c := range inboxCounts(inboxAll(t, bob.c)) {
-		if c != 1 {
-			t.Errorf("bob's inbox holds %s %d times", id, c)
-		}
-	}
 	after.close()
 	readers.Wait()
 	mu.Lock()
