@@ -54,24 +54,7 @@ func TestDaemonInboxCommand(t *testing.T) {
 		t.Errorf("a bad --since: exit %d %s", r.code, r.stderr)
 	}
 
-	follow := exec.Command(binPath, "daemon", "inbox", "--mesh", "rev", "-f")
-	follow.Env = e.environ()
-	out, err := follow.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := follow.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { follow.Process.Kill(); follow.Wait() })
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	follow, lines := startCLILines(t, e, "daemon", "inbox", "--mesh", "rev", "-f")
 	next := func() string {
 		t.Helper()
 		select {

@@ -132,6 +132,7 @@ func TestDetachedUp(t *testing.T) {
 	if processGone(pid) {
 		t.Fatal("the daemon died after a refused second up")
 	}
+	checkDaemonLogs(t, e)
 
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -207,5 +208,45 @@ func TestDaemonVersionJSON(t *testing.T) {
 	after := parse(runCLI(t, e, "daemon", "version", "--json"))
 	if after.Running || after.Daemon != nil {
 		t.Errorf("after stop: running %v daemon %+v", after.Running, after.Daemon)
+	}
+}
+
+// checkDaemonLogs: `daemon logs` prints the detached daemon's daemon.log —
+// readable records, as written with --json, filtered by --level — and with
+// -f a record written after it started (a reload's).
+func checkDaemonLogs(t *testing.T, e *env) {
+	t.Helper()
+	if r := runCLI(t, e, "daemon", "logs", "-n", "50"); r.code != 0 || !regexp.MustCompile(`(?m)^\S+ INFO  daemon_started version=`).MatchString(r.stdout) {
+		t.Errorf("daemon logs: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, e, "daemon", "logs", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"msg":"daemon_started"`) {
+		t.Errorf("daemon logs --json: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, e, "daemon", "logs", "--level", "error"); r.code != 0 || strings.Contains(r.stdout, "daemon_started") {
+		t.Errorf("daemon logs --level error: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, e, "daemon", "logs", "-n", "-1"); r.code != 2 {
+		t.Errorf("daemon logs -n -1: exit %d, want 2\nstderr %s", r.code, r.stderr)
+	}
+	_, lines := startCLILines(t, e, "daemon", "logs", "-f", "-n", "0")
+	// The follower may start after the reload's record: reload until one
+	// shows (each writes a new record).
+	deadline := time.After(10 * time.Second)
+	for {
+		if r := runCLI(t, e, "daemon", "reload"); r.code != 0 {
+			t.Fatalf("daemon reload: exit %d\n%s", r.code, r.stderr)
+		}
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("daemon logs -f ended")
+			}
+			if strings.Contains(line, "config_reloaded") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("daemon logs -f printed no config_reloaded within 10 s")
+		case <-time.After(time.Second): // reload again
+		}
 	}
 }

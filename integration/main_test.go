@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -281,6 +282,32 @@ func (d *daemonProc) kill9() {
 		d.t.Fatalf("SIGKILL: %v", err)
 	}
 	d.waitExit(stopDeadline)
+}
+
+// startCLILines starts a long-running `claudemesh <args>` (a follower) and
+// hands the lines of its stdout to the channel, closed when the output
+// ends; the process is killed at the test's end.
+func startCLILines(t *testing.T, e *env, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = e.environ()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return cmd, lines
 }
 
 // unixClient is an HTTP client whose every connection goes to sock.

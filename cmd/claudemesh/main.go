@@ -50,6 +50,7 @@ type daemonCmd struct {
 	UninstallService daemonUninstallServiceCmd `cmd:"" name:"uninstall-service" help:"Remove the user service that install-service created."`
 	Outbox           outboxCmd                 `cmd:"" help:"Inspect and recover the daemon's outbox."`
 	Inbox            daemonInboxCmd            `cmd:"" help:"Print the messages the daemon received (the last 24 h by default), and with -f those that arrive."`
+	Logs             daemonLogsCmd             `cmd:"" help:"Print the end of daemon.log (a detached daemon's log), and with -f what it writes next."`
 }
 
 type outboxCmd struct {
