@@ -35,10 +35,11 @@ type Event struct {
 }
 
 // AppendEvent stores an event and returns its id. Ids are strictly
-// increasing and never reused, even after trims, so the log is always a
-// contiguous run of ids. data must be valid JSON on one line (it becomes
-// the SSE data: line). Publish an event to live streams only after the
-// batch that appended it committed: a rolled-back id is issued again.
+// increasing and never reused, even after trims; within one open of the
+// inbox they are consecutive, and each open jumps EventIDGap ahead. data
+// must be valid JSON on one line (it becomes the SSE data: line). Publish
+// an event to live streams only after the batch that appended it
+// committed: a rolled-back id is issued again.
 func (in *Inbox) AppendEvent(tx *sqlx.Tx, name string, data []byte, now int64) (id int64, err error) {
 	if name == "" || strings.ContainsAny(name, "\r\n") {
 		return 0, fmt.Errorf("append event: invalid name %q", name)
