@@ -20,11 +20,17 @@ func (p Paths) EnsureLocalToken() (string, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
+	return p.RotateLocalToken()
+}
+
+// RotateLocalToken replaces local-token with a new one, atomically (a
+// reader sees the old file or the new, whole), and returns it.
+func (p Paths) RotateLocalToken() (string, error) {
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", fmt.Errorf("generate local token: %w", err)
 	}
-	tok = base64.RawURLEncoding.EncodeToString(raw[:])
+	tok := base64.RawURLEncoding.EncodeToString(raw[:])
 	if err := WriteFileAtomic(p.TokenFile(), []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", p.TokenFile(), err)
 	}

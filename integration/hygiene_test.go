@@ -192,7 +192,53 @@ func TestTCPAuthAndHygiene(t *testing.T) {
 	if len(rows) != 1 || rows[0].ClientMessageID != "tcp-1" {
 		t.Errorf("outbox after the hygiene checks: %+v, want only tcp-1", rows)
 	}
+	checkRotateToken(t, e, base, token)
 	d.stop()
+	// With no daemon running, rotate-token replaces the file itself.
+	before := readTrimmed(t, e, "local-token")
+	if r := runCLI(t, e, "daemon", "rotate-token"); r.code != 0 || !strings.Contains(r.stdout, "no daemon is running") {
+		t.Errorf("rotate-token without a daemon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if after := readTrimmed(t, e, "local-token"); after == before || after == "" {
+		t.Errorf("local-token after an offline rotation: %q (was %q)", after, before)
+	}
+}
+
+// checkRotateToken: `daemon rotate-token` replaces local-token; the running
+// daemon takes the new token at once and still the old one (its minute of
+// grace); the route is refused over TCP.
+func checkRotateToken(t *testing.T, e *env, base, old string) {
+	t.Helper()
+	r := runCLI(t, e, "daemon", "rotate-token")
+	if r.code != 0 || !strings.Contains(r.stdout, "the previous token is accepted until") {
+		t.Fatalf("daemon rotate-token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	fresh := readTrimmed(t, e, "local-token")
+	if fresh == old || fresh == "" {
+		t.Fatalf("local-token after the rotation: %q (was %q)", fresh, old)
+	}
+	tc := tcpClient()
+	defer tc.CloseIdleConnections()
+	for _, c := range []struct {
+		method, path, token string
+		status              int
+	}{
+		{http.MethodGet, "/v1/version", fresh, 200},
+		{http.MethodGet, "/v1/version", old, 200},
+		{http.MethodGet, "/v1/version", "not-a-token", 401},
+		{http.MethodPost, "/v1/token/rotate", fresh, 403},
+	} {
+		req, _ := http.NewRequest(c.method, base+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := tc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s %s with token %.8s…: %d, want %d", c.method, c.path, c.token, resp.StatusCode, c.status)
+		}
+	}
 }
 
 func allowIs(want string) func(t *testing.T, r *response) {

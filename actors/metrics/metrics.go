@@ -20,22 +20,23 @@ type Daemon struct {
 	Lag         *prometheus.GaugeVec // cm_daemon_lag_ms{mesh}
 	OutboxDepth *prometheus.GaugeVec // cm_daemon_outbox_depth{mesh,status}
 
-	Send        *prometheus.CounterVec   // cm_daemon_send_total{mesh,kind,status}
-	Dedupe      *prometheus.CounterVec   // cm_daemon_dedupe_total{mesh,direction}
-	Recv        *prometheus.CounterVec   // cm_daemon_recv_total{mesh,kind,from_type}
-	Undecrypted *prometheus.CounterVec   // cm_daemon_decrypt_failed_total{mesh}
-	Reconnects  *prometheus.CounterVec   // cm_daemon_reconnects_total{mesh,reason}
-	Dispatch    *prometheus.HistogramVec // cm_daemon_dispatch_seconds{mesh,outcome}
-	IPCRequests *prometheus.CounterVec   // cm_daemon_ipc_request_total{endpoint,status,transport}
-	IPCDuration *prometheus.HistogramVec // cm_daemon_ipc_duration_seconds{endpoint}
-	SSEStreams  prometheus.Gauge         // cm_daemon_sse_streams
-	SSEDropped  prometheus.Counter       // cm_daemon_sse_dropped_total
-	StoreBatch  prometheus.Histogram     // cm_daemon_store_batch_size
-	StoreCommit *prometheus.HistogramVec // cm_daemon_store_commit_seconds{db,durability}
-	DiskPct     *prometheus.GaugeVec     // cm_daemon_disk_pct{kind}
-	InboxRows   prometheus.Gauge         // cm_daemon_inbox_rows
-	InboxBytes  prometheus.Gauge         // cm_daemon_inbox_bytes
-	Pruned      *prometheus.CounterVec   // cm_daemon_retention_pruned_total{kind}
+	Send           *prometheus.CounterVec   // cm_daemon_send_total{mesh,kind,status}
+	Dedupe         *prometheus.CounterVec   // cm_daemon_dedupe_total{mesh,direction}
+	Recv           *prometheus.CounterVec   // cm_daemon_recv_total{mesh,kind,from_type}
+	Undecrypted    *prometheus.CounterVec   // cm_daemon_decrypt_failed_total{mesh}
+	Reconnects     *prometheus.CounterVec   // cm_daemon_reconnects_total{mesh,reason}
+	Dispatch       *prometheus.HistogramVec // cm_daemon_dispatch_seconds{mesh,outcome}
+	IPCRequests    *prometheus.CounterVec   // cm_daemon_ipc_request_total{endpoint,status,transport}
+	IPCDuration    *prometheus.HistogramVec // cm_daemon_ipc_duration_seconds{endpoint}
+	SSEStreams     prometheus.Gauge         // cm_daemon_sse_streams
+	SSEDropped     prometheus.Counter       // cm_daemon_sse_dropped_total
+	TokenRotations prometheus.Counter       // cm_daemon_local_token_rotations_total
+	StoreBatch     prometheus.Histogram     // cm_daemon_store_batch_size
+	StoreCommit    *prometheus.HistogramVec // cm_daemon_store_commit_seconds{db,durability}
+	DiskPct        *prometheus.GaugeVec     // cm_daemon_disk_pct{kind}
+	InboxRows      prometheus.Gauge         // cm_daemon_inbox_rows
+	InboxBytes     prometheus.Gauge         // cm_daemon_inbox_bytes
+	Pruned         *prometheus.CounterVec   // cm_daemon_retention_pruned_total{kind}
 }
 
 // latency buckets, in seconds: 0.1 ms to about 3 s.
@@ -71,10 +72,12 @@ func New() *Daemon {
 	d.SSEStreams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_sse_streams", Help: "Open GET /v1/events streams."})
 	d.SSEDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_daemon_sse_dropped_total",
 		Help: "Event streams closed for falling too far behind (the client resumes by Last-Event-ID)."})
+	d.TokenRotations = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_daemon_local_token_rotations_total",
+		Help: "Rotations of the TCP bearer token (claudemesh daemon rotate-token)."})
 	d.StoreBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cm_daemon_store_batch_size",
 		Help: "Commands per store batch (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	d.StoreCommit = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_store_commit_seconds",
-		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not; wal_sync: the deferred fsync of [outbox] fsync_mode batched_50ms and off).", Buckets: latency},
+		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not; wal_sync: an fsync apart from its commit — outbox.db's under [outbox] fsync_mode batched_50ms and off, inbox.db's always).", Buckets: latency},
 		[]string{"db", "durability"})
 	d.DiskPct = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_disk_pct",
 		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507)."},
@@ -86,6 +89,6 @@ func New() *Daemon {
 	d.Pruned = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_retention_pruned_total",
 		Help: "What retention let go: inbox rows, events, outbox payloads."}, []string{"kind"})
 	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
-		d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.StoreBatch, d.StoreCommit)
+		d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
 	return d
 }

@@ -263,3 +263,33 @@ func (c *daemonReloadCmd) Run() error {
 	}
 	return fmt.Errorf("the daemon (pid %d) did not report the reload within %s; see its log", v.PID, stopWait)
 }
+
+type daemonRotateTokenCmd struct{}
+
+// Run has the running daemon mint a new bearer token (it keeps accepting
+// the old one for a minute); with no daemon running it replaces local-token
+// itself.
+func (c *daemonRotateTokenCmd) Run() error {
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := ipc.NewClient(paths.Socket()).RotateToken(ctx)
+	if errors.Is(err, ipc.ErrDaemonNotRunning) {
+		if err := paths.EnsureDaemonDir(); err != nil {
+			return err
+		}
+		if _, err := paths.RotateLocalToken(); err != nil {
+			return err
+		}
+		fmt.Printf("rotated %s (no daemon is running; the next one uses the new token)\n", paths.TokenFile())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("rotated %s; the previous token is accepted until %s\n", paths.TokenFile(), res.PreviousValidUntil)
+	return nil
+}

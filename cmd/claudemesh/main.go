@@ -51,6 +51,7 @@ type daemonCmd struct {
 	Outbox           outboxCmd                 `cmd:"" help:"Inspect and recover the daemon's outbox."`
 	Inbox            daemonInboxCmd            `cmd:"" help:"Print the messages the daemon received (the last 24 h by default), and with -f those that arrive."`
 	Logs             daemonLogsCmd             `cmd:"" help:"Print the end of daemon.log (a detached daemon's log), and with -f what it writes next."`
+	RotateToken      daemonRotateTokenCmd      `cmd:"" name:"rotate-token" help:"Replace local-token, the bearer TCP clients present; a running daemon accepts the old one for 60 s more."`
 }
 
 type outboxCmd struct {

@@ -95,6 +95,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return json.Unmarshal(data, out)
 }
 
+// RotateToken asks POST /v1/token/rotate.
+func (c *Client) RotateToken(ctx context.Context) (*TokenRotated, error) {
+	var res TokenRotated
+	return &res, c.do(ctx, http.MethodPost, "/v1/token/rotate", nil, &res)
+}
+
 // Metrics asks GET /v1/metrics and returns the Prometheus text as it came.
 func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
 	return c.raw(ctx, http.MethodGet, "/v1/metrics", nil)

@@ -15,7 +15,7 @@ import (
 const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
-var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics"}
+var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate"}
 
 type route struct {
 	method  string
@@ -36,6 +36,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/profile", (*Server).ownProfiles},
 	{http.MethodPost, "/v1/profile", (*Server).profile},
 	{http.MethodPost, "/v1/send", (*Server).send},
+	{http.MethodPost, "/v1/token/rotate", (*Server).rotateToken},
 	{http.MethodGet, "/v1/version", (*Server).version},
 }
 

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -79,8 +80,12 @@ type Options struct {
 	Pressure *persistence.Pressure
 	// Fsync is [outbox] fsync_mode, reported by GET /v1/health (nil: strict).
 	Fsync *persistence.FsyncPolicy
+	// RotateToken mints and stores a new bearer token (POST
+	// /v1/token/rotate); nil: the route answers 501.
+	RotateToken func() (string, error)
 
-	keepalive time.Duration // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
+	keepalive time.Duration    // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
+	now       func() time.Time // the token grace's clock; nil: time.Now (tests move it)
 }
 
 // Server is the IPC HTTP handler.
@@ -90,7 +95,8 @@ type Server struct {
 	scrapeMu sync.Mutex
 	meshMu   sync.RWMutex // guards opts.Meshes and opts.MeshActors (AddMesh), and reload
 	reload   *messages.ReloadStatus
-	token    []byte
+	tokens   atomic.Pointer[bearerTokens]
+	tokenMu  sync.Mutex // one rotation at a time
 	inflight chan struct{}
 	http     *http.Server
 }
@@ -99,9 +105,13 @@ type transportKey struct{}
 
 // New returns a server for opts.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, metrics: opts.Metrics, token: []byte(opts.Token), inflight: make(chan struct{}, DefaultMaxInflight)}
+	s := &Server{opts: opts, metrics: opts.Metrics, inflight: make(chan struct{}, DefaultMaxInflight)}
+	s.tokens.Store(&bearerTokens{current: []byte(opts.Token)})
 	if s.metrics == nil {
 		s.metrics = metrics.New()
+	}
+	if s.opts.now == nil {
+		s.opts.now = time.Now
 	}
 	s.http = &http.Server{
 		Handler:           s,
@@ -270,11 +280,17 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request) {
 	s.route(w, r)
 }
 
-// authorized checks the bearer token; the scheme name is case-insensitive
-// (RFC 7235), the token is compared in constant time.
+// authorized checks the bearer token — the current one, or the one before
+// it during its grace — compared in constant time; the scheme name is
+// case-insensitive (RFC 7235).
 func (s *Server) authorized(r *http.Request) bool {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(tok), s.token) == 1
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	t := s.tokens.Load()
+	return subtle.ConstantTimeCompare([]byte(tok), t.current) == 1 ||
+		(t.previous != nil && s.opts.now().Before(t.previousUntil) && subtle.ConstantTimeCompare([]byte(tok), t.previous) == 1)
 }
 
 func (s *Server) publicHealth(r *http.Request) bool {
