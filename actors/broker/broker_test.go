@@ -400,7 +400,7 @@ func TestMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{`cm_broker_accept_total{outcome="created"} 1`, `cm_broker_accept_total{outcome="duplicate"} 1`,
 		`cm_broker_accept_total{outcome="conflict"} 1`, `cm_broker_accept_total{outcome="rate_limited"} 1`,
-		`cm_broker_rate_limit_rejection_total 1`, `cm_broker_connections 1`} {
+		`cm_broker_rate_limit_rejection_total 1`, `cm_broker_connections 1`, "go_goroutines ", "process_resident_memory_bytes "} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -31,6 +32,8 @@ type metrics struct {
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.accepts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_broker_accept_total",
 		Help: "Sends answered, by outcome: created, duplicate, conflict, rejected, failed, rate_limited."}, []string{"outcome"})
 	m.fingerprintMismatch = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_broker_dedupe_fingerprint_mismatch_total",

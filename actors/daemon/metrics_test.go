@@ -56,6 +56,7 @@ func TestMetrics(t *testing.T) {
 		`cm_daemon_store_commit_seconds_count{db="outbox",durability="durable"}`,
 		`cm_daemon_store_batch_size_count`,
 		`cm_daemon_sse_streams 0`,
+		"go_goroutines ", "process_resident_memory_bytes ",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("GET /v1/metrics lacks %s", want)

@@ -9,6 +9,7 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Daemon is one daemon's series.
@@ -88,6 +89,7 @@ func New() *Daemon {
 		Help: "Size of inbox.db and its WAL, at each retention pass."})
 	d.Pruned = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_retention_pruned_total",
 		Help: "What retention let go: inbox rows, events, outbox payloads."}, []string{"kind"})
+	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
 		d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
 	return d
