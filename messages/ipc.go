@@ -66,6 +66,13 @@ type ReloadStatus struct {
 	Error string `json:"error,omitempty"`
 }
 
+// TokenRotated is the body of POST /v1/token/rotate's answer. The new
+// token is not in it: it is in local-token, for whoever may read that file.
+type TokenRotated struct {
+	Rotated            bool   `json:"rotated"`
+	PreviousValidUntil string `json:"previous_valid_until"` // RFC 3339
+}
+
 // Health is the body of GET /v1/health.
 type Health struct {
 	OK            bool         `json:"ok"`

@@ -96,8 +96,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 }
 
 // RotateToken asks POST /v1/token/rotate.
-func (c *Client) RotateToken(ctx context.Context) (*TokenRotated, error) {
-	var res TokenRotated
+func (c *Client) RotateToken(ctx context.Context) (*messages.TokenRotated, error) {
+	var res messages.TokenRotated
 	return &res, c.do(ctx, http.MethodPost, "/v1/token/rotate", nil, &res)
 }
 

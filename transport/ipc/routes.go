@@ -20,24 +20,34 @@ var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inb
 type route struct {
 	method  string
 	path    string
+	access  access
 	handler func(*Server, http.ResponseWriter, *http.Request)
 }
 
+// access says which listeners serve a route (the gate has already
+// authenticated TCP callers).
+type access int
+
+const (
+	anyListener access = iota
+	unixOnly           // the socket's file permissions are the authority
+)
+
 // routes is the whole IPC surface, sorted by path.
 var routes = []route{
-	{http.MethodGet, "/v1/events", (*Server).events},
-	{http.MethodGet, "/v1/health", (*Server).health},
-	{http.MethodGet, "/v1/inbox", (*Server).inboxList},
-	{http.MethodGet, "/v1/metrics", (*Server).metricsText},
-	{http.MethodGet, "/v1/outbox", (*Server).outboxList},
-	{http.MethodPost, "/v1/outbox/drop", (*Server).outboxDrop},
-	{http.MethodPost, "/v1/outbox/requeue", (*Server).outboxRequeue},
-	{http.MethodGet, "/v1/peers", (*Server).peers},
-	{http.MethodGet, "/v1/profile", (*Server).ownProfiles},
-	{http.MethodPost, "/v1/profile", (*Server).profile},
-	{http.MethodPost, "/v1/send", (*Server).send},
-	{http.MethodPost, "/v1/token/rotate", (*Server).rotateToken},
-	{http.MethodGet, "/v1/version", (*Server).version},
+	{http.MethodGet, "/v1/events", anyListener, (*Server).events},
+	{http.MethodGet, "/v1/health", anyListener, (*Server).health},
+	{http.MethodGet, "/v1/inbox", anyListener, (*Server).inboxList},
+	{http.MethodGet, "/v1/metrics", anyListener, (*Server).metricsText},
+	{http.MethodGet, "/v1/outbox", anyListener, (*Server).outboxList},
+	{http.MethodPost, "/v1/outbox/drop", anyListener, (*Server).outboxDrop},
+	{http.MethodPost, "/v1/outbox/requeue", anyListener, (*Server).outboxRequeue},
+	{http.MethodGet, "/v1/peers", anyListener, (*Server).peers},
+	{http.MethodGet, "/v1/profile", anyListener, (*Server).ownProfiles},
+	{http.MethodPost, "/v1/profile", anyListener, (*Server).profile},
+	{http.MethodPost, "/v1/send", anyListener, (*Server).send},
+	{http.MethodPost, "/v1/token/rotate", unixOnly, (*Server).rotateToken},
+	{http.MethodGet, "/v1/version", anyListener, (*Server).version},
 }
 
 // route finds the handler for r: 404 for an unknown path, 405 with Allow for
@@ -49,6 +59,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if rt.method == r.Method || (rt.method == http.MethodGet && r.Method == http.MethodHead) {
+			if unix, _ := r.Context().Value(transportKey{}).(bool); rt.access == unixOnly && !unix {
+				writeError(w, &messages.Error{Status: http.StatusForbidden, Code: "unix_socket_only",
+					Detail: r.URL.Path + " is served on the daemon's Unix socket only"})
+				return
+			}
 			rt.handler(s, w, r)
 			return
 		}

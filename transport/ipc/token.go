@@ -18,23 +18,11 @@ type bearerTokens struct {
 	previousUntil     time.Time
 }
 
-// TokenRotated is the answer to POST /v1/token/rotate. The new token is
-// not in it: it is in local-token, for whoever may read that file.
-type TokenRotated struct {
-	Rotated            bool   `json:"rotated"`
-	PreviousValidUntil string `json:"previous_valid_until"`
-}
-
 // rotateToken mints a new bearer token (local-token is replaced); the old
-// one is accepted for TokenGrace more. Only over the Unix socket: a TCP
-// caller holds the token this would replace, and the socket's file
-// permissions are what authorise a new one.
+// one is accepted for TokenGrace more. The route is for the Unix socket
+// only: a TCP caller holds the token this would replace, and the socket's
+// file permissions are what authorise a new one.
 func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
-	if unix, _ := r.Context().Value(transportKey{}).(bool); !unix {
-		writeError(w, &messages.Error{Status: http.StatusForbidden, Code: "unix_socket_only",
-			Detail: "rotate the token over the daemon's Unix socket (claudemesh daemon rotate-token)"})
-		return
-	}
 	if s.opts.RotateToken == nil {
 		writeError(w, &messages.Error{Status: http.StatusNotImplemented, Code: "not_implemented", Detail: "this daemon cannot rotate its token"})
 		return
@@ -52,5 +40,5 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 	s.tokens.Store(&bearerTokens{current: []byte(tok), previous: s.tokens.Load().current, previousUntil: until})
 	s.metrics.TokenRotations.Inc()
 	s.opts.Log.Info("local_token_rotated", "previous_valid_until", until.UTC().Format(time.RFC3339))
-	writeJSON(w, http.StatusOK, &TokenRotated{Rotated: true, PreviousValidUntil: until.UTC().Format(time.RFC3339Nano)})
+	writeJSON(w, http.StatusOK, &messages.TokenRotated{Rotated: true, PreviousValidUntil: until.UTC().Format(time.RFC3339Nano)})
 }
