@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -17,9 +18,10 @@ const chaosRounds = 24
 
 // TestChaosKills: alice sends a storm of DMs to bob and of messages to
 // #chaos (bob and carol). In each round one of the four processes — alice's
-// daemon, bob's, carol's or the broker, chosen at random — is SIGKILLed at
-// a random moment, the storm goes on a little while it is down (alice
-// queues), and it is started again. A reader follows each receiver's
+// daemon, bob's, carol's or the broker, chosen at random — is stopped at a
+// random moment, SIGKILLed in three rounds of four and SIGTERMed (a
+// graceful stop) in the others; the storm goes on a little while it is
+// down (alice queues), and it is started again. A reader follows each receiver's
 // events, resuming from the last event id it saw whenever its daemon comes
 // back. At the end: every id answered 202 is in its recipients' inboxes
 // exactly once (DMs at bob only), no id twice; alice's outbox is all done;
@@ -102,7 +104,14 @@ func chaos(t *testing.T, m *e2eMesh) {
 	for round := range chaosRounds {
 		victim := []string{"alice", "bob", "carol", "broker"}[rng.IntN(4)]
 		killAt, thenMore := rng.IntN(40), rng.IntN(30) // answered sends before the kill, and after it
+		sig := syscall.SIGKILL
+		if rng.IntN(4) == 0 {
+			sig = syscall.SIGTERM
+		}
 		killed[victim]++
+		if sig == syscall.SIGTERM {
+			killed["graceful"]++
+		}
 		c := unixClient(alice.env.socket())
 		var got atomic.Int64
 		reached, more := make(chan struct{}), make(chan struct{})
@@ -144,14 +153,15 @@ func chaos(t *testing.T, m *e2eMesh) {
 			t.Fatalf("round %d: %d of %d sends answered before the deadline", round, got.Load(), killAt)
 		}
 		switch victim {
-		case "alice":
-			alice.d.kill9()
-		case "bob":
-			bob.d.kill9()
-		case "carol":
-			carol.d.kill9()
+		case "alice", "bob", "carol":
+			d := map[string]*daemonProc{"alice": alice.d, "bob": bob.d, "carol": carol.d}[victim]
+			if sig == syscall.SIGKILL {
+				d.kill9()
+			} else {
+				d.stop() // checks a clean exit
+			}
 		case "broker":
-			m.killBroker()
+			m.signalBroker(sig)
 		}
 		afterKill.Store(0)
 		if victim != "alice" && thenMore > 0 {
@@ -232,9 +242,10 @@ func chaos(t *testing.T, m *e2eMesh) {
 			}
 		}
 	}
-	t.Logf("checked across %d kill -9s (alice %d, bob %d, carol %d, broker %d): %d ids answered 202; alice's %d rows done; "+
-		"bob holds all %d, carol the %d topic ones, each once; each reader saw each message once", chaosRounds,
-		killed["alice"], killed["bob"], killed["carol"], killed["broker"], len(accepted), len(rows), len(forBob), len(forCarol))
+	t.Logf("checked across %d stops (alice %d, bob %d, carol %d, broker %d; %d of them SIGTERM, the others SIGKILL): "+
+		"%d ids answered 202; alice's %d rows done; bob holds all %d, carol the %d topic ones, each once; "+
+		"each reader saw each message once", chaosRounds, killed["alice"], killed["bob"], killed["carol"], killed["broker"],
+		killed["graceful"], len(accepted), len(rows), len(forBob), len(forCarol))
 }
 
 // chaosSend is the n-th send of the storm: a DM to bob for even n, a

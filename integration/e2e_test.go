@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,13 +140,20 @@ func e2eBrokerArgs(store []string) []string {
 // killBroker SIGKILLs the broker process and waits until it is reaped.
 func (m *e2eMesh) killBroker() {
 	m.t.Helper()
-	if err := m.broker.cmd.Process.Kill(); err != nil {
-		m.t.Fatalf("SIGKILL broker: %v", err)
+	m.signalBroker(syscall.SIGKILL)
+}
+
+// signalBroker sends the broker sig and waits (stopDeadline) until it has
+// exited and been reaped.
+func (m *e2eMesh) signalBroker(sig syscall.Signal) {
+	m.t.Helper()
+	if err := m.broker.cmd.Process.Signal(sig); err != nil {
+		m.t.Fatalf("%v to the broker: %v", sig, err)
 	}
 	select {
 	case <-m.broker.done:
 	case <-time.After(stopDeadline):
-		m.t.Fatalf("broker still running %s after SIGKILL", stopDeadline)
+		m.t.Fatalf("broker still running %s after %v", stopDeadline, sig)
 	}
 }
 
