@@ -131,6 +131,9 @@ func followLog(ctx context.Context, path string, f *os.File, offset int64, p *lo
 	defer tick.Stop()
 	for {
 		next, rotatedNow := rotated(path, cur) // looked at before the read: the old file gets no write after its rename
+		if st, err := cur.Stat(); err == nil && st.Size() < offset {
+			offset, partial = 0, nil // truncated in place (not how the daemon rotates, but logrotate's copytruncate does)
+		}
 		data, err := io.ReadAll(io.NewSectionReader(cur, offset, math.MaxInt64-offset))
 		if err != nil {
 			return err

@@ -133,6 +133,15 @@ func TestFollowLogRotation(t *testing.T) {
 	waitOutput("old-2\nold-3 (not ended)\nnew-1\n")
 	appendTo("new-2\n")
 	waitOutput("old-2\nold-3 (not ended)\nnew-1\nnew-2\n")
+	// Truncated in place, as logrotate's copytruncate does: read from the
+	// start. (Seen as a file shorter than what was read; one rewritten past
+	// that before a look cannot be told from one that grew — tail -f's
+	// limit too.)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendTo("x\n")
+	waitOutput("old-2\nold-3 (not ended)\nnew-1\nnew-2\nx\n")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
