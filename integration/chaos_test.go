@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +16,7 @@ import (
 	"time"
 )
 
-// chaosRounds is how many processes TestChaosKills kills.
+// chaosRounds is how many processes a chaos test stops.
 const chaosRounds = 24
 
 // TestChaosKills: alice sends a storm of DMs to bob and of messages to
@@ -21,12 +24,13 @@ const chaosRounds = 24
 // daemon, bob's, carol's or the broker, chosen at random — is stopped at a
 // random moment, SIGKILLed in three rounds of four and SIGTERMed (a
 // graceful stop) in the others; the storm goes on a little while it is
-// down (alice queues), and it is started again. A reader follows each receiver's
-// events, resuming from the last event id it saw whenever its daemon comes
-// back. At the end: every id answered 202 is in its recipients' inboxes
-// exactly once (DMs at bob only), no id twice; alice's outbox is all done;
-// and each reader saw each message of its inbox exactly once across its
-// streams. It runs with the broker on SQLite and on PostgreSQL.
+// down (alice queues), and it is started again. A reader follows each
+// receiver's events, resuming from the last event id it saw whenever its
+// daemon comes back. At the end: every id answered 202 is in its
+// recipients' inboxes exactly once (DMs at bob only), no id twice; alice's
+// outbox is all done; and each reader saw each message of its inbox exactly
+// once across its streams. It runs with the broker on SQLite and on
+// PostgreSQL.
 func TestChaosKills(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []struct {
@@ -35,9 +39,252 @@ func TestChaosKills(t *testing.T) {
 	}{{"sqlite", newE2EMesh}, {"postgres", newE2EMeshOnPostgres}} {
 		t.Run(backend.name, func(t *testing.T) {
 			t.Parallel()
-			chaos(t, backend.mesh(t))
+			m := backend.mesh(t)
+			carol := m.join("carol")
+			c := newChaos(t, m, []*e2ePeer{m.bob, carol}, func(n int64) (id, to string) {
+				if n%2 == 0 {
+					return fmt.Sprintf("ck-dm-%05d", n), m.bob.pubkey
+				}
+				return fmt.Sprintf("ck-t-%05d", n), "#chaos"
+			})
+			c.run(append(c.daemonVictims(), chaosVictim{name: "broker", stop: m.signalBroker, restart: func() {
+				m.restartBroker()
+				c.waitConnected()
+			}}))
+			c.settle(map[*e2ePeer]func(id string) bool{
+				m.bob: func(string) bool { return true },
+				carol: func(id string) bool { return strings.HasPrefix(id, "ck-t-") },
+			})
 		})
 	}
+}
+
+// TestChaosReplicas: two brokers on one PostgreSQL database serve the mesh,
+// alice connected to the first and bob to the second, so every DM crosses
+// from one replica to the other (the accept at one, NOTIFY, the push from
+// the other). Each round stops alice, bob or either broker as
+// TestChaosKills does; at the end every id answered 202 is in bob's inbox
+// exactly once, alice's outbox is all done and bob's reader saw each
+// message once.
+func TestChaosReplicas(t *testing.T) {
+	t.Parallel()
+	m := newE2EMeshOnPostgres(t)
+	second := startBrokerProc(t, m.brokerEnv, e2eBrokerArgs(m.store)...)
+	// bob's membership names the second broker.
+	cfg := filepath.Join(m.bob.env.configDir, "config.json")
+	raw, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), m.broker.addr) {
+		t.Fatalf("bob's config.json does not name %s:\n%s", m.broker.addr, raw)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(string(raw), m.broker.addr, second.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newChaos(t, m, []*e2ePeer{m.bob}, func(n int64) (string, string) { return fmt.Sprintf("cr-%05d", n), m.bob.pubkey })
+	stopSecond := func(sig syscall.Signal) {
+		if err := second.cmd.Process.Signal(sig); err != nil {
+			t.Fatalf("%v to the second broker: %v", sig, err)
+		}
+		select {
+		case <-second.done:
+		case <-time.After(stopDeadline):
+			t.Fatalf("the second broker still runs %s after %v", stopDeadline, sig)
+		}
+	}
+	restartSecond := func() {
+		addr := second.addr
+		second = startBrokerProc(t, m.brokerEnv, append(e2eBrokerArgs(m.store), "--listen", addr)...)
+		c.waitConnected()
+	}
+	c.run(append(c.daemonVictims(),
+		chaosVictim{name: "broker", stop: m.signalBroker, restart: func() { m.restartBroker(); c.waitConnected() }},
+		chaosVictim{name: "second broker", stop: stopSecond, restart: restartSecond}))
+	c.settle(map[*e2ePeer]func(string) bool{m.bob: func(string) bool { return true }})
+}
+
+// chaos is a send storm from alice to receivers whose processes, and the
+// brokers', are stopped and started again round after round.
+type chaos struct {
+	t         *testing.T
+	m         *e2eMesh
+	rng       *rand.Rand
+	receivers []*e2ePeer
+	readers   map[*e2ePeer]*chaosReader
+	send      func(n int64) (id, to string) // the storm's n-th send
+	mu        sync.Mutex
+	accepted  map[string]bool // answered 202
+	next      atomic.Int64
+	stopped   map[string]int // by victim, and "graceful" for SIGTERMs
+}
+
+// chaosVictim is a process a round may stop: stop sends it a signal and
+// waits for its exit, restart brings it back.
+type chaosVictim struct {
+	name    string
+	stop    func(syscall.Signal)
+	restart func()
+}
+
+// newChaos starts alice's and the receivers' daemons and a reader of each
+// receiver's events.
+func newChaos(t *testing.T, m *e2eMesh, receivers []*e2ePeer, send func(int64) (string, string)) *chaos {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	c := &chaos{t: t, m: m, rng: rand.New(rand.NewPCG(seed, seed>>2)), receivers: receivers,
+		readers: map[*e2ePeer]*chaosReader{}, send: send, accepted: map[string]bool{}, stopped: map[string]int{}}
+	m.alice.start(t)
+	for _, p := range receivers {
+		p.start(t)
+		r := &chaosReader{t: t, peer: p, seen: map[string]int{}}
+		r.follow("") // live events from now on
+		c.readers[p] = r
+	}
+	return c
+}
+
+// daemonVictims are alice's daemon and each receiver's; a receiver's
+// reader resumes after its restart.
+func (c *chaos) daemonVictims() []chaosVictim {
+	daemon := func(p *e2ePeer) func(syscall.Signal) {
+		return func(sig syscall.Signal) {
+			if sig == syscall.SIGKILL {
+				p.d.kill9()
+			} else {
+				p.d.stop() // checks a clean exit
+			}
+		}
+	}
+	vs := []chaosVictim{{name: "alice", stop: daemon(c.m.alice), restart: func() { c.m.alice.start(c.t) }}}
+	for _, p := range c.receivers {
+		vs = append(vs, chaosVictim{name: p.name, stop: daemon(p), restart: c.readers[p].restarted})
+	}
+	return vs
+}
+
+func (c *chaos) waitConnected() {
+	for _, p := range append([]*e2ePeer{c.m.alice}, c.receivers...) {
+		p.waitConnected(c.t)
+	}
+}
+
+// run plays chaosRounds rounds, each stopping one of victims at random.
+func (c *chaos) run(victims []chaosVictim) {
+	for round := range chaosRounds {
+		v := victims[c.rng.IntN(len(victims))]
+		sig := syscall.SIGKILL
+		if c.rng.IntN(4) == 0 {
+			sig = syscall.SIGTERM
+			c.stopped["graceful"]++
+		}
+		c.stopped[v.name]++
+		c.round(round, v, sig, c.rng.IntN(40), c.rng.IntN(30))
+	}
+}
+
+// round sends until killAt sends are answered, stops v with sig, goes on
+// until thenMore more are answered (unless v is alice, whose requests then
+// fail), and starts v again.
+func (c *chaos) round(round int, v chaosVictim, sig syscall.Signal, killAt, thenMore int) {
+	t := c.t
+	client := unixClient(c.m.alice.env.socket())
+	defer client.CloseIdleConnections()
+	var got atomic.Int64
+	reached, more := make(chan struct{}), make(chan struct{})
+	var reachedOnce, moreOnce sync.Once
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var afterKill atomic.Int64 // answers once the victim is down; -1 before
+	afterKill.Store(-1)
+	if killAt == 0 {
+		reachedOnce.Do(func() { close(reached) })
+	}
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+				id, to := c.send(c.next.Add(1))
+				st, _, err := trySend(client, to, "chaos "+id, id)
+				if err != nil {
+					return // alice is gone: the answer is unknown
+				}
+				if st != http.StatusAccepted {
+					continue
+				}
+				c.mu.Lock()
+				c.accepted[id] = true
+				c.mu.Unlock()
+				if got.Add(1) >= int64(killAt) {
+					reachedOnce.Do(func() { close(reached) })
+				}
+				if afterKill.Load() >= 0 && afterKill.Add(1) >= int64(thenMore) {
+					moreOnce.Do(func() { close(more) })
+				}
+			}
+		})
+	}
+	select {
+	case <-reached:
+	case <-time.After(e2eDeliverDeadline):
+		t.Fatalf("round %d: %d of %d sends answered before the deadline", round, got.Load(), killAt)
+	}
+	v.stop(sig)
+	afterKill.Store(0)
+	if v.name != "alice" && thenMore > 0 {
+		select {
+		case <-more:
+		case <-time.After(e2eDeliverDeadline):
+			t.Fatalf("round %d: alice answered %d of %d sends with %s down", round, afterKill.Load(), thenMore, v.name)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	v.restart()
+}
+
+// settle waits for alice's outbox to drain and checks the end state: every
+// row done; each receiver's inbox holds exactly the rows for it (forPeer),
+// each once, and its reader saw each of them once.
+func (c *chaos) settle(forPeer map[*e2ePeer]func(id string) bool) {
+	t, alice := c.t, c.m.alice
+	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
+		h := health(t, alice.c)
+		return h.QueueDepth == 0 && h.Inflight == 0
+	})
+	rows := listAll(t, alice.c, "")
+	ids := map[string]bool{} // every row: the sends whose answer a stop took too
+	for _, r := range rows {
+		ids[r.ClientMessageID] = true
+		if r.Status != "done" {
+			t.Errorf("alice's row %s is %s", r.ClientMessageID, r.Status)
+		}
+	}
+	for id := range c.accepted {
+		if !ids[id] {
+			t.Errorf("alice answered %s 202 and has no row of it", id)
+		}
+	}
+	var held []string
+	for p, isFor := range forPeer {
+		want := map[string]bool{}
+		for id := range ids {
+			if isFor(id) {
+				want[id] = true
+			}
+		}
+		counts := reachedOnce(t, c.m, p, want)
+		c.readers[p].sawEachOnce(c.m, counts)
+		held = append(held, fmt.Sprintf("%s %d", p.name, len(counts)))
+	}
+	var stops []string
+	for name, n := range c.stopped {
+		stops = append(stops, fmt.Sprintf("%s %d", name, n))
+	}
+	slices.Sort(stops)
+	slices.Sort(held)
+	t.Logf("checked across %d stops (%s): %d ids answered 202; alice's %d rows done; each once at its receivers (%s); "+
+		"each reader saw each message once", chaosRounds, strings.Join(stops, ", "), len(c.accepted), len(rows),
+		strings.Join(held, ", "))
 }
 
 // chaosReader follows one receiver's message events across its restarts.
@@ -81,180 +328,34 @@ func (r *chaosReader) restarted() {
 	r.follow(from)
 }
 
-func chaos(t *testing.T, m *e2eMesh) {
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed>>2))
-	t.Logf("seed %d", seed)
-	alice, bob := m.alice, m.bob
-	carol := m.join("carol")
-	for _, p := range []*e2ePeer{alice, bob, carol} {
-		p.start(t)
-	}
-	readers := map[string]*chaosReader{}
-	for _, p := range []*e2ePeer{bob, carol} {
-		r := &chaosReader{t: t, peer: p, seen: map[string]int{}}
-		r.follow("")
-		readers[p.name] = r
-	}
-
-	var mu sync.Mutex
-	accepted := map[string]bool{} // answered 202
-	var next atomic.Int64
-	killed := map[string]int{}
-	for round := range chaosRounds {
-		victim := []string{"alice", "bob", "carol", "broker"}[rng.IntN(4)]
-		killAt, thenMore := rng.IntN(40), rng.IntN(30) // answered sends before the kill, and after it
-		sig := syscall.SIGKILL
-		if rng.IntN(4) == 0 {
-			sig = syscall.SIGTERM
-		}
-		killed[victim]++
-		if sig == syscall.SIGTERM {
-			killed["graceful"]++
-		}
-		c := unixClient(alice.env.socket())
-		var got atomic.Int64
-		reached, more := make(chan struct{}), make(chan struct{})
-		var reachedOnce, moreOnce sync.Once
-		var stop atomic.Bool
-		var wg sync.WaitGroup
-		var afterKill atomic.Int64 // answers once the victim is dead; -1 before
-		afterKill.Store(-1)
-		if killAt == 0 {
-			reachedOnce.Do(func() { close(reached) })
-		}
-		for range 4 {
-			wg.Go(func() {
-				for !stop.Load() {
-					n := next.Add(1)
-					id, to := chaosSend(n, bob.pubkey)
-					st, _, err := trySend(c, to, "chaos "+id, id)
-					if err != nil {
-						return // alice is gone: the answer is unknown
-					}
-					if st != http.StatusAccepted {
-						continue
-					}
-					mu.Lock()
-					accepted[id] = true
-					mu.Unlock()
-					if got.Add(1) >= int64(killAt) {
-						reachedOnce.Do(func() { close(reached) })
-					}
-					if afterKill.Load() >= 0 && afterKill.Add(1) >= int64(thenMore) {
-						moreOnce.Do(func() { close(more) })
-					}
+// sawEachOnce waits until the reader has seen every message of counts (the
+// receiver's inbox), then closes it and checks it saw each exactly once.
+func (r *chaosReader) sawEachOnce(m *e2eMesh, counts map[string]int) {
+	t := r.t
+	var unseen []string
+	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
+		func() string {
+			return fmt.Sprintf("%s's reader to see every message of the inbox (not seen: %v)\n%s",
+				r.peer.name, unseen, m.diagnoseFor(t, r.peer, unseen))
+		},
+		func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			unseen = unseen[:0]
+			for id := range counts {
+				if r.seen[id] == 0 {
+					unseen = append(unseen, id)
 				}
-			})
-		}
-		select {
-		case <-reached:
-		case <-time.After(e2eDeliverDeadline):
-			t.Fatalf("round %d: %d of %d sends answered before the deadline", round, got.Load(), killAt)
-		}
-		switch victim {
-		case "alice", "bob", "carol":
-			d := map[string]*daemonProc{"alice": alice.d, "bob": bob.d, "carol": carol.d}[victim]
-			if sig == syscall.SIGKILL {
-				d.kill9()
-			} else {
-				d.stop() // checks a clean exit
 			}
-		case "broker":
-			m.signalBroker(sig)
-		}
-		afterKill.Store(0)
-		if victim != "alice" && thenMore > 0 {
-			select {
-			case <-more:
-			case <-time.After(e2eDeliverDeadline):
-				t.Fatalf("round %d: alice answered %d of %d sends with %s down", round, afterKill.Load(), thenMore, victim)
-			}
-		}
-		stop.Store(true)
-		wg.Wait()
-		c.CloseIdleConnections()
-		switch victim {
-		case "alice":
-			alice.start(t)
-		case "bob", "carol":
-			readers[victim].restarted()
-		case "broker":
-			m.restartBroker()
-			for _, p := range []*e2ePeer{alice, bob, carol} {
-				p.waitConnected(t)
-			}
+			return len(unseen) == 0
+		})
+	r.stream.close()
+	r.reading.Wait()
+	for id := range counts {
+		if n := r.seen[id]; n != 1 {
+			t.Errorf("%s's reader saw %s %d times across its streams", r.peer.name, id, n)
 		}
 	}
-
-	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
-		h := health(t, alice.c)
-		return h.QueueDepth == 0 && h.Inflight == 0
-	})
-	rows := listAll(t, alice.c, "")
-	for _, r := range rows {
-		if r.Status != "done" {
-			t.Errorf("alice's row %s is %s", r.ClientMessageID, r.Status)
-		}
-	}
-	// Every row — the sends whose answer a kill took too — reaches its
-	// recipients: all of them bob, the topic ones carol.
-	forBob, forCarol := map[string]bool{}, map[string]bool{}
-	for _, r := range rows {
-		forBob[r.ClientMessageID] = true
-		if strings.HasPrefix(r.ClientMessageID, "ck-t-") {
-			forCarol[r.ClientMessageID] = true
-		}
-	}
-	for id := range accepted {
-		if !forBob[id] {
-			t.Errorf("alice answered %s 202 and has no row of it", id)
-		}
-	}
-	for _, want := range []struct {
-		p   *e2ePeer
-		ids map[string]bool
-	}{{bob, forBob}, {carol, forCarol}} {
-		counts := reachedOnce(t, m, want.p, want.ids)
-		r := readers[want.p.name]
-		var unseen []string
-		pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-			func() string {
-				return fmt.Sprintf("%s's reader to see every message of the inbox (not seen: %v)\n%s",
-					want.p.name, unseen, m.diagnoseFor(t, want.p, unseen))
-			},
-			func() bool {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				unseen = unseen[:0]
-				for id := range counts {
-					if r.seen[id] == 0 {
-						unseen = append(unseen, id)
-					}
-				}
-				return len(unseen) == 0
-			})
-		r.stream.close()
-		r.reading.Wait()
-		for id := range counts {
-			if n := r.seen[id]; n != 1 {
-				t.Errorf("%s's reader saw %s %d times across its streams", want.p.name, id, n)
-			}
-		}
-	}
-	t.Logf("checked across %d stops (alice %d, bob %d, carol %d, broker %d; %d of them SIGTERM, the others SIGKILL): "+
-		"%d ids answered 202; alice's %d rows done; bob holds all %d, carol the %d topic ones, each once; "+
-		"each reader saw each message once", chaosRounds, killed["alice"], killed["bob"], killed["carol"], killed["broker"],
-		killed["graceful"], len(accepted), len(rows), len(forBob), len(forCarol))
-}
-
-// chaosSend is the n-th send of the storm: a DM to bob for even n, a
-// message to #chaos (bob and carol) for odd n.
-func chaosSend(n int64, bob string) (id, to string) {
-	if n%2 == 0 {
-		return fmt.Sprintf("ck-dm-%05d", n), bob
-	}
-	return fmt.Sprintf("ck-t-%05d", n), "#chaos"
 }
 
 // reachedOnce waits until p's inbox holds every id of want, saying where
