@@ -171,9 +171,8 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 	if leased {
 		root.Send(d.sweeper, &leaseTaken{at: d.now().Add(d.lease)})
 	}
-	if err := d.store.Notify(context.Background(), waiting); err != nil {
-		d.log.Warn("notify deliveries", "err", err) // the sweeper and the next connect still deliver
-	}
+	// On PostgreSQL the accept's transaction NOTIFYed the waiting
+	// recipients' replicas, this one's own listener included.
 	if len(waiting) > 0 && d.store.Backend() == "sqlite" {
 		// A recipient resolved offline may have connected, and drained its
 		// queue, between the resolve and this commit: it drains again. (On

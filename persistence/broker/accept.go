@@ -188,7 +188,7 @@ func (s *Store) AcceptBatch(ctx context.Context, reqs []*AcceptRequest) []Accept
 	if b.distinctKeys() {
 		err := s.accept(ctx, tx, b, b.order)
 		if err == nil {
-			return s.finish(tx, b.results)
+			return s.finish(ctx, tx, b)
 		}
 		s.log.Warn("accept_batch_retry_per_request", "requests", len(reqs), "err", err)
 		_ = tx.Rollback() // PostgreSQL has aborted it already
@@ -203,7 +203,7 @@ func (s *Store) AcceptBatch(ctx context.Context, reqs []*AcceptRequest) []Accept
 			return failAll(b.results, err)
 		}
 	}
-	return s.finish(tx, b.results)
+	return s.finish(ctx, tx, b)
 }
 
 // batch is one AcceptBatch call.
@@ -258,11 +258,49 @@ func (s *Store) acceptOne(ctx context.Context, tx *sqlx.Tx, b *batch, i int) err
 	return nil
 }
 
-func (s *Store) finish(tx *sqlx.Tx, results []AcceptResult) []AcceptResult {
-	if err := s.commit(tx); err != nil {
-		return failAll(results, err)
+// finish announces the batch's waiting recipients and commits.
+func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, b *batch) []AcceptResult {
+	if err := s.notifyWaiting(ctx, tx, b); err != nil {
+		_ = tx.Rollback()
+		return failAll(b.results, err)
 	}
-	return results
+	if err := s.commit(tx); err != nil {
+		return failAll(b.results, err)
+	}
+	return b.results
+}
+
+// notifyWaiting NOTIFYs, inside the accept's transaction, the recipients of
+// the messages it created that the accepting broker does not push to (not
+// Online): PostgreSQL sends the notification with the commit or not at
+// all, so a committed message is never left unannounced to the replica
+// its recipient is connected to. (A listener that was down meanwhile
+// drains everything when it is back; see Listen.) On SQLite there is
+// nothing to notify.
+func (s *Store) notifyWaiting(ctx context.Context, tx *sqlx.Tx, b *batch) error {
+	if s.d.name != postgresName {
+		return nil
+	}
+	var waiting []Recipient
+	for i, r := range b.reqs {
+		if b.results[i].Outcome != Created {
+			continue
+		}
+		for _, pk := range r.Recipients {
+			rc := Recipient{MeshID: r.MeshID, Pubkey: pk}
+			if !slices.Contains(r.Online, pk) && !slices.Contains(waiting, rc) {
+				waiting = append(waiting, rc)
+			}
+		}
+	}
+	for len(waiting) > 0 {
+		n, payload := notifyChunk(waiting)
+		if _, err := s.txExec(ctx, tx, "SELECT pg_notify($1, $2)", notifyChannel, payload); err != nil {
+			return fmt.Errorf("notify deliveries: %w", err)
+		}
+		waiting = waiting[n:]
+	}
+	return nil
 }
 
 func failAll(results []AcceptResult, err error) []AcceptResult {

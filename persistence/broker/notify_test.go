@@ -1,0 +1,75 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
+)
+
+// TestAcceptNotifiesWaiting: on PostgreSQL an accept's transaction NOTIFYs
+// the recipients of the messages it created that the accepting broker does
+// not push to (not Online) — a recipient online here is not announced, and
+// a duplicate announces nothing.
+func TestAcceptNotifiesWaiting(t *testing.T) {
+	e := openEnv(t, Options{DatabaseURL: brokertest.PostgresURL(t)})
+	m := e.mesh(t, Mesh{})
+	alice, bob, carol := e.join(t, m, "alice"), e.join(t, m, "bob"), e.join(t, m, "carol")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan []Recipient, 16)
+	listening := make(chan struct{})
+	go func() {
+		_ = e.s.Listen(ctx, func(rs []Recipient) {
+			if rs == nil { // (re)connected: from here on nothing is missed
+				close(listening)
+				return
+			}
+			var ours []Recipient // the channel is the database's: other tests notify on it too
+			for _, r := range rs {
+				if r.MeshID == m.ID {
+					ours = append(ours, r)
+				}
+			}
+			if ours != nil {
+				got <- ours
+			}
+		})
+	}()
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect")
+	}
+	next := func() []Recipient {
+		t.Helper()
+		select {
+		case rs := <-got:
+			return rs
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification within 10 s")
+			return nil
+		}
+	}
+
+	toBob := dm(m, alice, bob, "n-1", "hello")
+	toCarol := dm(m, alice, carol, "n-2", "hello")
+	toCarol.Online = []string{carol.Pubkey} // pushed by the accepting broker
+	if res := e.accept(t, toBob, toCarol); res[0].Outcome != Created || res[1].Outcome != Created {
+		t.Fatalf("accept: %+v", res)
+	}
+	if rs := next(); len(rs) != 1 || rs[0] != (Recipient{MeshID: m.ID, Pubkey: bob.Pubkey}) {
+		t.Fatalf("notified %+v, want bob alone", rs)
+	}
+	// A duplicate creates nothing and announces nothing: the next
+	// notification is the new message's.
+	again := dm(m, alice, bob, "n-1", "hello")
+	toCarolNow := dm(m, alice, carol, "n-3", "hello")
+	if res := e.accept(t, again, toCarolNow); res[0].Outcome != Duplicate || res[1].Outcome != Created {
+		t.Fatalf("accept: %+v", res)
+	}
+	if rs := next(); len(rs) != 1 || rs[0] != (Recipient{MeshID: m.ID, Pubkey: carol.Pubkey}) {
+		t.Fatalf("notified %+v, want carol alone", rs)
+	}
+}
