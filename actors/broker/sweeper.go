@@ -146,14 +146,12 @@ func (s *sweeper) release(ctx actor.Context, m *releaseLeases) {
 		return
 	}
 	s.metrics.leasesReleased.Add(float64(n))
-	recipients := make([]broker.Recipient, len(m.keys))
-	for i, k := range m.keys {
-		recipients[i] = broker.Recipient{MeshID: m.meshID, Pubkey: k}
-	}
-	if s.store.Backend() == "sqlite" {
+	if s.store.Backend() == "sqlite" { // on PostgreSQL the release NOTIFYed every replica, this one included
+		recipients := make([]broker.Recipient, len(m.keys))
+		for i, k := range m.keys {
+			recipients[i] = broker.Recipient{MeshID: m.meshID, Pubkey: k}
+		}
 		ctx.Send(s.hub, &hubRedeliver{recipients: recipients})
-	} else if err := s.store.Notify(bg, recipients); err != nil { // reaches this broker's listener too
-		s.log.Warn("notify deliveries", "err", err) // the next connect still delivers
 	}
 }
 

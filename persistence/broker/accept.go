@@ -293,14 +293,7 @@ func (s *Store) notifyWaiting(ctx context.Context, tx *sqlx.Tx, b *batch) error 
 			}
 		}
 	}
-	for len(waiting) > 0 {
-		n, payload := notifyChunk(waiting)
-		if _, err := s.txExec(ctx, tx, "SELECT pg_notify($1, $2)", notifyChannel, payload); err != nil {
-			return fmt.Errorf("notify deliveries: %w", err)
-		}
-		waiting = waiting[n:]
-	}
-	return nil
+	return s.notify(ctx, tx, waiting)
 }
 
 func failAll(results []AcceptResult, err error) []AcceptResult {

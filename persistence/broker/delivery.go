@@ -239,15 +239,31 @@ func (s *Store) NextLeaseExpiry(ctx context.Context, after time.Time) (time.Time
 // connection still live, or the next hello — pushes them again at once,
 // not when the lease runs out. A lease held for another live connection of
 // the same recipients is freed too; that push is repeated and the receiver
-// dedupes it.
+// dedupes it. On PostgreSQL the same transaction NOTIFYs the recipients
+// when it freed anything, so that their connections at every replica
+// (this one's included) drain.
 func (s *Store) ReleaseRecipientLeases(ctx context.Context, meshID string, pubkeys []string) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET lease_expires_at = NULL
-		 WHERE mesh_id = ? AND recipient_pubkey IN (SELECT value FROM EACH(?))
-		   AND delivered_at IS NULL AND lease_expires_at IS NOT NULL`), meshID, jsonArray(pubkeys))
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET lease_expires_at = NULL
+			 WHERE mesh_id = ? AND recipient_pubkey IN (SELECT value FROM EACH(?))
+			   AND delivered_at IS NULL AND lease_expires_at IS NOT NULL`), meshID, jsonArray(pubkeys))
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		recipients := make([]Recipient, len(pubkeys))
+		for i, pk := range pubkeys {
+			recipients[i] = Recipient{MeshID: meshID, Pubkey: pk}
+		}
+		return s.notify(ctx, tx, recipients)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("release recipient leases: %w", err)
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // ReleaseLeases frees every lease on an undelivered row: at the start of

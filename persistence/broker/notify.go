@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jmoiron/sqlx"
 )
 
 // Cross-replica delivery. Several brokers on one PostgreSQL database each
@@ -25,14 +26,16 @@ const maxNotifyPayload = 7000
 // listenRetry is the pause before re-establishing a lost LISTEN connection.
 const listenRetry = time.Second
 
-// Notify announces that these recipients have deliveries waiting.
-func (s *Store) Notify(ctx context.Context, recipients []Recipient) error {
-	if s.d.name != postgresName || len(recipients) == 0 {
+// notify announces, in tx, that these recipients have deliveries waiting:
+// PostgreSQL sends the notifications with the commit or not at all. On
+// SQLite it does nothing.
+func (s *Store) notify(ctx context.Context, tx *sqlx.Tx, recipients []Recipient) error {
+	if s.d.name != postgresName {
 		return nil
 	}
 	for len(recipients) > 0 {
 		n, payload := notifyChunk(recipients)
-		if _, err := s.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", notifyChannel, payload); err != nil {
+		if _, err := s.txExec(ctx, tx, "SELECT pg_notify($1, $2)", notifyChannel, payload); err != nil {
 			return fmt.Errorf("notify deliveries: %w", err)
 		}
 		recipients = recipients[n:]

@@ -11,7 +11,8 @@ import (
 // TestAcceptNotifiesWaiting: on PostgreSQL an accept's transaction NOTIFYs
 // the recipients of the messages it created that the accepting broker does
 // not push to (not Online) — a recipient online here is not announced, and
-// a duplicate announces nothing.
+// a duplicate announces nothing — and a release of leases NOTIFYs the
+// recipients whose rows it freed.
 func TestAcceptNotifiesWaiting(t *testing.T) {
 	e := openEnv(t, Options{DatabaseURL: brokertest.PostgresURL(t)})
 	m := e.mesh(t, Mesh{})
@@ -71,5 +72,19 @@ func TestAcceptNotifiesWaiting(t *testing.T) {
 	}
 	if rs := next(); len(rs) != 1 || rs[0] != (Recipient{MeshID: m.ID, Pubkey: carol.Pubkey}) {
 		t.Fatalf("notified %+v, want carol alone", rs)
+	}
+	// Freeing leases announces their recipients; freeing none announces
+	// nothing (the next notification is the one after it).
+	if ds, err := e.s.ClaimDeliveries(ctx, Claim{MeshID: m.ID, RecipientPubkeys: []string{bob.Pubkey}, Lease: time.Hour, Limit: 10}); err != nil || len(ds) != 1 {
+		t.Fatalf("claim: %v, %d rows", err, len(ds))
+	}
+	if n, err := e.s.ReleaseRecipientLeases(ctx, m.ID, []string{alice.Pubkey}); err != nil || n != 0 {
+		t.Fatalf("release alice (nothing leased): %d, %v", n, err)
+	}
+	if n, err := e.s.ReleaseRecipientLeases(ctx, m.ID, []string{bob.Pubkey}); err != nil || n != 1 {
+		t.Fatalf("release bob: %d, %v", n, err)
+	}
+	if rs := next(); len(rs) != 1 || rs[0] != (Recipient{MeshID: m.ID, Pubkey: bob.Pubkey}) {
+		t.Fatalf("notified %+v, want bob alone", rs)
 	}
 }
