@@ -46,6 +46,23 @@ func TestBenchCLI(t *testing.T) {
 				rep.Throughput <= 0 || rep.LatencyMs.P50 <= 0 || rep.LatencyMs.Max < rep.LatencyMs.P99 {
 				t.Fatalf("report %+v", rep)
 			}
+			var roles []string // whose CPU a self-contained run counts
+			switch c.name {
+			case "accept self-contained":
+				roles = []string{"alice", "client"}
+			case "e2e self-contained", "e2e paced":
+				roles = []string{"broker", "alice", "bob", "client"}
+			case "broker self-contained":
+				roles = []string{"broker", "client"}
+			}
+			for _, role := range roles {
+				if _, ok := rep.CPUMsPerMsg[role]; !ok {
+					t.Errorf("cpu_ms_per_msg lacks %s: %v", role, rep.CPUMsPerMsg)
+				}
+			}
+			if roles != nil && rep.CPUMsPerMsg["total"] <= 0 {
+				t.Errorf("cpu_ms_per_msg total %v", rep.CPUMsPerMsg)
+			}
 			t.Logf("%s: %.0f msgs/s, p50 %.2f ms, p99 %.2f ms", c.name, rep.Throughput, rep.LatencyMs.P50, rep.LatencyMs.P99)
 		})
 	}

@@ -130,6 +130,15 @@ func printReport(r *bench.Report) {
 	if r.Mode == bench.ModeE2E {
 		fmt.Printf("lost %d, duplicates %d\n", r.Lost, r.Duplicates)
 	}
+	if len(r.CPUMsPerMsg) > 0 {
+		fmt.Print("cpu ms per message:")
+		for _, role := range []string{"broker", "alice", "bob", "client", "total"} {
+			if v, ok := r.CPUMsPerMsg[role]; ok {
+				fmt.Printf("  %s %.3f", role, v)
+			}
+		}
+		fmt.Println()
+	}
 	codes := make([]string, 0, len(r.Errors))
 	for code := range r.Errors {
 		codes = append(codes, code)

@@ -96,6 +96,11 @@ type Report struct {
 	Duplicates int            `json:"duplicates"`
 	Pending    int            `json:"pending,omitempty"` // startup: rows waiting in the outbox
 	RSSMB      float64        `json:"rss_mb,omitempty"`  // startup: largest resident memory once serving
+	// CPUMsPerMsg (self-contained runs) is the CPU time each process used
+	// during the run per delivered message, in ms: "broker", "alice",
+	// "bob", "client" (this process) and their "total". Steadier than the
+	// latencies on a shared machine.
+	CPUMsPerMsg map[string]float64 `json:"cpu_ms_per_msg,omitempty"`
 }
 
 // sender sends message i with client_message_id id and body; it returns

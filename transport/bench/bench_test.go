@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +54,39 @@ func TestRunCounts(t *testing.T) {
 		if _, err := run(context.Background(), o, "t", &fakeSender{}, nil); err == nil {
 			t.Errorf("run(%+v) accepted", o)
 		}
+	}
+}
+
+// TestProcCPU: this process's CPU time as /proc reports it grows with work
+// and agrees with getrusage to within a tick or two.
+func TestProcCPU(t *testing.T) {
+	before, ok := procCPU(os.Getpid())
+	if !ok {
+		if runtime.GOOS == "linux" {
+			t.Fatal("no CPU time from /proc on Linux")
+		}
+		t.Skip("no /proc here")
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; x++ { // work, not a wait
+	}
+	after, _ := procCPU(os.Getpid())
+	if after <= before || x == 0 {
+		t.Fatalf("CPU time %v then %v after 50 ms of work", before, after)
+	}
+	if _, ok := procCPU(-1); ok {
+		t.Fatal("a CPU time for pid -1")
+	}
+}
+
+func TestPerMessage(t *testing.T) {
+	before := cpuSample{"broker": time.Second, "client": 0}
+	after := cpuSample{"broker": 3 * time.Second, "client": time.Second, "bob": time.Second}
+	got := perMessage(before, after, 1000)
+	if got["broker"] != 2 || got["client"] != 1 || got["total"] != 3 || len(got) != 3 {
+		t.Fatalf("perMessage = %v", got)
+	}
+	if perMessage(before, after, 0) != nil {
+		t.Fatal("per message of nothing delivered")
 	}
 }

@@ -131,6 +131,21 @@ func (e *Env) Close() {
 	os.RemoveAll(e.dir)
 }
 
+// cpuClock reads the CPU time of the run's processes: the broker and each
+// running daemon, by name.
+func (e *Env) cpuClock() cpuClock {
+	c := cpuClock{pids: map[string]int{}}
+	if e.broker != "" && len(e.procs) > 0 {
+		c.pids["broker"] = e.procs[0].Process.Pid
+	}
+	for _, p := range e.Peers {
+		if p.daemon != nil {
+			c.pids[p.Name] = p.daemon.Process.Pid
+		}
+	}
+	return c
+}
+
 func (e *Env) peer(name string) *Peer {
 	p := &Peer{Name: name, env: append(os.Environ(), config.EnvDaemonDir+"="+filepath.Join(e.dir, name, "d"),
 		config.EnvConfigDir+"="+filepath.Join(e.dir, name, "c"))}

@@ -96,7 +96,13 @@ func RunSelfContained(ctx context.Context, opts Options, bin, databaseURL string
 		bob := env.Peers[1]
 		t.To, t.Receiver = bob.Membership.Pubkey, bob.Socket
 	}
-	return Run(ctx, opts, t)
+	clock := env.cpuClock()
+	before := clock.sample()
+	rep, err := Run(ctx, opts, t)
+	if err == nil {
+		rep.CPUMsPerMsg = perMessage(before, clock.sample(), rep.Delivered)
+	}
+	return rep, err
 }
 
 // daemonSender posts to a daemon's POST /v1/send.
