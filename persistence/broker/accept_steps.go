@@ -168,28 +168,48 @@ func (s *Store) claim(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, exp
 // of a dedupe row first seen now: now + dedupe_retention_days, or nil for
 // a permanent mesh.
 func (s *Store) dedupeExpiry(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int) (map[string]*time.Time, error) {
-	ids := make([]string, 0, len(idx))
-	for _, i := range idx {
-		ids = append(ids, b.reqs[i].MeshID)
-	}
-	var meshes []struct {
-		ID   string `db:"id"`
-		Mode string `db:"dedupe_mode"`
-		Days int    `db:"dedupe_retention_days"`
-	}
-	if err := s.txSelect(ctx, tx, &meshes, s.d.rewrite(`SELECT id, dedupe_mode, dedupe_retention_days FROM mesh
-		 WHERE id IN (SELECT value FROM EACH(?))`), jsonArray(ids)); err != nil {
-		return nil, err
-	}
-	expiry := make(map[string]*time.Time, len(meshes))
-	for _, m := range meshes {
-		expiry[m.ID] = nil
+	expiry := map[string]*time.Time{}
+	put := func(id string, m meshDedupe) {
+		expiry[id] = nil
 		if m.Mode != DedupePermanent {
 			t := b.now.AddDate(0, 0, m.Days)
-			expiry[m.ID] = &t
+			expiry[id] = &t
 		}
 	}
+	var missing []string
+	for _, i := range idx {
+		id := b.reqs[i].MeshID
+		if _, done := expiry[id]; done || slices.Contains(missing, id) {
+			continue
+		}
+		if m, ok := s.dedupeOf.Load(id); ok {
+			put(id, m.(meshDedupe))
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return expiry, nil
+	}
+	var meshes []struct {
+		ID string `db:"id"`
+		meshDedupe
+	}
+	if err := s.txSelect(ctx, tx, &meshes, s.d.rewrite(`SELECT id, dedupe_mode, dedupe_retention_days FROM mesh
+		 WHERE id IN (SELECT value FROM EACH(?))`), jsonArray(missing)); err != nil {
+		return nil, err
+	}
+	for _, m := range meshes {
+		s.dedupeOf.Store(m.ID, m.meshDedupe)
+		put(m.ID, m.meshDedupe)
+	}
 	return expiry, nil
+}
+
+// meshDedupe is a mesh's dedupe settings.
+type meshDedupe struct {
+	Mode string `db:"dedupe_mode"`
+	Days int    `db:"dedupe_retention_days"`
 }
 
 // answer is steps 3–4 for the requests whose key is taken, and the B2

@@ -43,6 +43,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
@@ -86,6 +87,10 @@ type Store struct {
 	lookup  *sqlx.Stmt // the B0 read, on rdb
 	stmts   *stmtCache // SQLite: the write path's statements
 	url     string     // PostgreSQL: the URL, for the LISTEN connection
+	// dedupeOf caches each mesh's dedupe settings (id → meshDedupe) for
+	// the accept path: a mesh row is never changed after its creation, so
+	// a cached one never goes stale. A mesh not found is not cached.
+	dedupeOf sync.Map
 }
 
 // Open opens (and on SQLite creates) the database, applies the embedded
