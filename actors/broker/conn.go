@@ -261,23 +261,25 @@ func (c *conn) lookupMember(meshID, pubkey string) (*broker.Mesh, *broker.Member
 }
 
 // admit registers the authenticated connection, acknowledges the hello and
-// drains what was queued for it. Leases its keys still hold first are
-// freed: they belong to pushes to a connection of theirs that is gone — a
+// drains what was queued for it. Leases its keys still hold are freed
+// first: they belong to pushes to a connection of theirs that is gone — a
 // daemon reconnecting after a crash, or one whose broker (a replica on
 // PostgreSQL, whose leases outlive it) died before its close could free
 // them — so the drain takes those rows now rather than when the lease runs
-// out. A push in flight to another live connection of the same key is
-// repeated, and the receiver dedupes it.
+// out. First means before the hub knows this connection: nothing can have
+// been pushed to it yet, so no lease of its own is freed. A push in flight
+// to another live connection of the same key is repeated, and the receiver
+// dedupes it.
 func (c *conn) admit(ctx actor.Context, mesh *broker.Mesh, member *broker.Member, p *presence) {
 	c.mesh, c.member = mesh, member
-	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt = c.id, ctx.Self(), c.link, mesh.ID, member, c.now()
-	ctx.Send(c.hub, &hubRegister{p: p})
-	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: member.DisplayName})
 	if n, err := c.store.ReleaseRecipientLeases(context.Background(), mesh.ID, c.keys); err != nil {
 		c.log.Warn("release the leases of a connecting member", "conn", c.id, "err", err) // they run out instead
 	} else {
 		c.metrics.leasesReleased.Add(float64(n))
 	}
+	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt = c.id, ctx.Self(), c.link, mesh.ID, member, c.now()
+	ctx.Send(c.hub, &hubRegister{p: p})
+	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: member.DisplayName})
 	ctx.Send(ctx.Self(), &drain{})
 }
 
