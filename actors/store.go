@@ -68,6 +68,8 @@ type Store struct {
 	// passes is the retention's state; like dispatch it survives a restart
 	// of the actor, so that one chain of passes runs.
 	passes *retentionPasses
+	// syncInboxWAL fsyncs inbox.db's WAL (tests make it fail).
+	syncInboxWAL func() error
 }
 
 // SetEvents tells the store where committed events go; no reply.
@@ -100,6 +102,8 @@ type StoreOptions struct {
 	Retention Retention
 	Metrics   *metrics.Daemon
 	Log       *slog.Logger
+
+	syncInboxWAL func() error // nil: Inbox.DB.SyncWAL (tests replace it)
 }
 
 // NewStore returns the store actor's producer. The databases stay open
@@ -109,8 +113,13 @@ func NewStore(o StoreOptions) actor.Producer {
 	dispatch := map[string]*meshDispatch{}
 	passes := &retentionPasses{keep: o.Retention}
 	return func() actor.Actor {
-		return &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics,
-			log: o.Log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch, passes: passes}
+		s := &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics,
+			log: o.Log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch, passes: passes,
+			syncInboxWAL: o.syncInboxWAL}
+		if s.syncInboxWAL == nil && o.Inbox != nil {
+			s.syncInboxWAL = o.Inbox.DB.SyncWAL
+		}
+		return s
 	}
 }
 
@@ -395,7 +404,7 @@ func (s *Store) syncInbox(ctx actor.Context, reqs []storeRequest, replies []any)
 		}
 	}
 	start := time.Now()
-	err := s.inbox.DB.SyncWAL()
+	err := s.syncInboxWAL()
 	s.metrics.StoreCommit.WithLabelValues(dbNames[1], walSync).Observe(time.Since(start).Seconds())
 	if err == nil {
 		return

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,4 +147,36 @@ func askStore(t *testing.T, system *actor.ActorSystem, store *actor.PID, msg any
 		t.Fatalf("%T: %+v, %v", msg, res, err)
 	}
 	return res
+}
+
+// TestStoreInboxSyncFails: when the inbox fsync fails, the message is
+// committed (a reader may have seen it) but its store is answered with the
+// error, so the inbox actor sends no client_ack and the broker pushes it
+// again; the repeat is a dedupe hit, answered once its own fsync succeeds.
+func TestStoreInboxSyncFails(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	var system *actor.ActorSystem
+	var store *actor.PID
+	var inbox *persistence.Inbox
+	system, store, _, inbox = spawnStore(t, StoreOptions{syncInboxWAL: func() error {
+		if failing.Load() {
+			return errors.New("input/output error")
+		}
+		return inbox.DB.SyncWAL()
+	}})
+	body := "hello"
+	in := &messages.StoreInbound{Item: messages.InboxItem{ID: "r1", ClientMessageID: "c1", Mesh: "m", Kind: "dm",
+		SenderPubkey: "p", SenderName: "n", Body: &body, ReceivedAtMs: time.Now().UnixMilli()}}
+	res, err := system.Root.RequestFuture(store, in, 5*time.Second).Result()
+	if r, ok := res.(*messages.InboundStored); err != nil || !ok || r.Err == nil {
+		t.Fatalf("store with a failing fsync: %+v, %v; want the error", res, err)
+	}
+	if page := askStore(t, system, store, &messages.ListInbox{Limit: 10}).(*messages.InboxPage); len(page.Items) != 1 {
+		t.Fatalf("inbox after the failed fsync: %d rows, want the committed one", len(page.Items))
+	}
+	failing.Store(false)
+	if r := askStore(t, system, store, in).(*messages.InboundStored); r.Inserted || r.Err != nil {
+		t.Fatalf("the broker's repeat: %+v, want a dedupe hit", r)
+	}
 }
