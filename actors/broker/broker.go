@@ -102,6 +102,7 @@ func Start(opts Options) (*Broker, error) {
 		system.Shutdown()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
 	}
+	system.Root.Send(d.hub, &hubSweeper{pid: d.sweeper})
 	listenCtx, stopListening := context.WithCancel(context.Background())
 	b := &Broker{system: system, stopListening: stopListening, log: opts.Log}
 	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
@@ -156,8 +157,7 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 		}
 		if len(j.req.Online) > 0 {
 			if frame, err := json.Marshal(j.push(&results[i])); err == nil {
-				root.Send(d.hub, &hubFanout{meshID: j.req.MeshID, senderConn: j.senderConn, members: j.req.Online, frame: frame,
-					sweeper: d.sweeper})
+				root.Send(d.hub, &hubFanout{meshID: j.req.MeshID, senderConn: j.senderConn, members: j.req.Online, frame: frame})
 				leased = true
 			}
 		}
@@ -171,12 +171,11 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 	if leased {
 		root.Send(d.sweeper, &leaseTaken{at: d.now().Add(d.lease)})
 	}
-	// On PostgreSQL the accept's transaction NOTIFYed the waiting
-	// recipients' replicas, this one's own listener included.
 	if len(waiting) > 0 && d.store.Backend() == "sqlite" {
 		// A recipient resolved offline may have connected, and drained its
 		// queue, between the resolve and this commit: it drains again. (On
-		// PostgreSQL the NOTIFY reaches this broker's own listener.)
+		// PostgreSQL the accept's transaction NOTIFYed the recipients'
+		// replicas, this one's own listener included.)
 		root.Send(d.hub, &hubRedeliver{recipients: waiting})
 	}
 	return results

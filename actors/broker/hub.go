@@ -87,8 +87,10 @@ type (
 		meshID, senderConn string
 		members            []string
 		frame              []byte
-		sweeper            *actor.PID
 	}
+	// hubSweeper tells the hub where the sweeper is (it starts after the
+	// hub, which it needs); sent once, before any fanout.
+	hubSweeper struct{ pid *actor.PID }
 	// hubListPeers asks for the peer list; the reply is *messages.PeersListFrame.
 	hubListPeers struct{ meshID, requesterMember string }
 	// hubMemberChanged replaces the hub's copy of a member (profile change).
@@ -118,6 +120,7 @@ type hub struct {
 	byMesh   map[string]map[string]*presence // meshID → connID → presence
 	members  map[string]map[string]*broker.Member
 	graceFor time.Duration
+	sweeper  *actor.PID // hubSweeper
 }
 
 func newHub(store *broker.Store, m *metrics, grace time.Duration, log *slog.Logger) actor.Producer {
@@ -140,6 +143,8 @@ func (h *hub) Receive(ctx actor.Context) {
 		ctx.Respond(h.resolve(m))
 	case *hubFanout:
 		h.fanout(ctx, m)
+	case *hubSweeper:
+		h.sweeper = m.pid
 	case *hubListPeers:
 		ctx.Respond(h.peers(m))
 	case *hubMemberChanged:
@@ -197,6 +202,11 @@ func (h *hub) graceOver(connID string) {
 	if p == nil || !p.offline {
 		return // replaced by a reattach
 	}
+	h.remove(connID, p)
+}
+
+// remove takes a presence out of the peer lists and tells the mesh it left.
+func (h *hub) remove(connID string, p *presence) {
 	delete(h.conns, connID)
 	delete(h.byMesh[p.meshID], connID)
 	if len(h.byMesh[p.meshID]) == 0 {
@@ -337,8 +347,8 @@ func (h *hub) fanout(ctx actor.Context, f *hubFanout) {
 			missed = append(missed, m)
 		}
 	}
-	if len(missed) > 0 && f.sweeper != nil {
-		ctx.Send(f.sweeper, &releaseLeases{meshID: f.meshID, keys: missed})
+	if len(missed) > 0 {
+		ctx.Send(h.sweeper, &releaseLeases{meshID: f.meshID, keys: missed})
 	}
 }
 
@@ -374,12 +384,7 @@ func (h *hub) revoked(ctx actor.Context, m *hubRevoked) {
 				h.log.Info("member_revoked_disconnected", "mesh_id", r.MeshID, "pubkey", r.Pubkey, "conn", id)
 				ctx.Send(p.pid, &revokedNow{})
 			}
-			delete(h.conns, id) // no grace: it leaves the peer lists now
-			delete(h.byMesh[r.MeshID], id)
-			h.system(p, "peer_left")
-		}
-		if len(h.byMesh[r.MeshID]) == 0 {
-			delete(h.byMesh, r.MeshID)
+			h.remove(id, p) // no grace: it leaves the peer lists now
 		}
 	}
 }

@@ -59,7 +59,7 @@ func newMetrics() *metrics {
 	m.messagesPruned = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_messages_pruned_total",
 		Help: "Message rows deleted by retention (their dedupe rows keep history_available=false)."})
 	m.leasesReleased = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_leases_released_total",
-		Help: "Delivery leases freed because the connection holding them closed (pushed again at once)."})
+		Help: "Delivery leases freed because the connection holding them closed, had closed when the push went out, or belongs to a key that just connected again (pushed again at once)."})
 	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
 		m.acceptBatch, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
 		m.dedupeExpired, m.messagesPruned, m.leasesReleased} {

@@ -163,16 +163,13 @@ func (c *daemonAcceptHostCmd) Run() error {
 type daemonMetricsCmd struct{}
 
 func (c *daemonMetricsCmd) Run() error {
-	paths, err := config.ResolvePaths()
+	client, err := daemonClient()
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	text, err := ipc.NewClient(paths.Socket()).Metrics(ctx)
-	if errors.Is(err, ipc.ErrDaemonNotRunning) {
-		return &exitError{code: 1, err: errors.New("daemon not running — start it with `claudemesh daemon up`")}
-	}
+	text, err := client.Metrics(ctx) // ipc.ErrDaemonNotRunning says how to start one
 	if err != nil {
 		return err
 	}

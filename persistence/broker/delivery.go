@@ -245,7 +245,7 @@ func (s *Store) NextLeaseExpiry(ctx context.Context, after time.Time) (time.Time
 func (s *Store) ReleaseRecipientLeases(ctx context.Context, meshID string, pubkeys []string) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE delivery_queue SET lease_expires_at = NULL
+		res, err := s.txExec(ctx, tx, s.d.rewrite(`UPDATE delivery_queue SET lease_expires_at = NULL
 			 WHERE mesh_id = ? AND recipient_pubkey IN (SELECT value FROM EACH(?))
 			   AND delivered_at IS NULL AND lease_expires_at IS NOT NULL`), meshID, jsonArray(pubkeys))
 		if err != nil {
