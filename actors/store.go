@@ -340,6 +340,7 @@ func (s *Store) run(ctx actor.Context) {
 		claims = s.claim(batches[0])
 	}
 	full := false // the disk filled up: measure the pressure now
+	inboxCommitted := false
 	for which, b := range batches {
 		if b == nil {
 			continue
@@ -357,6 +358,7 @@ func (s *Store) run(ctx actor.Context) {
 		}
 		switch {
 		case which != 0:
+			inboxCommitted = true
 		case durability[0] == persistence.Durable:
 			s.unsynced = false // this commit's fsync covered the whole WAL
 		case needs == persistence.Durable:
@@ -370,7 +372,7 @@ func (s *Store) run(ctx actor.Context) {
 	s.log.Debug("batch committed", "commands", len(reqs))
 	s.hand(ctx, claims)
 	s.publish(ctx, replies)
-	if batches[1] != nil && begun[1] == nil {
+	if inboxCommitted {
 		s.syncInbox(ctx, reqs, replies)
 	}
 }

@@ -15,13 +15,8 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
-// commits is how many outbox.db commits (or deferred syncs) the store has
-// observed with the durability label.
-func commits(t *testing.T, m *metrics.Daemon, durability string) uint64 {
-	t.Helper()
-	return commitsOf(t, m, "outbox", durability)
-}
-
+// commitsOf is how many commits (or syncs apart from one) of db the store
+// has observed with the durability label.
 func commitsOf(t *testing.T, m *metrics.Daemon, db, durability string) uint64 {
 	t.Helper()
 	var out dto.Metric
@@ -54,7 +49,7 @@ func TestStoreFsyncModes(t *testing.T) {
 	}
 	want := func(durable, relaxed, synced uint64) {
 		t.Helper()
-		if d, r, s := commits(t, m, "durable"), commits(t, m, "relaxed"), commits(t, m, walSync); d != durable || r != relaxed || s != synced {
+		if d, r, s := commitsOf(t, m, "outbox", "durable"), commitsOf(t, m, "outbox", "relaxed"), commitsOf(t, m, "outbox", walSync); d != durable || r != relaxed || s != synced {
 			t.Fatalf("outbox commits durable %d, relaxed %d, wal syncs %d; want %d, %d, %d", d, r, s, durable, relaxed, synced)
 		}
 	}
@@ -62,7 +57,7 @@ func TestStoreFsyncModes(t *testing.T) {
 	waitSynced := func(synced uint64) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for commits(t, m, walSync) < synced {
+		for commitsOf(t, m, "outbox", walSync) < synced {
 			if time.Now().After(deadline) {
 				t.Fatalf("no WAL sync within 5 s under batched_50ms")
 			}
@@ -125,8 +120,13 @@ func TestStoreInboxSync(t *testing.T) {
 		t.Fatalf("first store: %+v", r)
 	}
 	want(1, 1)
-	if ev := <-events; ev.Name != "message" {
-		t.Fatalf("published %+v, want a message event", ev)
+	select {
+	case ev := <-events:
+		if ev.Name != "message" {
+			t.Fatalf("published %+v, want a message event", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event published within 5 s")
 	}
 	if r := ask(in).(*messages.InboundStored); r.Inserted || r.Event != nil {
 		t.Fatalf("dedupe hit: %+v", r)

@@ -8,8 +8,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // OpenInbox opens inbox.db. The inbox is a cache of broker history, so a
@@ -55,18 +53,8 @@ const EventIDGap = 4096
 // one, EventIDGap past the highest id issued, durably, and returns db
 // (closed on failure).
 func skipEventIDs(ctx context.Context, db *DB) (*DB, error) {
-	b, err := db.Begin(ctx, Durable)
-	if err == nil {
-		err = b.Do(func(tx *sqlx.Tx) error {
-			_, err := tx.Exec(`UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'events'`, EventIDGap)
-			return err
-		})
-		if err == nil {
-			err = b.Commit()
-		} else {
-			b.Rollback()
-		}
-	}
+	// One statement on a fresh pool, whose connection is synchronous=FULL.
+	_, err := db.db.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'events'`, EventIDGap)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("move the event id sequence of %s: %w", db.Path(), err)

@@ -81,7 +81,7 @@ func New() *Daemon {
 		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not; wal_sync: an fsync apart from its commit — outbox.db's under [outbox] fsync_mode batched_50ms and off, inbox.db's always).", Buckets: latency},
 		[]string{"db", "durability"})
 	d.DiskPct = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_disk_pct",
-		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507)."},
+		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507, at 100 degraded: new event streams refused 503)."},
 		[]string{"kind"})
 	d.InboxRows = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_inbox_rows",
 		Help: "Messages in the inbox, counted at each retention pass."})
