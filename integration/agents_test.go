@@ -174,9 +174,7 @@ func TestJoinAttachesToRunningDaemon(t *testing.T) {
 	m := newE2EMesh(t) // broker, mesh demo, alice and bob joined, no daemon
 	e := newEnv(t)     // a daemon serving only its offline local mesh
 	startDaemon(t, e, "--no-tcp")
-	r := m.brokerCLI("invite", "demo", "--broker-url", "http://"+m.broker.addr)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	r = runCLI(t, e, "join", lines[len(lines)-1], "--name", "carol")
+	r := runCLI(t, e, "join", m.invite, "--name", "carol") // the invite's third use
 	if r.code != 0 || !strings.Contains(r.stdout, "the running daemon (pid") {
 		t.Fatalf("join with a daemon running: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -47,7 +47,7 @@ func TestChaosKills(t *testing.T) {
 				}
 				return fmt.Sprintf("ck-t-%05d", n), "#chaos"
 			})
-			c.run(append(c.daemonVictims(), chaosVictim{name: "broker", stop: m.signalBroker, restart: func() {
+			c.run(append(c.daemonVictims(), chaosVictim{name: "broker", stop: func(sig syscall.Signal) { stopBroker(t, m.broker, sig) }, restart: func() {
 				m.restartBroker()
 				c.waitConnected()
 			}}))
@@ -83,23 +83,15 @@ func TestChaosReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newChaos(t, m, []*e2ePeer{m.bob}, func(n int64) (string, string) { return fmt.Sprintf("cr-%05d", n), m.bob.pubkey })
-	stopSecond := func(sig syscall.Signal) {
-		if err := second.cmd.Process.Signal(sig); err != nil {
-			t.Fatalf("%v to the second broker: %v", sig, err)
-		}
-		select {
-		case <-second.done:
-		case <-time.After(stopDeadline):
-			t.Fatalf("the second broker still runs %s after %v", stopDeadline, sig)
-		}
-	}
+	stopSecond := func(sig syscall.Signal) { stopBroker(t, second, sig) }
 	restartSecond := func() {
 		addr := second.addr
 		second = startBrokerProc(t, m.brokerEnv, append(e2eBrokerArgs(m.store), "--listen", addr)...)
 		c.waitConnected()
 	}
 	c.run(append(c.daemonVictims(),
-		chaosVictim{name: "broker", stop: m.signalBroker, restart: func() { m.restartBroker(); c.waitConnected() }},
+		chaosVictim{name: "broker", stop: func(sig syscall.Signal) { stopBroker(t, m.broker, sig) },
+			restart: func() { m.restartBroker(); c.waitConnected() }},
 		chaosVictim{name: "second broker", stop: stopSecond, restart: restartSecond}))
 	c.settle(map[*e2ePeer]func(string) bool{m.bob: func(string) bool { return true }})
 }

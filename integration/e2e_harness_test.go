@@ -131,20 +131,20 @@ func e2eBrokerArgs(store []string) []string {
 // killBroker SIGKILLs the broker process and waits until it is reaped.
 func (m *e2eMesh) killBroker() {
 	m.t.Helper()
-	m.signalBroker(syscall.SIGKILL)
+	stopBroker(m.t, m.broker, syscall.SIGKILL)
 }
 
-// signalBroker sends the broker sig and waits (stopDeadline) until it has
-// exited and been reaped.
-func (m *e2eMesh) signalBroker(sig syscall.Signal) {
-	m.t.Helper()
-	if err := m.broker.cmd.Process.Signal(sig); err != nil {
-		m.t.Fatalf("%v to the broker: %v", sig, err)
+// stopBroker sends b sig and waits (stopDeadline) until it has exited and
+// been reaped.
+func stopBroker(t *testing.T, b *brokerProc, sig syscall.Signal) {
+	t.Helper()
+	if err := b.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%v to the broker: %v", sig, err)
 	}
 	select {
-	case <-m.broker.done:
+	case <-b.done:
 	case <-time.After(stopDeadline):
-		m.t.Fatalf("broker still running %s after %v", stopDeadline, sig)
+		t.Fatalf("broker still running %s after %v", stopDeadline, sig)
 	}
 }
 

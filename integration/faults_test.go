@@ -75,7 +75,7 @@ func TestCrashPoints(t *testing.T) {
 
 	alice.start(t)
 	total := len(accepted)
-	deliveredOnce(t, bob, accepted, e2eRecoveryDeadline)
+	deliveredOnce(t, bob, accepted)
 	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0
@@ -93,18 +93,18 @@ func TestCrashPoints(t *testing.T) {
 	for _, r := range rows {
 		ids[r.ClientMessageID] = true
 	}
-	counts := deliveredOnce(t, bob, ids, e2eRecoveryDeadline)
+	counts := deliveredOnce(t, bob, ids)
 	t.Logf("checked across %d kill -9s: %d ids answered 202 all at bob exactly once; %d ids at bob in all, none twice; "+
 		"%d outbox rows, %d not done", crashIterations, total, len(counts), len(rows), notDone)
 }
 
-// deliveredOnce waits (at most within) until bob's inbox holds every id of
+// deliveredOnce waits (at most e2eRecoveryDeadline) until bob's inbox holds every id of
 // want, then checks that it holds no id twice; it returns the count of
 // every id bob holds.
-func deliveredOnce(t *testing.T, bob *e2ePeer, want map[string]bool, within time.Duration) map[string]int {
+func deliveredOnce(t *testing.T, bob *e2ePeer, want map[string]bool) map[string]int {
 	t.Helper()
 	var counts map[string]int
-	pollUntil(t, within, 50*time.Millisecond,
+	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
 		func() string {
 			return fmt.Sprintf("bob's inbox to hold all %d ids (holds %d ids)", len(want), len(counts))
 		},

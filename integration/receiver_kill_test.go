@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"testing"
 )
@@ -22,29 +21,13 @@ func TestE2EReceiverKill9(t *testing.T) {
 	alice.start(t)
 	bob.start(t)
 
-	var mu sync.Mutex
-	seen := map[string]int{}
-	var lastID int64
-	count := func(evs <-chan sseEvent) {
-		for ev := range evs {
-			if ev.Name != "message" {
-				continue
-			}
-			it := messageOf(t, ev)
-			mu.Lock()
-			seen[it.ClientMessageID]++
-			lastID = ev.ID
-			mu.Unlock()
-		}
-	}
+	r := &chaosReader{t: t, peer: bob, seen: map[string]int{}}
+	r.follow("")
 	nSeen := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.seen)
 	}
-	var readers sync.WaitGroup
-	before := openSSE(t, bob.env.socket(), "")
-	readers.Go(func() { count(before.events) })
 
 	n := 0
 	send := func(upTo int) error {
@@ -61,7 +44,6 @@ func TestE2EReceiverKill9(t *testing.T) {
 	sender.Go(func() { sendErr = send(300) })
 	waitFor(t, e2eDeliverDeadline, "bob's reader to see 100 messages", func() bool { return nSeen() >= 100 })
 	bob.d.kill9()
-	readers.Wait() // the stream ended with the process; count has what it read
 	sender.Wait()
 	if sendErr == nil {
 		sendErr = send(400) // queued at alice while bob is down
@@ -69,27 +51,15 @@ func TestE2EReceiverKill9(t *testing.T) {
 	if sendErr != nil {
 		t.Fatal(sendErr)
 	}
-	mu.Lock()
-	mark, atKill := lastID, len(seen)
-	mu.Unlock()
+	r.mu.Lock()
+	mark, atKill := r.lastID, len(r.seen)
+	r.mu.Unlock()
 	t.Logf("bob SIGKILLed after its reader saw %d messages (last event id %d)", atKill, mark)
 
-	bob.start(t)
-	after := openSSE(t, bob.env.socket(), strconv.FormatInt(mark, 10))
-	readers.Go(func() { count(after.events) })
+	r.restarted() // bob again, and the reader resumes after the last id it saw
 	all := map[string]bool{}
 	for i := range 400 {
 		all[fmt.Sprintf("rk-%04d", i)] = true
 	}
-	reachedOnce(t, m, bob, all)
-	waitFor(t, e2eRecoveryDeadline, "the resumed reader to have seen all 400", func() bool { return nSeen() == 400 })
-	after.close()
-	readers.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for i := range 400 {
-		if id := fmt.Sprintf("rk-%04d", i); seen[id] != 1 {
-			t.Errorf("the reader saw %s %d times before and after the kill", id, seen[id])
-		}
-	}
+	r.sawEachOnce(m, reachedOnce(t, m, bob, all))
 }

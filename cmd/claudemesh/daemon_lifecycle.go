@@ -181,8 +181,8 @@ type daemonAddAgentCmd struct {
 	Name string `arg:"" help:"The agent's name, used as its mesh slug (--mesh, \"mesh\" in requests): 1-64 of a-z, 0-9, _ and -."`
 }
 
-// Run records a new member of the local mesh in config.json. The daemon
-// attaches memberships when it starts, so a running one is told to restart.
+// Run records a new member of the local mesh in config.json; a running
+// daemon is sent SIGHUP and attaches it at once.
 func (c *daemonAddAgentCmd) Run() error {
 	paths, err := config.ResolvePaths()
 	if err != nil {
