@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -100,7 +99,9 @@ func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
 	}
 	if p.InboxRows >= 0 {
 		s.metrics.InboxRows.Set(float64(p.InboxRows))
-		s.metrics.InboxBytes.Set(float64(fileBytes(s.inbox.Path(), s.inbox.Path()+"-wal")))
+		if n, err := persistence.FileBytes(s.inbox.Path()); err == nil {
+			s.metrics.InboxBytes.Set(float64(n))
+		}
 	}
 	s.passes.more = s.passes.more || p.More
 	if s.passes.pending--; s.passes.pending > 0 {
@@ -111,17 +112,6 @@ func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
 		next = RetentionCatchUp
 	}
 	s.scheduleRetention(ctx, next)
-}
-
-// fileBytes is the total size of the files that exist.
-func fileBytes(paths ...string) int64 {
-	var n int64
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil {
-			n += st.Size()
-		}
-	}
-	return n
 }
 
 // prune runs a pass's command on its database.
@@ -137,7 +127,9 @@ func (s *Store) prune(tx *sqlx.Tx, msg any) (*messages.Pruned, error) {
 			return out, err
 		}
 		out.More = out.Inbox >= int64(m.Limit) || out.Events >= int64(m.Limit)
-		out.InboxRows, err = s.inbox.Count(tx)
+		if !out.More { // counted once the part is done, not at every catch-up pass
+			out.InboxRows, err = s.inbox.Count(tx)
+		}
 	case *messages.PruneOutbox:
 		out.Outbox, err = s.outbox.CompactPayloads(tx, m.Before, m.Limit)
 		out.More = out.Outbox >= int64(m.Limit)

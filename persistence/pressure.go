@@ -81,14 +81,9 @@ func (p *Pressure) Measure() (PressureReading, error) {
 	limits := p.limits
 	p.mu.Unlock()
 	var r PressureReading
-	for _, path := range []string{p.outbox, p.outbox + "-wal"} {
-		st, err := os.Stat(path)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return r, err
-		}
-		if err == nil {
-			r.OutboxBytes += st.Size()
-		}
+	var err error
+	if r.OutboxBytes, err = FileBytes(p.outbox); err != nil {
+		return r, err
 	}
 	free, err := p.statfs(p.dir)
 	if err != nil {
@@ -129,4 +124,21 @@ func freeBytes(path string) (int64, error) {
 // IsFull reports whether err is SQLite's "database or disk is full".
 func IsFull(err error) bool {
 	return err != nil && containsAny(err.Error(), "database or disk is full", "SQLITE_FULL")
+}
+
+// FileBytes is the size of the SQLite file at path and its WAL; a file
+// that does not exist counts for nothing.
+func FileBytes(path string) (int64, error) {
+	var n int64
+	for _, f := range []string{path, path + "-wal"} {
+		st, err := os.Stat(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n += st.Size()
+	}
+	return n, nil
 }

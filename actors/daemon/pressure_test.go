@@ -3,12 +3,12 @@ package daemon_test
 import (
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // TestDiskPressure: with a reserve larger than the free space the daemon is
@@ -96,11 +96,9 @@ func waitPressure(t *testing.T, h *harness, level string) {
 // outboxBytes is the size of outbox.db and its WAL.
 func outboxBytes(t *testing.T, h *harness) int64 {
 	t.Helper()
-	var total int64
-	for _, f := range []string{h.paths.OutboxDB(), h.paths.OutboxDB() + "-wal"} {
-		if st, err := os.Stat(f); err == nil {
-			total += st.Size()
-		}
+	n, err := persistence.FileBytes(h.paths.OutboxDB())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return total
+	return n
 }

@@ -84,9 +84,9 @@ func New() *Daemon {
 		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507, at 100 degraded: new event streams refused 503)."},
 		[]string{"kind"})
 	d.InboxRows = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_inbox_rows",
-		Help: "Messages in the inbox, counted at each retention pass."})
+		Help: "Messages in the inbox, counted when a retention pass has pruned all it could."})
 	d.InboxBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_inbox_bytes",
-		Help: "Size of inbox.db and its WAL, at each retention pass."})
+		Help: "Size of inbox.db and its WAL, at the same moment."})
 	d.Pruned = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_retention_pruned_total",
 		Help: "What retention let go: inbox rows, events, outbox payloads."}, []string{"kind"})
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
