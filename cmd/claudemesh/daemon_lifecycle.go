@@ -218,12 +218,24 @@ func attachToRunning(paths config.Paths, slug string) (pid int, err error) {
 	if err := syscall.Kill(v.PID, syscall.SIGHUP); err != nil {
 		return v.PID, fmt.Errorf("tell the running daemon (pid %d) to attach %s: %w; restart it instead", v.PID, slug, err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if v, err := probeDaemon(paths.Socket()); err == nil && slices.ContainsFunc(v.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == slug }) {
-			return v.PID, nil
+	if afterHUP(paths, stopWait, func(now *messages.Version) bool {
+		return slices.ContainsFunc(now.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == slug })
+	}) == nil {
+		return v.PID, fmt.Errorf("the running daemon (pid %d) did not attach %s within %s (see its log); restart it to attach it", v.PID, slug, stopWait)
+	}
+	return v.PID, nil
+}
+
+// afterHUP polls the daemon's GET /v1/version (every 20 ms, at most within)
+// until done says the SIGHUP it was sent has taken effect, and returns that
+// answer (nil if it never did).
+func afterHUP(paths config.Paths, within time.Duration, done func(*messages.Version) bool) *messages.Version {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if now, err := probeDaemon(paths.Socket()); err == nil && done(now) {
+			return now
 		}
 	}
-	return v.PID, fmt.Errorf("the running daemon (pid %d) did not attach %s within 5s (see its log); restart it to attach it", v.PID, slug)
+	return nil
 }
 
 type daemonReloadCmd struct{}
@@ -247,18 +259,15 @@ func (c *daemonReloadCmd) Run() error {
 	if err := syscall.Kill(v.PID, syscall.SIGHUP); err != nil {
 		return fmt.Errorf("signal daemon (pid %d): %w", v.PID, err)
 	}
-	for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		now, err := probeDaemon(paths.Socket())
-		if err != nil || now.Reload == nil || now.Reload.Seq <= before {
-			continue
-		}
-		if !now.Reload.OK {
-			return fmt.Errorf("the daemon (pid %d) kept its settings: %s", v.PID, now.Reload.Error)
-		}
-		fmt.Printf("reloaded (pid %d)\n", v.PID)
-		return nil
+	now := afterHUP(paths, stopWait, func(now *messages.Version) bool { return now.Reload != nil && now.Reload.Seq > before })
+	switch {
+	case now == nil:
+		return fmt.Errorf("the daemon (pid %d) did not report the reload within %s; see its log", v.PID, stopWait)
+	case !now.Reload.OK:
+		return fmt.Errorf("the daemon (pid %d) kept its settings: %s", v.PID, now.Reload.Error)
 	}
-	return fmt.Errorf("the daemon (pid %d) did not report the reload within %s; see its log", v.PID, stopWait)
+	fmt.Printf("reloaded (pid %d)\n", v.PID)
+	return nil
 }
 
 type daemonRotateTokenCmd struct{}
