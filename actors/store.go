@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -68,8 +69,12 @@ type Store struct {
 	// passes is the retention's state; like dispatch it survives a restart
 	// of the actor, so that one chain of passes runs.
 	passes *retentionPasses
-	// syncInboxWAL fsyncs inbox.db's WAL (tests make it fail).
-	syncInboxWAL func() error
+	// syncOutboxWAL and syncInboxWAL fsync the databases' WALs (tests
+	// make them fail or wait).
+	syncOutboxWAL, syncInboxWAL func() error
+	// syncers fsync outbox.db's WAL (under strict) and inbox.db's apart
+	// from the actor's goroutine, from Started to Stopping (walSyncer).
+	syncers [2]*walSyncer
 }
 
 // SetEvents tells the store where committed events go; no reply.
@@ -103,7 +108,8 @@ type StoreOptions struct {
 	Metrics   *metrics.Daemon
 	Log       *slog.Logger
 
-	syncInboxWAL func() error // nil: Inbox.DB.SyncWAL (tests replace it)
+	// nil: Outbox.DB.SyncWAL and Inbox.DB.SyncWAL (tests replace them)
+	syncOutboxWAL, syncInboxWAL func() error
 }
 
 // NewStore returns the store actor's producer. The databases stay open
@@ -115,7 +121,10 @@ func NewStore(o StoreOptions) actor.Producer {
 	return func() actor.Actor {
 		s := &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics,
 			log: o.Log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch, passes: passes,
-			syncInboxWAL: o.syncInboxWAL}
+			syncOutboxWAL: o.syncOutboxWAL, syncInboxWAL: o.syncInboxWAL}
+		if s.syncOutboxWAL == nil && o.Outbox != nil {
+			s.syncOutboxWAL = o.Outbox.DB.SyncWAL
+		}
 		if s.syncInboxWAL == nil && o.Inbox != nil {
 			s.syncInboxWAL = o.Inbox.DB.SyncWAL
 		}
@@ -127,6 +136,7 @@ func NewStore(o StoreOptions) actor.Producer {
 func (s *Store) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		s.startSyncers(ctx)
 		s.measure(ctx) // a daemon started on a full disk refuses sends from the first
 		if !s.passes.started {
 			s.passes.started = true
@@ -137,10 +147,13 @@ func (s *Store) Receive(ctx actor.Context) {
 			// an answered accept unsynced: assume it did (a spare fsync).
 			s.deferSync(ctx)
 		}
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
+	case *actor.Restarting:
+		s.closeSyncers()
 	case *actor.Stopping:
 		s.run(ctx) // held outcomes
 		s.syncWAL()
+		s.closeSyncers()
 	case *flush:
 		s.flushQueued = false
 		s.run(ctx)
@@ -170,6 +183,45 @@ func (s *Store) Receive(ctx actor.Context) {
 		s.enqueueFrom(ctx, msg, ctx.Sender())
 	default:
 		s.log.Warn("unhandled message", "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// startSyncers starts the WAL syncers: outbox.db's answers the accepts
+// (and requeues and drops) of a strict batch once they are on disk, and
+// fails them if the fsync fails; inbox.db's answers the stores of messages
+// and events, InboxSyncDelay after the first, and fails the stores of
+// messages (no client_ack) if the fsync fails.
+func (s *Store) startSyncers(ctx actor.Context) {
+	root := ctx.ActorSystem().Root
+	start := func(db int, sync func() error, delay time.Duration, owes func(any) bool, fail func(any, error) any) {
+		commits := s.metrics.StoreCommit.WithLabelValues(dbNames[db], walSync)
+		s.syncers[db] = (&walSyncer{sync: sync, delay: delay, owes: owes, fail: fail, root: root,
+			observe: func(d time.Duration) { commits.Observe(d.Seconds()) }, log: s.log}).start()
+	}
+	if s.syncOutboxWAL != nil {
+		start(0, s.syncOutboxWAL, 0, needsDurability, func(cmd any, err error) any {
+			return failed(cmd, &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeUnavailable,
+				Detail: "committed, but the disk failed to sync it (" + err.Error() + "): the message may have been sent; " +
+					"retry with the same client_message_id"})
+		})
+	}
+	if s.syncInboxWAL != nil {
+		start(1, s.syncInboxWAL, InboxSyncDelay, onInbox, func(cmd any, err error) any {
+			if _, ok := cmd.(*messages.StoreInbound); ok {
+				return failed(cmd, err)
+			}
+			return nil
+		})
+	}
+}
+
+// closeSyncers answers what waits for a WAL fsync and stops the syncers.
+func (s *Store) closeSyncers() {
+	for i, y := range s.syncers {
+		if y != nil {
+			y.close()
+			s.syncers[i] = nil
+		}
 	}
 }
 
@@ -205,31 +257,20 @@ func (s *Store) hold(ctx actor.Context, r storeRequest) {
 	}
 }
 
-// durabilityOf is what the batch's outbox.db commit must guarantee: Durable
-// when it answers an accept, a requeue or a drop (the caller is told its
-// message is stored, or given up). Everything else the dispatcher writes — claims, outcomes,
-// releases — may be lost in a power cut: the row is then found inflight or
-// pending at the next start and sent again, and the broker's dedupe answers
-// the repeat. Such batches skip the fsync. inbox.db's part is committed
-// Relaxed and fsynced apart (see syncInbox).
-func durabilityOf(reqs []storeRequest) persistence.Durability {
-	for _, r := range reqs {
-		switch r.msg.(type) {
-		case *messages.AcceptSend, *messages.RequeueOutbox, *messages.DropOutbox:
-			return persistence.Durable
-		}
+// needsDurability says whether a command's answer must wait for its
+// outbox.db commit to be on disk: an accept, a requeue or a drop (the
+// caller is told its message is stored, or given up). Everything else the
+// dispatcher writes — claims, outcomes, releases — may be lost in a power
+// cut: the row is then found inflight or pending at the next start and
+// sent again, and the broker's dedupe answers the repeat. Both databases
+// commit Relaxed; the fsyncs are the syncers' (and, under batched_50ms
+// and off, syncWAL's).
+func needsDurability(cmd any) bool {
+	switch cmd.(type) {
+	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.DropOutbox:
+		return true
 	}
-	return persistence.Relaxed
-}
-
-// commitDurability is what the outbox.db commit of a batch that needs
-// durability does under the fsync mode in force: strict fsyncs it, the
-// others commit Relaxed and leave the fsync to syncWAL.
-func (s *Store) commitDurability(needs persistence.Durability) persistence.Durability {
-	if needs == persistence.Durable && s.fsync.Mode() != persistence.FsyncStrict {
-		return persistence.Relaxed
-	}
-	return needs
+	return false
 }
 
 // deferSync notes an answered accept that is not on disk yet and, under
@@ -254,22 +295,22 @@ func (s *Store) syncWAL() {
 	}
 	s.unsynced = false
 	start := time.Now()
-	err := s.outbox.DB.SyncWAL()
+	err := s.syncOutboxWAL()
 	s.metrics.StoreCommit.WithLabelValues(dbNames[0], walSync).Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.log.Error("outbox_fsync_failed", "err", err)
 	}
 }
 
-// Label values of the store's commit metric; walSync labels the fsyncs
-// done apart from a commit (outbox.db's under fsync_mode batched_50ms and
-// off, inbox.db's always).
-var (
-	dbNames         = [2]string{"outbox", "inbox"}
-	durabilityNames = map[persistence.Durability]string{persistence.Durable: "durable", persistence.Relaxed: "relaxed"}
-)
+// Label values of the store's commit metric: every commit is relaxed, and
+// walSync labels the fsyncs done apart from them (the syncers', and
+// syncWAL's under fsync_mode batched_50ms and off).
+var dbNames = [2]string{"outbox", "inbox"}
 
-const walSync = "wal_sync"
+const (
+	relaxed = "relaxed"
+	walSync = "wal_sync"
+)
 
 // onInbox reports whether a command runs against inbox.db.
 func onInbox(msg any) bool {
@@ -302,8 +343,6 @@ func (s *Store) run(ctx actor.Context) {
 		s.batch = reqs[:0]
 	}()
 	dbs := [2]*persistence.DB{s.outbox.DB, s.inbox.DB}
-	needs := durabilityOf(reqs)
-	durability := [2]persistence.Durability{s.commitDurability(needs), persistence.Relaxed}
 	var batches [2]*persistence.Batch
 	var begun [2]error
 	defer func() {
@@ -325,7 +364,7 @@ func (s *Store) run(ctx actor.Context) {
 			which = 1
 		}
 		if batches[which] == nil && begun[which] == nil {
-			batches[which], begun[which] = dbs[which].Begin(context.Background(), durability[which])
+			batches[which], begun[which] = dbs[which].Begin(context.Background(), persistence.Relaxed)
 		}
 		if begun[which] != nil {
 			replies[i] = failed(r.msg, begun[which])
@@ -340,14 +379,15 @@ func (s *Store) run(ctx actor.Context) {
 		claims = s.claim(batches[0])
 	}
 	full := false // the disk filled up: measure the pressure now
-	inboxCommitted := false
+	durable := slices.ContainsFunc(reqs, func(r storeRequest) bool { return needsDurability(r.msg) })
+	committed := [2]bool{}
 	for which, b := range batches {
 		if b == nil {
 			continue
 		}
 		start := time.Now()
 		err := b.Commit()
-		s.metrics.StoreCommit.WithLabelValues(dbNames[which], durabilityNames[durability[which]]).Observe(time.Since(start).Seconds())
+		s.metrics.StoreCommit.WithLabelValues(dbNames[which], relaxed).Observe(time.Since(start).Seconds())
 		if err != nil {
 			full = full || persistence.IsFull(err)
 			s.failAll(reqs, replies, func(i int) bool { return onInbox(reqs[i].msg) == (which == 1) }, fmt.Errorf("commit: %w", err))
@@ -356,65 +396,57 @@ func (s *Store) run(ctx actor.Context) {
 			}
 			continue
 		}
-		switch {
-		case which != 0:
-			inboxCommitted = true
-		case durability[0] == persistence.Durable:
-			s.unsynced = false // this commit's fsync covered the whole WAL
-		case needs == persistence.Durable:
-			s.deferSync(ctx)
-		}
+		committed[which] = true
 	}
 	s.metrics.StoreBatch.Observe(float64(len(reqs)))
-	if batches[0] != nil && (needs == persistence.Durable || full) && (full || time.Since(s.measured) >= pressureEvery) {
+	if batches[0] != nil && (durable || full) && (full || time.Since(s.measured) >= pressureEvery) {
 		s.measure(ctx)
 	}
 	s.log.Debug("batch committed", "commands", len(reqs))
 	s.hand(ctx, claims)
 	s.publish(ctx, replies)
-	if inboxCommitted {
-		s.syncInbox(ctx, reqs, replies)
+	if committed[0] && durable {
+		s.syncOutbox(ctx, reqs, replies)
+	}
+	if committed[1] {
+		s.syncInbox(reqs, replies)
 	}
 }
 
-// syncInbox fsyncs inbox.db's WAL after a batch that stored a message or
-// appended an event, and only then are the stores answered (the inbox
-// actor sends its client_ack on that answer). The batch's events are
-// already published: a local reader sees a message as soon as its commit
-// is visible, without waiting for the disk. A power cut before this fsync
-// loses the batch's rows and events, never a message: the broker, not
-// acked, delivers it again, and a reader may see it twice (the same
-// client_message_id); its event ids are not issued again
-// (persistence.EventIDGap). If the fsync fails, the stores are answered
-// with the error and nothing is acked. The batch's outbox.db commands are
-// answered before the fsync: they do not wait for it.
-func (s *Store) syncInbox(ctx actor.Context, reqs []storeRequest, replies []any) {
-	wrote := false
+// syncOutbox sees to the fsync of a batch that accepted, requeued or
+// dropped: under strict its syncer answers those commands once the WAL is
+// on disk, or with the error if the fsync fails; under batched_50ms and
+// off they are answered now and the fsync deferred (deferSync). Either
+// way the rows it claimed are already with the dispatchers: a message may
+// reach the broker while its accept's fsync runs, never before its commit.
+// Should that fsync fail, the caller's 5xx does not say the message was
+// not sent: its retry, with the same client_message_id, finds the
+// committed row, and the broker's dedupe the sent one.
+func (s *Store) syncOutbox(ctx actor.Context, reqs []storeRequest, replies []any) {
+	if s.fsync.Mode() != persistence.FsyncStrict {
+		s.deferSync(ctx)
+		return
+	}
+	s.unsynced = false // the syncer's fsync covers the whole WAL
+	s.syncers[0].owe(reqs, replies)
+}
+
+// syncInbox hands the replies of a batch that stored a message or appended
+// an event to the inbox syncer, which answers them once inbox.db's WAL is
+// fsynced (the inbox actor sends its client_ack on that answer). The
+// batch's events are already published: a local reader sees a message as
+// soon as its commit is visible, without waiting for the disk. A power cut
+// before the fsync loses the batch's rows and events, never a message: the
+// broker, not acked, delivers it again, and a reader may see it twice (the
+// same client_message_id); its event ids are not issued again
+// (persistence.EventIDGap). The batch's outbox.db commands are answered at
+// once: they do not wait for it.
+func (s *Store) syncInbox(reqs []storeRequest, replies []any) {
 	for _, r := range reqs {
 		switch r.msg.(type) {
 		case *messages.StoreInbound, *messages.AppendEvent:
-			wrote = true
-		}
-	}
-	if !wrote {
-		return
-	}
-	for i, r := range reqs {
-		if !onInbox(r.msg) && r.sender != nil && replies[i] != nil {
-			ctx.Send(r.sender, replies[i])
-			replies[i] = nil
-		}
-	}
-	start := time.Now()
-	err := s.syncInboxWAL()
-	s.metrics.StoreCommit.WithLabelValues(dbNames[1], walSync).Observe(time.Since(start).Seconds())
-	if err == nil {
-		return
-	}
-	s.log.Error("inbox_fsync_failed", "err", err)
-	for i, r := range reqs {
-		if _, ok := r.msg.(*messages.StoreInbound); ok {
-			replies[i] = failed(r.msg, err)
+			s.syncers[1].owe(reqs, replies)
+			return
 		}
 	}
 }

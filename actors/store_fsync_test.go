@@ -26,11 +26,11 @@ func commitsOf(t *testing.T, m *metrics.Daemon, db, durability string) uint64 {
 	return out.GetHistogram().GetSampleCount()
 }
 
-// TestStoreFsyncModes: under strict an accept's batch commits durable;
-// under batched_50ms it commits relaxed and one WAL sync follows within the
-// delay; under off the sync waits for the store to stop, unless a strict
-// commit's fsync covers it first. The mode changes between batches, as a
-// reload does.
+// TestStoreFsyncModes: every accept's batch commits relaxed; under strict
+// the outbox syncer's WAL fsync comes before the answer; under
+// batched_50ms one follows within the delay; under off the sync waits for
+// the store to stop, unless a strict batch's fsync covers it first. The
+// mode changes between batches, as a reload does.
 func TestStoreFsyncModes(t *testing.T) {
 	m := metrics.New()
 	policy := persistence.NewFsyncPolicy(persistence.FsyncStrict)
@@ -47,10 +47,10 @@ func TestStoreFsyncModes(t *testing.T) {
 			t.Fatalf("accept %s: %+v, %v", id, res, err)
 		}
 	}
-	want := func(durable, relaxed, synced uint64) {
+	want := func(relaxed, synced uint64) {
 		t.Helper()
-		if d, r, s := commitsOf(t, m, "outbox", "durable"), commitsOf(t, m, "outbox", "relaxed"), commitsOf(t, m, "outbox", walSync); d != durable || r != relaxed || s != synced {
-			t.Fatalf("outbox commits durable %d, relaxed %d, wal syncs %d; want %d, %d, %d", d, r, s, durable, relaxed, synced)
+		if r, s := commitsOf(t, m, "outbox", "relaxed"), commitsOf(t, m, "outbox", walSync); r != relaxed || s != synced {
+			t.Fatalf("outbox commits relaxed %d, wal syncs %d; want %d, %d", r, s, relaxed, synced)
 		}
 	}
 	// waitSynced waits for the batched_50ms timer's sync.
@@ -66,26 +66,26 @@ func TestStoreFsyncModes(t *testing.T) {
 	}
 
 	accept()
-	want(1, 0, 0)
+	want(1, 1)
 
 	policy.Set(persistence.FsyncBatched)
 	accept()
-	waitSynced(1)
-	want(1, 1, 1)
+	waitSynced(2)
+	want(2, 2)
 
 	policy.Set(persistence.FsyncOff)
 	accept()
-	want(1, 2, 1)
+	want(3, 2)
 	policy.Set(persistence.FsyncStrict)
 	accept() // its fsync covers the off-mode commit before it
-	want(2, 2, 1)
+	want(4, 3)
 
 	policy.Set(persistence.FsyncOff)
 	accept()
 	if err := system.Root.PoisonFuture(store).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	want(2, 3, 2) // the stop synced what was waiting
+	want(5, 4) // the stop synced what was waiting
 }
 
 // TestStoreInboxSync: a batch that stores a message or appends an event
@@ -178,5 +178,136 @@ func TestStoreInboxSyncFails(t *testing.T) {
 	failing.Store(false)
 	if r := askStore(t, system, store, in).(*messages.InboundStored); r.Inserted || r.Err != nil {
 		t.Fatalf("the broker's repeat: %+v, want a dedupe hit", r)
+	}
+}
+
+// heldSync is an outbox WAL sync that waits for the test: each call says
+// so on began and returns what release gives it (nil: the real fsync).
+type heldSync struct {
+	began   chan struct{}
+	release chan error
+	done    chan struct{} // closed at cleanup: every call returns
+}
+
+func holdOutboxSync() (*heldSync, StoreOptions, **persistence.Outbox) {
+	h := &heldSync{began: make(chan struct{}, 8), release: make(chan error), done: make(chan struct{})}
+	outbox := new(*persistence.Outbox)
+	return h, StoreOptions{syncOutboxWAL: func() error {
+		h.began <- struct{}{}
+		select {
+		case err := <-h.release:
+			if err != nil {
+				return err
+			}
+		case <-h.done:
+		}
+		return (*outbox).DB.SyncWAL()
+	}}, outbox
+}
+
+// wait waits for a sync to begin.
+func (h *heldSync) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.began:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no outbox WAL sync began within 5 s")
+	}
+}
+
+// acceptFuture asks the store to accept id (a topic send) without waiting.
+func acceptFuture(system *actor.ActorSystem, store *actor.PID, id string) *actor.Future {
+	return system.Root.RequestFuture(store, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: "row-" + id,
+		Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"type":"send","targetSpec":"#t"}`), Now: time.Now().UnixMilli()},
+		5*time.Second)
+}
+
+func acceptResult(t *testing.T, f *actor.Future) *messages.AcceptResult {
+	t.Helper()
+	res, err := f.Result()
+	r, ok := res.(*messages.AcceptResult)
+	if err != nil || !ok {
+		t.Fatalf("accept: %+v, %v", res, err)
+	}
+	return r
+}
+
+// TestStoreClaimedBeforeFsync: under strict an accepted row goes to the
+// dispatcher as soon as its commit is visible, while the WAL fsync runs,
+// and the caller's answer waits for the fsync. If the fsync fails, the
+// caller is answered 503 store_unavailable, and its retry with the same
+// client_message_id finds the committed row (a dedupe hit), not a new one.
+func TestStoreClaimedBeforeFsync(t *testing.T) {
+	held, opts, outbox := holdOutboxSync()
+	system, store, ob, _ := spawnStore(t, opts)
+	*outbox = ob
+	t.Cleanup(func() { close(held.done) }) // before the system shuts down
+	got := make(chan any, 8)
+	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &probe{store: store, got: got, ready: &messages.DispatchReady{Mesh: "m", Gen: 1, Window: 4, Now: time.Now().UnixMilli()}}
+	}))
+	next := func() any {
+		t.Helper()
+		select {
+		case m := <-got:
+			return m
+		case <-time.After(5 * time.Second):
+			t.Fatal("the store sent the dispatcher nothing within 5 s")
+			return nil
+		}
+	}
+	if m, ok := next().(*messages.OutcomeApplied); !ok || m.Err != nil {
+		t.Fatalf("DispatchReady answered %+v", m)
+	}
+
+	first := acceptFuture(system, store, "x1")
+	held.wait(t)
+	c, ok := next().(*messages.ClaimedRows)
+	if !ok || len(c.Rows) != 1 || c.Rows[0].ClientMessageID != "x1" {
+		t.Fatalf("while the fsync runs the dispatcher got %+v, want the claim of x1", c)
+	}
+	held.release <- errors.New("input/output error")
+	var me *messages.Error
+	if r := acceptResult(t, first); !errors.As(r.Err, &me) || me.Status != 503 || me.Code != messages.CodeUnavailable {
+		t.Fatalf("accept whose fsync failed: %+v, want 503 %s", r, messages.CodeUnavailable)
+	}
+
+	retry := acceptFuture(system, store, "x1")
+	held.wait(t)
+	held.release <- nil
+	if r := acceptResult(t, retry); r.Err != nil || r.Inserted || r.Outcome != messages.AcceptInflight {
+		t.Fatalf("the retry: %+v, want the committed row, inflight", r)
+	}
+}
+
+// TestStoreOneFsyncCoversBatches: the accepts committed while an fsync
+// runs are answered after the next one, which covers them all.
+func TestStoreOneFsyncCoversBatches(t *testing.T) {
+	held, opts, outbox := holdOutboxSync()
+	opts.Metrics = metrics.New()
+	system, store, ob, _ := spawnStore(t, opts)
+	*outbox = ob
+	t.Cleanup(func() { close(held.done) })
+	first := acceptFuture(system, store, "y0")
+	held.wait(t)
+	var later []*actor.Future
+	for _, id := range []string{"y1", "y2", "y3"} {
+		later = append(later, acceptFuture(system, store, id))
+		// The store answers a read after the accept's batch: it committed.
+		askStore(t, system, store, &messages.OutboxStats{})
+	}
+	held.release <- nil
+	if r := acceptResult(t, first); r.Err != nil || !r.Inserted {
+		t.Fatalf("y0: %+v", r)
+	}
+	held.wait(t)
+	held.release <- nil
+	for i, f := range later {
+		if r := acceptResult(t, f); r.Err != nil || !r.Inserted {
+			t.Fatalf("y%d: %+v", i+1, r)
+		}
+	}
+	if n := commitsOf(t, opts.Metrics, "outbox", walSync); n != 2 {
+		t.Fatalf("%d WAL fsyncs for four accepts in two rounds, want 2", n)
 	}
 }

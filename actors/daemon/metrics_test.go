@@ -53,7 +53,7 @@ func TestMetrics(t *testing.T) {
 		`cm_daemon_connected{mesh="local"} 0`,
 		`cm_daemon_ipc_request_total{endpoint="/v1/send",status="202",transport="uds"} 5`,
 		`cm_daemon_ipc_request_total{endpoint="/v1/send",status="409",transport="uds"} 1`,
-		`cm_daemon_store_commit_seconds_count{db="outbox",durability="durable"}`,
+		`cm_daemon_store_commit_seconds_count{db="outbox",durability="wal_sync"}`,
 		`cm_daemon_store_batch_size_count`,
 		`cm_daemon_sse_streams 0`,
 		"go_goroutines ", "process_resident_memory_bytes ",
