@@ -196,7 +196,7 @@ func (s *Store) startSyncers(ctx actor.Context) {
 	start := func(db int, sync func() error, delay time.Duration, owes func(any) bool, fail func(any, error) any) {
 		commits := s.metrics.StoreCommit.WithLabelValues(dbNames[db], walSync)
 		s.syncers[db] = (&walSyncer{sync: sync, delay: delay, owes: owes, fail: fail, root: root,
-			observe: func(d time.Duration) { commits.Observe(d.Seconds()) }, log: s.log}).start()
+			observe: func(d time.Duration) { commits.Observe(d.Seconds()) }, log: s.log.With("db", dbNames[db])}).start()
 	}
 	if s.syncOutboxWAL != nil {
 		start(0, s.syncOutboxWAL, 0, needsDurability, func(cmd any, err error) any {
@@ -298,7 +298,7 @@ func (s *Store) syncWAL() {
 	err := s.syncOutboxWAL()
 	s.metrics.StoreCommit.WithLabelValues(dbNames[0], walSync).Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.log.Error("outbox_fsync_failed", "err", err)
+		s.log.Error("wal_fsync_failed", "db", dbNames[0], "err", err)
 	}
 }
 
