@@ -127,11 +127,10 @@ func TestE2EDirectMessage(t *testing.T) {
 		{alice, []string{`cm_daemon_dispatch_seconds_count{mesh="demo",outcome="done"}`, `cm_daemon_connected{mesh="demo"} 1`,
 			`cm_daemon_outbox_depth{mesh="demo",status="pending"} 0`, `cm_daemon_send_total{kind="dm",mesh="demo",status="queued"} 2`}},
 	} {
-		text := scrape(c.p)
 		for _, w := range c.want {
-			if !strings.Contains(text, w) {
-				t.Errorf("%s's metrics lack %s", c.p.name, w)
-			}
+			// bob counts a message when its store answers, after the
+			// inbox fsync (up to InboxSyncDelay after the event).
+			waitFor(t, e2eDeliverDeadline, c.p.name+"'s metrics to show "+w, func() bool { return strings.Contains(scrape(c.p), w) })
 		}
 	}
 	if r := runCLI(t, alice.env, "daemon", "metrics"); r.code != 0 || !strings.Contains(r.stdout, `cm_daemon_send_total{kind="dm",mesh="demo"`) {
