@@ -75,6 +75,27 @@ type Store struct {
 	// syncers fsync outbox.db's WAL (under strict) and inbox.db's apart
 	// from the actor's goroutine, from Started to Stopping (walSyncer).
 	syncers [2]*walSyncer
+	// owedDurable counts the strict batches whose answers wait for
+	// outbox.db's syncer. While maxOwedDurable of them wait, accepts,
+	// requeues and drops wait in durableNext, and commit together once an
+	// fsync is done (walSynced). Everything else runs meanwhile.
+	owedDurable int
+	durableNext []storeRequest
+}
+
+// maxOwedDurable is how many strict batches may wait for outbox.db's
+// syncer at once: one whose fsync runs, and one committed meanwhile, whose
+// rows are already on their way while it waits for the next fsync. More
+// would commit a batch for every few accepts under load, each rewriting
+// the same pages of the WAL; fewer would make an accept that arrives
+// during an fsync wait for it before its row can go out.
+const maxOwedDurable = 2
+
+// walSynced is outbox.db's syncer telling the store that an fsync covering
+// owes strict batches is done and their answers sent.
+type walSynced struct {
+	from *walSyncer
+	owes int
 }
 
 // SetEvents tells the store where committed events go; no reply.
@@ -151,12 +172,17 @@ func (s *Store) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		s.closeSyncers()
 	case *actor.Stopping:
-		s.run(ctx) // held outcomes
+		s.batch = append(s.batch, s.durableNext...)
+		s.run(ctx) // held outcomes and waiting accepts
 		s.syncWAL()
 		s.closeSyncers()
 	case *flush:
 		s.flushQueued = false
 		s.run(ctx)
+	case *walSynced:
+		if msg.from == s.syncers[0] {
+			s.synced(ctx, msg.owes)
+		}
 	case *flushHeld:
 		s.holding = false
 		s.run(ctx)
@@ -193,17 +219,21 @@ func (s *Store) Receive(ctx actor.Context) {
 // messages (no client_ack) if the fsync fails.
 func (s *Store) startSyncers(ctx actor.Context) {
 	root := ctx.ActorSystem().Root
-	start := func(db int, sync func() error, delay time.Duration, owes func(any) bool, fail func(any, error) any) {
+	start := func(db int, sync func() error, delay time.Duration, owes func(any) bool, fail func(any, error) any) *walSyncer {
 		commits := s.metrics.StoreCommit.WithLabelValues(dbNames[db], walSync)
-		s.syncers[db] = (&walSyncer{sync: sync, delay: delay, owes: owes, fail: fail, root: root,
-			observe: func(d time.Duration) { commits.Observe(d.Seconds()) }, log: s.log.With("db", dbNames[db])}).start()
+		s.syncers[db] = &walSyncer{sync: sync, delay: delay, owes: owes, fail: fail, root: root,
+			observe: func(d time.Duration) { commits.Observe(d.Seconds()) }, log: s.log.With("db", dbNames[db])}
+		return s.syncers[db]
 	}
 	if s.syncOutboxWAL != nil {
-		start(0, s.syncOutboxWAL, 0, needsDurability, func(cmd any, err error) any {
+		y := start(0, s.syncOutboxWAL, 0, needsDurability, func(cmd any, err error) any {
 			return failed(cmd, &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeUnavailable,
 				Detail: "committed, but the disk failed to sync it (" + err.Error() + "): the message may have been sent; " +
 					"retry with the same client_message_id"})
 		})
+		self := ctx.Self()
+		y.synced = func(owes int) { root.Send(self, &walSynced{from: y, owes: owes}) }
+		y.start()
 	}
 	if s.syncInboxWAL != nil {
 		start(1, s.syncInboxWAL, InboxSyncDelay, onInbox, func(cmd any, err error) any {
@@ -211,7 +241,7 @@ func (s *Store) startSyncers(ctx actor.Context) {
 				return failed(cmd, err)
 			}
 			return nil
-		})
+		}).start()
 	}
 }
 
@@ -225,10 +255,27 @@ func (s *Store) closeSyncers() {
 	}
 }
 
+// synced runs the accepts that waited for outbox.db's fsync once fewer
+// than maxOwedDurable strict batches wait for one.
+func (s *Store) synced(ctx actor.Context, owes int) {
+	s.owedDurable -= owes
+	if s.owedDurable >= maxOwedDurable || len(s.durableNext) == 0 {
+		return
+	}
+	s.batch = append(s.batch, s.durableNext...)
+	clear(s.durableNext)
+	s.durableNext = s.durableNext[:0]
+	s.run(ctx)
+}
+
 // enqueueFrom queues a command whose reply goes to sender.
 func (s *Store) enqueueFrom(ctx actor.Context, msg any, sender *actor.PID) {
 	if _, ok := msg.(*messages.SendOutcome); ok {
 		s.hold(ctx, storeRequest{msg: msg, sender: sender})
+		return
+	}
+	if s.owedDurable >= maxOwedDurable && needsDurability(msg) {
+		s.durableNext = append(s.durableNext, storeRequest{msg: msg, sender: sender})
 		return
 	}
 	s.batch = append(s.batch, storeRequest{msg: msg, sender: sender})
@@ -428,6 +475,7 @@ func (s *Store) syncOutbox(ctx actor.Context, reqs []storeRequest, replies []any
 		return
 	}
 	s.unsynced = false // the syncer's fsync covers the whole WAL
+	s.owedDurable++
 	s.syncers[0].owe(reqs, replies)
 }
 

@@ -280,34 +280,59 @@ func TestStoreClaimedBeforeFsync(t *testing.T) {
 	}
 }
 
-// TestStoreOneFsyncCoversBatches: the accepts committed while an fsync
-// runs are answered after the next one, which covers them all.
-func TestStoreOneFsyncCoversBatches(t *testing.T) {
+// TestStoreStrictBatchesWait: while an accept's fsync runs, the next
+// accept commits at once (its row may go out) and waits for the next
+// fsync; the ones after it wait, uncommitted, until the running fsync is
+// done, and then commit together.
+func TestStoreStrictBatchesWait(t *testing.T) {
 	held, opts, outbox := holdOutboxSync()
-	opts.Metrics = metrics.New()
 	system, store, ob, _ := spawnStore(t, opts)
 	*outbox = ob
 	t.Cleanup(func() { close(held.done) })
+	committed := func() map[string]bool {
+		t.Helper()
+		page := askStore(t, system, store, &messages.ListOutbox{Limit: 10}).(*messages.OutboxPage)
+		ids := map[string]bool{}
+		for _, it := range page.Items {
+			ids[it.ClientMessageID] = true
+		}
+		return ids
+	}
 	first := acceptFuture(system, store, "y0")
-	held.wait(t)
-	var later []*actor.Future
-	for _, id := range []string{"y1", "y2", "y3"} {
-		later = append(later, acceptFuture(system, store, id))
-		// The store answers a read after the accept's batch: it committed.
-		askStore(t, system, store, &messages.OutboxStats{})
+	held.wait(t) // y0's fsync runs
+	later := []*actor.Future{acceptFuture(system, store, "y1")}
+	if ids := committed(); !ids["y0"] || !ids["y1"] {
+		t.Fatalf("committed during y0's fsync: %v, want y0 and y1", ids)
+	}
+	later = append(later, acceptFuture(system, store, "y2"), acceptFuture(system, store, "y3"))
+	if ids := committed(); ids["y2"] || ids["y3"] {
+		t.Fatalf("committed while two batches wait for an fsync: %v, want neither y2 nor y3", ids)
 	}
 	held.release <- nil
 	if r := acceptResult(t, first); r.Err != nil || !r.Inserted {
 		t.Fatalf("y0: %+v", r)
 	}
-	held.wait(t)
-	held.release <- nil
+	held.wait(t) // the next fsync began: the store was told the first is done
+	if ids := committed(); !ids["y2"] || !ids["y3"] {
+		t.Fatalf("committed after y0's fsync: %v, want y2 and y3 too", ids)
+	}
+	go func() { // this fsync and any after it
+		for {
+			select {
+			case held.release <- nil:
+			case <-held.done:
+				return
+			}
+			select {
+			case <-held.began:
+			case <-held.done:
+				return
+			}
+		}
+	}()
 	for i, f := range later {
 		if r := acceptResult(t, f); r.Err != nil || !r.Inserted {
 			t.Fatalf("y%d: %+v", i+1, r)
 		}
-	}
-	if n := commitsOf(t, opts.Metrics, "outbox", walSync); n != 2 {
-		t.Fatalf("%d WAL fsyncs for four accepts in two rounds, want 2", n)
 	}
 }

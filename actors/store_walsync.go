@@ -35,17 +35,21 @@ type walSyncer struct {
 	delay time.Duration // gathered before each fsync
 	// owes says which commands' replies wait for the fsync; fail gives a
 	// command's reply when the fsync failed (nil: the reply stands).
-	owes    func(cmd any) bool
-	fail    func(cmd any, err error) any
+	owes func(cmd any) bool
+	fail func(cmd any, err error) any
+	// synced, if set, is told after each fsync how many owe calls it
+	// covered (their replies are sent by then).
+	synced  func(owes int)
 	root    *actor.RootContext
 	observe func(time.Duration)
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	owed []owedReply // replies waiting for the next fsync
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	mu    sync.Mutex
+	owed  []owedReply // replies waiting for the next fsync
+	calls int         // owe calls since the last fsync began
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // owedReply is one command's reply, held until its batch is on disk.
@@ -73,6 +77,7 @@ func (y *walSyncer) owe(reqs []storeRequest, replies []any) {
 			replies[i] = nil
 		}
 	}
+	y.calls++
 	y.mu.Unlock()
 	select {
 	case y.wake <- struct{}{}:
@@ -120,8 +125,10 @@ func (y *walSyncer) loop() {
 func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 	y.mu.Lock()
 	batch, y.owed = y.owed, batch[:0]
+	owes := y.calls
+	y.calls = 0
 	y.mu.Unlock()
-	if len(batch) == 0 {
+	if owes == 0 {
 		return batch
 	}
 	start := time.Now()
@@ -138,6 +145,9 @@ func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 			}
 		}
 		y.root.Send(o.to, reply)
+	}
+	if y.synced != nil {
+		y.synced(owes)
 	}
 	clear(batch)
 	return batch
