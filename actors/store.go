@@ -411,7 +411,7 @@ func (s *Store) run(ctx actor.Context) {
 			which = 1
 		}
 		if batches[which] == nil && begun[which] == nil {
-			batches[which], begun[which] = dbs[which].Begin(context.Background(), persistence.Relaxed)
+			batches[which], begun[which] = dbs[which].Begin(context.Background())
 		}
 		if begun[which] != nil {
 			replies[i] = failed(r.msg, begun[which])

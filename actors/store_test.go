@@ -9,7 +9,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // probe stands in for a mesh's dispatcher: it registers with the store and
@@ -135,7 +134,7 @@ func TestStoreClaimsForDispatcher(t *testing.T) {
 	if err := root.PoisonFuture(tree.Store).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := outbox.Begin(context.Background(), persistence.Durable)
+	b, err := outbox.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,11 @@
 // else opens outbox.db or inbox.db while the daemon runs. Writes happen in
 // a Batch: one BEGIN IMMEDIATE transaction for a whole mailbox drain, each
 // command in its own SAVEPOINT so that one command's failure leaves its
-// neighbours' work intact (group commit). A Durable batch is on disk when
-// its commit returns (synchronous=FULL); a Relaxed one skips the fsync, for
-// writes whose loss in a power cut the design already absorbs (see Begin).
+// neighbours' work intact (group commit). A batch's commit is in the WAL,
+// visible and safe from a crash of the process, when it returns
+// (synchronous=NORMAL); it is on disk once SyncWAL has fsynced the WAL,
+// which the store does, apart from the commits, for the batches whose
+// answers promise it.
 package persistence
 
 import (
@@ -40,24 +42,9 @@ type DB struct {
 	// The savepoint statements every command runs, prepared once: the
 	// driver would otherwise parse them for every command.
 	savepoint, release, rollbackTo *sqlx.Stmt
-	// relaxed says whether the connection is in Relaxed mode. (A connection
-	// the pool replaced starts FULL: the mismatch errs on the durable side.)
-	relaxed bool
 	// version is the schema version after migrations.
 	version int
 }
-
-// Durability is what a batch's commit guarantees.
-type Durability int
-
-const (
-	// Durable: the commit is on disk when it returns (the WAL is fsynced).
-	Durable Durability = iota
-	// Relaxed: the commit is written to the WAL but not fsynced. It survives
-	// a crash of the process, not of the machine; the next Durable commit
-	// makes it durable too (the WAL is one file, synced as a whole).
-	Relaxed
-)
 
 // Open creates (mode 0600) or opens the SQLite file at path, sets the
 // pragmas, checks that WAL took effect and applies the migrations in dir of
@@ -71,6 +58,13 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	if d.version, err = migrate(ctx, db, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	// The migrations ran with synchronous=FULL; the batches' commits skip
+	// the fsync, which SyncWAL does apart. (A connection the pool replaced
+	// would start FULL again: an fsync more, never one less.)
+	if _, err := db.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("set synchronous on %s: %w", path, err)
 	}
 	for _, st := range []struct {
 		to  **sqlx.Stmt
@@ -163,22 +157,8 @@ type Batch struct {
 }
 
 // Begin starts a batch with BEGIN IMMEDIATE, taking the write lock up front.
-// Relaxed is for batches whose every write may be lost in a power cut
-// without breaking a promise: nothing in them was acknowledged to anyone
-// on the strength of the commit.
-func (d *DB) Begin(ctx context.Context, dur Durability) (*Batch, error) {
-	if relaxed := dur == Relaxed; relaxed != d.relaxed {
-		// Never a prepared statement: SQLite applies this pragma when it
-		// compiles it, not when it runs.
-		pragma := "PRAGMA synchronous = FULL"
-		if relaxed {
-			pragma = "PRAGMA synchronous = NORMAL"
-		}
-		if _, err := d.db.ExecContext(ctx, pragma); err != nil {
-			return nil, fmt.Errorf("set synchronous on %s: %w", d.path, err)
-		}
-		d.relaxed = relaxed
-	}
+// Its commit is not fsynced (see SyncWAL).
+func (d *DB) Begin(ctx context.Context) (*Batch, error) {
 	tx, err := d.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin %s: %w", d.path, err)

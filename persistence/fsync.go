@@ -76,9 +76,8 @@ func (p *FsyncPolicy) Mode() FsyncMode {
 // Set changes the mode from the next batch on.
 func (p *FsyncPolicy) Set(mode FsyncMode) { p.mode.Store(int32(mode)) }
 
-// SyncWAL makes every transaction committed so far durable, Relaxed ones
-// included, by fsyncing the write-ahead log — what a Durable commit does
-// for itself. Whatever is no longer in the WAL was checkpointed, and SQLite
+// SyncWAL makes every transaction committed so far durable by fsyncing the
+// write-ahead log (what a synchronous=FULL commit does for itself). Whatever is no longer in the WAL was checkpointed, and SQLite
 // syncs the database file before it reuses the log. No WAL file means
 // nothing is waiting for a sync.
 func (d *DB) SyncWAL() error {

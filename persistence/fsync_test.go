@@ -30,7 +30,7 @@ func TestParseFsyncMode(t *testing.T) {
 // and with no WAL file there is nothing to sync.
 func TestSyncWAL(t *testing.T) {
 	o := openTestOutbox(t)
-	b, err := o.Begin(context.Background(), Relaxed)
+	b, err := o.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

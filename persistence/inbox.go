@@ -53,8 +53,10 @@ const EventIDGap = 4096
 // one, EventIDGap past the highest id issued, durably, and returns db
 // (closed on failure).
 func skipEventIDs(ctx context.Context, db *DB) (*DB, error) {
-	// One statement on a fresh pool, whose connection is synchronous=FULL.
 	_, err := db.db.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'events'`, EventIDGap)
+	if err == nil {
+		err = db.SyncWAL() // before any event is issued
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("move the event id sequence of %s: %w", db.Path(), err)

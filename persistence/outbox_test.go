@@ -39,7 +39,7 @@ func accept(t *testing.T, o *Outbox, b *Batch, id string, fpByte byte) (*message
 
 func inBatch(t *testing.T, o *Outbox, fn func(b *Batch)) {
 	t.Helper()
-	b, err := o.Begin(context.Background(), Durable)
+	b, err := o.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
