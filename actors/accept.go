@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -65,7 +67,7 @@ func (r *AcceptRouter) route(ctx actor.Context, msg *messages.AcceptSend) {
 		store := r.store
 		child = &acceptChildRef{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 			return &acceptChild{id: msg.ClientMessageID, store: store}
-		}))}
+		}, actor.WithDispatcher(workers.Dispatcher)))}
 		r.children[msg.ClientMessageID] = child
 	}
 	child.forwarded++

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
@@ -53,9 +55,9 @@ func (m *meshActor) Receive(ctx actor.Context) {
 }
 
 func (m *meshActor) spawn(ctx actor.Context) {
-	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg, m.store, m.metrics, m.log)))
-	m.pids.Inbox = ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.metrics, m.log)))
-	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log, m.fatal)))
+	m.pids.Dispatcher = ctx.Spawn(actor.PropsFromProducer(newDispatcher(m.cfg, m.store, m.metrics, m.log), actor.WithDispatcher(workers.Dispatcher)))
+	m.pids.Inbox = ctx.Spawn(actor.PropsFromProducer(newInbox(m.cfg, m.store, m.metrics, m.log), actor.WithDispatcher(workers.Dispatcher)))
+	m.pids.Conn = ctx.Spawn(actor.PropsFromProducer(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log, m.fatal), actor.WithDispatcher(workers.Dispatcher)))
 }
 
 // meshStartTimeout bounds the wait for a mesh subtree's children.

@@ -22,6 +22,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
@@ -217,9 +219,9 @@ func (r *root) spawnChildren(ctx actor.Context) {
 	}
 	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
 		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention,
-		Metrics: r.deps.Metrics, Log: log})))
-	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log)))
-	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(r.deps.Metrics, log)))
+		Metrics: r.deps.Metrics, Log: log}), actor.WithDispatcher(workers.Dispatcher)))
+	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log), actor.WithDispatcher(workers.Dispatcher)))
+	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(r.deps.Metrics, log), actor.WithDispatcher(workers.Dispatcher)))
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
 		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, r.deps.Metrics, log, r.deps.Fatal))

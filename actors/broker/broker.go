@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
@@ -76,7 +78,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil
 		}
 		var pid *actor.PID
-		pid, err = system.Root.SpawnNamed(actor.PropsFromProducer(p), "broker/"+name)
+		pid, err = system.Root.SpawnNamed(actor.PropsFromProducer(p, actor.WithDispatcher(workers.Dispatcher)), "broker/"+name)
 		return pid
 	}
 	if opts.PresenceGrace == 0 {
@@ -113,7 +115,7 @@ func Start(opts Options) (*Broker, error) {
 		m.connections.Inc()
 		pid, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 			return &conn{deps: d, id: id, link: c}
-		}), "broker/"+id)
+		}, actor.WithDispatcher(workers.Dispatcher)), "broker/"+id)
 		return &session{root: system.Root, pid: pid}
 	}, b.health, withMetrics(opts.Extra, m), opts.Log)
 	return b, nil

@@ -1,0 +1,48 @@
+package workers
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBlockedMailboxHoldsUpOnlyItself: while one scheduled function blocks,
+// the next still runs.
+func TestBlockedMailboxHoldsUpOnlyItself(t *testing.T) {
+	release, ran := make(chan struct{}), make(chan struct{})
+	Dispatcher.Schedule(func() { <-release })
+	Dispatcher.Schedule(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a function scheduled after a blocked one did not run within 5 s")
+	}
+	close(release)
+}
+
+// TestEveryScheduleRunsOnce: functions scheduled from many goroutines at
+// once each run exactly once.
+func TestEveryScheduleRunsOnce(t *testing.T) {
+	const n = 4000
+	var runs [n]atomic.Int32
+	var done sync.WaitGroup
+	done.Add(n)
+	var senders sync.WaitGroup
+	for s := range 8 {
+		senders.Add(1)
+		go func() {
+			defer senders.Done()
+			for i := s; i < n; i += 8 {
+				Dispatcher.Schedule(func() { runs[i].Add(1); done.Done() })
+			}
+		}()
+	}
+	senders.Wait()
+	done.Wait()
+	for i := range runs {
+		if r := runs[i].Load(); r != 1 {
+			t.Fatalf("function %d ran %d times", i, r)
+		}
+	}
+}
