@@ -246,16 +246,7 @@ func TestStoreClaimedBeforeFsync(t *testing.T) {
 	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &probe{store: store, got: got, ready: &messages.DispatchReady{Mesh: "m", Gen: 1, Window: 4, Now: time.Now().UnixMilli()}}
 	}))
-	next := func() any {
-		t.Helper()
-		select {
-		case m := <-got:
-			return m
-		case <-time.After(5 * time.Second):
-			t.Fatal("the store sent the dispatcher nothing within 5 s")
-			return nil
-		}
-	}
+	next := func() any { t.Helper(); return probed(t, got) }
 	if m, ok := next().(*messages.OutcomeApplied); !ok || m.Err != nil {
 		t.Fatalf("DispatchReady answered %+v", m)
 	}

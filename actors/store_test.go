@@ -19,6 +19,18 @@ type probe struct {
 	got   chan any
 }
 
+// probed is the next message the store sent a probe.
+func probed(t *testing.T, got <-chan any) any {
+	t.Helper()
+	select {
+	case m := <-got:
+		return m
+	case <-time.After(5 * time.Second):
+		t.Fatal("the store sent the dispatcher nothing within 5 s")
+		return nil
+	}
+}
+
 // outcomeOf asks the probe to report an outcome to the store, as the
 // dispatcher does (the store answers the probe).
 type outcomeOf struct{ out *messages.SendOutcome }
@@ -56,16 +68,7 @@ func TestStoreClaimsForDispatcher(t *testing.T) {
 		return outboxRows(t, tree, status)
 	}
 	got := make(chan any, 16)
-	next := func() any {
-		t.Helper()
-		select {
-		case m := <-got:
-			return m
-		case <-time.After(5 * time.Second):
-			t.Fatal("the store sent the dispatcher nothing")
-			return nil
-		}
-	}
+	next := func() any { t.Helper(); return probed(t, got) }
 	claimedIDs := func() []string {
 		t.Helper()
 		c, ok := next().(*messages.ClaimedRows)
