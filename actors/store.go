@@ -236,7 +236,7 @@ func (s *Store) startSyncers(ctx actor.Context) {
 		y.start()
 	}
 	if s.syncInboxWAL != nil {
-		start(1, s.syncInboxWAL, InboxSyncDelay, onInbox, func(cmd any, err error) any {
+		start(1, s.syncInboxWAL, InboxSyncDelay, inboxWrite, func(cmd any, err error) any {
 			if _, ok := cmd.(*messages.StoreInbound); ok {
 				return failed(cmd, err)
 			}
@@ -479,23 +479,28 @@ func (s *Store) syncOutbox(ctx actor.Context, reqs []storeRequest, replies []any
 	s.syncers[0].owe(reqs, replies)
 }
 
-// syncInbox hands the replies of a batch that stored a message or appended
-// an event to the inbox syncer, which answers them once inbox.db's WAL is
-// fsynced (the inbox actor sends its client_ack on that answer). The
+// inboxWrite says whether a command stores a message or appends an event.
+func inboxWrite(cmd any) bool {
+	switch cmd.(type) {
+	case *messages.StoreInbound, *messages.AppendEvent:
+		return true
+	}
+	return false
+}
+
+// syncInbox hands the replies of a batch's stores of messages and events to
+// the inbox syncer, which answers them once inbox.db's WAL is fsynced (the
+// inbox actor sends its client_ack on that answer). The
 // batch's events are already published: a local reader sees a message as
 // soon as its commit is visible, without waiting for the disk. A power cut
 // before the fsync loses the batch's rows and events, never a message: the
 // broker, not acked, delivers it again, and a reader may see it twice (the
 // same client_message_id); its event ids are not issued again
-// (persistence.EventIDGap). The batch's outbox.db commands are answered at
-// once: they do not wait for it.
+// (persistence.EventIDGap). The batch's other commands, reads of inbox.db
+// included, are answered at once: they do not wait for it.
 func (s *Store) syncInbox(reqs []storeRequest, replies []any) {
-	for _, r := range reqs {
-		switch r.msg.(type) {
-		case *messages.StoreInbound, *messages.AppendEvent:
-			s.syncers[1].owe(reqs, replies)
-			return
-		}
+	if slices.ContainsFunc(reqs, func(r storeRequest) bool { return inboxWrite(r.msg) }) {
+		s.syncers[1].owe(reqs, replies)
 	}
 }
 
