@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -81,6 +82,12 @@ type Store struct {
 	// fsync is done (walSynced). Everything else runs meanwhile.
 	owedDurable int
 	durableNext []storeRequest
+	// broken is each database's first failed WAL fsync (outbox.db's, then
+	// inbox.db's); like dispatch it survives a restart of the actor. Once
+	// outbox.db's is set the store refuses accepts, requeues and drops,
+	// and inbox.db's syncer acks nothing more: no later fsync can be
+	// trusted (walSyncer.broken). Health reports it; a restart clears it.
+	broken *[2]error
 }
 
 // maxOwedDurable is how many strict batches may wait for outbox.db's
@@ -91,11 +98,13 @@ type Store struct {
 // during an fsync wait for it before its row can go out.
 const maxOwedDurable = 2
 
-// walSynced is outbox.db's syncer telling the store that an fsync covering
-// owes strict batches is done and their answers sent.
+// walSynced is a syncer telling the store that an fsync covering owes
+// strict batches is done and their answers sent (outbox.db's, after every
+// fsync), or that its fsyncs are broken (inbox.db's, once).
 type walSynced struct {
-	from *walSyncer
-	owes int
+	from   *walSyncer
+	owes   int
+	broken error
 }
 
 // SetEvents tells the store where committed events go; no reply.
@@ -139,10 +148,11 @@ type StoreOptions struct {
 func NewStore(o StoreOptions) actor.Producer {
 	dispatch := map[string]*meshDispatch{}
 	passes := &retentionPasses{keep: o.Retention}
+	broken := new([2]error)
 	return func() actor.Actor {
 		s := &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics,
 			log: o.Log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch, passes: passes,
-			syncOutboxWAL: o.syncOutboxWAL, syncInboxWAL: o.syncInboxWAL}
+			broken: broken, syncOutboxWAL: o.syncOutboxWAL, syncInboxWAL: o.syncInboxWAL}
 		if s.syncOutboxWAL == nil && o.Outbox != nil {
 			s.syncOutboxWAL = o.Outbox.DB.SyncWAL
 		}
@@ -180,8 +190,12 @@ func (s *Store) Receive(ctx actor.Context) {
 		s.flushQueued = false
 		s.run(ctx)
 	case *walSynced:
-		if msg.from == s.syncers[0] {
+		switch msg.from {
+		case s.syncers[0]:
+			s.breakWAL(0, msg.broken)
 			s.synced(ctx, msg.owes)
+		case s.syncers[1]:
+			s.breakWAL(1, msg.broken)
 		}
 	case *flushHeld:
 		s.holding = false
@@ -218,7 +232,7 @@ func (s *Store) Receive(ctx actor.Context) {
 // and events, InboxSyncDelay after the first, and fails the stores of
 // messages (no client_ack) if the fsync fails.
 func (s *Store) startSyncers(ctx actor.Context) {
-	root := ctx.ActorSystem().Root
+	root, self := ctx.ActorSystem().Root, ctx.Self()
 	start := func(db int, sync func() error, delay time.Duration, owes func(any) bool, fail func(any, error) any) *walSyncer {
 		commits := s.metrics.StoreCommit.WithLabelValues(dbNames[db], walSync)
 		s.syncers[db] = &walSyncer{sync: sync, delay: delay, owes: owes, fail: fail, root: root,
@@ -231,18 +245,57 @@ func (s *Store) startSyncers(ctx actor.Context) {
 				Detail: "committed, but the disk failed to sync it (" + err.Error() + "): the message may have been sent; " +
 					"retry with the same client_message_id"})
 		})
-		self := ctx.Self()
-		y.synced = func(owes int) { root.Send(self, &walSynced{from: y, owes: owes}) }
+		y.synced = func(owes int, broken error) { root.Send(self, &walSynced{from: y, owes: owes, broken: broken}) }
+		y.broken = s.broken[0]
 		y.start()
 	}
 	if s.syncInboxWAL != nil {
-		start(1, s.syncInboxWAL, InboxSyncDelay, inboxWrite, func(cmd any, err error) any {
+		y := start(1, s.syncInboxWAL, InboxSyncDelay, inboxWrite, func(cmd any, err error) any {
 			if _, ok := cmd.(*messages.StoreInbound); ok {
 				return failed(cmd, err)
 			}
 			return nil
-		}).start()
+		})
+		told := false
+		y.synced = func(_ int, broken error) {
+			if broken != nil && !told { // the loop's goroutine: no lock needed
+				told = true
+				root.Send(self, &walSynced{from: y, broken: broken})
+			}
+		}
+		y.broken = s.broken[1]
+		y.start()
 	}
+}
+
+// breakWAL records db's first failed fsync (see Store.broken).
+func (s *Store) breakWAL(db int, err error) {
+	if err == nil || s.broken[db] != nil {
+		return
+	}
+	s.broken[db] = err
+	s.log.Error("wal_sync_broken", "db", dbNames[db], "err", err,
+		"until", "the daemon restarts: "+map[bool]string{true: "no sends are taken", false: "no message is acked"}[db == 0])
+}
+
+// refusal answers a command that needs a durable outbox.db once its fsyncs
+// are broken.
+func (s *Store) refusal(cmd any) any {
+	return failed(cmd, &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeDegraded,
+		Detail: "outbox.db could not be synced to disk (" + s.broken[0].Error() + "): the daemon takes no sends, " +
+			"requeues or drops until it is restarted; what it accepted before is still delivered"})
+}
+
+// syncBroken names the databases whose fsyncs are broken, with the error,
+// for /v1/health ("" when none is).
+func (s *Store) syncBroken() string {
+	var parts []string
+	for db, err := range s.broken {
+		if err != nil {
+			parts = append(parts, dbNames[db]+": "+err.Error())
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // closeSyncers answers what waits for a WAL fsync and stops the syncers.
@@ -272,6 +325,12 @@ func (s *Store) synced(ctx actor.Context, owes int) {
 func (s *Store) enqueueFrom(ctx actor.Context, msg any, sender *actor.PID) {
 	if _, ok := msg.(*messages.SendOutcome); ok {
 		s.hold(ctx, storeRequest{msg: msg, sender: sender})
+		return
+	}
+	if s.broken[0] != nil && needsDurability(msg) {
+		if sender != nil {
+			ctx.Send(sender, s.refusal(msg))
+		}
 		return
 	}
 	if s.owedDurable >= maxOwedDurable && needsDurability(msg) {
@@ -346,6 +405,7 @@ func (s *Store) syncWAL() {
 	s.metrics.StoreCommit.WithLabelValues(dbNames[0], walSync).Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.log.Error("wal_fsync_failed", "db", dbNames[0], "err", err)
+		s.breakWAL(0, err)
 	}
 }
 
@@ -558,7 +618,7 @@ func (s *Store) command(tx *sqlx.Tx, msg any) (any, error) {
 		return s.outbox.List(tx, m)
 	case *messages.OutboxStats:
 		counts, err := s.outbox.Counts(tx)
-		return &messages.OutboxCounts{ByMesh: counts}, err
+		return &messages.OutboxCounts{ByMesh: counts, SyncBroken: s.syncBroken()}, err
 	case *messages.SendOutcome:
 		return s.sendOutcome(tx, m)
 	case *messages.ReleaseMesh:

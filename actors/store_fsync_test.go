@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,7 +153,9 @@ func askStore(t *testing.T, system *actor.ActorSystem, store *actor.PID, msg any
 // TestStoreInboxSyncFails: when the inbox fsync fails, the message is
 // committed (a reader may have seen it) but its store is answered with the
 // error, so the inbox actor sends no client_ack and the broker pushes it
-// again; the repeat is a dedupe hit, answered once its own fsync succeeds.
+// again. From then on no fsync is trusted: the repeat is answered with the
+// error too, though the disk works again, and the store reports inbox.db's
+// fsyncs broken (GET /v1/health) until the daemon restarts.
 func TestStoreInboxSyncFails(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
@@ -168,16 +171,27 @@ func TestStoreInboxSyncFails(t *testing.T) {
 	body := "hello"
 	in := &messages.StoreInbound{Item: messages.InboxItem{ID: "r1", ClientMessageID: "c1", Mesh: "m", Kind: "dm",
 		SenderPubkey: "p", SenderName: "n", Body: &body, ReceivedAtMs: time.Now().UnixMilli()}}
-	res, err := system.Root.RequestFuture(store, in, 5*time.Second).Result()
-	if r, ok := res.(*messages.InboundStored); err != nil || !ok || r.Err == nil {
-		t.Fatalf("store with a failing fsync: %+v, %v; want the error", res, err)
+	stored := func() *messages.InboundStored {
+		t.Helper()
+		res, err := system.Root.RequestFuture(store, in, 5*time.Second).Result()
+		r, ok := res.(*messages.InboundStored)
+		if err != nil || !ok {
+			t.Fatalf("store: %+v, %v", res, err)
+		}
+		return r
+	}
+	if r := stored(); r.Err == nil {
+		t.Fatalf("store with a failing fsync: %+v; want the error", r)
 	}
 	if page := askStore(t, system, store, &messages.ListInbox{Limit: 10}).(*messages.InboxPage); len(page.Items) != 1 {
 		t.Fatalf("inbox after the failed fsync: %d rows, want the committed one", len(page.Items))
 	}
 	failing.Store(false)
-	if r := askStore(t, system, store, in).(*messages.InboundStored); r.Inserted || r.Err != nil {
-		t.Fatalf("the broker's repeat: %+v, want a dedupe hit", r)
+	if r := stored(); r.Inserted || r.Err == nil || !strings.Contains(r.Err.Error(), "input/output error") {
+		t.Fatalf("the broker's repeat after the disk came back: %+v; want the first failure", r)
+	}
+	if c := askStore(t, system, store, &messages.OutboxStats{}).(*messages.OutboxCounts); !strings.HasPrefix(c.SyncBroken, "inbox: ") {
+		t.Fatalf("sync broken = %q, want inbox.db's", c.SyncBroken)
 	}
 }
 
@@ -235,8 +249,8 @@ func acceptResult(t *testing.T, f *actor.Future) *messages.AcceptResult {
 // TestStoreClaimedBeforeFsync: under strict an accepted row goes to the
 // dispatcher as soon as its commit is visible, while the WAL fsync runs,
 // and the caller's answer waits for the fsync. If the fsync fails, the
-// caller is answered 503 store_unavailable, and its retry with the same
-// client_message_id finds the committed row (a dedupe hit), not a new one.
+// caller is answered 503 store_unavailable, the store reports outbox.db's
+// fsyncs broken, and later sends are refused 503 daemon_degraded.
 func TestStoreClaimedBeforeFsync(t *testing.T) {
 	held, opts, outbox := holdOutboxSync()
 	system, store, ob, _ := spawnStore(t, opts)
@@ -262,12 +276,14 @@ func TestStoreClaimedBeforeFsync(t *testing.T) {
 	if r := acceptResult(t, first); !errors.As(r.Err, &me) || me.Status != 503 || me.Code != messages.CodeUnavailable {
 		t.Fatalf("accept whose fsync failed: %+v, want 503 %s", r, messages.CodeUnavailable)
 	}
-
-	retry := acceptFuture(system, store, "x1")
-	held.wait(t)
-	held.release <- nil
-	if r := acceptResult(t, retry); r.Err != nil || r.Inserted || r.Outcome != messages.AcceptInflight {
-		t.Fatalf("the retry: %+v, want the committed row, inflight", r)
+	if c := askStore(t, system, store, &messages.OutboxStats{}).(*messages.OutboxCounts); !strings.HasPrefix(c.SyncBroken, "outbox: ") {
+		t.Fatalf("sync broken = %q, want outbox.db's", c.SyncBroken)
+	}
+	// No fsync is trusted after a failed one: sends are refused, at once,
+	// until the daemon restarts.
+	if r := acceptResult(t, acceptFuture(system, store, "x2")); !errors.As(r.Err, &me) || me.Status != 503 ||
+		me.Code != messages.CodeDegraded {
+		t.Fatalf("a send after the failed fsync: %+v, want 503 %s", r, messages.CodeDegraded)
 	}
 }
 

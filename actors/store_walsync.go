@@ -37,9 +37,10 @@ type walSyncer struct {
 	// command's reply when the fsync failed (nil: the reply stands).
 	owes func(cmd any) bool
 	fail func(cmd any, err error) any
-	// synced, if set, is told after each fsync how many owe calls it
-	// covered (their replies are sent by then).
-	synced  func(owes int)
+	// synced, if set, is told after each fsync, before its replies are
+	// sent, how many owe calls it covered and the failure that broke the
+	// syncer, if one did.
+	synced  func(owes int, broken error)
 	root    *actor.RootContext
 	observe func(time.Duration)
 	log     *slog.Logger
@@ -47,9 +48,15 @@ type walSyncer struct {
 	mu    sync.Mutex
 	owed  []owedReply // replies waiting for the next fsync
 	calls int         // owe calls since the last fsync began
-	wake  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	// broken is the first failed fsync's error (the loop's goroutine's).
+	// From then on no fsync is trusted: the kernel may have dropped pages
+	// it could not write, and SQLite's recovery stops at the first bad
+	// frame of the WAL, taking every later commit with it. Every reply
+	// owed after it is the failure's, until the daemon restarts.
+	broken error
+	wake   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // owedReply is one command's reply, held until its batch is on disk.
@@ -118,10 +125,9 @@ func (y *walSyncer) loop() {
 }
 
 // syncOwed fsyncs the WAL and sends the replies owed until then; if the
-// fsync fails, the commands fail picks are answered with the error
-// instead. A failed fsync is not retried: the kernel may have dropped the
-// pages it could not write, and a second fsync would report success for
-// them. batch is the buffer of the previous call, reused.
+// fsync fails, or one failed before (broken), the commands fail picks are
+// answered with the error instead. batch is the buffer of the previous
+// call, reused.
 func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 	y.mu.Lock()
 	batch, y.owed = y.owed, batch[:0]
@@ -131,11 +137,18 @@ func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 	if owes == 0 {
 		return batch
 	}
-	start := time.Now()
-	err := y.sync()
-	y.observe(time.Since(start))
-	if err != nil {
-		y.log.Error("wal_fsync_failed", "err", err)
+	err := y.broken
+	if err == nil {
+		start := time.Now()
+		err = y.sync()
+		y.observe(time.Since(start))
+		if err != nil {
+			y.log.Error("wal_fsync_failed", "err", err)
+			y.broken = err
+		}
+	}
+	if y.synced != nil { // first: whoever acts on a reply then finds the store told
+		y.synced(owes, y.broken)
 	}
 	for _, o := range batch {
 		reply := o.reply
@@ -145,9 +158,6 @@ func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 			}
 		}
 		y.root.Send(o.to, reply)
-	}
-	if y.synced != nil {
-		y.synced(owes)
 	}
 	clear(batch)
 	return batch

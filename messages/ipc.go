@@ -75,14 +75,18 @@ type TokenRotated struct {
 
 // Health is the body of GET /v1/health.
 type Health struct {
-	OK            bool         `json:"ok"`
-	PID           int          `json:"pid"`
-	UptimeS       int64        `json:"uptime_s"`
-	DaemonVersion string       `json:"daemon_version"`
-	SchemaVersion int          `json:"schema_version"`
-	DiskPressure  string       `json:"disk_pressure"` // normal | high | refuse (sends answered 507) | degraded (new event streams refused too)
-	Degraded      bool         `json:"degraded"`      // disk_pressure is degraded
-	FsyncMode     string       `json:"fsync_mode"`    // [outbox] fsync_mode in force: strict | batched_50ms | off
+	OK            bool   `json:"ok"`
+	PID           int    `json:"pid"`
+	UptimeS       int64  `json:"uptime_s"`
+	DaemonVersion string `json:"daemon_version"`
+	SchemaVersion int    `json:"schema_version"`
+	DiskPressure  string `json:"disk_pressure"` // normal | high | refuse (sends answered 507) | degraded (new event streams refused too)
+	Degraded      bool   `json:"degraded"`      // disk_pressure is degraded, or wal_sync_failed is set
+	// WALSyncFailed names the databases whose WAL fsync failed since the
+	// daemon started, with the error: sends are refused (outbox.db) or
+	// nothing is acked to the broker (inbox.db) until a restart.
+	WALSyncFailed string       `json:"wal_sync_failed,omitempty"`
+	FsyncMode     string       `json:"fsync_mode"` // [outbox] fsync_mode in force: strict | batched_50ms | off
 	Meshes        []MeshHealth `json:"meshes"`
 }
 

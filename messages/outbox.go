@@ -159,7 +159,10 @@ type OutboxStats struct{}
 // OutboxCounts is the reply to *OutboxStats: mesh → status → rows.
 type OutboxCounts struct {
 	ByMesh map[string]map[string]int
-	Err    error
+	// SyncBroken names the databases whose WAL fsync failed since the
+	// daemon started, with the error ("" when none did).
+	SyncBroken string
+	Err        error
 }
 
 // Failure returns the store's error, nil on success.

@@ -124,6 +124,10 @@ func printStatus(r *statusReport) {
 		fmt.Printf("disk pressure: %s (see [outbox] max_size_mb and [disk] reserved_mb; from refuse on, sends are answered 507; "+
 			"degraded also refuses new event streams)\n", h.DiskPressure)
 	}
+	if h.WALSyncFailed != "" {
+		fmt.Printf("WAL fsync failed: %s (outbox: sends are refused; inbox: nothing is acked; restart the daemon)\n",
+			h.WALSyncFailed)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tBREAKER\tLAG\tQUEUED\tINFLIGHT\tDEAD")
 	for _, m := range h.Meshes {

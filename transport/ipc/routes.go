@@ -135,6 +135,9 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 		h.DiskPressure = s.opts.Pressure.Level().String()
 		h.Degraded = s.opts.Pressure.Level() == persistence.PressureDegraded
 	}
+	if counts.SyncBroken != "" {
+		h.WALSyncFailed, h.Degraded = counts.SyncBroken, true
+	}
 	for _, m := range s.Meshes() {
 		c := counts.ByMesh[m.Info.Mesh]
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
