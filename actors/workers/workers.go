@@ -9,33 +9,49 @@
 // already grown.
 package workers
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // Throughput is how many messages a mailbox processes before it yields its
 // worker (protoactor's default).
 const Throughput = 300
 
-type pool struct{ idle chan func() }
+// MaxIdle is how many workers may wait for work at once; a worker that
+// finds that many waiting ends. A burst of mailboxes (a thousand broker
+// connections at once) leaves no more goroutines behind than this.
+const MaxIdle = 64
 
-// Dispatcher runs each scheduled mailbox on an idle worker, or on a new
-// worker when none is idle — never after another mailbox, so an actor that
-// blocks holds up only itself. Workers are never stopped: there are as
-// many as mailboxes ever ran at once.
-var Dispatcher actor.Dispatcher = &pool{idle: make(chan func())}
+type pool struct {
+	work    chan func()
+	waiting atomic.Int32 // workers waiting on work, or about to
+}
+
+// Dispatcher runs each scheduled mailbox on a waiting worker, or on a new
+// worker when none waits — never after another mailbox, so an actor that
+// blocks holds up only itself.
+var Dispatcher actor.Dispatcher = &pool{work: make(chan func())}
 
 func (p *pool) Schedule(fn func()) {
 	select {
-	case p.idle <- fn:
+	case p.work <- fn:
 	default:
-		go p.work(fn)
+		go p.run(fn)
 	}
 }
 
 func (p *pool) Throughput() int { return Throughput }
 
-func (p *pool) work(fn func()) {
+func (p *pool) run(fn func()) {
 	for {
 		fn()
-		fn = <-p.idle
+		if p.waiting.Add(1) > MaxIdle {
+			p.waiting.Add(-1)
+			return
+		}
+		fn = <-p.work
+		p.waiting.Add(-1)
 	}
 }
