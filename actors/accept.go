@@ -65,9 +65,9 @@ func (r *AcceptRouter) route(ctx actor.Context, msg *messages.AcceptSend) {
 	child, ok := r.children[msg.ClientMessageID]
 	if !ok {
 		store := r.store
-		child = &acceptChildRef{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		child = &acceptChildRef{pid: ctx.Spawn(workers.Props(func() actor.Actor {
 			return &acceptChild{id: msg.ClientMessageID, store: store}
-		}, actor.WithDispatcher(workers.Dispatcher)))}
+		}))}
 		r.children[msg.ClientMessageID] = child
 	}
 	child.forwarded++

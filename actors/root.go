@@ -217,11 +217,11 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		}
 		return pid
 	}
-	r.tree.Store = spawn("store", actor.PropsFromProducer(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
+	r.tree.Store = spawn("store", workers.Props(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
 		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention,
-		Metrics: r.deps.Metrics, Log: log}), actor.WithDispatcher(workers.Dispatcher)))
-	r.tree.Accept = spawn("accept", actor.PropsFromProducer(NewAcceptRouter(r.tree.Store, log), actor.WithDispatcher(workers.Dispatcher)))
-	r.tree.Events = spawn("events", actor.PropsFromProducer(NewEvents(r.deps.Metrics, log), actor.WithDispatcher(workers.Dispatcher)))
+		Metrics: r.deps.Metrics, Log: log})))
+	r.tree.Accept = spawn("accept", workers.Props(NewAcceptRouter(r.tree.Store, log)))
+	r.tree.Events = spawn("events", workers.Props(NewEvents(r.deps.Metrics, log)))
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
 		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, r.deps.Metrics, log, r.deps.Fatal))

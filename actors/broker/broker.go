@@ -78,7 +78,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil
 		}
 		var pid *actor.PID
-		pid, err = system.Root.SpawnNamed(actor.PropsFromProducer(p, actor.WithDispatcher(workers.Dispatcher)), "broker/"+name)
+		pid, err = system.Root.SpawnNamed(workers.Props(p), "broker/"+name)
 		return pid
 	}
 	if opts.PresenceGrace == 0 {
@@ -113,9 +113,9 @@ func Start(opts Options) (*Broker, error) {
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		m.connections.Inc()
-		pid, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		pid, _ := system.Root.SpawnNamed(workers.Props(func() actor.Actor {
 			return &conn{deps: d, id: id, link: c}
-		}, actor.WithDispatcher(workers.Dispatcher)), "broker/"+id)
+		}), "broker/"+id)
 		return &session{root: system.Root, pid: pid}
 	}, b.health, withMetrics(opts.Extra, m), opts.Log)
 	return b, nil

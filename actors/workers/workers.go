@@ -55,3 +55,8 @@ func (p *pool) run(fn func()) {
 		p.waiting.Add(-1)
 	}
 }
+
+// Props is actor.PropsFromProducer for an actor that runs on Dispatcher.
+func Props(p actor.Producer) *actor.Props {
+	return actor.PropsFromProducer(p, actor.WithDispatcher(Dispatcher))
+}
