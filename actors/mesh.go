@@ -57,7 +57,8 @@ func (m *meshActor) Receive(ctx actor.Context) {
 func (m *meshActor) spawn(ctx actor.Context) {
 	m.pids.Dispatcher = ctx.Spawn(workers.Props(newDispatcher(m.cfg, m.store, m.metrics, m.log)))
 	m.pids.Inbox = ctx.Spawn(workers.Props(newInbox(m.cfg, m.store, m.metrics, m.log)))
-	m.pids.Conn = ctx.Spawn(workers.Props(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log, m.fatal)))
+	m.pids.Conn = ctx.Spawn(workers.Props(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log,
+		m.fatal)))
 }
 
 // meshStartTimeout bounds the wait for a mesh subtree's children.
