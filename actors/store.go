@@ -98,9 +98,9 @@ type Store struct {
 // during an fsync wait for it before its row can go out.
 const maxOwedDurable = 2
 
-// walSynced is a syncer telling the store that an fsync covering owes
-// strict batches is done and their answers sent (outbox.db's, after every
-// fsync), or that its fsyncs are broken (inbox.db's, once).
+// walSynced is a syncer telling the store, after each fsync and before its
+// replies go, how many owe calls the fsync covered and the failure that
+// broke the syncer, if one did.
 type walSynced struct {
 	from   *walSyncer
 	owes   int
@@ -190,7 +190,7 @@ func (s *Store) Receive(ctx actor.Context) {
 		s.flushQueued = false
 		s.run(ctx)
 	case *walSynced:
-		switch msg.from {
+		switch msg.from { // a syncer of a predecessor is not heard
 		case s.syncers[0]:
 			s.breakWAL(0, msg.broken)
 			s.synced(ctx, msg.owes)
@@ -233,38 +233,25 @@ func (s *Store) Receive(ctx actor.Context) {
 // messages (no client_ack) if the fsync fails.
 func (s *Store) startSyncers(ctx actor.Context) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	start := func(db int, sync func() error, delay time.Duration, owes func(any) bool, fail func(any, error) any) *walSyncer {
+	start := func(db int, sync func() error, delay time.Duration, owes func(any) bool, fail func(any, error) any) {
 		commits := s.metrics.StoreCommit.WithLabelValues(dbNames[db], walSync)
-		s.syncers[db] = &walSyncer{sync: sync, delay: delay, owes: owes, fail: fail, root: root,
-			observe: func(d time.Duration) { commits.Observe(d.Seconds()) }, log: s.log.With("db", dbNames[db])}
-		return s.syncers[db]
+		s.syncers[db] = (&walSyncer{sync: sync, delay: delay, owes: owes, fail: fail, root: root, store: self,
+			observe: func(d time.Duration) { commits.Observe(d.Seconds()) }, broken: s.broken[db]}).start()
 	}
 	if s.syncOutboxWAL != nil {
-		y := start(0, s.syncOutboxWAL, 0, needsDurability, func(cmd any, err error) any {
+		start(0, s.syncOutboxWAL, 0, needsDurability, func(cmd any, err error) any {
 			return failed(cmd, &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeUnavailable,
 				Detail: "committed, but the disk failed to sync it (" + err.Error() + "): the message may have been sent; " +
 					"retry with the same client_message_id"})
 		})
-		y.synced = func(owes int, broken error) { root.Send(self, &walSynced{from: y, owes: owes, broken: broken}) }
-		y.broken = s.broken[0]
-		y.start()
 	}
 	if s.syncInboxWAL != nil {
-		y := start(1, s.syncInboxWAL, InboxSyncDelay, inboxWrite, func(cmd any, err error) any {
+		start(1, s.syncInboxWAL, InboxSyncDelay, inboxWrite, func(cmd any, err error) any {
 			if _, ok := cmd.(*messages.StoreInbound); ok {
 				return failed(cmd, err)
 			}
 			return nil
 		})
-		told := false
-		y.synced = func(_ int, broken error) {
-			if broken != nil && !told { // the loop's goroutine: no lock needed
-				told = true
-				root.Send(self, &walSynced{from: y, broken: broken})
-			}
-		}
-		y.broken = s.broken[1]
-		y.start()
 	}
 }
 
@@ -274,8 +261,11 @@ func (s *Store) breakWAL(db int, err error) {
 		return
 	}
 	s.broken[db] = err
-	s.log.Error("wal_sync_broken", "db", dbNames[db], "err", err,
-		"until", "the daemon restarts: "+map[bool]string{true: "no sends are taken", false: "no message is acked"}[db == 0])
+	refused := "no message is acked"
+	if db == 0 {
+		refused = "no sends are taken"
+	}
+	s.log.Error("wal_fsync_failed", "db", dbNames[db], "err", err, "until_restart", refused)
 }
 
 // refusal answers a command that needs a durable outbox.db once its fsyncs
@@ -391,10 +381,8 @@ func (s *Store) deferSync(ctx actor.Context) {
 	time.AfterFunc(persistence.BatchedSyncDelay, func() { root.Send(self, &syncOutbox{}) })
 }
 
-// syncWAL fsyncs outbox.db's WAL if an answered accept waits for it. A
-// failed fsync is logged and not retried: after one, the kernel may have
-// dropped the pages it could not write, and a second fsync would report
-// success for them.
+// syncWAL fsyncs outbox.db's WAL if an answered accept waits for it (under
+// batched_50ms and off). A failed fsync breaks outbox.db (breakWAL).
 func (s *Store) syncWAL() {
 	if !s.unsynced {
 		return
@@ -403,10 +391,7 @@ func (s *Store) syncWAL() {
 	start := time.Now()
 	err := s.syncOutboxWAL()
 	s.metrics.StoreCommit.WithLabelValues(dbNames[0], walSync).Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.log.Error("wal_fsync_failed", "db", dbNames[0], "err", err)
-		s.breakWAL(0, err)
-	}
+	s.breakWAL(0, err)
 }
 
 // Label values of the store's commit metric: every commit is relaxed, and

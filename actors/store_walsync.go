@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"log/slog"
 	"sync"
 	"time"
 
@@ -35,20 +34,17 @@ type walSyncer struct {
 	delay time.Duration // gathered before each fsync
 	// owes says which commands' replies wait for the fsync; fail gives a
 	// command's reply when the fsync failed (nil: the reply stands).
-	owes func(cmd any) bool
-	fail func(cmd any, err error) any
-	// synced, if set, is told after each fsync, before its replies are
-	// sent, how many owe calls it covered and the failure that broke the
-	// syncer, if one did.
-	synced  func(owes int, broken error)
+	owes    func(cmd any) bool
+	fail    func(cmd any, err error) any
 	root    *actor.RootContext
+	store   *actor.PID // told after each fsync, before its replies go (walSynced)
 	observe func(time.Duration)
-	log     *slog.Logger
 
 	mu    sync.Mutex
 	owed  []owedReply // replies waiting for the next fsync
 	calls int         // owe calls since the last fsync began
-	// broken is the first failed fsync's error (the loop's goroutine's).
+	// broken is the first failed fsync's error (the store's record of it
+	// at the start, then the loop's goroutine's).
 	// From then on no fsync is trusted: the kernel may have dropped pages
 	// it could not write, and SQLite's recovery stops at the first bad
 	// frame of the WAL, taking every later commit with it. Every reply
@@ -142,14 +138,10 @@ func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 		start := time.Now()
 		err = y.sync()
 		y.observe(time.Since(start))
-		if err != nil {
-			y.log.Error("wal_fsync_failed", "err", err)
-			y.broken = err
-		}
+		y.broken = err
 	}
-	if y.synced != nil { // first: whoever acts on a reply then finds the store told
-		y.synced(owes, y.broken)
-	}
+	// First: whoever acts on a reply then finds the store told.
+	y.root.Send(y.store, &walSynced{from: y, owes: owes, broken: err})
 	for _, o := range batch {
 		reply := o.reply
 		if err != nil {

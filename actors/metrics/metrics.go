@@ -78,7 +78,7 @@ func New() *Daemon {
 	d.StoreBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cm_daemon_store_batch_size",
 		Help: "Commands per store batch (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	d.StoreCommit = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_store_commit_seconds",
-		Help: "Store commit latency by database (outbox, inbox) and durability (durable: fsynced; relaxed: not; wal_sync: an fsync apart from its commit — outbox.db's under [outbox] fsync_mode batched_50ms and off, inbox.db's always).", Buckets: latency},
+		Help: "Store commit latency by database (outbox, inbox) and durability (relaxed: a commit, never fsynced itself; wal_sync: an fsync of the WAL — the store's WAL syncers', and outbox.db's deferred one under [outbox] fsync_mode batched_50ms and off).", Buckets: latency},
 		[]string{"db", "durability"})
 	d.DiskPct = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_disk_pct",
 		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507, at 100 degraded: new event streams refused 503)."},
