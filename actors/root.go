@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
+	"github.com/claudemesh/claudemesh-go/config"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -61,7 +62,7 @@ type Deps struct {
 	// Pressure is measured by the store after its writes (nil: not watched).
 	Pressure *persistence.Pressure
 	// Fsync is [outbox] fsync_mode (nil: strict).
-	Fsync *persistence.FsyncPolicy
+	Fsync *config.FsyncPolicy
 	// Retention is [inbox] and [outbox] retention_days.
 	Retention Retention
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -42,7 +43,7 @@ type Store struct {
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
 	pressure *persistence.Pressure
-	fsync    *persistence.FsyncPolicy
+	fsync    *config.FsyncPolicy
 	metrics  *metrics.Daemon
 	log      *slog.Logger
 	maxBatch int
@@ -133,7 +134,7 @@ type StoreOptions struct {
 	Inbox    *persistence.Inbox
 	Pressure *persistence.Pressure // measured after writes (nil: not watched)
 	// Fsync is [outbox] fsync_mode (nil: strict).
-	Fsync     *persistence.FsyncPolicy
+	Fsync     *config.FsyncPolicy
 	Retention Retention
 	Metrics   *metrics.Daemon
 	Log       *slog.Logger
@@ -173,7 +174,7 @@ func (s *Store) Receive(ctx actor.Context) {
 			s.passes.started = true
 			s.scheduleRetention(ctx, RetentionFirst)
 		}
-		if s.fsync.Mode() != persistence.FsyncStrict {
+		if s.fsync.Mode() != config.FsyncStrict {
 			// A restarted actor does not know whether its predecessor left
 			// an answered accept unsynced: assume it did (a spare fsync).
 			s.deferSync(ctx)
@@ -373,12 +374,12 @@ func needsDurability(cmd any) bool {
 // batched_50ms, arms the timer that syncs it.
 func (s *Store) deferSync(ctx actor.Context) {
 	s.unsynced = true
-	if s.syncArmed || s.fsync.Mode() != persistence.FsyncBatched {
+	if s.syncArmed || s.fsync.Mode() != config.FsyncBatched {
 		return
 	}
 	s.syncArmed = true
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	time.AfterFunc(persistence.BatchedSyncDelay, func() { root.Send(self, &syncOutbox{}) })
+	time.AfterFunc(config.BatchedSyncDelay, func() { root.Send(self, &syncOutbox{}) })
 }
 
 // syncWAL fsyncs outbox.db's WAL if an answered accept waits for it (under
@@ -515,7 +516,7 @@ func (s *Store) run(ctx actor.Context) {
 // not sent: its retry, with the same client_message_id, finds the
 // committed row, and the broker's dedupe the sent one.
 func (s *Store) syncOutbox(ctx actor.Context, reqs []storeRequest, replies []any) {
-	if s.fsync.Mode() != persistence.FsyncStrict {
+	if s.fsync.Mode() != config.FsyncStrict {
 		s.deferSync(ctx)
 		return
 	}

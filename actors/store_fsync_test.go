@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -34,7 +35,7 @@ func commitsOf(t *testing.T, m *metrics.Daemon, db, durability string) uint64 {
 // mode changes between batches, as a reload does.
 func TestStoreFsyncModes(t *testing.T) {
 	m := metrics.New()
-	policy := persistence.NewFsyncPolicy(persistence.FsyncStrict)
+	policy := config.NewFsyncPolicy(config.FsyncStrict)
 	system, store, _, _ := spawnStore(t, StoreOptions{Fsync: policy, Metrics: m})
 	n := 0
 	accept := func() {
@@ -69,19 +70,19 @@ func TestStoreFsyncModes(t *testing.T) {
 	accept()
 	want(1, 1)
 
-	policy.Set(persistence.FsyncBatched)
+	policy.Set(config.FsyncBatched)
 	accept()
 	waitSynced(2)
 	want(2, 2)
 
-	policy.Set(persistence.FsyncOff)
+	policy.Set(config.FsyncOff)
 	accept()
 	want(3, 2)
-	policy.Set(persistence.FsyncStrict)
+	policy.Set(config.FsyncStrict)
 	accept() // its fsync covers the off-mode commit before it
 	want(4, 3)
 
-	policy.Set(persistence.FsyncOff)
+	policy.Set(config.FsyncOff)
 	accept()
 	if err := system.Root.PoisonFuture(store).Wait(); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
-
-	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // Clone policies of [clone] policy: what the daemon does when the host it
@@ -48,7 +46,7 @@ type OutboxSection struct {
 	MaxSizeMB int64 `toml:"max_size_mb"`
 	// FsyncMode is when an answered send reaches the disk: strict (before
 	// the 202), batched_50ms (within 50 ms after it) or off (at SQLite's
-	// next checkpoint). See persistence.FsyncMode.
+	// next checkpoint). See FsyncMode.
 	FsyncMode string `toml:"fsync_mode"`
 	// RetentionDays is how long a done or aborted row keeps its payload;
 	// the row, its id and fingerprint stay for ever.
@@ -101,7 +99,7 @@ func DefaultFile() File {
 		IPC:    IPCSection{TCPEnabled: true, HTTPBind: "127.0.0.1", HTTPPort: 47823, OriginAllowlist: []string{}},
 		Log:    LogSection{MaxSizeMB: 100, MaxAgeDays: 14},
 		Clone:  CloneSection{Policy: ClonePolicyRefuse},
-		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: persistence.FsyncStrict.String(), RetentionDays: 30},
+		Outbox: OutboxSection{MaxSizeMB: 5120, FsyncMode: FsyncStrict.String(), RetentionDays: 30},
 		Inbox:  InboxSection{RetentionDays: 30},
 		Disk:   DiskSection{ReservedMB: 256},
 	}
@@ -192,7 +190,7 @@ func (f *File) validate(path string) error {
 	if f.Outbox.MaxSizeMB < 1 {
 		return bad("outbox.max_size_mb", "must be at least 1, not %d", f.Outbox.MaxSizeMB)
 	}
-	if _, err := persistence.ParseFsyncMode(f.Outbox.FsyncMode); err != nil {
+	if _, err := ParseFsyncMode(f.Outbox.FsyncMode); err != nil {
 		return bad("outbox.fsync_mode", "%v", err)
 	}
 	if f.Outbox.RetentionDays < 1 {
@@ -208,8 +206,8 @@ func (f *File) validate(path string) error {
 }
 
 // Fsync is [outbox] fsync_mode, parsed (validate has checked it).
-func (f *File) Fsync() persistence.FsyncMode {
-	m, _ := persistence.ParseFsyncMode(f.Outbox.FsyncMode)
+func (f *File) Fsync() FsyncMode {
+	m, _ := ParseFsyncMode(f.Outbox.FsyncMode)
 	return m
 }
 

@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // writeTOML writes body to config.toml in a fresh directory and returns its path.
@@ -109,8 +107,8 @@ reserved_mb = 0
 	if f, err := LoadFile(writeTOML(t, "[ipc]\nhttp_port = 0\n")); err != nil || f.TCPSet() {
 		t.Errorf("a file without tcp_enabled: TCPSet %v, %v", f.TCPSet(), err)
 	}
-	for ok, mode := range map[string]persistence.FsyncMode{"strict": persistence.FsyncStrict,
-		"batched_50ms": persistence.FsyncBatched, "off": persistence.FsyncOff} {
+	for ok, mode := range map[string]FsyncMode{"strict": FsyncStrict,
+		"batched_50ms": FsyncBatched, "off": FsyncOff} {
 		f, err := LoadFile(writeTOML(t, "[outbox]\nfsync_mode = \""+ok+"\"\n"))
 		if err != nil || f.Fsync() != mode {
 			t.Errorf("outbox.fsync_mode %q: %v, %v", ok, f.Fsync(), err)

@@ -67,7 +67,7 @@ type Daemon struct {
 	outbox   *persistence.Outbox
 	inbox    *persistence.Inbox
 	pressure *persistence.Pressure
-	fsync    *persistence.FsyncPolicy
+	fsync    *config.FsyncPolicy
 	embedded *embeddedBroker
 	tree     *actors.Tree
 	server   *ipc.Server
@@ -112,7 +112,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 	if _, err := d.pressure.Measure(); err != nil { // IPC refuses sends from the first if it must; the store reports it
 		d.log.Warn("measure disk pressure", "err", err)
 	}
-	d.fsync = persistence.NewFsyncPolicy(opts.Config.Fsync())
+	d.fsync = config.NewFsyncPolicy(opts.Config.Fsync())
 	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal,
 		Metrics: series, Pressure: d.pressure, Fsync: d.fsync, Retention: retentionOf(opts.Config)}); err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
 func (d *Daemon) NoteReload(err error) { d.server.NoteReload(err) }
 
 // SetFsyncMode changes [outbox] fsync_mode from the store's next batch on.
-func (d *Daemon) SetFsyncMode(mode persistence.FsyncMode) { d.fsync.Set(mode) }
+func (d *Daemon) SetFsyncMode(mode config.FsyncMode) { d.fsync.Set(mode) }
 
 // SetRetention applies [inbox] and [outbox] retention_days from the next
 // retention pass on.

@@ -29,6 +29,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
@@ -79,7 +80,7 @@ type Options struct {
 	// reports it.
 	Pressure *persistence.Pressure
 	// Fsync is [outbox] fsync_mode, reported by GET /v1/health (nil: strict).
-	Fsync *persistence.FsyncPolicy
+	Fsync *config.FsyncPolicy
 	// RotateToken mints and stores a new bearer token (POST
 	// /v1/token/rotate); nil: the route answers 501.
 	RotateToken func() (string, error)
