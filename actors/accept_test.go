@@ -87,12 +87,18 @@ func outboxRows(t *testing.T, tree *Tree, status string) map[string]messages.Out
 // it goes when the test ends.
 func spawnStore(t *testing.T, o StoreOptions) (*actor.ActorSystem, *actor.PID, *persistence.Outbox, *persistence.Inbox) {
 	t.Helper()
+	return spawnStoreIn(t, NewSystem(slog.New(slog.NewTextHandler(io.Discard, nil))), o)
+}
+
+// spawnStoreIn is spawnStore in a system the test made (to spawn the
+// store's events actor first, say).
+func spawnStoreIn(t *testing.T, system *actor.ActorSystem, o StoreOptions) (*actor.ActorSystem, *actor.PID, *persistence.Outbox, *persistence.Inbox) {
+	t.Helper()
 	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	o.Outbox, o.Inbox = openStores(t, o.Log)
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
 	}
-	system := NewSystem(o.Log)
 	t.Cleanup(func() {
 		system.Shutdown()
 		o.Outbox.Close()

@@ -16,12 +16,6 @@ import (
 // events actor closes it; the client then resumes with Last-Event-ID.
 const StreamBuffer = 8192
 
-// CloseStreams closes every live stream and refuses new ones from then on
-// (503 shutting_down): the IPC server sends it when its HTTP server shuts
-// down, so that open GET /v1/events handlers return before the actors stop.
-// No reply.
-type CloseStreams struct{}
-
 // Events is the SSE fan-out (spec §3.9, ARCHITECTURE A24): a registry of at
 // most messages.MaxStreams subscribers, each with a buffered channel. The
 // store persists and numbers events; whoever committed one hands it over
@@ -62,7 +56,7 @@ func (e *Events) Receive(ctx actor.Context) {
 		}
 	case *messages.Publish:
 		e.publish(msg.Event)
-	case *CloseStreams:
+	case *messages.CloseStreams:
 		e.closing = true
 		e.closeAll()
 	default:

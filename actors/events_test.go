@@ -150,7 +150,7 @@ func TestEventsStopClosesStreams(t *testing.T) {
 func TestEventsCloseStreams(t *testing.T) {
 	system, pid := spawnEvents(t)
 	a := subscribe(t, system, pid)
-	system.Root.Send(pid, &CloseStreams{})
+	system.Root.Send(pid, &messages.CloseStreams{})
 	drainClosed(t, a.Events)
 	var me *messages.Error
 	if late := subscribe(t, system, pid); !errors.As(late.Err, &me) || me.Status != 503 {

@@ -64,7 +64,7 @@ type Deps struct {
 	// Fsync is [outbox] fsync_mode (nil: strict).
 	Fsync *config.FsyncPolicy
 	// Retention is [inbox] and [outbox] retention_days.
-	Retention Retention
+	Retention messages.Retention
 }
 
 // NewSystem returns an actor system whose own logs go to log.
@@ -99,7 +99,6 @@ func Start(system *actor.ActorSystem, deps Deps) (*Tree, error) {
 		}
 		t.Meshes[slug] = *r.(*MeshPIDs)
 	}
-	system.Root.Send(t.Store, &SetEvents{Events: t.Events})
 	return t, nil
 }
 
@@ -218,11 +217,11 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		}
 		return pid
 	}
+	r.tree.Events = spawn("events", workers.Props(NewEvents(r.deps.Metrics, log)))
 	r.tree.Store = spawn("store", workers.Props(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
-		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention,
+		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention, Events: r.tree.Events,
 		Metrics: r.deps.Metrics, Log: log})))
 	r.tree.Accept = spawn("accept", workers.Props(NewAcceptRouter(r.tree.Store, log)))
-	r.tree.Events = spawn("events", workers.Props(NewEvents(r.deps.Metrics, log)))
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
 		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, r.deps.Metrics, log, r.deps.Fatal))

@@ -66,7 +66,7 @@ type Store struct {
 	// survives a restart of the actor, like the database handles.
 	dispatch map[string]*meshDispatch
 	claimNow bool // the accept being executed inserts its row claimed
-	// events gets every committed event, in id order (SetEvents).
+	// events gets every committed event, in id order.
 	events *actor.PID
 	// passes is the retention's state; like dispatch it survives a restart
 	// of the actor, so that one chain of passes runs.
@@ -108,13 +108,6 @@ type walSynced struct {
 	broken error
 }
 
-// SetEvents tells the store where committed events go; no reply.
-type SetEvents struct{ Events *actor.PID }
-
-// MeasurePressure makes the store measure the disk pressure now (new
-// limits were set); no reply.
-type MeasurePressure struct{}
-
 type storeRequest struct {
 	msg    any
 	sender *actor.PID
@@ -135,9 +128,12 @@ type StoreOptions struct {
 	Pressure *persistence.Pressure // measured after writes (nil: not watched)
 	// Fsync is [outbox] fsync_mode (nil: strict).
 	Fsync     *config.FsyncPolicy
-	Retention Retention
-	Metrics   *metrics.Daemon
-	Log       *slog.Logger
+	Retention messages.Retention
+	// Events is the events actor: every committed event goes to it, in id
+	// order (nil: none are published).
+	Events  *actor.PID
+	Metrics *metrics.Daemon
+	Log     *slog.Logger
 
 	// nil: Outbox.DB.SyncWAL and Inbox.DB.SyncWAL (tests replace them)
 	syncOutboxWAL, syncInboxWAL func() error
@@ -151,7 +147,7 @@ func NewStore(o StoreOptions) actor.Producer {
 	passes := &retentionPasses{keep: o.Retention}
 	broken := new([2]error)
 	return func() actor.Actor {
-		s := &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics,
+		s := &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics, events: o.Events,
 			log: o.Log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch, passes: passes,
 			broken: broken, syncOutboxWAL: o.syncOutboxWAL, syncInboxWAL: o.syncInboxWAL}
 		if s.syncOutboxWAL == nil && o.Outbox != nil {
@@ -207,16 +203,14 @@ func (s *Store) Receive(ctx actor.Context) {
 	case *pressureTick:
 		s.rechecking = false
 		s.measure(ctx)
-	case *MeasurePressure:
+	case *messages.MeasurePressure:
 		s.measure(ctx)
-	case *SetRetention:
+	case *messages.SetRetention:
 		s.passes.keep = msg.Retention
 	case *retentionTick:
 		s.retain(ctx)
 	case *messages.Pruned:
 		s.retained(ctx, msg)
-	case *SetEvents:
-		s.events = msg.Events
 	case *messages.AcceptSend, *messages.RequeueOutbox, *messages.DropOutbox, *messages.ListOutbox, *messages.OutboxStats,
 		*messages.DispatchReady, *messages.DispatchWake, *messages.SendOutcome, *messages.ReleaseMesh,
 		*messages.StoreInbound, *messages.ListInbox, *messages.EventsSince, *messages.AppendEvent,

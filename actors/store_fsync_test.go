@@ -2,6 +2,8 @@ package actors
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -97,14 +99,14 @@ func TestStoreFsyncModes(t *testing.T) {
 // new row's event is published.
 func TestStoreInboxSync(t *testing.T) {
 	m := metrics.New()
-	system, store, _, _ := spawnStore(t, StoreOptions{Metrics: m})
+	system := NewSystem(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	events := make(chan messages.Event, 4)
 	sink := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*messages.Publish); ok {
 			events <- p.Event
 		}
 	}))
-	system.Root.Send(store, &SetEvents{Events: sink})
+	_, store, _, _ := spawnStoreIn(t, system, StoreOptions{Metrics: m, Events: sink})
 	ask := func(msg any) any { t.Helper(); return askStore(t, system, store, msg) }
 	want := func(relaxed, synced uint64) {
 		t.Helper()

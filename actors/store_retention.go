@@ -26,15 +26,6 @@ const (
 // DefaultRetentionDays is what a Retention of 0 days keeps.
 const DefaultRetentionDays = 30
 
-// Retention is how long the store keeps what it may let go: inbox rows
-// ([inbox] retention_days) and the payloads of done and aborted outbox rows
-// ([outbox] retention_days); 0 means DefaultRetentionDays. The event log
-// keeps persistence's bounds.
-type Retention struct {
-	InboxDays  int
-	OutboxDays int
-}
-
 // cutoff is the time before which what is kept days is let go.
 func cutoff(now time.Time, days int) int64 {
 	if days <= 0 {
@@ -43,10 +34,6 @@ func cutoff(now time.Time, days int) int64 {
 	return now.Add(-time.Duration(days) * day).UnixMilli()
 }
 
-// SetRetention changes the retention from the next pass on (config
-// reload); no reply.
-type SetRetention struct{ Retention Retention }
-
 // retentionTick starts a retention pass.
 type retentionTick struct{}
 
@@ -54,7 +41,7 @@ type retentionTick struct{}
 // whether the chain of passes has started, how many parts of the pass in
 // progress are still to answer, and whether one stopped at its limit.
 type retentionPasses struct {
-	keep    Retention
+	keep    messages.Retention
 	started bool
 	pending int
 	more    bool

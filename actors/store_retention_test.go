@@ -20,7 +20,7 @@ import (
 // goes on until nothing is left, and keeps what is young.
 func TestStoreRetention(t *testing.T) {
 	m := metrics.New()
-	system, store, outbox, inbox := spawnStore(t, StoreOptions{Retention: Retention{InboxDays: 30, OutboxDays: 7}, Metrics: m})
+	system, store, outbox, inbox := spawnStore(t, StoreOptions{Retention: messages.Retention{InboxDays: 30, OutboxDays: 7}, Metrics: m})
 	ask := func(msg any) any { t.Helper(); return askStore(t, system, store, msg) }
 	now := time.Now()
 	old, young := now.Add(-40*24*time.Hour), now.Add(-time.Hour)

@@ -213,7 +213,7 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 // against them at once.
 func (d *Daemon) SetDiskLimits(outboxMaxBytes, reservedBytes int64) {
 	d.pressure.SetLimits(persistence.DiskLimits{OutboxMaxBytes: outboxMaxBytes, ReservedBytes: reservedBytes})
-	d.tree.System.Root.Send(d.tree.Store, &actors.MeasurePressure{})
+	d.tree.System.Root.Send(d.tree.Store, &messages.MeasurePressure{})
 }
 
 // NoteReload records the outcome of a SIGHUP reload (GET /v1/version).
@@ -225,11 +225,11 @@ func (d *Daemon) SetFsyncMode(mode config.FsyncMode) { d.fsync.Set(mode) }
 // SetRetention applies [inbox] and [outbox] retention_days from the next
 // retention pass on.
 func (d *Daemon) SetRetention(cfg config.File) {
-	d.tree.System.Root.Send(d.tree.Store, &actors.SetRetention{Retention: retentionOf(cfg)})
+	d.tree.System.Root.Send(d.tree.Store, &messages.SetRetention{Retention: retentionOf(cfg)})
 }
 
-func retentionOf(cfg config.File) actors.Retention {
-	return actors.Retention{InboxDays: cfg.Inbox.RetentionDays, OutboxDays: cfg.Outbox.RetentionDays}
+func retentionOf(cfg config.File) messages.Retention {
+	return messages.Retention{InboxDays: cfg.Inbox.RetentionDays, OutboxDays: cfg.Outbox.RetentionDays}
 }
 
 // meshConfig is one membership's subtree configuration; a membership

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/actors"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -235,6 +234,6 @@ func (s *sseWriter) flush() error { return s.rc.Flush() }
 // shuts down, before the actors stop, so Shutdown does not wait for them.
 func (s *Server) closeStreams() {
 	if s.opts.Events != nil && s.opts.Root != nil {
-		s.opts.Root.Send(s.opts.Events, &actors.CloseStreams{})
+		s.opts.Root.Send(s.opts.Events, &messages.CloseStreams{})
 	}
 }
