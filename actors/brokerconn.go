@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
@@ -147,7 +148,7 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 // dial connects in a goroutine; the result comes back as *dialed.
 func (b *BrokerConn) dial(ctx actor.Context) {
 	if !b.breaker.Allow() {
-		b.after(ctx, b.breaker.RetryIn(), &redial{})
+		workers.SendLater(ctx, b.breaker.RetryIn(), &redial{})
 		return
 	}
 	cfg := wsclient.Config{URL: b.cfg.URL, MeshID: b.cfg.MeshID, MemberID: b.cfg.MemberID, Identity: b.cfg.Identity,
@@ -159,11 +160,6 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 		conn, session, err := wsclient.Dial(dctx, cfg)
 		root.Send(self, &dialed{conn: conn, session: session, err: err})
 	}()
-}
-
-func (b *BrokerConn) after(ctx actor.Context, d time.Duration, msg any) {
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	time.AfterFunc(d, func() { root.Send(self, msg) })
 }
 
 func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
@@ -188,7 +184,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		b.breaker.Failure()
 		wait := b.backoff.Next()
 		b.log.Warn("broker_connect_failed", "err", m.err, "retry_in", wait, "breaker", b.breaker.State())
-		b.after(ctx, wait, &redial{})
+		workers.SendLater(ctx, wait, &redial{})
 		return
 	}
 	if b.closing {
@@ -254,7 +250,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	}
 	wait := b.backoff.Next()
 	b.log.Warn("broker_disconnected", "err", m.err, "retry_in", wait)
-	b.after(ctx, wait, &redial{})
+	workers.SendLater(ctx, wait, &redial{})
 }
 
 func (b *BrokerConn) frame(ctx actor.Context, f any) {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
@@ -152,8 +154,7 @@ func (d *Dispatcher) armAckTimer(ctx actor.Context) {
 	d.ackArmed = true
 	wait := max(time.Until(d.sent[0].sent.Add(d.ackTimeout)), 0)
 	if d.ackTimer == nil {
-		root, self := ctx.ActorSystem().Root, ctx.Self()
-		d.ackTimer = time.AfterFunc(wait, func() { root.Send(self, &ackDeadline{}) })
+		d.ackTimer = workers.SendLater(ctx, wait, &ackDeadline{})
 		return
 	}
 	d.ackTimer.Reset(wait)
@@ -178,9 +179,8 @@ func (d *Dispatcher) schedule(ctx actor.Context, at time.Time) {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	root, self := ctx.ActorSystem().Root, ctx.Self()
 	d.wakeAt = at
-	d.timer = time.AfterFunc(max(time.Until(at), 0), func() { root.Send(self, &dueTimer{}) })
+	d.timer = workers.SendLater(ctx, max(time.Until(at), 0), &dueTimer{})
 }
 
 func (d *Dispatcher) ack(ctx actor.Context, a *messages.AckFrame) {
@@ -228,7 +228,7 @@ func classify(a *messages.AckFrame) (*messages.SendOutcome, time.Duration) {
 	dead := &messages.SendOutcome{Outcome: messages.OutcomeDead, Reason: a.Error}
 	switch {
 	case a.Code == 201 || a.Code == 200:
-		return done(firstNonEmpty(a.BrokerMessageID, a.MessageID)), 0
+		return done(cmp.Or(a.BrokerMessageID, a.MessageID)), 0
 	case a.Code == 409:
 		dead.Reason = "idempotency_key_reused: " + a.Conflict
 		return dead, 0
@@ -248,13 +248,6 @@ func classify(a *messages.AckFrame) (*messages.SendOutcome, time.Duration) {
 		return retry, 0
 	}
 	return dead, 0
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (d *Dispatcher) linkDown(ctx actor.Context) {

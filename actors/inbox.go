@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -88,7 +89,7 @@ func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {
 		it.SenderName = p.SenderPubkey[:8]
 	}
 	if dest, err := messages.ParseDestination(p.TargetSpec); err == nil && dest.Kind == messages.KindTopic {
-		it.Kind, it.Topic = "topic", firstNonEmpty(p.Topic, p.TargetSpec)
+		it.Kind, it.Topic = "topic", cmp.Or(p.Topic, p.TargetSpec)
 	}
 	body, err := in.decrypt(p, it.Kind == "dm")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -343,8 +344,7 @@ func (s *Store) hold(ctx actor.Context, r storeRequest) {
 	}
 	if !s.holding {
 		s.holding = true
-		root, self := ctx.ActorSystem().Root, ctx.Self()
-		time.AfterFunc(OutcomeDelay, func() { root.Send(self, &flushHeld{}) })
+		workers.SendLater(ctx, OutcomeDelay, &flushHeld{})
 	}
 }
 
@@ -372,8 +372,7 @@ func (s *Store) deferSync(ctx actor.Context) {
 		return
 	}
 	s.syncArmed = true
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	time.AfterFunc(config.BatchedSyncDelay, func() { root.Send(self, &syncOutbox{}) })
+	workers.SendLater(ctx, config.BatchedSyncDelay, &syncOutbox{})
 }
 
 // syncWAL fsyncs outbox.db's WAL if an answered accept waits for it (under

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -217,10 +218,10 @@ func (s *Store) listInbox(tx *sqlx.Tx, m *messages.ListInbox) (*messages.InboxPa
 
 // InboxItemOf renders an inbox row for the API.
 func InboxItemOf(r *persistence.InboxRow) messages.InboxItem {
-	it := messages.InboxItem{ID: r.ID, ClientMessageID: r.ClientMessageID, BrokerMessageID: deref(r.BrokerMessageID),
-		Mesh: r.Mesh, Kind: "dm", Topic: deref(r.Topic), SenderPubkey: r.SenderPubkey, SenderName: r.SenderName,
+	it := messages.InboxItem{ID: r.ID, ClientMessageID: r.ClientMessageID, BrokerMessageID: messages.Deref(r.BrokerMessageID),
+		Mesh: r.Mesh, Kind: "dm", Topic: messages.Deref(r.Topic), SenderPubkey: r.SenderPubkey, SenderName: r.SenderName,
 		Body: r.Body, ReceivedAt: time.UnixMilli(r.ReceivedAt).UTC().Format(time.RFC3339Nano), ReceivedAtMs: r.ReceivedAt,
-		ReplyToID: deref(r.ReplyToID)}
+		ReplyToID: messages.Deref(r.ReplyToID)}
 	if r.Topic != nil {
 		it.Kind = "topic"
 	}
@@ -250,13 +251,6 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // Disk pressure checks (spec §4.15).
@@ -309,7 +303,6 @@ func (s *Store) measure(ctx actor.Context) {
 	}
 	if r.Level > persistence.PressureNormal && !s.rechecking {
 		s.rechecking = true
-		root, self := ctx.ActorSystem().Root, ctx.Self()
-		time.AfterFunc(pressureRecheck, func() { root.Send(self, &pressureTick{}) })
+		workers.SendLater(ctx, pressureRecheck, &pressureTick{})
 	}
 }

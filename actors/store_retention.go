@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -51,8 +52,7 @@ const day = 24 * time.Hour
 
 // scheduleRetention arms the timer of the next pass.
 func (s *Store) scheduleRetention(ctx actor.Context, after time.Duration) {
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	time.AfterFunc(after, func() { root.Send(self, &retentionTick{}) })
+	workers.SendLater(ctx, after, &retentionTick{})
 }
 
 // retain starts a pass: one command for each database, answered to the

@@ -464,7 +464,7 @@ func (m *e2eMesh) diagnoseFor(t *testing.T, recipient *e2ePeer, ids []string) st
 		r, ok := rows[id]
 		fmt.Fprintf(&b, "%s: alice's row", id)
 		if ok {
-			fmt.Fprintf(&b, " %s attempts %d bmid %s last_error %s;", r.Status, r.Attempts, deref(r.BrokerMessageID), deref(r.LastError))
+			fmt.Fprintf(&b, " %s attempts %d bmid %s last_error %s;", r.Status, r.Attempts, messages.Deref(r.BrokerMessageID), messages.Deref(r.LastError))
 		} else {
 			b.WriteString(" absent;")
 		}
@@ -495,11 +495,4 @@ func (m *e2eMesh) diagnoseFor(t *testing.T, recipient *e2ePeer, ids []string) st
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "<nil>"
-	}
-	return *s
 }

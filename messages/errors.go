@@ -64,3 +64,12 @@ const (
 	CodeUnavailable          = "store_unavailable"
 	CodeInternal             = "internal"
 )
+
+// Deref is the string p points to, "" for nil: how the optional fields of
+// the bodies here (*string, JSON null when absent) read as plain strings.
+func Deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

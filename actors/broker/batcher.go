@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 )
 
 // batcher is group commit for the broker's store: every request it
@@ -97,8 +99,7 @@ func (b *batcher[Req, Res]) keep(ctx actor.Context, req Req) {
 	}
 	if !b.holding {
 		b.holding = true
-		root, self := ctx.ActorSystem().Root, ctx.Self()
-		time.AfterFunc(b.holdFor, func() { root.Send(self, &heldFlush{}) })
+		workers.SendLater(ctx, b.holdFor, &heldFlush{})
 	}
 }
 

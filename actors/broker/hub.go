@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/transport/wsserver"
@@ -193,8 +194,7 @@ func (h *hub) unregister(ctx actor.Context, connID string) {
 		return
 	}
 	p.offline = true
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	time.AfterFunc(h.graceFor, func() { root.Send(self, &hubGraceOver{connID: connID}) })
+	workers.SendLater(ctx, h.graceFor, &hubGraceOver{connID: connID})
 }
 
 func (h *hub) graceOver(connID string) {

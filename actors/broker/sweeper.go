@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
@@ -107,8 +108,7 @@ func (s *sweeper) Receive(ctx actor.Context) {
 
 func (s *sweeper) schedule(ctx actor.Context, d time.Duration) {
 	s.wakeAt = s.now().Add(d)
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	s.timer = time.AfterFunc(d, func() { root.Send(self, &sweepTick{}) })
+	s.timer = workers.SendLater(ctx, d, &sweepTick{})
 }
 
 func (s *sweeper) tick(ctx actor.Context) {
@@ -156,8 +156,7 @@ func (s *sweeper) release(ctx actor.Context, m *releaseLeases) {
 }
 
 func (s *sweeper) scheduleRevocations(ctx actor.Context) {
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	s.revokeTimer = time.AfterFunc(s.revokeEvery, func() { root.Send(self, &revocationTick{}) })
+	s.revokeTimer = workers.SendLater(ctx, s.revokeEvery, &revocationTick{})
 }
 
 // revocations has the hub disconnect the members revoked since the last

@@ -165,25 +165,34 @@ func (d *Daemon) checkHost() error {
 
 // identity loads (or creates) the mesh memberships and the local token.
 func (d *Daemon) identity() ([]ipc.Mesh, []config.Membership, string, error) {
-	paths := d.opts.Paths
-	token, err := paths.EnsureLocalToken()
+	token, err := d.opts.Paths.EnsureLocalToken()
 	if err != nil {
 		return nil, nil, "", err
 	}
-	members, err := paths.EnsureMemberships()
+	members, err := d.opts.Paths.EnsureMemberships()
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	meshes := make([]ipc.Mesh, 0, len(members))
 	for _, m := range members {
-		id, err := meshcrypto.ParseIdentity(m.SecretKey)
-		if err != nil || id.PublicKeyHex() != m.Pubkey {
-			return nil, nil, "", fmt.Errorf("%w: %s: mesh %q: secretKey does not match pubkey", ErrConfig, paths.ConfigFile(), m.Slug)
+		mesh, err := d.meshOf(m)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		meshes = append(meshes, ipc.Mesh{Identity: id, Info: messages.MeshInfo{
-			Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, MemberPubkey: m.Pubkey}})
+		meshes = append(meshes, mesh)
 	}
 	return meshes, members, token, nil
+}
+
+// meshOf is a membership as the IPC server serves it, with its identity;
+// the identity must be the one the membership's pubkey names.
+func (d *Daemon) meshOf(m config.Membership) (ipc.Mesh, error) {
+	id, err := meshcrypto.ParseIdentity(m.SecretKey)
+	if err != nil || id.PublicKeyHex() != m.Pubkey {
+		return ipc.Mesh{}, fmt.Errorf("%s: mesh %q: secretKey does not match pubkey", d.opts.Paths.ConfigFile(), m.Slug)
+	}
+	return ipc.Mesh{Identity: id, Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
+		MemberPubkey: m.Pubkey}}, nil
 }
 
 // meshConfigs builds each mesh's subtree configuration; memberships
@@ -286,9 +295,9 @@ func (d *Daemon) attach(members []config.Membership) ([]string, error) {
 		if _, err := d.server.MeshBySlug(m.Slug); err == nil {
 			continue
 		}
-		id, err := meshcrypto.ParseIdentity(m.SecretKey)
-		if err != nil || id.PublicKeyHex() != m.Pubkey {
-			return added, fmt.Errorf("%s: mesh %q: secretKey does not match pubkey", d.opts.Paths.ConfigFile(), m.Slug)
+		mesh, err := d.meshOf(m)
+		if err != nil {
+			return added, err
 		}
 		if m.BrokerURL == "" {
 			if d.embedded == nil {
@@ -298,12 +307,11 @@ func (d *Daemon) attach(members []config.Membership) ([]string, error) {
 				return added, fmt.Errorf("embedded broker: register %s: %w", m.Slug, err)
 			}
 		}
-		pids, err := d.tree.Attach(d.meshConfig(m, id))
+		pids, err := d.tree.Attach(d.meshConfig(m, mesh.Identity))
 		if err != nil {
 			return added, err
 		}
-		d.server.AddMesh(ipc.Mesh{Identity: id, Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
-			MemberPubkey: m.Pubkey}}, pids.Conn)
+		d.server.AddMesh(mesh, pids.Conn)
 		added = append(added, m.Slug)
 		d.log.Info("mesh_attached", "mesh", m.Slug)
 	}

@@ -1,16 +1,20 @@
-// Package workers is the dispatcher the actors on the message path run on:
-// protoactor's default starts a new goroutine every time a mailbox that was
-// empty gets a message, and a new goroutine starts with a small stack. The
-// actors that call into SQLite (modernc.org/sqlite is C translated to Go,
-// with deep frames) grew and copied that stack again on nearly every
-// message: 6–8 % of the broker's CPU and of the receiving daemon's at
-// 1,000 msgs/s (docs/BENCHMARKS.md). Here a mailbox runs on a worker
-// goroutine that, once done, waits for the next mailbox to run, its stack
-// already grown.
+// Package workers is how the daemon's and the broker's actors run: the
+// worker pool their mailboxes run on, and the timer that sends an actor a
+// message later (SendLater).
+//
+// The pool: protoactor's default starts a new goroutine every time a
+// mailbox that was empty gets a message, and a new goroutine starts with a
+// small stack. The actors that call into SQLite (modernc.org/sqlite is C
+// translated to Go, with deep frames) grew and copied that stack again on
+// nearly every message: 6–8 % of the broker's CPU and of the receiving
+// daemon's at 1,000 msgs/s (docs/BENCHMARKS.md). Here a mailbox runs on a
+// worker goroutine that, once done, waits for the next mailbox to run, its
+// stack already grown.
 package workers
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -29,10 +33,11 @@ type pool struct {
 	waiting atomic.Int32 // workers waiting on work, or about to
 }
 
-// Dispatcher runs each scheduled mailbox on a waiting worker, or on a new
-// worker when none waits — never after another mailbox, so an actor that
-// blocks holds up only itself.
-var Dispatcher actor.Dispatcher = &pool{work: make(chan func())}
+// Pool runs each scheduled mailbox on a waiting worker, or on a new worker
+// when none waits — never after another mailbox, so an actor that blocks
+// holds up only itself. (protoactor calls this a dispatcher; the outbox's
+// Dispatcher actor is another thing.)
+var Pool actor.Dispatcher = &pool{work: make(chan func())}
 
 func (p *pool) Schedule(fn func()) {
 	select {
@@ -56,7 +61,15 @@ func (p *pool) run(fn func()) {
 	}
 }
 
-// Props is actor.PropsFromProducer for an actor that runs on Dispatcher.
+// Props is actor.PropsFromProducer for an actor that runs on Pool.
 func Props(p actor.Producer) *actor.Props {
-	return actor.PropsFromProducer(p, actor.WithDispatcher(Dispatcher))
+	return actor.PropsFromProducer(p, actor.WithDispatcher(Pool))
+}
+
+// SendLater sends msg to ctx's own actor after d, and returns the timer:
+// Stop cancels it, Reset sends msg again after a new delay. It is how every
+// actor asks to be woken later.
+func SendLater(ctx actor.Context, d time.Duration, msg any) *time.Timer {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	return time.AfterFunc(d, func() { root.Send(self, msg) })
 }

@@ -11,8 +11,8 @@ import (
 // the next still runs.
 func TestBlockedMailboxHoldsUpOnlyItself(t *testing.T) {
 	release, ran := make(chan struct{}), make(chan struct{})
-	Dispatcher.Schedule(func() { <-release })
-	Dispatcher.Schedule(func() { close(ran) })
+	Pool.Schedule(func() { <-release })
+	Pool.Schedule(func() { close(ran) })
 	select {
 	case <-ran:
 	case <-time.After(5 * time.Second):
@@ -34,7 +34,7 @@ func TestEveryScheduleRunsOnce(t *testing.T) {
 		go func() {
 			defer senders.Done()
 			for i := s; i < n; i += 8 {
-				Dispatcher.Schedule(func() { runs[i].Add(1); done.Done() })
+				Pool.Schedule(func() { runs[i].Add(1); done.Done() })
 			}
 		}()
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,7 +232,7 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 	}
 	if res.Duplicate != nil {
 		fmt.Printf("already delivered (duplicate) %s to %s broker_message_id %s\n",
-			res.Duplicate.ClientMessageID, c.target(to), deref(res.Duplicate.BrokerMessageID))
+			res.Duplicate.ClientMessageID, c.target(to), orUnknown(res.Duplicate.BrokerMessageID))
 		return nil
 	}
 	fmt.Printf("%s %s to %s\n", res.Accepted.Status, res.Accepted.ClientMessageID, c.target(to))
@@ -263,12 +264,12 @@ func (c *sendCmd) waitDone(client *ipc.Client, cid, target string) error {
 			switch {
 			case row.Status == messages.StatusDone:
 				if !c.JSON {
-					fmt.Printf("delivered %s to %s: the broker accepted it as %s\n", cid, target, deref(row.BrokerMessageID))
+					fmt.Printf("delivered %s to %s: the broker accepted it as %s\n", cid, target, orUnknown(row.BrokerMessageID))
 				}
 				return nil
 			case row.Status == messages.StatusDead:
 				return fmt.Errorf("%s to %s will not be sent: it is dead (%s); see claudemesh daemon outbox list --failed",
-					cid, target, deref(row.LastError))
+					cid, target, orUnknown(row.LastError))
 			case final:
 				return fmt.Errorf("%s to %s will not be sent: it was aborted by an operator", cid, target)
 			}
@@ -292,12 +293,9 @@ func (c *sendCmd) target(resolved string) string {
 	return fmt.Sprintf("%s (%.16s…)", c.To, resolved)
 }
 
-func deref(s *string) string {
-	if s == nil || *s == "" {
-		return "unknown"
-	}
-	return *s
-}
+// orUnknown is what output shows for a value the daemon or broker did not
+// give.
+func orUnknown(s *string) string { return cmp.Or(messages.Deref(s), "unknown") }
 
 func withNewline(b []byte) []byte {
 	if len(b) == 0 || b[len(b)-1] != '\n' {
@@ -393,31 +391,21 @@ func (c *sendCmd) report(ack *messages.AckFrame, cid, to string) error {
 	switch code {
 	case http.StatusCreated:
 		if !c.JSON {
-			fmt.Printf("sent %s to %s broker_message_id %s\n", cid, c.target(to), orUnknown(ack.BrokerMessageID, ack.MessageID))
+			fmt.Printf("sent %s to %s broker_message_id %s\n", cid, c.target(to), cmp.Or(ack.BrokerMessageID, ack.MessageID, "unknown"))
 		}
 		return nil
 	case http.StatusOK:
 		if !c.JSON {
-			fmt.Printf("already delivered (duplicate) %s to %s broker_message_id %s\n", cid, c.target(to), orUnknown(ack.BrokerMessageID, ack.MessageID))
+			fmt.Printf("already delivered (duplicate) %s to %s broker_message_id %s\n", cid, c.target(to), cmp.Or(ack.BrokerMessageID, ack.MessageID, "unknown"))
 		}
 		return nil
 	case http.StatusConflict:
 		return fmt.Errorf("%s: %s (client_message_id %s, broker fingerprint prefix %s, broker_message_id %s)",
-			messages.CodeIdempotencyReused, ack.Conflict, cid, ack.BrokerFingerprintPrefix, orUnknown(ack.BrokerMessageID, ""))
+			messages.CodeIdempotencyReused, ack.Conflict, cid, ack.BrokerFingerprintPrefix, cmp.Or(ack.BrokerMessageID, "unknown"))
 	}
 	reason := ack.Error
 	if reason == "" {
 		reason = "rejected"
 	}
 	return fmt.Errorf("the broker refused %s: %s (code %d)", cid, reason, code)
-}
-
-func orUnknown(a, b string) string {
-	switch {
-	case a != "":
-		return a
-	case b != "":
-		return b
-	}
-	return "unknown"
 }
