@@ -1,11 +1,46 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
+	"os/exec"
+	"strings"
 	"testing"
-
-	"github.com/claudemesh/claudemesh-go/transport/bench"
 )
+
+// benchReport is what `claudemesh bench --json` prints: the fields the
+// tests read.
+type benchReport struct {
+	Mode       string  `json:"mode"`
+	Sent       int     `json:"sent"`
+	Delivered  int     `json:"delivered"`
+	Throughput float64 `json:"throughput"`
+	LatencyMs  struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+		Max float64 `json:"max"`
+	} `json:"latency_ms"`
+	Errors      map[string]int     `json:"errors"`
+	Lost        int                `json:"lost"`
+	Duplicates  int                `json:"duplicates"`
+	Pending     int                `json:"pending"`
+	RSSMB       float64            `json:"rss_mb"`
+	CPUMsPerMsg map[string]float64 `json:"cpu_ms_per_msg"`
+}
+
+// benchJSON runs `claudemesh bench <args> --json` (self-contained runs
+// need no environment of a test's) and returns its report.
+func benchJSON(tb testing.TB, args ...string) benchReport {
+	tb.Helper()
+	cmd := exec.Command(binPath, append(append([]string{"bench"}, args...), "--json")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var rep benchReport
+	if err := cmd.Run(); err != nil || json.Unmarshal(stdout.Bytes(), &rep) != nil {
+		tb.Fatalf("claudemesh bench %s: %v\nstdout %s\nstderr %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return rep
+}
 
 // TestBenchCLI: `claudemesh bench --json` in each mode, self-contained, and
 // accept against a running daemon: every message sent is answered (and in
@@ -28,7 +63,7 @@ func TestBenchCLI(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCLI(t, e, c.args...)
-			var rep bench.Report
+			var rep benchReport
 			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
 				t.Fatalf("claudemesh %v: exit %d\nstdout %s\nstderr %s", c.args, r.code, r.stdout, r.stderr)
 			}
@@ -87,7 +122,7 @@ func TestBenchAgainstRunning(t *testing.T) {
 		{"bench", "--mode", "broker", "--count", "200", "--clients", "8", "--json"},
 	} {
 		r := runCLI(t, m.alice.env, args...)
-		var rep bench.Report
+		var rep benchReport
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
 			t.Fatalf("claudemesh %v: exit %d\nstdout %s\nstderr %s", args, r.code, r.stdout, r.stderr)
 		}

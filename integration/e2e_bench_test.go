@@ -1,14 +1,12 @@
 package integration
 
 import (
-	"context"
+	"strconv"
 	"testing"
-
-	"github.com/claudemesh/claudemesh-go/transport/bench"
 )
 
 // BenchmarkE2E measures delivery through real processes — a broker on
-// SQLite and two daemons, alice → broker → bob — with the code of
+// SQLite and two daemons, alice → broker → bob — through
 // `claudemesh bench --mode e2e --self-contained`: each message is timed
 // from alice's POST /v1/send to its `message` event on bob's /v1/events.
 //
@@ -26,11 +24,15 @@ func BenchmarkE2E(b *testing.B) {
 		fsync string // the daemons' [outbox] fsync_mode ("": strict)
 	}{{"paced", 1000, ""}, {"throughput", 0, ""}, {"paced-batched_50ms", 1000, "batched_50ms"}} {
 		b.Run(mode.name, func(b *testing.B) {
-			rep, err := bench.RunSelfContained(context.Background(),
-				bench.Options{Mode: bench.ModeE2E, Clients: 64, Count: b.N, Rate: mode.rate, Size: 16, FsyncMode: mode.fsync}, binPath, "")
-			if err != nil {
-				b.Fatal(err)
+			args := []string{"--mode", "e2e", "--self-contained", "--clients", "64", "--count", strconv.Itoa(b.N),
+				"--size", "16"}
+			if mode.rate > 0 {
+				args = append(args, "--rate", strconv.Itoa(mode.rate))
 			}
+			if mode.fsync != "" {
+				args = append(args, "--fsync-mode", mode.fsync)
+			}
+			rep := benchJSON(b, args...)
 			if rep.Lost > 0 || rep.Duplicates > 0 || len(rep.Errors) > 0 {
 				b.Fatalf("lost %d, duplicates %d, errors %v", rep.Lost, rep.Duplicates, rep.Errors)
 			}

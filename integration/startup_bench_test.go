@@ -1,27 +1,22 @@
 package integration
 
 import (
-	"context"
 	"fmt"
+	"strconv"
 	"testing"
-
-	"github.com/claudemesh/claudemesh-go/transport/bench"
 )
 
 // BenchmarkStartup measures the real binary from exec to the first answer
 // of GET /v1/version on the socket, with an empty outbox and with 100,000
-// pending rows, and the daemon's resident memory once it serves — with the
-// code of `claudemesh bench --mode startup --self-contained`.
+// pending rows, and the daemon's resident memory once it serves — through
+// `claudemesh bench --mode startup --self-contained`.
 //
 //	go test -run='^$' -bench=BenchmarkStartup -benchtime=10x ./integration/
 func BenchmarkStartup(b *testing.B) {
 	for _, rows := range []int{0, 100_000} {
 		b.Run(fmt.Sprintf("pending=%d", rows), func(b *testing.B) {
-			rep, err := bench.RunSelfContained(context.Background(),
-				bench.Options{Mode: bench.ModeStartup, Clients: 64, Count: b.N, Pending: rows, Size: 300}, binPath, "")
-			if err != nil {
-				b.Fatal(err)
-			}
+			rep := benchJSON(b, "--mode", "startup", "--self-contained", "--clients", "64", "--count", strconv.Itoa(b.N),
+				"--pending", strconv.Itoa(rows), "--size", "300")
 			b.ReportMetric(rep.LatencyMs.P50, "p50-ms")
 			b.ReportMetric(rep.LatencyMs.Max, "max-ms")
 			b.ReportMetric(rep.RSSMB, "rss-MB")

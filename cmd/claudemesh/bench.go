@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/config"
-	"github.com/claudemesh/claudemesh-go/transport/bench"
+	"github.com/claudemesh/claudemesh-go/cmd/claudemesh/internal/bench"
 )
 
 type benchCmd struct {
