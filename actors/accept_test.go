@@ -22,18 +22,18 @@ import (
 // daemon.
 func startTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error) {
 	t.Helper()
-	tree, fatal, _ = openTree(t, meshes...)
+	tree, fatal, _ = openTree(t, nil, meshes...)
 	return tree, fatal
 }
 
-// openTree is startTree that also returns the outbox, for a test that
-// reads it after the store has stopped.
-func openTree(t *testing.T, meshes ...MeshConfig) (tree *Tree, fatal chan error, outbox *persistence.Outbox) {
+// openTree is startTree with faults injected, that also returns the
+// outbox, for a test that reads it after the store has stopped.
+func openTree(t *testing.T, faults *Faults, meshes ...MeshConfig) (tree *Tree, fatal chan error, outbox *persistence.Outbox) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	outbox, inbox := openStores(t, log)
 	fatal = make(chan error, 1)
-	tree, err := Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Meshes: meshes, Log: log, Fatal: fatal})
+	tree, err := Start(NewSystem(log), Deps{Outbox: outbox, Inbox: inbox, Meshes: meshes, Log: log, Fatal: fatal, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,10 +34,6 @@ type MeshConfig struct {
 	// AckTimeout is how long a send waits for the broker's ack before it
 	// counts as a transient failure (0: AckTimeout).
 	AckTimeout time.Duration
-	// PanicOnce, when set, makes the mesh's inbox panic at the next message
-	// push while it holds true (it is cleared first): fault injection for
-	// the tests of mesh isolation. It survives the restart it causes.
-	PanicOnce *atomic.Bool
 }
 
 // BrokerConn owns one mesh's WebSocket to its broker: it dials (with the

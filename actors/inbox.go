@@ -30,11 +30,12 @@ type InboxActor struct {
 	store   *actor.PID
 	metrics *metrics.Daemon
 	log     *slog.Logger
+	faults  *Faults
 }
 
-func newInbox(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger) actor.Producer {
+func newInbox(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger, faults *Faults) actor.Producer {
 	return func() actor.Actor {
-		return &InboxActor{cfg: cfg, store: store, metrics: m, log: log.With("actor", "inbox")}
+		return &InboxActor{cfg: cfg, store: store, metrics: m, log: log.With("actor", "inbox"), faults: faults}
 	}
 }
 
@@ -46,7 +47,7 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 			in.presence(ctx, m.push)
 			return
 		}
-		if in.cfg.PanicOnce != nil && in.cfg.PanicOnce.CompareAndSwap(true, false) {
+		if in.faults.inboxPanics(in.cfg.Slug) {
 			panic("fault injection: inbox of mesh " + in.cfg.Slug)
 		}
 		in.message(ctx, m.push, m.conn)

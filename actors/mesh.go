@@ -29,15 +29,17 @@ type meshActor struct {
 	metrics *metrics.Daemon
 	log     *slog.Logger
 	fatal   chan<- error
+	faults  *Faults
 	pids    MeshPIDs
 }
 
 // meshChildren asks a mesh actor for its children; the reply is *MeshPIDs.
 type meshChildren struct{}
 
-func meshProps(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger, fatal chan<- error) *actor.Props {
+func meshProps(cfg MeshConfig, store *actor.PID, deps *Deps) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &meshActor{cfg: cfg, store: store, metrics: m, log: log.With("mesh", cfg.Slug), fatal: fatal}
+		return &meshActor{cfg: cfg, store: store, metrics: deps.Metrics, log: deps.Log.With("mesh", cfg.Slug), fatal: deps.Fatal,
+			faults: deps.Faults}
 	}, actor.WithSupervisor(actor.NewAllForOneStrategy(MaxRestarts, RestartWindow, restartDecider)))
 }
 
@@ -56,7 +58,7 @@ func (m *meshActor) Receive(ctx actor.Context) {
 
 func (m *meshActor) spawn(ctx actor.Context) {
 	m.pids.Dispatcher = ctx.Spawn(workers.Props(newDispatcher(m.cfg, m.store, m.metrics, m.log)))
-	m.pids.Inbox = ctx.Spawn(workers.Props(newInbox(m.cfg, m.store, m.metrics, m.log)))
+	m.pids.Inbox = ctx.Spawn(workers.Props(newInbox(m.cfg, m.store, m.metrics, m.log, m.faults)))
 	m.pids.Conn = ctx.Spawn(workers.Props(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log,
 		m.fatal)))
 }

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,15 +15,13 @@ import (
 // and the daemon is not stopped.
 func TestMeshPanicIsolated(t *testing.T) {
 	var meshes []MeshConfig
-	armed := &atomic.Bool{}
-	armed.Store(true)
+	faults := &Faults{InboxPanic: "a"}
 	for _, slug := range []string{"a", "b"} {
 		id, _ := meshcrypto.GenerateIdentity()
 		meshes = append(meshes, MeshConfig{Slug: slug, MeshID: "m-" + slug, MemberID: "u-" + slug, Identity: id,
 			URL: "ws://127.0.0.1:1/ws"}) // no broker: the subtree keeps redialling
 	}
-	meshes[0].PanicOnce = armed
-	tree, fatal := startTree(t, meshes...)
+	tree, fatal, _ := openTree(t, faults, meshes...)
 	root := tree.System.Root
 	ask := func(pid *actor.PID, msg any) (any, error) {
 		return root.RequestFuture(pid, msg, 5*time.Second).Result()
@@ -32,7 +29,7 @@ func TestMeshPanicIsolated(t *testing.T) {
 
 	a, b := tree.Meshes["a"], tree.Meshes["b"]
 	root.Send(a.Inbox, &inboundPush{push: &messages.PushFrame{Type: messages.TypePush, MessageID: "bm-1"}}) // mesh a's inbox panics
-	for deadline := time.Now().Add(5 * time.Second); armed.Load(); {
+	for deadline := time.Now().Add(5 * time.Second); !faults.InboxPanicked.Load(); {
 		if time.Now().After(deadline) {
 			t.Fatal("the inbox of mesh a did not take the fault")
 		}

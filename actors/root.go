@@ -65,6 +65,9 @@ type Deps struct {
 	Fsync *config.FsyncPolicy
 	// Retention is [inbox] and [outbox] retention_days.
 	Retention messages.Retention
+	// Faults are the tests' injected failures (nil: none, always in
+	// production).
+	Faults *Faults
 }
 
 // NewSystem returns an actor system whose own logs go to log.
@@ -179,7 +182,7 @@ func (r *root) Receive(ctx actor.Context) {
 			ctx.Respond(fmt.Errorf("mesh %s is attached already", msg.cfg.Slug))
 			return
 		}
-		pid, err := ctx.SpawnNamed(meshProps(msg.cfg, r.tree.Store, r.deps.Metrics, r.deps.Log, r.deps.Fatal), "mesh-"+msg.cfg.Slug)
+		pid, err := ctx.SpawnNamed(meshProps(msg.cfg, r.tree.Store, &r.deps), "mesh-"+msg.cfg.Slug)
 		if err != nil {
 			ctx.Respond(fmt.Errorf("spawn mesh %s: %w", msg.cfg.Slug, err))
 			return
@@ -219,12 +222,12 @@ func (r *root) spawnChildren(ctx actor.Context) {
 	}
 	r.tree.Events = spawn("events", workers.Props(NewEvents(r.deps.Metrics, log)))
 	r.tree.Store = spawn("store", workers.Props(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
-		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention, Events: r.tree.Events,
+		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention, Events: r.tree.Events, Faults: r.deps.Faults,
 		Metrics: r.deps.Metrics, Log: log})))
 	r.tree.Accept = spawn("accept", workers.Props(NewAcceptRouter(r.tree.Store, log)))
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
-		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, r.deps.Metrics, log, r.deps.Fatal))
+		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, &r.deps))
 	}
 }
 

@@ -136,8 +136,8 @@ type StoreOptions struct {
 	Metrics *metrics.Daemon
 	Log     *slog.Logger
 
-	// nil: Outbox.DB.SyncWAL and Inbox.DB.SyncWAL (tests replace them)
-	syncOutboxWAL, syncInboxWAL func() error
+	// Faults may stand in for the WAL fsyncs (nil: none).
+	Faults *Faults
 }
 
 // NewStore returns the store actor's producer. The databases stay open
@@ -150,7 +150,10 @@ func NewStore(o StoreOptions) actor.Producer {
 	return func() actor.Actor {
 		s := &Store{outbox: o.Outbox, inbox: o.Inbox, pressure: o.Pressure, fsync: o.Fsync, metrics: o.Metrics, events: o.Events,
 			log: o.Log.With("actor", "store"), maxBatch: DefaultMaxBatch, dispatch: dispatch, passes: passes,
-			broken: broken, syncOutboxWAL: o.syncOutboxWAL, syncInboxWAL: o.syncInboxWAL}
+			broken: broken}
+		if o.Faults != nil {
+			s.syncOutboxWAL, s.syncInboxWAL = o.Faults.SyncOutboxWAL, o.Faults.SyncInboxWAL
+		}
 		if s.syncOutboxWAL == nil && o.Outbox != nil {
 			s.syncOutboxWAL = o.Outbox.DB.SyncWAL
 		}

@@ -165,12 +165,12 @@ func TestStoreInboxSyncFails(t *testing.T) {
 	var system *actor.ActorSystem
 	var store *actor.PID
 	var inbox *persistence.Inbox
-	system, store, _, inbox = spawnStore(t, StoreOptions{syncInboxWAL: func() error {
+	system, store, _, inbox = spawnStore(t, StoreOptions{Faults: &Faults{SyncInboxWAL: func() error {
 		if failing.Load() {
 			return errors.New("input/output error")
 		}
 		return inbox.DB.SyncWAL()
-	}})
+	}}})
 	body := "hello"
 	in := &messages.StoreInbound{Item: messages.InboxItem{ID: "r1", ClientMessageID: "c1", Mesh: "m", Kind: "dm",
 		SenderPubkey: "p", SenderName: "n", Body: &body, ReceivedAtMs: time.Now().UnixMilli()}}
@@ -209,7 +209,7 @@ type heldSync struct {
 func holdOutboxSync() (*heldSync, StoreOptions, **persistence.Outbox) {
 	h := &heldSync{began: make(chan struct{}, 8), release: make(chan error), done: make(chan struct{})}
 	outbox := new(*persistence.Outbox)
-	return h, StoreOptions{syncOutboxWAL: func() error {
+	return h, StoreOptions{Faults: &Faults{SyncOutboxWAL: func() error {
 		h.began <- struct{}{}
 		select {
 		case err := <-h.release:
@@ -219,7 +219,7 @@ func holdOutboxSync() (*heldSync, StoreOptions, **persistence.Outbox) {
 		case <-h.done:
 		}
 		return (*outbox).DB.SyncWAL()
-	}}, outbox
+	}}}, outbox
 }
 
 // wait waits for a sync to begin.

@@ -52,7 +52,7 @@ func (p *probe) Receive(ctx actor.Context) {
 // batch to join yet applied on its own, and outcomes still held when the
 // store stops are applied before it goes.
 func TestStoreClaimsForDispatcher(t *testing.T) {
-	tree, _, outbox := openTree(t)
+	tree, _, outbox := openTree(t, nil)
 	root := tree.System.Root
 	accept := func(id string) {
 		t.Helper()

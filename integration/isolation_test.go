@@ -8,12 +8,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/claudemesh/claudemesh-go/actors/daemon"
 )
 
 // TestE2EMeshPanicIsolated: bob's daemon serves two meshes, and the inbox of
-// one panics at its first message push (daemon.EnvFaultInboxPanic). That
+// one panics at its first message push (CLAUDEMESH_FAULT_INBOX_PANIC, read
+// by a binary built with `-tags faults`). That
 // mesh's subtree restarts and delivers again; bob's other mesh keeps
 // delivering and his IPC keeps answering meanwhile; the daemon never exits.
 func TestE2EMeshPanicIsolated(t *testing.T) {
@@ -30,9 +29,18 @@ func TestE2EMeshPanicIsolated(t *testing.T) {
 		}
 	}
 	bobOn := map[string]string{"demo": m.bob.pubkey, "other": joinedMember(t, m.bob.env, "other").Pubkey}
-	m.bob.env.extra = []string{daemon.EnvFaultInboxPanic + "=demo"}
+	// Alice's daemon is the production binary: it ignores the variable.
+	m.alice.env.extra = []string{"CLAUDEMESH_FAULT_INBOX_PANIC=demo"}
+	m.bob.env.extra = []string{"CLAUDEMESH_FAULT_INBOX_PANIC=demo"}
+	m.bob.env.bin = faultsBinary(t)
 	m.alice.start(t)
 	m.bob.start(t)
+	if strings.Contains(m.alice.d.stderr.String(), "fault_injection_armed") {
+		t.Fatal("a binary built without -tags faults armed a fault")
+	}
+	if !strings.Contains(m.bob.d.stderr.String(), "fault_injection_armed") {
+		t.Fatalf("bob's daemon did not arm the fault:\n%s", m.bob.d.stderr.String())
+	}
 	events := openSSE(t, m.bob.env.socket(), "")
 	defer events.close()
 	send := func(mesh, body string) {

@@ -27,8 +27,14 @@ import (
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
-// binPath is the claudemesh binary TestMain builds.
-var binPath string
+// binPath is the claudemesh binary TestMain builds; faultsBinPath the same
+// built with `-tags faults` (it reads the fault injections from the
+// environment), which a test that needs it builds (faultsBinary).
+var (
+	binPath, faultsBinPath string
+	faultsBuild            sync.Once
+	faultsBuildErr         error
+)
 
 // Deadlines. Polls run every pollInterval until their deadline.
 const (
@@ -49,13 +55,36 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "claudemesh")
-	build := exec.Command("go", "build", "-o", binPath, "github.com/claudemesh/claudemesh-go/cmd/claudemesh")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "integration: go build ./cmd/claudemesh: %v\n%s", err, out)
+	binPath, faultsBinPath = filepath.Join(dir, "claudemesh"), filepath.Join(dir, "claudemesh-faults")
+	if err := buildBinary(binPath); err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
 		return 1
 	}
 	return m.Run()
+}
+
+// buildBinary builds cmd/claudemesh to path, with tags.
+func buildBinary(path string, tags ...string) error {
+	args := []string{"build", "-o", path}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	build := exec.Command("go", append(args, "github.com/claudemesh/claudemesh-go/cmd/claudemesh")...)
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v ./cmd/claudemesh: %v\n%s", tags, err, out)
+	}
+	return nil
+}
+
+// faultsBinary is the binary built with `-tags faults` (once), for the
+// daemons of a test that injects failures through the environment.
+func faultsBinary(t *testing.T) string {
+	t.Helper()
+	faultsBuild.Do(func() { faultsBuildErr = buildBinary(faultsBinPath, "faults") })
+	if faultsBuildErr != nil {
+		t.Fatal(faultsBuildErr)
+	}
+	return faultsBinPath
 }
 
 // env is one test's pair of claudemesh directories.
@@ -64,6 +93,7 @@ type env struct {
 	daemonDir string
 	configDir string
 	extra     []string // more environment, KEY=value
+	bin       string   // the daemon's binary ("": binPath)
 }
 
 // newEnv returns fresh, empty daemon and config directories, in t.TempDir
@@ -165,7 +195,11 @@ func spawnDaemon(t *testing.T, e *env, args ...string) *daemonProc {
 	if len(args) == 0 {
 		args = []string{"--tcp", "127.0.0.1:0"}
 	}
-	cmd := exec.Command(binPath, append([]string{"daemon", "up", "--foreground"}, args...)...)
+	bin := binPath
+	if e.bin != "" {
+		bin = e.bin
+	}
+	cmd := exec.Command(bin, append([]string{"daemon", "up", "--foreground"}, args...)...)
 	cmd.Env = e.environ()
 	d := &daemonProc{t: t, env: e, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = d.stderr

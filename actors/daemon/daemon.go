@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -45,19 +44,13 @@ type Options struct {
 	// LegacyBroker accepts brokers that do not negotiate the delivery
 	// contract (the upstream broker): daemon-layer idempotency only.
 	LegacyBroker bool
-	// FaultInboxPanic names a mesh whose inbox panics at its first message
-	// push (EnvFaultInboxPanic): fault injection for the isolation test.
-	FaultInboxPanic string
+	// Faults are failures injected by tests (nil in production).
+	Faults *actors.Faults
 	// BrokerLiveness is how long a silent broker connection is kept before
 	// it is dropped and dialled again (0: the protocol's 75 s). Tests of
 	// silent failures shorten it.
 	BrokerLiveness time.Duration
 }
-
-// EnvFaultInboxPanic is the variable `daemon up` reads FaultInboxPanic
-// from. Its only use is testing: the message is not acked, so the broker
-// delivers it again once the mesh's restarted subtree reconnects.
-const EnvFaultInboxPanic = "CLAUDEMESH_FAULT_INBOX_PANIC"
 
 // Daemon is a running daemon.
 type Daemon struct {
@@ -85,6 +78,9 @@ func Start(opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Log, lock: lock, fatal: make(chan error, 1)}
+	if f := opts.Faults; f != nil {
+		d.log.Warn("fault_injection_armed", "inbox_panic", f.InboxPanic)
+	}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -114,7 +110,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 	}
 	d.fsync = config.NewFsyncPolicy(opts.Config.Fsync())
 	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal,
-		Metrics: series, Pressure: d.pressure, Fsync: d.fsync, Retention: retentionOf(opts.Config)}); err != nil {
+		Metrics: series, Pressure: d.pressure, Fsync: d.fsync, Retention: retentionOf(opts.Config), Faults: opts.Faults}); err != nil {
 		return nil, err
 	}
 	conns := map[string]*actor.PID{}
@@ -250,11 +246,6 @@ func (d *Daemon) meshConfig(m config.Membership, id *meshcrypto.Identity) actors
 	}
 	cfg := actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: id,
 		Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness}
-	if m.Slug == d.opts.FaultInboxPanic {
-		cfg.PanicOnce = &atomic.Bool{}
-		cfg.PanicOnce.Store(true)
-		d.log.Warn("fault_injection_armed", "mesh", m.Slug, "fault", "inbox panics at its first message push")
-	}
 	return cfg
 }
 

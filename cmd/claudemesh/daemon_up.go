@@ -141,7 +141,7 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 	}
 
 	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy,
-		FaultInboxPanic: os.Getenv(daemon.EnvFaultInboxPanic), BrokerLiveness: c.Liveness})
+		Faults: faults(), BrokerLiveness: c.Liveness})
 	if err != nil {
 		return c.startFailed(log, err)
 	}
