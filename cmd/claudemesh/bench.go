@@ -9,8 +9,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/cmd/claudemesh/internal/bench"
+	"github.com/claudemesh/claudemesh-go/config"
 )
 
 type benchCmd struct {
