@@ -142,27 +142,3 @@ func TestAcceptChildrenStop(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // poll interval: the condition is re-checked
 	}
 }
-
-// TestStoreHandlesEveryMessage: each command type the store accepts gets
-// its own typed reply, never a dead letter.
-func TestStoreHandlesEveryMessage(t *testing.T) {
-	tree, _ := startTree(t)
-	cases := []struct {
-		msg  any
-		want string
-	}{
-		{&messages.AcceptSend{Mesh: "m", ClientMessageID: "a", RowID: "01J0000000000000000000000A", Payload: []byte("{}"), Now: 1}, "*messages.AcceptResult"},
-		{&messages.ListOutbox{Limit: 10}, "*messages.OutboxPage"},
-		{&messages.OutboxStats{}, "*messages.OutboxCounts"},
-		{&messages.RequeueOutbox{ID: "missing", NewRowID: "r", NewClientMessageID: "n", Now: 1}, "*messages.RequeueResult"},
-	}
-	for _, c := range cases {
-		res, err := tree.System.Root.RequestFuture(tree.Store, c.msg, 5*time.Second).Result()
-		if err != nil {
-			t.Fatalf("%T: %v", c.msg, err)
-		}
-		if got := fmt.Sprintf("%T", res); got != c.want {
-			t.Errorf("%T answered %s, want %s", c.msg, got, c.want)
-		}
-	}
-}

@@ -58,16 +58,16 @@ func (s *Store) scheduleRetention(ctx actor.Context, after time.Duration) {
 // retain starts a pass: one command for each database, answered to the
 // store itself (retained).
 func (s *Store) retain(ctx actor.Context) {
-	if s.passes.pending > 0 {
+	if s.kept.passes.pending > 0 {
 		return // one is running; its end schedules the next
 	}
-	now, keep := time.Now(), s.passes.keep
-	s.passes.pending, s.passes.more = 2, false
-	s.enqueueFrom(ctx, &messages.PruneInbox{Before: cutoff(now, keep.InboxDays),
+	now, keep := time.Now(), s.kept.passes.keep
+	s.kept.passes.pending, s.kept.passes.more = 2, false
+	s.enqueue(ctx, request(&messages.PruneInbox{Before: cutoff(now, keep.InboxDays),
 		EventsKeep: persistence.DefaultEventsKeep, EventsBefore: now.Add(-persistence.DefaultEventsMaxAge).UnixMilli(),
-		Limit: RetentionBatch}, ctx.Self())
-	s.enqueueFrom(ctx, &messages.PruneOutbox{Before: cutoff(now, keep.OutboxDays),
-		Limit: RetentionBatch}, ctx.Self())
+		Limit: RetentionBatch}, ctx.Self()))
+	s.enqueue(ctx, request(&messages.PruneOutbox{Before: cutoff(now, keep.OutboxDays),
+		Limit: RetentionBatch}, ctx.Self()))
 }
 
 // retained takes one part's answer; when both are in, the next pass is
@@ -84,42 +84,50 @@ func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
 		s.metrics.Pruned.WithLabelValues("events").Add(float64(p.Events))
 		s.metrics.Pruned.WithLabelValues("outbox_payloads").Add(float64(p.Outbox))
 	}
-	if p.InboxRows >= 0 {
+	if p.Err == nil && p.InboxRows >= 0 {
 		s.metrics.InboxRows.Set(float64(p.InboxRows))
 		if n, err := persistence.FileBytes(s.inbox.Path()); err == nil {
 			s.metrics.InboxBytes.Set(float64(n))
 		}
 	}
-	s.passes.more = s.passes.more || p.More
-	if s.passes.pending--; s.passes.pending > 0 {
+	s.kept.passes.more = s.kept.passes.more || p.More
+	if s.kept.passes.pending--; s.kept.passes.pending > 0 {
 		return
 	}
 	next := RetentionEvery
-	if s.passes.more {
+	if s.kept.passes.more {
 		next = RetentionCatchUp
 	}
 	s.scheduleRetention(ctx, next)
 }
 
-// prune runs a pass's command on its database.
-func (s *Store) prune(tx *sqlx.Tx, msg any) (*messages.Pruned, error) {
+// pruneInbox runs a pass's part on inbox.db: old inbox rows, then the
+// event log beyond its bounds; the rows left are counted once the part is
+// done (not at every catch-up pass).
+func (s *Store) pruneInbox(tx *sqlx.Tx, m *messages.PruneInbox, _ *actor.PID) (*messages.Pruned, error) {
 	out := &messages.Pruned{InboxRows: -1}
 	var err error
-	switch m := msg.(type) {
-	case *messages.PruneInbox:
-		if out.Inbox, err = s.inbox.Prune(tx, m.Before, m.Limit); err != nil {
-			return out, err
-		}
-		if out.Events, err = s.inbox.TrimEvents(tx, m.EventsKeep, m.EventsBefore, m.Limit); err != nil {
-			return out, err
-		}
-		out.More = out.Inbox >= int64(m.Limit) || out.Events >= int64(m.Limit)
-		if !out.More { // counted once the part is done, not at every catch-up pass
-			out.InboxRows, err = s.inbox.Count(tx)
-		}
-	case *messages.PruneOutbox:
-		out.Outbox, err = s.outbox.CompactPayloads(tx, m.Before, m.Limit)
-		out.More = out.Outbox >= int64(m.Limit)
+	if out.Inbox, err = s.inbox.Prune(tx, m.Before, m.Limit); err != nil {
+		return nil, err
 	}
-	return out, err
+	if out.Events, err = s.inbox.TrimEvents(tx, m.EventsKeep, m.EventsBefore, m.Limit); err != nil {
+		return nil, err
+	}
+	out.More = out.Inbox >= int64(m.Limit) || out.Events >= int64(m.Limit)
+	if !out.More {
+		if out.InboxRows, err = s.inbox.Count(tx); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// pruneOutbox runs a pass's part on outbox.db: the payloads of old done
+// and aborted rows.
+func (s *Store) pruneOutbox(tx *sqlx.Tx, m *messages.PruneOutbox, _ *actor.PID) (*messages.Pruned, error) {
+	n, err := s.outbox.CompactPayloads(tx, m.Before, m.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &messages.Pruned{Outbox: n, InboxRows: -1, More: n >= int64(m.Limit)}, nil
 }

@@ -30,14 +30,12 @@ const InboxSyncDelay = 10 * time.Millisecond
 // mode a checkpoint syncs the log before it copies and the database file
 // before the log is reused.
 type walSyncer struct {
+	db    database // whose WAL: it owes the replies of db's durable commands
 	sync  func() error
 	delay time.Duration // gathered before each fsync
-	// owes says which commands' replies wait for the fsync; fail gives a
-	// command's reply when the fsync failed (nil: the reply stands).
-	owes    func(cmd any) bool
-	fail    func(cmd any, err error) any
-	root    *actor.RootContext
-	store   *actor.PID // told after each fsync, before its replies go (walSynced)
+	root  *actor.RootContext
+	self  *actor.PID // the store, told after each fsync, before its replies go (walSynced)
+	// observe times each fsync (cm_daemon_store_commit_seconds).
 	observe func(time.Duration)
 
 	mu    sync.Mutex
@@ -55,10 +53,18 @@ type walSyncer struct {
 	done   chan struct{}
 }
 
+// walSynced is a syncer telling the store, after each fsync and before its
+// replies go, how many owe calls the fsync covered and the failure that
+// broke the syncer, if one did.
+type walSynced struct {
+	from   *walSyncer
+	owes   int
+	broken error
+}
+
 // owedReply is one command's reply, held until its batch is on disk.
 type owedReply struct {
-	to    *actor.PID
-	cmd   any
+	req   storeRequest
 	reply any
 }
 
@@ -73,9 +79,9 @@ func (y *walSyncer) start() *walSyncer {
 func (y *walSyncer) owe(reqs []storeRequest, replies []any) {
 	y.mu.Lock()
 	for i, r := range reqs {
-		if replies[i] != nil && y.owes(r.msg) {
+		if replies[i] != nil && r.cmd.durable && r.cmd.db == y.db {
 			if r.sender != nil {
-				y.owed = append(y.owed, owedReply{to: r.sender, cmd: r.msg, reply: replies[i]})
+				y.owed = append(y.owed, owedReply{req: r, reply: replies[i]})
 			}
 			replies[i] = nil
 		}
@@ -121,9 +127,8 @@ func (y *walSyncer) loop() {
 }
 
 // syncOwed fsyncs the WAL and sends the replies owed until then; if the
-// fsync fails, or one failed before (broken), the commands fail picks are
-// answered with the error instead. batch is the buffer of the previous
-// call, reused.
+// fsync fails, or one failed before (broken), they are answered with the
+// failure instead. batch is the buffer of the previous call, reused.
 func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 	y.mu.Lock()
 	batch, y.owed = y.owed, batch[:0]
@@ -141,15 +146,13 @@ func (y *walSyncer) syncOwed(batch []owedReply) []owedReply {
 		y.broken = err
 	}
 	// First: whoever acts on a reply then finds the store told.
-	y.root.Send(y.store, &walSynced{from: y, owes: owes, broken: err})
+	y.root.Send(y.self, &walSynced{from: y, owes: owes, broken: err})
 	for _, o := range batch {
 		reply := o.reply
 		if err != nil {
-			if r := y.fail(o.cmd, err); r != nil {
-				reply = r
-			}
+			reply = failed(o.req, syncFailure(y.db, err))
 		}
-		y.root.Send(o.to, reply)
+		y.root.Send(o.req.sender, reply)
 	}
 	clear(batch)
 	return batch

@@ -4,8 +4,9 @@
 // Only the store actor calls this package inside a running daemon; nothing
 // else opens outbox.db or inbox.db while the daemon runs. Writes happen in
 // a Batch: one BEGIN IMMEDIATE transaction for a whole mailbox drain, each
-// command in its own SAVEPOINT so that one command's failure leaves its
-// neighbours' work intact (group commit). A batch's commit is in the WAL,
+// command that writes with several statements in its own SAVEPOINT so that
+// one command's failure leaves its neighbours' work intact (group commit);
+// a single statement is atomic by itself. A batch's commit is in the WAL,
 // visible and safe from a crash of the process, when it returns
 // (synchronous=NORMAL); it is on disk once SyncWAL has fsynced the WAL,
 // which the store does, apart from the commits, for the batches whose
@@ -165,6 +166,11 @@ func (d *DB) Begin(ctx context.Context) (*Batch, error) {
 	}
 	return &Batch{tx: tx, db: d}, nil
 }
+
+// Tx is the batch's transaction, for a command that writes with a single
+// statement (atomic by itself: a failing statement undoes its own changes
+// and leaves the rest of the batch untouched) or only reads.
+func (b *Batch) Tx() *sqlx.Tx { return b.tx }
 
 // Do runs fn inside a savepoint: if fn fails, its writes are rolled back and
 // the rest of the batch is untouched.

@@ -4,12 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // Inbox paging limits (spec §3.8).
@@ -91,6 +95,41 @@ type InboxRow struct {
 	Meta            *string `db:"meta"` // JSON text
 	ReceivedAt      int64   `db:"received_at"`
 	ReplyToID       *string `db:"reply_to_id"`
+}
+
+// InboxRowOf is the row that stores a received message.
+func InboxRowOf(it *messages.InboxItem) *InboxRow {
+	row := &InboxRow{ID: it.ID, ClientMessageID: it.ClientMessageID, BrokerMessageID: optional(it.BrokerMessageID),
+		Mesh: it.Mesh, Topic: optional(it.Topic), SenderPubkey: it.SenderPubkey, SenderName: it.SenderName,
+		Body: it.Body, ReceivedAt: it.ReceivedAtMs, ReplyToID: optional(it.ReplyToID)}
+	if len(it.Meta) > 0 {
+		meta := string(it.Meta)
+		row.Meta = &meta
+	}
+	return row
+}
+
+// Item renders the row for the API (GET /v1/inbox).
+func (r *InboxRow) Item() messages.InboxItem {
+	it := messages.InboxItem{ID: r.ID, ClientMessageID: r.ClientMessageID, BrokerMessageID: messages.Deref(r.BrokerMessageID),
+		Mesh: r.Mesh, Kind: "dm", Topic: messages.Deref(r.Topic), SenderPubkey: r.SenderPubkey, SenderName: r.SenderName,
+		Body: r.Body, ReceivedAt: time.UnixMilli(r.ReceivedAt).UTC().Format(time.RFC3339Nano), ReceivedAtMs: r.ReceivedAt,
+		ReplyToID: messages.Deref(r.ReplyToID)}
+	if r.Topic != nil {
+		it.Kind = "topic"
+	}
+	if r.Meta != nil {
+		it.Meta = json.RawMessage(*r.Meta)
+	}
+	return it
+}
+
+// optional is s as a nullable column: nil for "".
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // InboxDedupeKey is the inbox's client_message_id for a message (A25): the

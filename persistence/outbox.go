@@ -80,30 +80,37 @@ type acceptRow struct {
 }
 
 // insertSQL is the new row of an accept: pending with no attempt, or
-// claimed at once (inflight, its first attempt counted).
+// claimed at once (inflight, its first attempt counted). An id that has a
+// row already inserts nothing: the insert is the §4.5 lookup's first half.
 const insertSQL = `INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, payload,
                      enqueued_at, attempts, next_attempt_at, status)
- VALUES (?, ?, ?, ?, ?, ?, %d, ?, '%s')`
+ VALUES (?, ?, ?, ?, ?, ?, %d, ?, '%s')
+ ON CONFLICT(client_message_id) DO NOTHING`
 
-// Accept runs the §4.5 lookup and, for an id with no row, the insert, inside
-// the caller's batch transaction. With claim, a new row is inserted already
+// Accept runs the §4.5 lookup-and-insert inside the caller's batch
+// transaction, as one statement for a new id (the common case): the
+// insert, which does nothing when the id has a row; only then is the row
+// read and the table applied. Being one statement, it needs no savepoint:
+// a failing insert undoes itself. With claim, a new row is inserted already
 // claimed for sending (inflight, attempts 1): the dispatcher has room and
 // nothing older is waiting, so a separate claim would pick exactly this row.
 func (o *Outbox) Accept(tx *sqlx.Tx, cmd *messages.AcceptSend, claim bool) (*messages.AcceptResult, error) {
-	var row acceptRow
-	err := tx.Stmtx(o.lookup).Get(&row, cmd.ClientMessageID)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		insert := o.insert
-		if claim {
-			insert = o.claimed
-		}
-		if _, err := tx.Stmtx(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
-			cmd.Payload, cmd.Now, cmd.Now); err != nil {
-			return nil, fmt.Errorf("insert outbox row: %w", err)
-		}
+	insert := o.insert
+	if claim {
+		insert = o.claimed
+	}
+	res, err := tx.Stmtx(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
+		cmd.Payload, cmd.Now, cmd.Now)
+	if err != nil {
+		return nil, fmt.Errorf("insert outbox row: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("insert outbox row: %w", err)
+	} else if n == 1 {
 		return &messages.AcceptResult{Outcome: messages.AcceptQueued, Inserted: true}, nil
-	case err != nil:
+	}
+	var row acceptRow
+	if err := tx.Stmtx(o.lookup).Get(&row, cmd.ClientMessageID); err != nil {
 		return nil, fmt.Errorf("look up client_message_id: %w", err)
 	}
 	return decide(&row, cmd.Fingerprint), nil
@@ -273,8 +280,12 @@ func (o *Outbox) Requeue(tx *sqlx.Tx, cmd *messages.RequeueOutbox) (*messages.Re
 	                       WHERE id = ?`, cmd.Now, cmd.NewRowID, cmd.ID); err != nil {
 		return nil, fmt.Errorf("abort outbox row: %w", err)
 	}
-	if _, err := tx.Stmtx(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now); err != nil {
+	res, err := tx.Stmtx(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now)
+	if err != nil {
 		return nil, fmt.Errorf("insert successor row: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return nil, fmt.Errorf("insert successor row: %d rows (%v)", n, err)
 	}
 	return &messages.RequeueResult{AbortedRowID: cmd.ID, NewRowID: cmd.NewRowID, NewClientMessageID: cmd.NewClientMessageID}, nil
 }

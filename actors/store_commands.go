@@ -1,0 +1,179 @@
+package actors
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
+)
+
+// commands is the store's command table: one entry per message type it
+// runs against a database, saying which database, whether the reply waits
+// for that database's WAL fsync, whether the command needs a savepoint,
+// how it runs, and what event its reply publishes. Adding a command is one
+// entry here (plus its SQL in persistence/); TestStoreHandlesEveryMessage
+// walks the table, so a command without a test case fails it.
+//
+// Every reply type carries the store's error in a field Err (and reports
+// it through Failure), so the reply of a failed command is built from the
+// type alone.
+var commands = commandTable(
+	// The accept path and operator recovery (outbox.db). The caller is told
+	// its message is stored, or given up: the reply waits for the fsync.
+	entry(spec[messages.AcceptSend, messages.AcceptResult]{db: outboxDB, durable: true, run: (*Store).accept}),
+	entry(spec[messages.RequeueOutbox, messages.RequeueResult]{db: outboxDB, durable: true, savepoint: true,
+		run: (*Store).requeue}),
+	entry(spec[messages.DropOutbox, messages.DropResult]{db: outboxDB, durable: true,
+		run: func(s *Store, tx *sqlx.Tx, m *messages.DropOutbox, _ *actor.PID) (*messages.DropResult, error) {
+			return s.outbox.Drop(tx, m)
+		}}),
+	entry(spec[messages.ListOutbox, messages.OutboxPage]{db: outboxDB,
+		run: func(s *Store, tx *sqlx.Tx, m *messages.ListOutbox, _ *actor.PID) (*messages.OutboxPage, error) {
+			return s.outbox.List(tx, m)
+		}}),
+	entry(spec[messages.OutboxStats, messages.OutboxCounts]{db: outboxDB,
+		run: func(s *Store, tx *sqlx.Tx, _ *messages.OutboxStats, _ *actor.PID) (*messages.OutboxCounts, error) {
+			counts, err := s.outbox.Counts(tx)
+			return &messages.OutboxCounts{ByMesh: counts, SyncBroken: s.syncBroken()}, err
+		}}),
+
+	// Dispatching (outbox.db, store_dispatch.go). Nothing here answers a
+	// caller that was promised durability: a claim, outcome or release lost
+	// in a power cut costs a resend, which the broker's dedupe answers.
+	entry(spec[messages.DispatchReady, messages.OutcomeApplied]{db: outboxDB, run: (*Store).dispatchReady}),
+	entry(spec[messages.DispatchWake, none]{db: outboxDB, run: (*Store).dispatchWake}),
+	entry(spec[messages.SendOutcome, messages.OutcomeApplied]{db: outboxDB, hold: true, run: (*Store).sendOutcome}),
+	entry(spec[messages.ReleaseMesh, messages.OutcomeApplied]{db: outboxDB, run: (*Store).releaseMesh}),
+
+	// Received messages and the event log (inbox.db, store_inbox.go). A
+	// stored message's reply waits for the fsync (the inbox actor acks it
+	// to the broker on it); its event is published at the commit.
+	entry(spec[messages.StoreInbound, messages.InboundStored]{db: inboxDB, durable: true, savepoint: true,
+		run: (*Store).storeInbound, event: func(r *messages.InboundStored) *messages.Event { return r.Event }}),
+	entry(spec[messages.AppendEvent, messages.EventAppended]{db: inboxDB, durable: true,
+		run: (*Store).appendEvent, event: func(r *messages.EventAppended) *messages.Event { return r.Event }}),
+	entry(spec[messages.ListInbox, messages.InboxPage]{db: inboxDB, run: (*Store).listInbox}),
+	entry(spec[messages.EventsSince, messages.EventsPage]{db: inboxDB, run: (*Store).eventsSince}),
+
+	// Retention passes (store_retention.go), sent by the store to itself.
+	entry(spec[messages.PruneInbox, messages.Pruned]{db: inboxDB, savepoint: true, run: (*Store).pruneInbox}),
+	entry(spec[messages.PruneOutbox, messages.Pruned]{db: outboxDB, savepoint: true, run: (*Store).pruneOutbox}),
+)
+
+// database is one of the store's two files.
+type database int
+
+const (
+	outboxDB database = iota
+	inboxDB
+)
+
+// dbNames label the databases in logs and metrics.
+var dbNames = [2]string{outboxDB: "outbox", inboxDB: "inbox"}
+
+// command is one entry of the table, with the message and reply types
+// erased.
+type command struct {
+	db database
+	// durable: the reply waits until the batch is on disk, the fsync of
+	// db's WAL; if that fsync fails, the reply is the failure.
+	durable bool
+	// savepoint: the command writes with several statements that stand or
+	// fall together.
+	savepoint bool
+	// hold: the command answers no caller and needs no fsync; it waits up
+	// to OutcomeDelay for a batch to ride with.
+	hold bool
+	// run executes the command in tx; from is who sent it.
+	run func(s *Store, tx *sqlx.Tx, msg any, from *actor.PID) (reply any, err error)
+	// fail is the reply that carries err (nil: the command has no reply).
+	fail func(err error) any
+	// event is the event a committed reply publishes (nil: none).
+	event func(reply any) *messages.Event
+}
+
+// promisesOutbox says the reply promises a durable outbox.db: an accept, a
+// requeue or a drop.
+func (c *command) promisesOutbox() bool { return c.durable && c.db == outboxDB }
+
+// none is the reply type of a command that answers nobody.
+type none struct{}
+
+// spec is a table entry as written: M is the message, R its reply.
+type spec[M, R any] struct {
+	db        database
+	durable   bool
+	savepoint bool
+	hold      bool
+	run       func(s *Store, tx *sqlx.Tx, m *M, from *actor.PID) (*R, error)
+	event     func(reply *R) *messages.Event
+}
+
+// entry erases spec's types: the reply of a failed command is a new R with
+// its Err field set.
+func entry[M, R any](c spec[M, R]) tableEntry {
+	cmd := &command{db: c.db, durable: c.durable, savepoint: c.savepoint, hold: c.hold,
+		run: func(s *Store, tx *sqlx.Tx, msg any, from *actor.PID) (any, error) {
+			r, err := c.run(s, tx, msg.(*M), from)
+			if r == nil {
+				return nil, err
+			}
+			return r, err
+		}}
+	rt := reflect.TypeFor[R]()
+	if rt != reflect.TypeFor[none]() {
+		field, ok := rt.FieldByName("Err")
+		if !ok || field.Type != reflect.TypeFor[error]() {
+			panic(fmt.Sprintf("store command %v: reply %v has no field Err error", reflect.TypeFor[M](), rt))
+		}
+		cmd.fail = func(err error) any {
+			r := new(R)
+			reflect.ValueOf(r).Elem().FieldByIndex(field.Index).Set(reflect.ValueOf(&err).Elem())
+			return r
+		}
+	}
+	if c.event != nil {
+		cmd.event = func(reply any) *messages.Event {
+			if r, ok := reply.(*R); ok {
+				return c.event(r)
+			}
+			return nil
+		}
+	}
+	return tableEntry{msg: reflect.TypeFor[*M](), cmd: cmd}
+}
+
+// tableEntry is one erased entry with the pointer type it is for.
+type tableEntry struct {
+	msg reflect.Type
+	cmd *command
+}
+
+func commandTable(entries ...tableEntry) map[reflect.Type]*command {
+	table := make(map[reflect.Type]*command, len(entries))
+	for _, e := range entries {
+		if table[e.msg] != nil {
+			panic(fmt.Sprintf("store command %v listed twice", e.msg))
+		}
+		table[e.msg] = e.cmd
+	}
+	return table
+}
+
+// failed is the reply that carries err for r's command; a full disk
+// becomes 507 insufficient_storage.
+func failed(r storeRequest, err error) any {
+	if persistence.IsFull(err) {
+		err = &messages.Error{Status: http.StatusInsufficientStorage, Code: messages.CodeInsufficientStorage,
+			Detail: "the disk is full; nothing was stored: retry with the same client_message_id once there is space"}
+	}
+	if r.cmd.fail == nil {
+		return nil
+	}
+	return r.cmd.fail(err)
+}

@@ -1,0 +1,81 @@
+package actors
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// TestStoreHandlesEveryMessage walks the command table: every command
+// type has a case here, the store answers it with its reply type (a
+// command with no reply is run, and the store answers the next request),
+// and a failed command's reply carries the error.
+func TestStoreHandlesEveryMessage(t *testing.T) {
+	system, store, _, _ := spawnStore(t, StoreOptions{})
+	now := time.Now().UnixMilli()
+	body := "hello"
+	cases := []struct {
+		msg  any
+		want any // the reply type; nil: the command answers nobody
+	}{
+		{&messages.AcceptSend{Mesh: "m", ClientMessageID: "a", RowID: "01J0000000000000000000000A", Payload: []byte(`{}`),
+			Now: now}, &messages.AcceptResult{}},
+		{&messages.RequeueOutbox{ID: "missing", NewRowID: "r", NewClientMessageID: "n", Now: now}, &messages.RequeueResult{}},
+		{&messages.DropOutbox{ID: "missing", Now: now}, &messages.DropResult{}},
+		{&messages.ListOutbox{Limit: 10}, &messages.OutboxPage{}},
+		{&messages.OutboxStats{}, &messages.OutboxCounts{}},
+		{&messages.DispatchReady{Mesh: "m", Gen: 1, Window: 1, Now: now}, &messages.OutcomeApplied{}},
+		{&messages.DispatchWake{Mesh: "m"}, nil},
+		{&messages.SendOutcome{Mesh: "m", Gen: 1, RowID: "01J0000000000000000000000A", Outcome: messages.OutcomeDone,
+			Now: now}, &messages.OutcomeApplied{}},
+		{&messages.ReleaseMesh{Mesh: "m", Now: now}, &messages.OutcomeApplied{}},
+		{&messages.StoreInbound{Item: messages.InboxItem{ID: "i1", ClientMessageID: "c1", Mesh: "m", Kind: "dm",
+			SenderPubkey: "p", SenderName: "n", Body: &body, ReceivedAtMs: now}}, &messages.InboundStored{}},
+		{&messages.AppendEvent{Name: "broker_status", Data: []byte(`{}`)}, &messages.EventAppended{}},
+		{&messages.ListInbox{Limit: 10}, &messages.InboxPage{}},
+		{&messages.EventsSince{After: 0, Limit: 10}, &messages.EventsPage{}},
+		{&messages.PruneInbox{Before: 0, EventsKeep: 100, Limit: 10}, &messages.Pruned{}},
+		{&messages.PruneOutbox{Before: 0, Limit: 10}, &messages.Pruned{}},
+	}
+	covered := map[reflect.Type]bool{}
+	for _, c := range cases {
+		typ := reflect.TypeOf(c.msg)
+		covered[typ] = true
+		cmd := commands[typ]
+		if cmd == nil {
+			t.Errorf("%v has a case but no entry in the command table", typ)
+			continue
+		}
+		if c.want == nil {
+			system.Root.Send(store, c.msg)
+			askStore(t, system, store, &messages.OutboxStats{}) // the store went past it
+			if cmd.fail != nil {
+				t.Errorf("%v answers nobody, yet its entry has a failure reply", typ)
+			}
+			continue
+		}
+		res, err := system.Root.RequestFuture(store, c.msg, 5*time.Second).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", typ, err)
+		}
+		if got, want := reflect.TypeOf(res), reflect.TypeOf(c.want); got != want {
+			t.Errorf("%v answered %v, want %v", typ, got, want)
+		}
+		boom := errors.New("boom")
+		f, ok := cmd.fail(boom).(interface{ Failure() error })
+		if !ok || reflect.TypeOf(f) != reflect.TypeOf(c.want) || !errors.Is(f.Failure(), boom) {
+			t.Errorf("%v: a failure's reply is %#v, want a %T carrying the error", typ, f, c.want)
+		}
+	}
+	for typ := range commands {
+		if !covered[typ] {
+			t.Errorf("store command %v has no case in TestStoreHandlesEveryMessage", typ)
+		}
+	}
+	if len(cases) != len(commands) {
+		t.Errorf("%d cases for %d commands", len(cases), len(commands))
+	}
+}
