@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -115,22 +117,37 @@ func processes(s *actor.ActorSystem) int {
 	return n
 }
 
-// TestAcceptChildrenStop: after a burst of accepts for many ids, and many
-// retries of one id, every accept child has stopped.
-func TestAcceptChildrenStop(t *testing.T) {
+// TestAcceptChildrenReusedAndStopped: accepts of new ids one after the
+// other are served by one reused child, not one spawned per id; after a
+// burst of accepts for many ids, and many retries of one id, every child
+// is stopped once idle for its time.
+func TestAcceptChildrenReusedAndStopped(t *testing.T) {
 	tree, _ := startTree(t)
+	root := tree.System.Root
+	router := root.Spawn(workers.Props(newAcceptRouter(tree.Store, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		acceptTimings{idle: 200 * time.Millisecond, store: StoreTimeout})))
 	baseline := processes(tree.System)
+	accept := func(id, row string) {
+		res, err := root.RequestFuture(router, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: row,
+			Fingerprint: messages.Fingerprint{1}, Payload: []byte("{}"), Now: 1}, 10*time.Second).Result()
+		if r, ok := res.(*messages.AcceptResult); err != nil || !ok || r.Err != nil || r.Outcome != messages.AcceptQueued {
+			t.Errorf("accept %s: %v %#v", id, err, res)
+		}
+	}
+	most := 0
+	for i := range 50 {
+		accept(fmt.Sprintf("seq-%d", i), fmt.Sprintf("seq-row-%d", i))
+		most = max(most, processes(tree.System)-baseline)
+	}
+	if most > 3 { // the child, and the future of the request in flight
+		t.Errorf("%d processes above the baseline for 50 accepts one after the other: children are not reused", most)
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < 400; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id := fmt.Sprintf("id-%d", i%300)
-			res, err := tree.System.Root.RequestFuture(tree.Accept, &messages.AcceptSend{Mesh: "m", ClientMessageID: id,
-				RowID: fmt.Sprintf("row-%d", i), Fingerprint: messages.Fingerprint{1}, Payload: []byte("{}"), Now: 1}, 10*time.Second).Result()
-			if r, ok := res.(*messages.AcceptResult); err != nil || !ok || r.Err != nil || r.Outcome != messages.AcceptQueued {
-				t.Errorf("accept %s: %v %#v", id, err, res)
-			}
+			accept(fmt.Sprintf("id-%d", i%300), fmt.Sprintf("row-%d", i))
 		}()
 	}
 	wg.Wait()
@@ -140,5 +157,56 @@ func TestAcceptChildrenStop(t *testing.T) {
 			t.Fatalf("%d processes left, baseline %d: accept children do not stop", processes(tree.System), baseline)
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval: the condition is re-checked
+	}
+}
+
+// TestAcceptStuckStore: when the store does not answer in time the caller
+// gets 503 store_unavailable, and the next request for the id goes to
+// another child; the store's late answer to the first is not taken for the
+// answer to the second.
+func TestAcceptStuckStore(t *testing.T) {
+	system := NewSystem(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer system.Shutdown()
+	type asked struct {
+		msg  *messages.AcceptSend
+		from *actor.PID
+	}
+	got := make(chan asked, 4)
+	store := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*messages.AcceptSend); ok {
+			got <- asked{m, ctx.Sender()}
+		}
+	}))
+	router := system.Root.Spawn(workers.Props(newAcceptRouter(store, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		acceptTimings{idle: time.Minute, store: 100 * time.Millisecond})))
+	first := system.Root.RequestFuture(router, &messages.AcceptSend{ClientMessageID: "x", RowID: "r1"}, 5*time.Second)
+	second := system.Root.RequestFuture(router, &messages.AcceptSend{ClientMessageID: "x", RowID: "r2"}, 5*time.Second)
+	next := func() asked {
+		t.Helper()
+		select {
+		case a := <-got:
+			return a
+		case <-time.After(5 * time.Second):
+			t.Fatal("the store was not asked")
+			return asked{}
+		}
+	}
+	a1 := next()
+	if a1.msg.RowID != "r1" {
+		t.Fatalf("first asked %s", a1.msg.RowID)
+	}
+	res, err := first.Result()
+	if r, ok := res.(*messages.AcceptResult); err != nil || !ok || !errors.Is(r.Err, messages.ErrStoreUnavailable) {
+		t.Fatalf("first: %#v, %v; want store unavailable", res, err)
+	}
+	a2 := next()
+	if a2.msg.RowID != "r2" || a2.from.Equal(a1.from) {
+		t.Fatalf("second asked %s by %v (first by %v): want r2 from another child", a2.msg.RowID, a2.from, a1.from)
+	}
+	system.Root.Send(a1.from, &messages.AcceptResult{Outcome: messages.AcceptDuplicate}) // late
+	system.Root.Send(a2.from, &messages.AcceptResult{Outcome: messages.AcceptQueued, Inserted: true})
+	res, err = second.Result()
+	if r, ok := res.(*messages.AcceptResult); err != nil || !ok || r.Outcome != messages.AcceptQueued {
+		t.Fatalf("second: %#v, %v; want its own answer", res, err)
 	}
 }

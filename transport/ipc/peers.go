@@ -323,15 +323,7 @@ func (s *Server) withMeshStatus(h *messages.Health) *messages.Health {
 		if err != nil {
 			return nil, errors.New("no broker connection")
 		}
-		res, err := s.opts.Root.RequestFuture(pid, &messages.MeshStatus{}, healthStatusTimeout).Result()
-		if err != nil {
-			return nil, err
-		}
-		st, ok := res.(*messages.MeshStatusReply)
-		if !ok {
-			return nil, fmt.Errorf("MeshStatus answered %T", res)
-		}
-		return st, st.Failure()
+		return askWithin[*messages.MeshStatusReply](s, pid, &messages.MeshStatus{}, healthStatusTimeout)
 	})
 	for i := range h.Meshes {
 		m := &h.Meshes[i]

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -82,13 +83,19 @@ func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
 // reply is an actor's answer that may carry the store's error.
 type reply interface{ Failure() error }
 
-// ask sends msg to pid, waits for a reply of type T and returns it, or the
-// error of the request or of the store.
+// ask sends msg to pid, waits up to DefaultRequestTimeout for a reply of
+// type T and returns it, or the error of the request or of the store.
 func ask[T reply](s *Server, pid *actor.PID, msg any) (T, error) {
+	return askWithin[T](s, pid, msg, DefaultRequestTimeout)
+}
+
+// askWithin is ask with a deadline of its own; no answer in time is
+// actor.ErrTimeout.
+func askWithin[T reply](s *Server, pid *actor.PID, msg any, timeout time.Duration) (T, error) {
 	var zero T
-	res, err := s.opts.Root.RequestFuture(pid, msg, DefaultRequestTimeout).Result()
-	if err != nil {
-		return zero, err
+	res, ok := s.replies.ask(pid, msg, timeout)
+	if !ok {
+		return zero, actor.ErrTimeout
 	}
 	r, ok := res.(T)
 	if !ok {

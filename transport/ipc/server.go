@@ -99,6 +99,7 @@ type Server struct {
 	tokens   atomic.Pointer[bearerTokens]
 	tokenMu  sync.Mutex // one rotation at a time
 	inflight chan struct{}
+	replies  *replies
 	http     *http.Server
 }
 
@@ -106,7 +107,8 @@ type transportKey struct{}
 
 // New returns a server for opts.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, metrics: opts.Metrics, inflight: make(chan struct{}, DefaultMaxInflight)}
+	s := &Server{opts: opts, metrics: opts.Metrics, inflight: make(chan struct{}, DefaultMaxInflight),
+		replies: newReplies(opts.Root.ActorSystem(), DefaultMaxInflight+messages.MaxStreams)}
 	s.tokens.Store(&bearerTokens{current: []byte(opts.Token)})
 	if s.metrics == nil {
 		s.metrics = metrics.New()
