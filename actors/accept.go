@@ -175,9 +175,10 @@ type acceptChild struct {
 	busy    bool
 	retired bool // the store did not answer in time (acceptStuck)
 	handled int
-	// seq numbers the store requests; a timeout of an earlier one is
-	// stale. timer is the StoreTimeout of the one in progress.
-	seq   uint64
+	// asked is when the store request in progress went out; timer, made
+	// once and reset for each request, checks it against timeout (a fire
+	// meant for an earlier request finds a later asked and waits on).
+	asked time.Time
 	timer *time.Timer
 }
 
@@ -186,8 +187,8 @@ type pendingAccept struct {
 	sender *actor.PID
 }
 
-// storeTimedOut is a child's timer: the store did not answer request seq.
-type storeTimedOut struct{ seq uint64 }
+// storeTimedOut is a child's timer: the store may be late.
+type storeTimedOut struct{}
 
 func (c *acceptChild) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
@@ -205,9 +206,14 @@ func (c *acceptChild) Receive(ctx actor.Context) {
 			c.answered(ctx, msg)
 		}
 	case *storeTimedOut:
-		if c.busy && msg.seq == c.seq && !c.retired {
-			c.stuck(ctx)
+		if !c.busy || c.retired {
+			return
 		}
+		if wait := c.timeout - time.Since(c.asked); wait > 0 {
+			c.timer.Reset(wait)
+			return
+		}
+		c.stuck(ctx)
 	case *actor.Stopping:
 		if c.timer != nil {
 			c.timer.Stop()
@@ -219,11 +225,12 @@ func (c *acceptChild) Receive(ctx actor.Context) {
 // the answer.
 func (c *acceptChild) next(ctx actor.Context) {
 	c.busy = true
-	c.seq++
-	if c.timer != nil {
-		c.timer.Stop()
+	c.asked = time.Now()
+	if c.timer == nil {
+		c.timer = workers.SendLater(ctx, c.timeout, &storeTimedOut{})
+	} else {
+		c.timer.Reset(c.timeout)
 	}
-	c.timer = workers.SendLater(ctx, c.timeout, &storeTimedOut{seq: c.seq})
 	ctx.Request(c.store, c.queue[0].msg)
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -17,6 +18,12 @@ import (
 )
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// Header values every answer shares (net/http never changes a value slice).
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
 
 // writeJSON renders v with status and an exact Content-Length.
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -30,12 +37,60 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		buf.WriteString(`{"error":"internal","detail":"response could not be encoded"}` + "\n")
 		status = http.StatusInternalServerError
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	writeBody(w, status, buf.Bytes())
 }
+
+// writeBody answers status with body, JSON, and its exact Content-Length.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it with SetEscapeHTML(false).
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(b, `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			default:
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		i++
+	}
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
 
 // writeError renders err as the error envelope with the status statusFor
 // gives it.

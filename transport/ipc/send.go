@@ -129,12 +129,19 @@ func (s *Server) mesh(slug string) (*Mesh, error) {
 		Detail: fmt.Sprintf("the daemon is not attached to mesh %q", slug)}
 }
 
+// renderAccept writes the answer of an accept. The 202, nearly every
+// answer, is put together by hand: it is messages.SendAccepted as
+// writeJSON would encode it (TestRenderAcceptAsEncoded).
 func renderAccept(w http.ResponseWriter, cmd *messages.AcceptSend, r *messages.AcceptResult) {
 	switch r.Outcome {
-	case messages.AcceptQueued:
-		writeJSON(w, http.StatusAccepted, &messages.SendAccepted{ClientMessageID: cmd.ClientMessageID, Status: "queued"})
-	case messages.AcceptInflight:
-		writeJSON(w, http.StatusAccepted, &messages.SendAccepted{ClientMessageID: cmd.ClientMessageID, Status: "inflight"})
+	case messages.AcceptQueued, messages.AcceptInflight:
+		status := "queued"
+		if r.Outcome == messages.AcceptInflight {
+			status = "inflight"
+		}
+		var buf [192]byte
+		b := appendJSONString(append(buf[:0], `{"client_message_id":`...), cmd.ClientMessageID)
+		writeBody(w, http.StatusAccepted, append(append(append(b, `,"status":"`...), status...), "\"}\n"...))
 	case messages.AcceptDuplicate:
 		writeJSON(w, http.StatusOK, &messages.SendDuplicate{ClientMessageID: cmd.ClientMessageID,
 			BrokerMessageID: r.BrokerMessageID, HistoryID: r.HistoryID, Duplicate: true})

@@ -245,7 +245,7 @@ func endpointOf(path string) string {
 
 // gate is what every request passes before its route.
 func (s *Server) gate(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
+	w.Header()["Cache-Control"] = noStore
 	if r.URL.Query().Has("token") {
 		s.opts.Log.Warn("ipc_token_in_query_string_rejected", "path", r.URL.Path, "remote", r.RemoteAddr)
 		writeError(w, &messages.Error{Status: 400, Code: "token_in_query",

@@ -1,0 +1,55 @@
+package ipc
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// encodeJSON is v as writeJSON's encoder renders it.
+func encodeJSON(t testing.TB, v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// FuzzAppendJSONString: the hand-written string encoding is encoding/json's.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "01J0000000000000000000000A", `a"b\c`, "\x00\x1f\b\f\n\r\t\x7f", "é\u2028\u2029", "\xff\xfe", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := appendJSONString(nil, s)
+		want := bytes.TrimSuffix(encodeJSON(t, s), []byte("\n"))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+// TestRenderAcceptAsEncoded: the hand-built 202 is the encoded
+// messages.SendAccepted, with the headers writeJSON sets.
+func TestRenderAcceptAsEncoded(t *testing.T) {
+	for _, c := range []struct {
+		outcome messages.AcceptOutcome
+		status  string
+	}{{messages.AcceptQueued, "queued"}, {messages.AcceptInflight, "inflight"}} {
+		for _, id := range []string{"build-42-done", `q"uo\te`, "01J0000000000000000000000A"} {
+			w := httptest.NewRecorder()
+			renderAccept(w, &messages.AcceptSend{ClientMessageID: id}, &messages.AcceptResult{Outcome: c.outcome})
+			want := encodeJSON(t, &messages.SendAccepted{ClientMessageID: id, Status: c.status})
+			if w.Code != 202 || !bytes.Equal(w.Body.Bytes(), want) || w.Header().Get("Content-Type") != "application/json" ||
+				w.Header().Get("Content-Length") != strconv.Itoa(len(want)) {
+				t.Errorf("%s %q: %d %q %v; want 202 %q", c.status, id, w.Code, w.Body.Bytes(), w.Header(), want)
+			}
+		}
+	}
+}
