@@ -47,7 +47,11 @@ func (in *Inbox) AppendEvent(tx *sqlx.Tx, name string, data []byte, now int64) (
 	if bytes.ContainsAny(data, "\r\n") || !json.Valid(data) {
 		return 0, fmt.Errorf("append event %s: data is not one line of JSON", name)
 	}
-	if err := tx.Stmtx(in.appendEvent).QueryRow(name, string(data), now).Scan(&id); err != nil {
+	res, err := tx.Stmtx(in.appendEvent).Exec(name, string(data), now)
+	if err == nil {
+		id, err = res.LastInsertId()
+	}
+	if err != nil {
 		return 0, fmt.Errorf("append event %s: %w", name, err)
 	}
 	return id, nil

@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -50,8 +49,8 @@ func NewInbox(db *DB) (*Inbox, error) {
 		{&in.insert, `INSERT INTO inbox (id, client_message_id, broker_message_id, mesh, topic, sender_pubkey,
 		                                  sender_name, body, meta, received_at, reply_to_id)
 		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		              ON CONFLICT(mesh, client_message_id) DO NOTHING RETURNING id`},
-		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?) RETURNING id`},
+		              ON CONFLICT(mesh, client_message_id) DO NOTHING`},
+		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?)`},
 		{&in.eventsAfter, `SELECT id, name, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`},
 		{&in.lastEvent, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`},
 		{&in.trimmedThrough, `SELECT through FROM events_trimmed`},
@@ -154,16 +153,16 @@ func (in *Inbox) Insert(tx *sqlx.Tx, row *InboxRow) (inserted bool, err error) {
 		return false, fmt.Errorf("insert inbox row: id and client_message_id are required (id %q, client_message_id %q)",
 			row.ID, row.ClientMessageID)
 	}
-	var id string
-	err = tx.Stmtx(in.insert).QueryRow(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
-		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID).Scan(&id)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
+	res, err := tx.Stmtx(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
+		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
 		return false, fmt.Errorf("insert inbox row %s: %w", row.ClientMessageID, err)
 	}
-	return true, nil
+	return n == 1, nil
 }
 
 // InboxQuery selects one page of the inbox (spec §3.8). Zero values do not
