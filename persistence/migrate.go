@@ -85,11 +85,28 @@ func apply(ctx context.Context, db *sqlx.DB, m Migration) error {
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}
+	if strings.Contains(m.SQL, "PRAGMA writable_schema") {
+		if err := bumpSchemaVersion(ctx, tx); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
 		m.Version, m.Name, time.Now().UnixMilli()); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// bumpSchemaVersion follows a migration that edited sqlite_schema
+// directly (the way SQLite documents for changing a CHECK constraint):
+// the schema cookie moves on, so every connection parses the schema anew.
+func bumpSchemaVersion(ctx context.Context, tx *sqlx.Tx) error {
+	var v int64
+	if err := tx.GetContext(ctx, &v, "PRAGMA schema_version"); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA schema_version = %d", v+1))
+	return err
 }
 
 // LoadMigrations reads the NNNN_name.sql files of files, in version order;

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -239,4 +240,34 @@ func TestInboxQuarantine(t *testing.T) {
 	if db.SchemaVersion() != all[len(all)-1].Version {
 		t.Fatalf("the fresh inbox is at schema %d, want %d", db.SchemaVersion(), all[len(all)-1].Version)
 	}
+}
+
+// TestStatusCheckEdited: migration 0005 leaves the status CHECK as
+// comparisons, which still refuse an unknown status, and the file passes
+// its integrity check when opened again.
+func TestStatusCheckEdited(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	o, err := OpenOutbox(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def string
+	if err := o.db.Get(&def, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'outbox'"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(def, "status IN") || !strings.Contains(def, "status = 'aborted'") {
+		t.Fatalf("outbox definition after the migrations:\n%s", def)
+	}
+	_, err = o.db.Exec(`INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, payload, enqueued_at,
+	                    next_attempt_at, status) VALUES ('r', 'c', 'm', zeroblob(32), x'', 1, 1, 'bogus')`)
+	if err == nil || !strings.Contains(err.Error(), "CHECK constraint failed") {
+		t.Fatalf("a bogus status was stored (%v)", err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = OpenOutbox(context.Background(), path); err != nil {
+		t.Fatalf("open again: %v", err)
+	}
+	o.Close()
 }
