@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/actors/workers"
@@ -322,7 +321,7 @@ func (s *Store) execute(reqs []storeRequest, replies []any, batches *[2]*persist
 // writes, and returns its reply.
 func (s *Store) exec(b *persistence.Batch, r storeRequest) any {
 	var reply any
-	run := func(tx *sqlx.Tx) (err error) {
+	run := func(tx *persistence.Tx) (err error) {
 		reply, err = r.cmd.run(s, tx, r.msg, r.sender)
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -29,15 +28,15 @@ var commands = commandTable(
 	entry(spec[messages.RequeueOutbox, messages.RequeueResult]{db: outboxDB, durable: true, savepoint: true,
 		run: (*Store).requeue}),
 	entry(spec[messages.DropOutbox, messages.DropResult]{db: outboxDB, durable: true,
-		run: func(s *Store, tx *sqlx.Tx, m *messages.DropOutbox, _ *actor.PID) (*messages.DropResult, error) {
+		run: func(s *Store, tx *persistence.Tx, m *messages.DropOutbox, _ *actor.PID) (*messages.DropResult, error) {
 			return s.outbox.Drop(tx, m)
 		}}),
 	entry(spec[messages.ListOutbox, messages.OutboxPage]{db: outboxDB,
-		run: func(s *Store, tx *sqlx.Tx, m *messages.ListOutbox, _ *actor.PID) (*messages.OutboxPage, error) {
+		run: func(s *Store, tx *persistence.Tx, m *messages.ListOutbox, _ *actor.PID) (*messages.OutboxPage, error) {
 			return s.outbox.List(tx, m)
 		}}),
 	entry(spec[messages.OutboxStats, messages.OutboxCounts]{db: outboxDB,
-		run: func(s *Store, tx *sqlx.Tx, _ *messages.OutboxStats, _ *actor.PID) (*messages.OutboxCounts, error) {
+		run: func(s *Store, tx *persistence.Tx, _ *messages.OutboxStats, _ *actor.PID) (*messages.OutboxCounts, error) {
 			counts, err := s.outbox.Counts(tx)
 			return &messages.OutboxCounts{ByMesh: counts, SyncBroken: s.syncBroken()}, err
 		}}),
@@ -90,7 +89,7 @@ type command struct {
 	// to OutcomeDelay for a batch to ride with.
 	hold bool
 	// run executes the command in tx; from is who sent it.
-	run func(s *Store, tx *sqlx.Tx, msg any, from *actor.PID) (reply any, err error)
+	run func(s *Store, tx *persistence.Tx, msg any, from *actor.PID) (reply any, err error)
 	// fail is the reply that carries err (nil: the command has no reply).
 	fail func(err error) any
 	// event is the event a committed reply publishes (nil: none).
@@ -110,7 +109,7 @@ type spec[M, R any] struct {
 	durable   bool
 	savepoint bool
 	hold      bool
-	run       func(s *Store, tx *sqlx.Tx, m *M, from *actor.PID) (*R, error)
+	run       func(s *Store, tx *persistence.Tx, m *M, from *actor.PID) (*R, error)
 	event     func(reply *R) *messages.Event
 }
 
@@ -118,7 +117,7 @@ type spec[M, R any] struct {
 // its Err field set.
 func entry[M, R any](c spec[M, R]) tableEntry {
 	cmd := &command{db: c.db, durable: c.durable, savepoint: c.savepoint, hold: c.hold,
-		run: func(s *Store, tx *sqlx.Tx, msg any, from *actor.PID) (any, error) {
+		run: func(s *Store, tx *persistence.Tx, msg any, from *actor.PID) (any, error) {
 			r, err := c.run(s, tx, msg.(*M), from)
 			if r == nil {
 				return nil, err

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -41,7 +40,7 @@ type claimed struct {
 // older row of the mesh is due (a claim would pick exactly this row): it is
 // inserted already claimed and handed over after the commit; otherwise a
 // new row makes its mesh due.
-func (s *Store) accept(tx *sqlx.Tx, m *messages.AcceptSend, _ *actor.PID) (*messages.AcceptResult, error) {
+func (s *Store) accept(tx *persistence.Tx, m *messages.AcceptSend, _ *actor.PID) (*messages.AcceptResult, error) {
 	d := s.kept.dispatch[m.Mesh]
 	claim := d != nil && !d.due && d.credit > len(d.fast)
 	res, err := s.outbox.Accept(tx, m, claim)
@@ -58,7 +57,7 @@ func (s *Store) accept(tx *sqlx.Tx, m *messages.AcceptSend, _ *actor.PID) (*mess
 
 // requeue retires a row and inserts its successor; every mesh may then
 // have a due row.
-func (s *Store) requeue(tx *sqlx.Tx, m *messages.RequeueOutbox, _ *actor.PID) (*messages.RequeueResult, error) {
+func (s *Store) requeue(tx *persistence.Tx, m *messages.RequeueOutbox, _ *actor.PID) (*messages.RequeueResult, error) {
 	res, err := s.outbox.Requeue(tx, m)
 	if err == nil {
 		for _, d := range s.kept.dispatch {
@@ -71,7 +70,7 @@ func (s *Store) requeue(tx *sqlx.Tx, m *messages.RequeueOutbox, _ *actor.PID) (*
 // dispatchReady registers the mesh's dispatcher (from) with its credit and
 // returns the rows a previous link left inflight to pending: all of the
 // mesh's rows may be due.
-func (s *Store) dispatchReady(tx *sqlx.Tx, m *messages.DispatchReady, from *actor.PID) (*messages.OutcomeApplied, error) {
+func (s *Store) dispatchReady(tx *persistence.Tx, m *messages.DispatchReady, from *actor.PID) (*messages.OutcomeApplied, error) {
 	s.kept.dispatch[m.Mesh] = &meshDispatch{pid: from, gen: m.Gen, credit: m.Window, due: true, maxAge: m.MaxAge}
 	_, err := s.outbox.ReleaseMesh(tx, m.Mesh, m.Now)
 	return &messages.OutcomeApplied{}, err
@@ -79,7 +78,7 @@ func (s *Store) dispatchReady(tx *sqlx.Tx, m *messages.DispatchReady, from *acto
 
 // dispatchWake makes a mesh due: its dispatcher's timer for the next due
 // row fired.
-func (s *Store) dispatchWake(_ *sqlx.Tx, m *messages.DispatchWake, _ *actor.PID) (*none, error) {
+func (s *Store) dispatchWake(_ *persistence.Tx, m *messages.DispatchWake, _ *actor.PID) (*none, error) {
 	if d := s.kept.dispatch[m.Mesh]; d != nil {
 		d.due = true
 	}
@@ -88,7 +87,7 @@ func (s *Store) dispatchWake(_ *sqlx.Tx, m *messages.DispatchWake, _ *actor.PID)
 
 // releaseMesh returns a mesh's inflight rows to pending and forgets its
 // dispatcher: its link is gone.
-func (s *Store) releaseMesh(tx *sqlx.Tx, m *messages.ReleaseMesh, _ *actor.PID) (*messages.OutcomeApplied, error) {
+func (s *Store) releaseMesh(tx *persistence.Tx, m *messages.ReleaseMesh, _ *actor.PID) (*messages.OutcomeApplied, error) {
 	delete(s.kept.dispatch, m.Mesh)
 	_, err := s.outbox.ReleaseMesh(tx, m.Mesh, m.Now)
 	return &messages.OutcomeApplied{}, err
@@ -97,7 +96,7 @@ func (s *Store) releaseMesh(tx *sqlx.Tx, m *messages.ReleaseMesh, _ *actor.PID) 
 // sendOutcome applies a broker answer to its row and returns the slot's
 // credit to the dispatcher of the link it was claimed under. A row that is
 // no longer inflight (requeued, expired) is left alone and reported.
-func (s *Store) sendOutcome(tx *sqlx.Tx, m *messages.SendOutcome, _ *actor.PID) (*messages.OutcomeApplied, error) {
+func (s *Store) sendOutcome(tx *persistence.Tx, m *messages.SendOutcome, _ *actor.PID) (*messages.OutcomeApplied, error) {
 	if d := s.kept.dispatch[m.Mesh]; d != nil && d.gen == m.Gen {
 		d.credit++
 	}
@@ -130,7 +129,7 @@ func (s *Store) claim(b *persistence.Batch) []claimed {
 		d.fast = nil
 		if room := d.credit - len(c.claim.Rows); d.due && room > 0 {
 			c.limit, c.swept = room, d.maxAge > 0 && now-d.expired >= ExpireEvery.Milliseconds()
-			err := b.Do(func(tx *sqlx.Tx) error {
+			err := b.Do(func(tx *persistence.Tx) error {
 				return s.claimDue(tx, mesh, &c, now)
 			})
 			if err != nil {
@@ -145,7 +144,7 @@ func (s *Store) claim(b *persistence.Batch) []claimed {
 	return out
 }
 
-func (s *Store) claimDue(tx *sqlx.Tx, mesh string, c *claimed, now int64) error {
+func (s *Store) claimDue(tx *persistence.Tx, mesh string, c *claimed, now int64) error {
 	out := c.claim
 	var err error
 	if c.swept {

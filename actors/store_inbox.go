@@ -1,11 +1,9 @@
 package actors
 
 import (
-	"encoding/json"
 	"errors"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -15,17 +13,13 @@ import (
 
 // storeInbound inserts a received message; a new row that decrypted also
 // gets its "message" event, in the same savepoint.
-func (s *Store) storeInbound(tx *sqlx.Tx, m *messages.StoreInbound, _ *actor.PID) (*messages.InboundStored, error) {
+func (s *Store) storeInbound(tx *persistence.Tx, m *messages.StoreInbound, _ *actor.PID) (*messages.InboundStored, error) {
 	it := &m.Item
 	inserted, err := s.inbox.Insert(tx, persistence.InboxRowOf(it))
 	if err != nil || !inserted || it.Body == nil {
 		return &messages.InboundStored{Inserted: inserted}, err
 	}
-	data, err := json.Marshal(it)
-	if err != nil {
-		return nil, err
-	}
-	id, err := s.inbox.AppendEvent(tx, "message", data, it.ReceivedAtMs)
+	id, data, err := s.inbox.AppendJSON(tx, "message", it, it.ReceivedAtMs)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +27,7 @@ func (s *Store) storeInbound(tx *sqlx.Tx, m *messages.StoreInbound, _ *actor.PID
 }
 
 // appendEvent persists an event that is not an inbox row.
-func (s *Store) appendEvent(tx *sqlx.Tx, m *messages.AppendEvent, _ *actor.PID) (*messages.EventAppended, error) {
+func (s *Store) appendEvent(tx *persistence.Tx, m *messages.AppendEvent, _ *actor.PID) (*messages.EventAppended, error) {
 	id, err := s.inbox.AppendEvent(tx, m.Name, m.Data, nowMs())
 	if err != nil {
 		return nil, err
@@ -41,7 +35,7 @@ func (s *Store) appendEvent(tx *sqlx.Tx, m *messages.AppendEvent, _ *actor.PID) 
 	return &messages.EventAppended{Event: &messages.Event{ID: id, Name: m.Name, Data: m.Data}}, nil
 }
 
-func (s *Store) listInbox(tx *sqlx.Tx, m *messages.ListInbox, _ *actor.PID) (*messages.InboxPage, error) {
+func (s *Store) listInbox(tx *persistence.Tx, m *messages.ListInbox, _ *actor.PID) (*messages.InboxPage, error) {
 	rows, next, err := s.inbox.List(tx, persistence.InboxQuery{Since: m.Since, Topic: m.Topic, From: m.From, Mesh: m.Mesh,
 		Limit: m.Limit, After: m.After})
 	if errors.Is(err, persistence.ErrBadCursor) {
@@ -57,7 +51,7 @@ func (s *Store) listInbox(tx *sqlx.Tx, m *messages.ListInbox, _ *actor.PID) (*me
 	return page, nil
 }
 
-func (s *Store) eventsSince(tx *sqlx.Tx, m *messages.EventsSince, _ *actor.PID) (*messages.EventsPage, error) {
+func (s *Store) eventsSince(tx *persistence.Tx, m *messages.EventsSince, _ *actor.PID) (*messages.EventsPage, error) {
 	evs, err := s.inbox.EventsAfter(tx, m.After, m.Limit)
 	if errors.Is(err, persistence.ErrEventsGone) {
 		return &messages.EventsPage{Gone: true}, nil

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -104,7 +103,7 @@ func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
 // pruneInbox runs a pass's part on inbox.db: old inbox rows, then the
 // event log beyond its bounds; the rows left are counted once the part is
 // done (not at every catch-up pass).
-func (s *Store) pruneInbox(tx *sqlx.Tx, m *messages.PruneInbox, _ *actor.PID) (*messages.Pruned, error) {
+func (s *Store) pruneInbox(tx *persistence.Tx, m *messages.PruneInbox, _ *actor.PID) (*messages.Pruned, error) {
 	out := &messages.Pruned{InboxRows: -1}
 	var err error
 	if out.Inbox, err = s.inbox.Prune(tx, m.Before, m.Limit); err != nil {
@@ -124,7 +123,7 @@ func (s *Store) pruneInbox(tx *sqlx.Tx, m *messages.PruneInbox, _ *actor.PID) (*
 
 // pruneOutbox runs a pass's part on outbox.db: the payloads of old done
 // and aborted rows.
-func (s *Store) pruneOutbox(tx *sqlx.Tx, m *messages.PruneOutbox, _ *actor.PID) (*messages.Pruned, error) {
+func (s *Store) pruneOutbox(tx *persistence.Tx, m *messages.PruneOutbox, _ *actor.PID) (*messages.Pruned, error) {
 	n, err := s.outbox.CompactPayloads(tx, m.Before, m.Limit)
 	if err != nil {
 		return nil, err

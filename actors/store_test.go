@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 // probe stands in for a mesh's dispatcher: it registers with the store and
@@ -142,7 +142,7 @@ func TestStoreClaimsForDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	var page *messages.OutboxPage
-	err = b.Do(func(tx *sqlx.Tx) (err error) {
+	err = b.Do(func(tx *persistence.Tx) (err error) {
 		page, err = outbox.List(tx, &messages.ListOutbox{Limit: 100})
 		return err
 	})

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -66,7 +64,7 @@ func BenchmarkStoreAccept(b *testing.B) {
 				}
 				for j := i; j < i+batch && j < b.N; j++ {
 					id := "bench-" + strconv.Itoa(j)
-					err := tx.Do(func(t *sqlx.Tx) error {
+					err := tx.Do(func(t *Tx) error {
 						_, err := o.Accept(t, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: id,
 							Fingerprint: messages.Fingerprint{byte(j)}, Payload: payload, Now: int64(j)}, false)
 						return err

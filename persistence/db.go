@@ -153,8 +153,29 @@ func (d *DB) IntegrityCheck(ctx context.Context) error {
 
 // Batch is one write transaction shared by many commands.
 type Batch struct {
-	tx *sqlx.Tx
+	tx *Tx
 	db *DB
+}
+
+// Tx is a batch's transaction. Prepared gives the transaction's instance of
+// a statement prepared on the database, made once per transaction: the
+// batch's commands run the same few statements many times.
+type Tx struct {
+	*sqlx.Tx
+	prepared map[*sqlx.Stmt]*sqlx.Stmt
+}
+
+// Prepared is s bound to the transaction.
+func (t *Tx) Prepared(s *sqlx.Stmt) *sqlx.Stmt {
+	if st, ok := t.prepared[s]; ok {
+		return st
+	}
+	if t.prepared == nil {
+		t.prepared = make(map[*sqlx.Stmt]*sqlx.Stmt, 8)
+	}
+	st := t.Tx.Stmtx(s)
+	t.prepared[s] = st
+	return st
 }
 
 // Begin starts a batch with BEGIN IMMEDIATE, taking the write lock up front.
@@ -164,30 +185,30 @@ func (d *DB) Begin(ctx context.Context) (*Batch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin %s: %w", d.path, err)
 	}
-	return &Batch{tx: tx, db: d}, nil
+	return &Batch{tx: &Tx{Tx: tx}, db: d}, nil
 }
 
 // Tx is the batch's transaction, for a command that writes with a single
 // statement (atomic by itself: a failing statement undoes its own changes
 // and leaves the rest of the batch untouched) or only reads.
-func (b *Batch) Tx() *sqlx.Tx { return b.tx }
+func (b *Batch) Tx() *Tx { return b.tx }
 
 // Do runs fn inside a savepoint: if fn fails, its writes are rolled back and
 // the rest of the batch is untouched.
-func (b *Batch) Do(fn func(tx *sqlx.Tx) error) error {
-	if _, err := b.tx.Stmtx(b.db.savepoint).Exec(); err != nil {
+func (b *Batch) Do(fn func(tx *Tx) error) error {
+	if _, err := b.tx.Prepared(b.db.savepoint).Exec(); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	if err := fn(b.tx); err != nil {
-		if _, rbErr := b.tx.Stmtx(b.db.rollbackTo).Exec(); rbErr != nil {
+		if _, rbErr := b.tx.Prepared(b.db.rollbackTo).Exec(); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rbErr))
 		}
-		if _, rbErr := b.tx.Stmtx(b.db.release).Exec(); rbErr != nil {
+		if _, rbErr := b.tx.Prepared(b.db.release).Exec(); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("release savepoint: %w", rbErr))
 		}
 		return err
 	}
-	if _, err := b.tx.Stmtx(b.db.release).Exec(); err != nil {
+	if _, err := b.tx.Prepared(b.db.release).Exec(); err != nil {
 		return fmt.Errorf("release savepoint: %w", err)
 	}
 	return nil

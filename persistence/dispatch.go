@@ -7,8 +7,6 @@ import (
 	"math"
 	"sort"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Retry schedule of the outbox (spec §4.6, ARCHITECTURE A14): the first
@@ -47,12 +45,12 @@ type DueRow struct {
 // rows as it takes, whatever the backlog. A limit of zero or less
 // claims nothing. Callers expire rows past max age (ExpireOld) first, in the
 // same batch, so that no expired row is sent.
-func (o *Outbox) ClaimDue(tx *sqlx.Tx, mesh string, now int64, limit int) ([]DueRow, error) {
+func (o *Outbox) ClaimDue(tx *Tx, mesh string, now int64, limit int) ([]DueRow, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	var rows []DueRow
-	if err := tx.Stmtx(o.claimDue).Select(&rows, mesh, now, limit); err != nil {
+	if err := tx.Prepared(o.claimDue).Select(&rows, mesh, now, limit); err != nil {
 		return nil, fmt.Errorf("claim due outbox rows of mesh %q: %w", mesh, err)
 	}
 	// RETURNING gives no order guarantee.
@@ -78,9 +76,9 @@ const claimDueSQL = `UPDATE outbox SET status = 'inflight', attempts = attempts 
 
 // NextDue returns the earliest next_attempt_at among mesh's pending rows, for
 // the dispatcher's timer; ok is false when the mesh has no pending row.
-func (o *Outbox) NextDue(tx *sqlx.Tx, mesh string) (at int64, ok bool, err error) {
+func (o *Outbox) NextDue(tx *Tx, mesh string) (at int64, ok bool, err error) {
 	var v sql.NullInt64
-	if err := tx.Stmtx(o.nextDue).Get(&v, mesh); err != nil {
+	if err := tx.Prepared(o.nextDue).Get(&v, mesh); err != nil {
 		return 0, false, fmt.Errorf("next due outbox row of mesh %q: %w", mesh, err)
 	}
 	return v.Int64, v.Valid, nil
@@ -91,8 +89,8 @@ const nextDueSQL = `SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pend
 // MarkDone records the broker's acceptance (201, or 200 duplicate) of an
 // inflight row: status done, delivered_at = now, and the broker's ids (an
 // empty id is stored as NULL). Any other status gives ErrStateChanged.
-func (o *Outbox) MarkDone(tx *sqlx.Tx, id, brokerMessageID, historyID string, now int64) error {
-	res, err := tx.Stmtx(o.markDone).Exec(now, brokerMessageID, historyID, id)
+func (o *Outbox) MarkDone(tx *Tx, id, brokerMessageID, historyID string, now int64) error {
+	res, err := tx.Prepared(o.markDone).Exec(now, brokerMessageID, historyID, id)
 	return applied(tx, res, err, id, "mark done", "inflight")
 }
 
@@ -103,7 +101,7 @@ const markDoneSQL = `UPDATE outbox SET status = 'done', delivered_at = ?,
 // MarkDead records a permanent failure (broker 409 or another permanent
 // 4xx) of an inflight or pending row: status dead, last_error = reason,
 // dead_at = now. Any other status gives ErrStateChanged.
-func (o *Outbox) MarkDead(tx *sqlx.Tx, id, reason string, now int64) error {
+func (o *Outbox) MarkDead(tx *Tx, id, reason string, now int64) error {
 	res, err := tx.Exec(`UPDATE outbox SET status = 'dead', last_error = ?, dead_at = ?
 	                      WHERE id = ? AND status IN ('inflight', 'pending')`, reason, now, id)
 	return applied(tx, res, err, id, "mark dead", "inflight or pending")
@@ -113,7 +111,7 @@ func (o *Outbox) MarkDead(tx *sqlx.Tx, id, reason string, now int64) error {
 // inflight row: back to pending with next_attempt_at = next (see Backoff)
 // and last_error = reason. The attempt was counted when it was claimed. Any
 // other status gives ErrStateChanged.
-func (o *Outbox) Retry(tx *sqlx.Tx, id, reason string, next int64) error {
+func (o *Outbox) Retry(tx *Tx, id, reason string, next int64) error {
 	res, err := tx.Exec(`UPDATE outbox SET status = 'pending', next_attempt_at = ?, last_error = ?
 	                      WHERE id = ? AND status = 'inflight'`, next, reason, id)
 	return applied(tx, res, err, id, "retry", "inflight")
@@ -124,7 +122,7 @@ func (o *Outbox) Retry(tx *sqlx.Tx, id, reason string, next int64) error {
 // broker answered, and the next connection resends (the broker's dedupe
 // answers 200 duplicate if the first transmit got through). It returns the
 // number of rows released.
-func (o *Outbox) ReleaseMesh(tx *sqlx.Tx, mesh string, now int64) (int64, error) {
+func (o *Outbox) ReleaseMesh(tx *Tx, mesh string, now int64) (int64, error) {
 	res, err := tx.Exec(`UPDATE outbox SET status = 'pending', next_attempt_at = ?
 	                      WHERE status = 'inflight' AND mesh = ?`, now, mesh)
 	if err != nil {
@@ -142,7 +140,7 @@ func (o *Outbox) ReleaseMesh(tx *sqlx.Tx, mesh string, now int64) (int64, error)
 // and dead_at = now, and returns how many it moved. Inflight rows are left
 // to their attempt's answer: a Retry returns them to pending and the next
 // ExpireOld takes them; a done answer means they were delivered.
-func (o *Outbox) ExpireOld(tx *sqlx.Tx, mesh string, olderThan, now int64) (int64, error) {
+func (o *Outbox) ExpireOld(tx *Tx, mesh string, olderThan, now int64) (int64, error) {
 	res, err := tx.Exec(`UPDATE outbox SET status = 'dead', last_error = ?, dead_at = ?
 	                      WHERE status = 'pending' AND mesh = ? AND enqueued_at < ?`,
 		ReasonMaxAge, now, mesh, olderThan)
@@ -158,7 +156,7 @@ func (o *Outbox) ExpireOld(tx *sqlx.Tx, mesh string, olderThan, now int64) (int6
 
 // applied turns the result of a single-row transition into nil, or into
 // ErrStateChanged (with the row's actual status) when no row matched.
-func applied(tx *sqlx.Tx, res sql.Result, err error, id, what, from string) error {
+func applied(tx *Tx, res sql.Result, err error, id, what, from string) error {
 	if err != nil {
 		return fmt.Errorf("%s outbox row %s: %w", what, id, err)
 	}

@@ -8,14 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // run executes fn as one command of its own committed batch on db and
 // returns fn's error.
-func run(t *testing.T, db *DB, fn func(tx *sqlx.Tx) error) error {
+func run(t *testing.T, db *DB, fn func(tx *Tx) error) error {
 	t.Helper()
 	b, err := db.Begin(context.Background())
 	if err != nil {
@@ -32,7 +30,7 @@ func run(t *testing.T, db *DB, fn func(tx *sqlx.Tx) error) error {
 // "row-"+cid), due at at.
 func enqueue(t *testing.T, o *Outbox, mesh, cid string, at int64) {
 	t.Helper()
-	err := run(t, o.DB, func(tx *sqlx.Tx) error {
+	err := run(t, o.DB, func(tx *Tx) error {
 		_, err := o.Accept(tx, &messages.AcceptSend{Mesh: mesh, ClientMessageID: cid, RowID: "row-" + cid,
 			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"id":"` + cid + `"}`), Now: at}, false)
 		return err
@@ -66,7 +64,7 @@ func state(t *testing.T, o *Outbox, rowID string) outboxState {
 func claim(t *testing.T, o *Outbox, mesh string, now int64, limit int) []DueRow {
 	t.Helper()
 	var rows []DueRow
-	if err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+	if err := run(t, o.DB, func(tx *Tx) (err error) {
 		rows, err = o.ClaimDue(tx, mesh, now, limit)
 		return err
 	}); err != nil {
@@ -140,7 +138,7 @@ func TestAcceptClaimed(t *testing.T) {
 	o := openTestOutbox(t)
 	accept := func(cid string, claimed bool) *messages.AcceptResult {
 		var res *messages.AcceptResult
-		err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+		err := run(t, o.DB, func(tx *Tx) (err error) {
 			res, err = o.Accept(tx, &messages.AcceptSend{Mesh: "m", ClientMessageID: cid, RowID: "row-" + cid,
 				Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{}`), Now: 10}, claimed)
 			return err
@@ -203,7 +201,7 @@ func TestNextDue(t *testing.T) {
 	next := func(mesh string) (int64, bool) {
 		var at int64
 		var ok bool
-		if err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+		if err := run(t, o.DB, func(tx *Tx) (err error) {
 			at, ok, err = o.NextDue(tx, mesh)
 			return err
 		}); err != nil {
@@ -236,12 +234,12 @@ func TestTransitions(t *testing.T) {
 	type op struct {
 		name  string
 		from  []string // statuses it applies to
-		apply func(o *Outbox, tx *sqlx.Tx, id string) error
+		apply func(o *Outbox, tx *Tx, id string) error
 		check func(t *testing.T, s outboxState)
 	}
 	ops := []op{
 		{"done", []string{"inflight"},
-			func(o *Outbox, tx *sqlx.Tx, id string) error { return o.MarkDone(tx, id, "bm-1", "h-1", 777) },
+			func(o *Outbox, tx *Tx, id string) error { return o.MarkDone(tx, id, "bm-1", "h-1", 777) },
 			func(t *testing.T, s outboxState) {
 				if s.Status != "done" || s.DeliveredAt == nil || *s.DeliveredAt != 777 || s.BrokerID == nil ||
 					*s.BrokerID != "bm-1" || s.HistoryID == nil || *s.HistoryID != "h-1" {
@@ -249,21 +247,21 @@ func TestTransitions(t *testing.T) {
 				}
 			}},
 		{"done-no-history", []string{"inflight"},
-			func(o *Outbox, tx *sqlx.Tx, id string) error { return o.MarkDone(tx, id, "bm-1", "", 777) },
+			func(o *Outbox, tx *Tx, id string) error { return o.MarkDone(tx, id, "bm-1", "", 777) },
 			func(t *testing.T, s outboxState) {
 				if s.Status != "done" || s.HistoryID != nil {
 					t.Fatalf("an empty history id must be NULL: %+v", s)
 				}
 			}},
 		{"dead", []string{"inflight", "pending"},
-			func(o *Outbox, tx *sqlx.Tx, id string) error { return o.MarkDead(tx, id, "rejected: 409", 888) },
+			func(o *Outbox, tx *Tx, id string) error { return o.MarkDead(tx, id, "rejected: 409", 888) },
 			func(t *testing.T, s outboxState) {
 				if s.Status != "dead" || s.LastError == nil || *s.LastError != "rejected: 409" || s.DeadAt == nil || *s.DeadAt != 888 {
 					t.Fatalf("after MarkDead: %+v", s)
 				}
 			}},
 		{"retry", []string{"inflight"},
-			func(o *Outbox, tx *sqlx.Tx, id string) error { return o.Retry(tx, id, "timeout", 999) },
+			func(o *Outbox, tx *Tx, id string) error { return o.Retry(tx, id, "timeout", 999) },
 			func(t *testing.T, s outboxState) {
 				if s.Status != "pending" || s.NextAttemptAt != 999 || s.LastError == nil || *s.LastError != "timeout" || s.Attempts != 3 {
 					t.Fatalf("after Retry: %+v", s)
@@ -278,7 +276,7 @@ func TestTransitions(t *testing.T) {
 				enqueue(t, o, "m", "a", 1)
 				o.db.MustExec("UPDATE outbox SET status = ?, attempts = 3 WHERE id = 'row-a'", from)
 				before := state(t, o, "row-a")
-				err := run(t, o.DB, func(tx *sqlx.Tx) error { return op.apply(o, tx, "row-a") })
+				err := run(t, o.DB, func(tx *Tx) error { return op.apply(o, tx, "row-a") })
 				allowed := false
 				for _, f := range op.from {
 					allowed = allowed || f == from
@@ -300,7 +298,7 @@ func TestTransitions(t *testing.T) {
 		}
 		t.Run(op.name+"/missing-row", func(t *testing.T) {
 			o := openTestOutbox(t)
-			err := run(t, o.DB, func(tx *sqlx.Tx) error { return op.apply(o, tx, "nope") })
+			err := run(t, o.DB, func(tx *Tx) error { return op.apply(o, tx, "nope") })
 			if !errors.Is(err, ErrStateChanged) || !strings.Contains(err.Error(), "no such row") {
 				t.Fatalf("got %v, want ErrStateChanged (no such row)", err)
 			}
@@ -335,7 +333,7 @@ func TestDispatchCycle(t *testing.T) {
 		t.Fatalf("claim: %+v", rows)
 	}
 	next := 10 + Backoff(rows[0].Attempts, nil).Milliseconds()
-	if err := run(t, o.DB, func(tx *sqlx.Tx) error { return o.Retry(tx, "row-a", "5xx", next) }); err != nil {
+	if err := run(t, o.DB, func(tx *Tx) error { return o.Retry(tx, "row-a", "5xx", next) }); err != nil {
 		t.Fatal(err)
 	}
 	if got := claim(t, o, "m", next-1, 1); len(got) != 0 {
@@ -345,7 +343,7 @@ func TestDispatchCycle(t *testing.T) {
 	if len(rows) != 1 || rows[0].Attempts != 2 {
 		t.Fatalf("reclaim: %+v", rows)
 	}
-	if err := run(t, o.DB, func(tx *sqlx.Tx) error { return o.MarkDone(tx, "row-a", "bm", "h", next+5) }); err != nil {
+	if err := run(t, o.DB, func(tx *Tx) error { return o.MarkDone(tx, "row-a", "bm", "h", next+5) }); err != nil {
 		t.Fatal(err)
 	}
 	// The §4.5 lookup now answers duplicate with the broker ids.
@@ -374,7 +372,7 @@ func TestReleaseMesh(t *testing.T) {
 	claim(t, o, "m", 2, 10)     // a, b inflight; p not yet due
 	claim(t, o, "other", 5, 10) // x inflight
 	var n int64
-	if err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+	if err := run(t, o.DB, func(tx *Tx) (err error) {
 		n, err = o.ReleaseMesh(tx, "m", 50)
 		return err
 	}); err != nil || n != 2 {
@@ -391,7 +389,7 @@ func TestReleaseMesh(t *testing.T) {
 	if s := state(t, o, "row-x"); s.Status != "inflight" {
 		t.Fatalf("other mesh released: %+v", s)
 	}
-	if err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+	if err := run(t, o.DB, func(tx *Tx) (err error) {
 		n, err = o.ReleaseMesh(tx, "m", 60)
 		return err
 	}); err != nil || n != 0 {
@@ -410,7 +408,7 @@ func TestExpireOld(t *testing.T) {
 	o.db.MustExec("UPDATE outbox SET status = 'inflight' WHERE id = 'row-oldinflight'")
 	setStatus(t, o, "row-olddone", "done")
 	var n int64
-	if err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+	if err := run(t, o.DB, func(tx *Tx) (err error) {
 		n, err = o.ExpireOld(tx, "m", 100, 1000)
 		return err
 	}); err != nil || n != 1 {
@@ -476,7 +474,7 @@ func TestBeginRelaxed(t *testing.T) {
 			t.Fatal(err)
 		}
 		var mode int
-		err = b.Do(func(tx *sqlx.Tx) error { return tx.Get(&mode, "PRAGMA synchronous") })
+		err = b.Do(func(tx *Tx) error { return tx.Get(&mode, "PRAGMA synchronous") })
 		if err := b.Commit(); err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +499,7 @@ func TestCompactPayloads(t *testing.T) {
 	compact := func(limit int) int64 {
 		t.Helper()
 		var n int64
-		if err := run(t, o.DB, func(tx *sqlx.Tx) (err error) { n, err = o.CompactPayloads(tx, 500, limit); return err }); err != nil {
+		if err := run(t, o.DB, func(tx *Tx) (err error) { n, err = o.CompactPayloads(tx, 500, limit); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -521,7 +519,7 @@ func TestCompactPayloads(t *testing.T) {
 	if n := count(t, o, `length(payload) = 0 AND client_message_id IN ('done-old', 'aborted-old')`); n != 2 {
 		t.Fatal("the wrong rows lost their payload")
 	}
-	err := run(t, o.DB, func(tx *sqlx.Tx) error {
+	err := run(t, o.DB, func(tx *Tx) error {
 		res, err := o.Accept(tx, &messages.AcceptSend{Mesh: "m", ClientMessageID: "done-old", RowID: "row-again",
 			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"id":"done-old"}`), Now: 1000}, false)
 		if err == nil && (res.Inserted || res.Outcome != messages.AcceptDuplicate) {
@@ -547,7 +545,7 @@ func TestDrop(t *testing.T) {
 	}
 	drop := func(id string) (*messages.DropResult, error) {
 		var res *messages.DropResult
-		err := run(t, o.DB, func(tx *sqlx.Tx) (err error) {
+		err := run(t, o.DB, func(tx *Tx) (err error) {
 			res, err = o.Drop(tx, &messages.DropOutbox{ID: id, Now: 500})
 			return err
 		})

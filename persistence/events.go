@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Bounds of the SSE event log (ARCHITECTURE A24): TrimEvents keeps at most
@@ -40,14 +38,32 @@ type Event struct {
 // must be valid JSON on one line (it becomes the SSE data: line). Publish
 // an event to live streams only after the batch that appended it
 // committed: a rolled-back id is issued again.
-func (in *Inbox) AppendEvent(tx *sqlx.Tx, name string, data []byte, now int64) (id int64, err error) {
+func (in *Inbox) AppendEvent(tx *Tx, name string, data []byte, now int64) (id int64, err error) {
 	if name == "" || strings.ContainsAny(name, "\r\n") {
 		return 0, fmt.Errorf("append event: invalid name %q", name)
 	}
 	if bytes.ContainsAny(data, "\r\n") || !json.Valid(data) {
 		return 0, fmt.Errorf("append event %s: data is not one line of JSON", name)
 	}
-	res, err := tx.Stmtx(in.appendEvent).Exec(name, string(data), now)
+	return in.insertEvent(tx, name, data, now)
+}
+
+// AppendJSON stores an event whose data is v in JSON, and returns its id
+// and data: AppendEvent for a value, which json.Marshal renders as one
+// line of valid JSON, so the data needs no check.
+func (in *Inbox) AppendJSON(tx *Tx, name string, v any, now int64) (id int64, data []byte, err error) {
+	if name == "" || strings.ContainsAny(name, "\r\n") {
+		return 0, nil, fmt.Errorf("append event: invalid name %q", name)
+	}
+	if data, err = json.Marshal(v); err != nil {
+		return 0, nil, fmt.Errorf("append event %s: %w", name, err)
+	}
+	id, err = in.insertEvent(tx, name, data, now)
+	return id, data, err
+}
+
+func (in *Inbox) insertEvent(tx *Tx, name string, data []byte, now int64) (id int64, err error) {
+	res, err := tx.Prepared(in.appendEvent).Exec(name, string(data), now)
 	if err == nil {
 		id, err = res.LastInsertId()
 	}
@@ -62,7 +78,7 @@ func (in *Inbox) AppendEvent(tx *sqlx.Tx, name string, data []byte, now int64) (
 // ErrEventsGone when some event after afterID was trimmed (afterID is below
 // the highest id trimmed) or when afterID is above LastEventID. afterID 0
 // asks for the whole log.
-func (in *Inbox) EventsAfter(tx *sqlx.Tx, afterID int64, limit int) ([]Event, error) {
+func (in *Inbox) EventsAfter(tx *Tx, afterID int64, limit int) ([]Event, error) {
 	if afterID < 0 {
 		return nil, fmt.Errorf("events after %d: %w", afterID, ErrEventsGone)
 	}
@@ -74,14 +90,14 @@ func (in *Inbox) EventsAfter(tx *sqlx.Tx, afterID int64, limit int) ([]Event, er
 		return nil, err
 	}
 	var trimmed int64
-	if err := tx.Stmtx(in.trimmedThrough).Get(&trimmed); err != nil {
+	if err := tx.Prepared(in.trimmedThrough).Get(&trimmed); err != nil {
 		return nil, fmt.Errorf("events after %d: %w", afterID, err)
 	}
 	if afterID > last || afterID < trimmed {
 		return nil, fmt.Errorf("events after %d (log issued up to %d, trimmed through %d): %w", afterID, last, trimmed, ErrEventsGone)
 	}
 	var evs []Event
-	if err := tx.Stmtx(in.eventsAfter).Select(&evs, afterID, limit); err != nil {
+	if err := tx.Prepared(in.eventsAfter).Select(&evs, afterID, limit); err != nil {
 		return nil, fmt.Errorf("events after %d: %w", afterID, err)
 	}
 	return evs, nil
@@ -89,9 +105,9 @@ func (in *Inbox) EventsAfter(tx *sqlx.Tx, afterID int64, limit int) ([]Event, er
 
 // LastEventID returns the highest event id ever issued by this log, 0 if
 // none; it does not go down when events are trimmed.
-func (in *Inbox) LastEventID(tx *sqlx.Tx) (int64, error) {
+func (in *Inbox) LastEventID(tx *Tx) (int64, error) {
 	var id int64
-	if err := tx.Stmtx(in.lastEvent).Get(&id); err != nil {
+	if err := tx.Prepared(in.lastEvent).Get(&id); err != nil {
 		return 0, fmt.Errorf("last event id: %w", err)
 	}
 	return id, nil
@@ -103,7 +119,7 @@ func (in *Inbox) LastEventID(tx *sqlx.Tx) (int64, error) {
 // olderThan <= 0 disables that bound. It always deletes a prefix of ids
 // (everything up to the newest event that is too old, even if the clock
 // went back) and records the highest id deleted for EventsAfter.
-func (in *Inbox) TrimEvents(tx *sqlx.Tx, keepNewest int, olderThan int64, limit int) (int64, error) {
+func (in *Inbox) TrimEvents(tx *Tx, keepNewest int, olderThan int64, limit int) (int64, error) {
 	var byCount, byAge int64
 	if keepNewest > 0 {
 		// Ids have holes (EventIDGap): count rows, not ids.

@@ -11,14 +11,12 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/fstest"
-
-	"github.com/jmoiron/sqlx"
 )
 
 func appendEvents(t *testing.T, in *Inbox, n int, at int64) []int64 {
 	t.Helper()
 	var ids []int64
-	if err := run(t, in.DB, func(tx *sqlx.Tx) error {
+	if err := run(t, in.DB, func(tx *Tx) error {
 		for i := 0; i < n; i++ {
 			id, err := in.AppendEvent(tx, "message", []byte(fmt.Sprintf(`{"n":%d}`, i)), at)
 			if err != nil {
@@ -36,7 +34,7 @@ func appendEvents(t *testing.T, in *Inbox, n int, at int64) []int64 {
 func eventsAfter(t *testing.T, in *Inbox, after int64, limit int) ([]Event, error) {
 	t.Helper()
 	var evs []Event
-	err := run(t, in.DB, func(tx *sqlx.Tx) (err error) {
+	err := run(t, in.DB, func(tx *Tx) (err error) {
 		evs, err = in.EventsAfter(tx, after, limit)
 		return err
 	})
@@ -51,7 +49,7 @@ func trim(t *testing.T, in *Inbox, keep int, olderThan int64) int64 {
 func trimAtMost(t *testing.T, in *Inbox, keep int, olderThan int64, limit int) int64 {
 	t.Helper()
 	var n int64
-	if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) { n, err = in.TrimEvents(tx, keep, olderThan, limit); return err }); err != nil {
+	if err := run(t, in.DB, func(tx *Tx) (err error) { n, err = in.TrimEvents(tx, keep, olderThan, limit); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -59,7 +57,7 @@ func trimAtMost(t *testing.T, in *Inbox, keep int, olderThan int64, limit int) i
 
 func bounds(t *testing.T, in *Inbox) (oldest int64, ok bool, last int64) {
 	t.Helper()
-	if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) {
+	if err := run(t, in.DB, func(tx *Tx) (err error) {
 		var v sql.NullInt64
 		if err := tx.Get(&v, "SELECT MIN(id) FROM events"); err != nil {
 			return err
@@ -102,7 +100,7 @@ func TestEventsAppendAndRead(t *testing.T) {
 		name string
 		data string
 	}{{"", `{}`}, {"a\nb", `{}`}, {"x", "{\n}"}, {"x", `{`}, {"x", ``}} {
-		err := run(t, in.DB, func(tx *sqlx.Tx) error { _, err := in.AppendEvent(tx, bad.name, []byte(bad.data), 1); return err })
+		err := run(t, in.DB, func(tx *Tx) error { _, err := in.AppendEvent(tx, bad.name, []byte(bad.data), 1); return err })
 		if err == nil {
 			t.Errorf("AppendEvent(%q, %q): want an error", bad.name, bad.data)
 		}
@@ -123,7 +121,7 @@ func TestEventIDsNeverReused(t *testing.T) {
 	}
 	// A command that fails after appending leaves no event and no gap.
 	b := mustBegin(t, in.DB)
-	err := b.Do(func(tx *sqlx.Tx) error {
+	err := b.Do(func(tx *Tx) error {
 		if _, err := in.AppendEvent(tx, "message", []byte(`{}`), 3); err != nil {
 			return err
 		}
@@ -324,7 +322,7 @@ func TestOutboxMigrationUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	if err := run(t, o.DB, func(tx *sqlx.Tx) error { return o.MarkDead(tx, "row-a", "rejected", 9) }); err != nil {
+	if err := run(t, o.DB, func(tx *Tx) error { return o.MarkDead(tx, "row-a", "rejected", 9) }); err != nil {
 		t.Fatal(err)
 	}
 	if s := state(t, o, "row-a"); s.Status != "dead" || s.DeadAt == nil || *s.DeadAt != 9 {

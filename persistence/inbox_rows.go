@@ -148,12 +148,12 @@ func InboxDedupeKey(clientMessageID, brokerMessageID string) string {
 // Insert stores row unless a row with its mesh and client_message_id exists
 // (spec §4.12, §5 step 3; per mesh, migration 0003). inserted is true for a new row — only those fire SSE
 // "message" and hooks; false means a dedupe no-op that changed nothing.
-func (in *Inbox) Insert(tx *sqlx.Tx, row *InboxRow) (inserted bool, err error) {
+func (in *Inbox) Insert(tx *Tx, row *InboxRow) (inserted bool, err error) {
 	if row.ID == "" || row.ClientMessageID == "" {
 		return false, fmt.Errorf("insert inbox row: id and client_message_id are required (id %q, client_message_id %q)",
 			row.ID, row.ClientMessageID)
 	}
-	res, err := tx.Stmtx(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
+	res, err := tx.Prepared(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
 		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID)
 	var n int64
 	if err == nil {
@@ -180,7 +180,7 @@ type InboxQuery struct {
 // next is the cursor of the following page (pass it as After with the same
 // filters), "" on the last page. A cursor List did not produce gives an
 // error wrapping ErrBadCursor.
-func (in *Inbox) List(tx *sqlx.Tx, q InboxQuery) (rows []InboxRow, next string, err error) {
+func (in *Inbox) List(tx *Tx, q InboxQuery) (rows []InboxRow, next string, err error) {
 	limit := q.Limit
 	switch {
 	case limit <= 0:
@@ -251,7 +251,7 @@ func decodeInboxCursor(c string) (int64, string, error) {
 }
 
 // Count is the number of inbox rows.
-func (in *Inbox) Count(tx *sqlx.Tx) (int64, error) {
+func (in *Inbox) Count(tx *Tx) (int64, error) {
 	var n int64
 	if err := tx.Get(&n, "SELECT COUNT(*) FROM inbox"); err != nil {
 		return 0, fmt.Errorf("count inbox rows: %w", err)
@@ -262,7 +262,7 @@ func (in *Inbox) Count(tx *sqlx.Tx) (int64, error) {
 // Prune deletes up to limit of the rows received before olderThan (Unix
 // ms; [inbox] retention_days), oldest first, and returns how many it
 // deleted.
-func (in *Inbox) Prune(tx *sqlx.Tx, olderThan int64, limit int) (int64, error) {
+func (in *Inbox) Prune(tx *Tx, olderThan int64, limit int) (int64, error) {
 	res, err := tx.Exec(`DELETE FROM inbox WHERE id IN
 		(SELECT id FROM inbox WHERE received_at < ?1 ORDER BY received_at LIMIT ?2 + 0)`, olderThan, limit)
 	if err != nil {

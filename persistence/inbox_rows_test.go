@@ -11,8 +11,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/jmoiron/sqlx"
 )
 
 func openTestInbox(t *testing.T) *Inbox {
@@ -47,7 +45,7 @@ func inboxRow(id, cid string, at int64) *InboxRow {
 func insert(t *testing.T, in *Inbox, row *InboxRow) bool {
 	t.Helper()
 	var ok bool
-	if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) {
+	if err := run(t, in.DB, func(tx *Tx) (err error) {
 		ok, err = in.Insert(tx, row)
 		return err
 	}); err != nil {
@@ -60,7 +58,7 @@ func list(t *testing.T, in *Inbox, q InboxQuery) ([]InboxRow, string, error) {
 	t.Helper()
 	var rows []InboxRow
 	var next string
-	err := run(t, in.DB, func(tx *sqlx.Tx) (err error) {
+	err := run(t, in.DB, func(tx *Tx) (err error) {
 		rows, next, err = in.List(tx, q)
 		return err
 	})
@@ -121,7 +119,7 @@ func TestInboxDedupe(t *testing.T) {
 	if insert(t, in, again) {
 		t.Fatal("second insert reported a new row")
 	}
-	err := run(t, in.DB, func(tx *sqlx.Tx) error {
+	err := run(t, in.DB, func(tx *Tx) error {
 		first, err := in.Insert(tx, inboxRow("01C", "cid2", 20))
 		if err != nil || !first {
 			return fmt.Errorf("insert in batch: %v %v", first, err)
@@ -150,12 +148,12 @@ func TestInboxDedupe(t *testing.T) {
 		t.Fatalf("agent-b's rows: %s", rowIDs(rows))
 	}
 	for _, bad := range []*InboxRow{inboxRow("", "x", 1), inboxRow("01Z", "", 1)} {
-		if err := run(t, in.DB, func(tx *sqlx.Tx) error { _, err := in.Insert(tx, bad); return err }); err == nil {
+		if err := run(t, in.DB, func(tx *Tx) error { _, err := in.Insert(tx, bad); return err }); err == nil {
 			t.Errorf("insert %+v: want an error", bad)
 		}
 	}
 	// A clash on the row id (not the dedupe key) is an error, not a no-op.
-	if err := run(t, in.DB, func(tx *sqlx.Tx) error { _, err := in.Insert(tx, inboxRow("01A", "cid9", 1)); return err }); err == nil {
+	if err := run(t, in.DB, func(tx *Tx) error { _, err := in.Insert(tx, inboxRow("01A", "cid9", 1)); return err }); err == nil {
 		t.Fatal("duplicate row id: want an error")
 	}
 }
@@ -211,7 +209,7 @@ func TestInboxPaging(t *testing.T) {
 
 func TestInboxLimits(t *testing.T) {
 	in := openTestInbox(t)
-	err := run(t, in.DB, func(tx *sqlx.Tx) error {
+	err := run(t, in.DB, func(tx *Tx) error {
 		for i := 0; i < MaxInboxLimit+5; i++ {
 			if _, err := in.Insert(tx, inboxRow(fmt.Sprintf("%05d", i), fmt.Sprintf("c%d", i), int64(i))); err != nil {
 				return err
@@ -309,7 +307,7 @@ func TestInboxPrune(t *testing.T) {
 	var n int64
 	prune := func(limit int) {
 		t.Helper()
-		if err := run(t, in.DB, func(tx *sqlx.Tx) (err error) { n, err = in.Prune(tx, 30, limit); return err }); err != nil {
+		if err := run(t, in.DB, func(tx *Tx) (err error) { n, err = in.Prune(tx, 30, limit); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -94,12 +94,12 @@ const insertSQL = `INSERT INTO outbox (id, client_message_id, mesh, request_fing
 // a failing insert undoes itself. With claim, a new row is inserted already
 // claimed for sending (inflight, attempts 1): the dispatcher has room and
 // nothing older is waiting, so a separate claim would pick exactly this row.
-func (o *Outbox) Accept(tx *sqlx.Tx, cmd *messages.AcceptSend, claim bool) (*messages.AcceptResult, error) {
+func (o *Outbox) Accept(tx *Tx, cmd *messages.AcceptSend, claim bool) (*messages.AcceptResult, error) {
 	insert := o.insert
 	if claim {
 		insert = o.claimed
 	}
-	res, err := tx.Stmtx(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
+	res, err := tx.Prepared(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
 		cmd.Payload, cmd.Now, cmd.Now)
 	if err != nil {
 		return nil, fmt.Errorf("insert outbox row: %w", err)
@@ -110,7 +110,7 @@ func (o *Outbox) Accept(tx *sqlx.Tx, cmd *messages.AcceptSend, claim bool) (*mes
 		return &messages.AcceptResult{Outcome: messages.AcceptQueued, Inserted: true}, nil
 	}
 	var row acceptRow
-	if err := tx.Stmtx(o.lookup).Get(&row, cmd.ClientMessageID); err != nil {
+	if err := tx.Prepared(o.lookup).Get(&row, cmd.ClientMessageID); err != nil {
 		return nil, fmt.Errorf("look up client_message_id: %w", err)
 	}
 	return decide(&row, cmd.Fingerprint), nil
@@ -193,7 +193,7 @@ type listRow struct {
 }
 
 // List returns one page of rows, newest first (row ids are ULIDs).
-func (o *Outbox) List(tx *sqlx.Tx, q *messages.ListOutbox) (*messages.OutboxPage, error) {
+func (o *Outbox) List(tx *Tx, q *messages.ListOutbox) (*messages.OutboxPage, error) {
 	const columns = `SELECT id, client_message_id, mesh, status, attempts, request_fingerprint, payload,
 	       enqueued_at, next_attempt_at, delivered_at, broker_message_id, history_id, last_error,
 	       aborted_at, aborted_by, superseded_by
@@ -257,7 +257,7 @@ type requeueRow struct {
 // Requeue retires a dead or pending row and inserts its successor under a
 // new client_message_id (spec §4.7). Run inside one savepoint: any failure
 // leaves both rows as they were.
-func (o *Outbox) Requeue(tx *sqlx.Tx, cmd *messages.RequeueOutbox) (*messages.RequeueResult, error) {
+func (o *Outbox) Requeue(tx *Tx, cmd *messages.RequeueOutbox) (*messages.RequeueResult, error) {
 	old, err := retirable(tx, cmd.ID, "requeued", messages.CodeRequeueNotEligible)
 	if err != nil {
 		return nil, err
@@ -280,7 +280,7 @@ func (o *Outbox) Requeue(tx *sqlx.Tx, cmd *messages.RequeueOutbox) (*messages.Re
 	                       WHERE id = ?`, cmd.Now, cmd.NewRowID, cmd.ID); err != nil {
 		return nil, fmt.Errorf("abort outbox row: %w", err)
 	}
-	res, err := tx.Stmtx(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now)
+	res, err := tx.Prepared(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now)
 	if err != nil {
 		return nil, fmt.Errorf("insert successor row: %w", err)
 	}
@@ -293,7 +293,7 @@ func (o *Outbox) Requeue(tx *sqlx.Tx, cmd *messages.RequeueOutbox) (*messages.Re
 // retirable reads row id for an operator's requeue or drop (verb, and the
 // 409's code): only a dead or pending row can be retired; 404 and 409
 // otherwise.
-func retirable(tx *sqlx.Tx, id, verb, code string) (*requeueRow, error) {
+func retirable(tx *Tx, id, verb, code string) (*requeueRow, error) {
 	var old requeueRow
 	err := tx.Get(&old, "SELECT status, client_message_id, mesh, request_fingerprint, payload FROM outbox WHERE id = ?", id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -315,7 +315,7 @@ func retirable(tx *sqlx.Tx, id, verb, code string) (*requeueRow, error) {
 // Drop gives up on a dead or pending row (spec A18: abort without
 // successor): it becomes aborted by the operator, is never sent, and its
 // client_message_id stays taken — a retry of it is refused (409).
-func (o *Outbox) Drop(tx *sqlx.Tx, cmd *messages.DropOutbox) (*messages.DropResult, error) {
+func (o *Outbox) Drop(tx *Tx, cmd *messages.DropOutbox) (*messages.DropResult, error) {
 	old, err := retirable(tx, cmd.ID, "dropped", messages.CodeDropNotEligible)
 	if err != nil {
 		return nil, err
@@ -332,7 +332,7 @@ func (o *Outbox) Drop(tx *sqlx.Tx, cmd *messages.DropOutbox) (*messages.DropResu
 // returns how many it changed. The rows stay, with their id and
 // fingerprint: a retry of the id is still answered from them. Neither
 // status is ever sent again, so nothing needs the payload.
-func (o *Outbox) CompactPayloads(tx *sqlx.Tx, olderThan int64, limit int) (int64, error) {
+func (o *Outbox) CompactPayloads(tx *Tx, olderThan int64, limit int) (int64, error) {
 	var total int64
 	for _, q := range []string{
 		// INDEXED BY: without statistics the planner would rather walk
@@ -358,7 +358,7 @@ func (o *Outbox) CompactPayloads(tx *sqlx.Tx, olderThan int64, limit int) (int64
 }
 
 // Counts returns the number of rows per mesh and status.
-func (o *Outbox) Counts(tx *sqlx.Tx) (map[string]map[string]int, error) {
+func (o *Outbox) Counts(tx *Tx) (map[string]map[string]int, error) {
 	var rows []struct {
 		Mesh   string `db:"mesh"`
 		Status string `db:"status"`

@@ -12,8 +12,6 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -30,7 +28,7 @@ func openTestOutbox(t *testing.T) *Outbox {
 func accept(t *testing.T, o *Outbox, b *Batch, id string, fpByte byte) (*messages.AcceptResult, error) {
 	t.Helper()
 	var res *messages.AcceptResult
-	err := b.Do(func(tx *sqlx.Tx) (err error) {
+	err := b.Do(func(tx *Tx) (err error) {
 		res, err = o.Accept(tx, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: "row-" + id,
 			Fingerprint: messages.Fingerprint{fpByte}, Payload: []byte(`{"type":"send","id":"` + id + `"}`), Now: 1}, false)
 		return err
@@ -67,7 +65,7 @@ func TestBatchSavepoints(t *testing.T) {
 		if _, err := accept(t, o, b, "a", 1); err != nil {
 			t.Fatal(err)
 		}
-		err := b.Do(func(tx *sqlx.Tx) error {
+		err := b.Do(func(tx *Tx) error {
 			if _, err := tx.Exec(`UPDATE outbox SET status = 'done' WHERE client_message_id = 'a'`); err != nil {
 				return err
 			}
@@ -137,7 +135,7 @@ func TestRequeueClashChangesNothing(t *testing.T) {
 	})
 	o.db.MustExec(`UPDATE outbox SET status = 'dead', last_error = 'rejected' WHERE client_message_id = 'old'`)
 	inBatch(t, o, func(b *Batch) {
-		err := b.Do(func(tx *sqlx.Tx) error {
+		err := b.Do(func(tx *Tx) error {
 			_, err := o.Requeue(tx, &messages.RequeueOutbox{ID: "row-old", NewRowID: "row-new", NewClientMessageID: "taken", Now: 5})
 			return err
 		})
