@@ -109,9 +109,9 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	case *ackDeadline:
 		d.ackArmed = false
 		d.expire(ctx)
-	case *messages.OutcomeApplied:
+	case *messages.OutcomeApplied: // DispatchReady's and ReleaseMesh's
 		if m.Err != nil {
-			d.log.Error("apply send outcome", "err", m.Err)
+			d.log.Error("register with the store", "err", m.Err)
 		}
 	default:
 		d.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -215,7 +215,7 @@ func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutc
 	if out.Outcome == messages.OutcomeDead {
 		d.log.Warn("outbox_row_dead", "client_message_id", f.row.ClientMessageID, "reason", out.Reason)
 	}
-	ctx.Request(d.store, out)
+	ctx.Send(d.store, out) // no reply: the store logs a failure to apply it
 }
 
 // classify maps a broker ack to an outbox outcome (spec §4.6), for our

@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
@@ -31,11 +32,31 @@ type InboxActor struct {
 	metrics *metrics.Daemon
 	log     *slog.Logger
 	faults  *Faults
+	// pending are the pushes the store has not answered yet, by inbox row
+	// id; one the store leaves unanswered for StoreTimeout is dropped
+	// (never acked: the broker pushes it again). sweeping says a sweep is
+	// due.
+	pending  map[string]*pendingPush
+	sweeping bool
 }
+
+// pendingPush is a push being stored: what its ack needs.
+type pendingPush struct {
+	push  *messages.PushFrame
+	conn  *wsclient.Conn
+	kind  string
+	body  bool // it decrypted
+	asked time.Time
+}
+
+// sweepPending is the inbox actor's timer: drop what the store left
+// unanswered.
+type sweepPending struct{}
 
 func newInbox(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger, faults *Faults) actor.Producer {
 	return func() actor.Actor {
-		return &InboxActor{cfg: cfg, store: store, metrics: m, log: log.With("actor", "inbox"), faults: faults}
+		return &InboxActor{cfg: cfg, store: store, metrics: m, log: log.With("actor", "inbox"), faults: faults,
+			pending: map[string]*pendingPush{}}
 	}
 }
 
@@ -51,33 +72,68 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 			panic("fault injection: inbox of mesh " + in.cfg.Slug)
 		}
 		in.message(ctx, m.push, m.conn)
+	case *messages.InboundStored:
+		in.stored(m)
+	case *sweepPending:
+		in.sweep(ctx)
 	case *messages.EventAppended:
 	default:
 		in.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
 }
 
+// message asks the store to keep a pushed message; its answer (stored)
+// acks it.
 func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *wsclient.Conn) {
 	item := in.item(p)
-	future := ctx.RequestFuture(in.store, &messages.StoreInbound{Item: item}, StoreTimeout)
-	ctx.ReenterAfter(future, func(res any, err error) {
-		r, ok := res.(*messages.InboundStored)
-		if err != nil || !ok || r.Err != nil {
-			in.log.Error("store inbound message", "client_message_id", item.ClientMessageID, "err", err, "reply", fmt.Sprintf("%T", res))
-			return // not acked: the broker delivers it again
+	in.pending[item.ID] = &pendingPush{push: p, conn: conn, kind: item.Kind, body: item.Body != nil, asked: time.Now()}
+	ctx.Request(in.store, &messages.StoreInbound{Item: item})
+	if !in.sweeping {
+		in.sweeping = true
+		workers.SendLater(ctx, StoreTimeout, &sweepPending{})
+	}
+}
+
+// stored acks a message the store kept (or found already kept) to the
+// broker. One the store failed to keep is not acked: the broker delivers
+// it again.
+func (in *InboxActor) stored(r *messages.InboundStored) {
+	p, ok := in.pending[r.ID]
+	if !ok {
+		return // dropped by a sweep, or asked before a restart: not acked
+	}
+	delete(in.pending, r.ID)
+	if r.Err != nil {
+		in.log.Error("store inbound message", "client_message_id", p.push.ClientMessageID, "err", r.Err)
+		return
+	}
+	switch {
+	case !r.Inserted:
+		in.metrics.Dedupe.WithLabelValues(in.cfg.Slug, "in").Inc()
+	case !p.body:
+		in.metrics.Undecrypted.WithLabelValues(in.cfg.Slug).Inc()
+	default:
+		in.metrics.Recv.WithLabelValues(in.cfg.Slug, p.kind, "peer").Inc()
+	}
+	if err := p.conn.Send(clientAckFrame(p.push)); err != nil {
+		in.log.Warn("client_ack not sent; the broker will push again", "client_message_id", p.push.ClientMessageID, "err", err)
+	}
+}
+
+// sweep drops the pushes the store left unanswered for StoreTimeout.
+func (in *InboxActor) sweep(ctx actor.Context) {
+	in.sweeping = false
+	cut := time.Now().Add(-StoreTimeout)
+	for id, p := range in.pending {
+		if p.asked.Before(cut) {
+			delete(in.pending, id)
+			in.log.Error("store inbound message", "client_message_id", p.push.ClientMessageID, "err", "the store did not answer in time")
 		}
-		switch {
-		case !r.Inserted:
-			in.metrics.Dedupe.WithLabelValues(in.cfg.Slug, "in").Inc()
-		case item.Body == nil:
-			in.metrics.Undecrypted.WithLabelValues(in.cfg.Slug).Inc()
-		default:
-			in.metrics.Recv.WithLabelValues(in.cfg.Slug, item.Kind, "peer").Inc()
-		}
-		if err := conn.Send(clientAckFrame(p)); err != nil {
-			in.log.Warn("client_ack not sent; the broker will push again", "client_message_id", item.ClientMessageID, "err", err)
-		}
-	})
+	}
+	if len(in.pending) > 0 {
+		in.sweeping = true
+		workers.SendLater(ctx, StoreTimeout, &sweepPending{})
+	}
 }
 
 // item decodes a push into its inbox row.

@@ -332,6 +332,9 @@ func (s *Store) exec(b *persistence.Batch, r storeRequest) any {
 		err = run(b.Tx())
 	}
 	if err != nil {
+		if r.sender == nil { // nobody hears of it otherwise
+			s.log.Error("store command failed", "command", fmt.Sprintf("%T", r.msg), "err", err)
+		}
 		return failed(r, err)
 	}
 	return reply

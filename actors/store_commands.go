@@ -53,7 +53,8 @@ var commands = commandTable(
 	// stored message's reply waits for the fsync (the inbox actor acks it
 	// to the broker on it); its event is published at the commit.
 	entry(spec[messages.StoreInbound, messages.InboundStored]{db: inboxDB, durable: true, savepoint: true,
-		run: (*Store).storeInbound, event: func(r *messages.InboundStored) *messages.Event { return r.Event }}),
+		run: (*Store).storeInbound, event: func(r *messages.InboundStored) *messages.Event { return r.Event },
+		echo: func(m *messages.StoreInbound, r *messages.InboundStored) { r.ID = m.Item.ID }}),
 	entry(spec[messages.AppendEvent, messages.EventAppended]{db: inboxDB, durable: true,
 		run: (*Store).appendEvent, event: func(r *messages.EventAppended) *messages.Event { return r.Event }}),
 	entry(spec[messages.ListInbox, messages.InboxPage]{db: inboxDB, run: (*Store).listInbox}),
@@ -90,8 +91,8 @@ type command struct {
 	hold bool
 	// run executes the command in tx; from is who sent it.
 	run func(s *Store, tx *persistence.Tx, msg any, from *actor.PID) (reply any, err error)
-	// fail is the reply that carries err (nil: the command has no reply).
-	fail func(err error) any
+	// fail is msg's reply that carries err (nil: the command has no reply).
+	fail func(msg any, err error) any
 	// event is the event a committed reply publishes (nil: none).
 	event func(reply any) *messages.Event
 }
@@ -111,6 +112,9 @@ type spec[M, R any] struct {
 	hold      bool
 	run       func(s *Store, tx *persistence.Tx, m *M, from *actor.PID) (*R, error)
 	event     func(reply *R) *messages.Event
+	// echo copies what identifies the request into every reply to it, a
+	// failure's too, for a sender with several requests in flight.
+	echo func(m *M, reply *R)
 }
 
 // entry erases spec's types: the reply of a failed command is a new R with
@@ -122,6 +126,9 @@ func entry[M, R any](c spec[M, R]) tableEntry {
 			if r == nil {
 				return nil, err
 			}
+			if c.echo != nil {
+				c.echo(msg.(*M), r)
+			}
 			return r, err
 		}}
 	rt := reflect.TypeFor[R]()
@@ -130,9 +137,12 @@ func entry[M, R any](c spec[M, R]) tableEntry {
 		if !ok || field.Type != reflect.TypeFor[error]() {
 			panic(fmt.Sprintf("store command %v: reply %v has no field Err error", reflect.TypeFor[M](), rt))
 		}
-		cmd.fail = func(err error) any {
+		cmd.fail = func(msg any, err error) any {
 			r := new(R)
 			reflect.ValueOf(r).Elem().FieldByIndex(field.Index).Set(reflect.ValueOf(&err).Elem())
+			if c.echo != nil {
+				c.echo(msg.(*M), r)
+			}
 			return r
 		}
 	}
@@ -174,5 +184,5 @@ func failed(r storeRequest, err error) any {
 	if r.cmd.fail == nil {
 		return nil
 	}
-	return r.cmd.fail(err)
+	return r.cmd.fail(r.msg, err)
 }

@@ -65,7 +65,7 @@ func TestStoreHandlesEveryMessage(t *testing.T) {
 			t.Errorf("%v answered %v, want %v", typ, got, want)
 		}
 		boom := errors.New("boom")
-		f, ok := cmd.fail(boom).(interface{ Failure() error })
+		f, ok := cmd.fail(c.msg, boom).(interface{ Failure() error })
 		if !ok || reflect.TypeOf(f) != reflect.TypeOf(c.want) || !errors.Is(f.Failure(), boom) {
 			t.Errorf("%v: a failure's reply is %#v, want a %T carrying the error", typ, f, c.want)
 		}

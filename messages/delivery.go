@@ -52,8 +52,9 @@ const (
 	OutcomeRetry = "retry" // transient: pending again at Next
 )
 
-// SendOutcome records what became of one attempt. The reply is
-// *OutcomeApplied.
+// SendOutcome records what became of one attempt. The reply, to a sender
+// that asks for one, is *OutcomeApplied (the dispatcher sends it without:
+// the store logs a failure to apply it).
 type SendOutcome struct {
 	Mesh            string
 	Gen             uint64 // the DispatchReady the row was claimed under
@@ -92,9 +93,11 @@ type StoreInbound struct {
 	Item InboxItem
 }
 
-// InboundStored is the reply to *StoreInbound. Event is nil when nothing
-// new was stored or the row did not decrypt.
+// InboundStored is the reply to *StoreInbound. ID is the item's, so that
+// its sender can have several in flight. Event is nil when nothing new was
+// stored or the row did not decrypt.
 type InboundStored struct {
+	ID       string
 	Inserted bool
 	Event    *Event
 	Err      error
