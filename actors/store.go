@@ -205,8 +205,9 @@ func (s *Store) started(ctx actor.Context) {
 }
 
 // enqueue queues a command: a send outcome is held, a command that needs a
-// durable outbox.db is refused once its fsyncs are broken or waits while
-// maxOwedDurable batches wait for one; the rest joins the next batch.
+// durable outbox.db is refused once its fsyncs are broken, or waits for the
+// fsync under way unless it may commit beside it (mayCommitNow); the rest
+// joins the next batch.
 func (s *Store) enqueue(ctx actor.Context, r storeRequest) {
 	switch {
 	case r.cmd.hold:
@@ -217,7 +218,7 @@ func (s *Store) enqueue(ctx actor.Context, r storeRequest) {
 			ctx.Send(r.sender, s.refusal(r))
 		}
 		return
-	case r.cmd.promisesOutbox() && s.durable.owed >= maxOwedDurable:
+	case r.cmd.promisesOutbox() && !s.mayCommitNow(r):
 		s.durable.next = append(s.durable.next, r)
 		return
 	}

@@ -45,6 +45,29 @@ type durability struct {
 // during an fsync wait for it before its row can go out.
 const maxOwedDurable = 2
 
+// mayCommitNow says whether a command that promises durability may commit
+// now rather than wait for the fsync under way: when none is under way,
+// or, while one is (and fewer than maxOwedDurable batches wait), when it
+// is an accept whose row would go out at once — its mesh's dispatcher has
+// room and nothing older is due (Store.accept). Any other waits, and
+// commits with the others that waited once the fsync is done: a second
+// batch for it would cost a commit and an fsync more and win nothing (its
+// row would not leave before its own fsync anyway).
+func (s *Store) mayCommitNow(r storeRequest) bool {
+	switch {
+	case s.durable.owed == 0:
+		return true
+	case s.durable.owed >= maxOwedDurable:
+		return false
+	}
+	m, ok := r.msg.(*messages.AcceptSend)
+	if !ok {
+		return false
+	}
+	d := s.kept.dispatch[m.Mesh]
+	return d != nil && !d.due && d.credit > len(d.fast)
+}
+
 // syncOutbox is the store's BatchedSyncDelay timer.
 type syncOutbox struct{}
 

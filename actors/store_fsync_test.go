@@ -290,15 +290,24 @@ func TestStoreClaimedBeforeFsync(t *testing.T) {
 	}
 }
 
-// TestStoreStrictBatchesWait: while an accept's fsync runs, the next
-// accept commits at once (its row may go out) and waits for the next
-// fsync; the ones after it wait, uncommitted, until the running fsync is
-// done, and then commit together.
+// TestStoreStrictBatchesWait: while an accept's fsync runs, an accept
+// whose row would go out at once (its mesh's dispatcher has room) commits
+// at once and waits for the next fsync; one whose row would not (mesh m2
+// has no dispatcher) waits, uncommitted, as do all of them while two
+// batches wait for an fsync; once the running fsync is done they commit
+// together, under one fsync.
 func TestStoreStrictBatchesWait(t *testing.T) {
 	held, opts, outbox := holdOutboxSync()
 	system, store, ob, _ := spawnStore(t, opts)
 	*outbox = ob
 	t.Cleanup(func() { close(held.done) })
+	got := make(chan any, 8)
+	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &probe{store: store, got: got, ready: &messages.DispatchReady{Mesh: "m", Gen: 1, Window: 8, Now: time.Now().UnixMilli()}}
+	}))
+	if m, ok := probed(t, got).(*messages.OutcomeApplied); !ok || m.Err != nil {
+		t.Fatalf("DispatchReady answered %+v", m)
+	}
 	committed := func() map[string]bool {
 		t.Helper()
 		page := askStore(t, system, store, &messages.ListOutbox{Limit: 10}).(*messages.OutboxPage)
@@ -308,13 +317,18 @@ func TestStoreStrictBatchesWait(t *testing.T) {
 		}
 		return ids
 	}
-	first := acceptFuture(system, store, "y0")
-	held.wait(t) // y0's fsync runs
-	later := []*actor.Future{acceptFuture(system, store, "y1")}
-	if ids := committed(); !ids["y0"] || !ids["y1"] {
-		t.Fatalf("committed during y0's fsync: %v, want y0 and y1", ids)
+	accept := func(mesh, id string) *actor.Future {
+		return system.Root.RequestFuture(store, &messages.AcceptSend{Mesh: mesh, ClientMessageID: id, RowID: "row-" + id,
+			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"type":"send","targetSpec":"#t"}`), Now: time.Now().UnixMilli()},
+			5*time.Second)
 	}
-	later = append(later, acceptFuture(system, store, "y2"), acceptFuture(system, store, "y3"))
+	first := accept("m", "y0")
+	held.wait(t) // y0's fsync runs
+	later := []*actor.Future{accept("m2", "z1"), accept("m", "y1")}
+	if ids := committed(); !ids["y0"] || !ids["y1"] || ids["z1"] {
+		t.Fatalf("committed during y0's fsync: %v, want y0 and y1 (its row goes out), not z1", ids)
+	}
+	later = append(later, accept("m", "y2"), accept("m", "y3"))
 	if ids := committed(); ids["y2"] || ids["y3"] {
 		t.Fatalf("committed while two batches wait for an fsync: %v, want neither y2 nor y3", ids)
 	}
@@ -323,8 +337,8 @@ func TestStoreStrictBatchesWait(t *testing.T) {
 		t.Fatalf("y0: %+v", r)
 	}
 	held.wait(t) // the next fsync began: the store was told the first is done
-	if ids := committed(); !ids["y2"] || !ids["y3"] {
-		t.Fatalf("committed after y0's fsync: %v, want y2 and y3 too", ids)
+	if ids := committed(); !ids["z1"] || !ids["y2"] || !ids["y3"] {
+		t.Fatalf("committed after y0's fsync: %v, want z1, y2 and y3 too", ids)
 	}
 	go func() { // this fsync and any after it
 		for {
@@ -342,7 +356,7 @@ func TestStoreStrictBatchesWait(t *testing.T) {
 	}()
 	for i, f := range later {
 		if r := acceptResult(t, f); r.Err != nil || !r.Inserted {
-			t.Fatalf("y%d: %+v", i+1, r)
+			t.Fatalf("accept %d: %+v", i, r)
 		}
 	}
 }
