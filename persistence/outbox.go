@@ -335,8 +335,8 @@ func (o *Outbox) Drop(tx *Tx, cmd *messages.DropOutbox) (*messages.DropResult, e
 func (o *Outbox) CompactPayloads(tx *Tx, olderThan int64, limit int) (int64, error) {
 	var total int64
 	for _, q := range []string{
-		// INDEXED BY: without statistics the planner would rather walk
-		// every done row through outbox_pending's status prefix.
+		// INDEXED BY: the index holds exactly the done rows that still
+		// have a payload; without statistics the planner may not see it.
 		`UPDATE outbox SET payload = x'' WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_done_payload
 		  WHERE status = 'done' AND length(payload) > 0 AND delivered_at < ?1 LIMIT ?2 + 0)`,
 		`UPDATE outbox SET payload = x'' WHERE id IN (SELECT id FROM outbox
