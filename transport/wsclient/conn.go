@@ -172,10 +172,19 @@ func Dial(ctx context.Context, cfg Config) (*Conn, *Session, error) {
 	if (u.Scheme != "ws" && u.Scheme != "wss") || !strings.HasSuffix(u.Path, "/ws") || u.RawQuery != "" {
 		return nil, nil, fmt.Errorf("wsclient: broker URL %q must be ws:// or wss:// with a path ending in /ws and no query", cfg.URL)
 	}
-	dialer := cfg.Dialer
-	if dialer == nil {
-		dialer = &websocket.Dialer{Proxy: websocket.DefaultDialer.Proxy, HandshakeTimeout: cfg.HelloTimeout}
+	var dialer websocket.Dialer
+	if cfg.Dialer != nil {
+		dialer = *cfg.Dialer
+	} else {
+		dialer = websocket.Dialer{Proxy: websocket.DefaultDialer.Proxy, HandshakeTimeout: cfg.HelloTimeout}
 	}
+	corking := &corkingDial{dial: dialer.NetDialContext}
+	if netDial := dialer.NetDial; corking.dial == nil && netDial != nil {
+		corking.dial = func(_ context.Context, network, addr string) (net.Conn, error) { return netDial(network, addr) }
+	} else if corking.dial == nil {
+		corking.dial = (&net.Dialer{}).DialContext
+	}
+	dialer.NetDialContext, dialer.NetDial = corking.dialContext, nil
 	ws, _, err := dialer.DialContext(ctx, cfg.URL, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("wsclient: dial %s: %w", cfg.URL, err)
@@ -193,7 +202,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, *Session, error) {
 		return nil, nil, err
 	}
 	ws.SetReadDeadline(time.Time{})
-	return start(&cfg, ws, h.pending), sess, nil
+	return start(&cfg, ws, corking.conn, h.pending), sess, nil
 }
 
 type handshake struct {
@@ -377,6 +386,7 @@ func closeErr(err error, local bool) error {
 type Conn struct {
 	cfg    *Config
 	ws     *websocket.Conn
+	cork   *corkedConn // under ws (nil: a dialer of its own made the connection)
 	out    chan []byte
 	frames chan any
 	done   chan struct{}
@@ -390,8 +400,8 @@ type Conn struct {
 	rtt       atomic.Int64
 }
 
-func start(cfg *Config, ws *websocket.Conn, pending []any) *Conn {
-	c := &Conn{cfg: cfg, ws: ws, out: make(chan []byte, cfg.SendQueue),
+func start(cfg *Config, ws *websocket.Conn, cork *corkedConn, pending []any) *Conn {
+	c := &Conn{cfg: cfg, ws: ws, cork: cork, out: make(chan []byte, cfg.SendQueue),
 		frames: make(chan any, max(cfg.FrameBuffer, len(pending))), done: make(chan struct{}),
 		closeQ: make(chan *CloseError, 1)}
 	for _, f := range pending {
@@ -533,6 +543,29 @@ func (c *Conn) read(alive func()) {
 	}
 }
 
+// writeQueued writes data and the frames queued behind it (up to
+// maxCoalesce), corked: one write for the lot.
+func (c *Conn) writeQueued(data []byte) error {
+	c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if c.cork == nil {
+		return c.ws.WriteMessage(websocket.TextMessage, data)
+	}
+	c.cork.cork()
+	err := c.ws.WriteMessage(websocket.TextMessage, data)
+	for n := 1; err == nil && n < maxCoalesce; n++ {
+		select {
+		case data = <-c.out:
+			err = c.ws.WriteMessage(websocket.TextMessage, data)
+		default:
+			n = maxCoalesce
+		}
+	}
+	if uerr := c.cork.uncork(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
 func (c *Conn) write() {
 	ping := time.NewTicker(c.cfg.PingInterval)
 	defer ping.Stop()
@@ -549,8 +582,7 @@ func (c *Conn) write() {
 			}
 			return
 		case data := <-c.out:
-			c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if err := c.ws.WriteMessage(websocket.TextMessage, data); err != nil {
+			if err := c.writeQueued(data); err != nil {
 				c.end(fmt.Errorf("wsclient: write: %w", err))
 				return
 			}
