@@ -323,6 +323,9 @@ func DecodeFrame(data []byte, newFrame func(typ string) any) (string, any, error
 	// decoding error, a second key decoding into Type — takes the path
 	// below, which decides every answer.
 	if typ, ok := leadingType(data); ok {
+		if v, ok := newFrame(typ).(flatFrame); ok && v.decodeFlat(data) && typeField(v) == typ {
+			return typ, v, nil // a flat push or ack: no reflection at all
+		}
 		if v := newFrame(typ); v != nil && json.Unmarshal(data, v) == nil && typeField(v) == typ {
 			return typ, v, nil
 		}

@@ -93,14 +93,30 @@ func FuzzDecodeFrameFastPath(f *testing.F) {
 		`{"type":"send",`,
 		`{"type":"send","id":1}`,
 		` {"type":"send"}`,
+		`{"type":"push","messageId":"m","senderPubkey":"k","nonce":"n","ciphertext":"c","client_message_id":"a"}`,
+		`{"type":"push","messageId":"m","meta":{"k":1}}`,
+		`{"type":"ack","id":"a","queued":true,"code":201,"retry_after_ms":5}`,
+		`{"type":"ack","type":"push"}`,
 	} {
 		f.Add([]byte(seed))
 	}
+	// The frames a broker sends have flat decoders (push, ack).
+	newServerFrame := func(typ string) any {
+		switch typ {
+		case TypePush:
+			return new(PushFrame)
+		case TypeAck:
+			return new(AckFrame)
+		}
+		return newClientFrame(typ)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		typ, v, err := DecodeFrame(data, newClientFrame)
-		ptyp, pv, perr := decodeProbed(data, newClientFrame)
-		if typ != ptyp || !reflect.DeepEqual(v, pv) || fmt.Sprint(err) != fmt.Sprint(perr) {
-			t.Fatalf("%q: fast path %q %#v %v; two parses %q %#v %v", data, typ, v, err, ptyp, pv, perr)
+		for _, newFrame := range []func(string) any{newClientFrame, newServerFrame} {
+			typ, v, err := DecodeFrame(data, newFrame)
+			ptyp, pv, perr := decodeProbed(data, newFrame)
+			if typ != ptyp || !reflect.DeepEqual(v, pv) || fmt.Sprint(err) != fmt.Sprint(perr) {
+				t.Fatalf("%q: fast path %q %#v %v; two parses %q %#v %v", data, typ, v, err, ptyp, pv, perr)
+			}
 		}
 	})
 }

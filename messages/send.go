@@ -80,8 +80,11 @@ type Send struct {
 // Every failure is an *Error with status 400 or 413.
 func DecodeSend(body []byte, idempotencyKey string, hasKey bool) (*Send, error) {
 	var req SendRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
+	if !decodeFlat(body, &req, sendRequestFields) {
+		req = SendRequest{}
+		if err := decodeStrict(body, &req); err != nil {
+			return nil, err
+		}
 	}
 	s, err := req.Validate()
 	if err != nil {

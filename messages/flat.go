@@ -1,0 +1,230 @@
+package messages
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// The hot bodies — a POST /v1/send request, a push, an ack — are nearly
+// always flat JSON objects: known keys, plain strings, integers and
+// booleans. decodeFlat reads exactly that shape in one pass, without
+// reflection; anything else (a nested value, null, an escape in a string,
+// an unknown or differently cased key, a number with a fraction or an
+// exponent) makes it give up, and the caller decodes with encoding/json,
+// which decides every answer, errors included. Where decodeFlat succeeds,
+// its result is encoding/json's (FuzzDecodeFlat checks it differentially).
+
+// flatField sets one member of a T from a flat JSON value; a nil setter
+// means the member does not take that kind of value.
+type flatField[T any] struct {
+	str  func(*T, string)
+	num  func(*T, int64)
+	flag func(*T, bool)
+}
+
+// decodeFlat decodes data into v through fields (by exact key) and reports
+// whether it could; v may be half filled when it could not.
+func decodeFlat[T any](data []byte, v *T, fields map[string]flatField[T]) bool {
+	r := flatReader{b: data}
+	r.space()
+	if !r.skip('{') {
+		return false
+	}
+	r.space()
+	if r.skip('}') {
+		return r.end()
+	}
+	for {
+		key, ok := r.plainString()
+		if !ok {
+			return false
+		}
+		f, known := fields[string(key)]
+		r.space()
+		if !known || !r.skip(':') {
+			return false
+		}
+		r.space()
+		if !flatValue(&r, v, f) {
+			return false
+		}
+		r.space()
+		switch {
+		case r.skip(','):
+			r.space()
+		case r.skip('}'):
+			return r.end()
+		default:
+			return false
+		}
+	}
+}
+
+type flatReader struct {
+	b []byte
+	i int
+}
+
+func (r *flatReader) space() {
+	for r.i < len(r.b) {
+		switch r.b[r.i] {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return
+		}
+	}
+}
+
+func (r *flatReader) skip(c byte) bool {
+	if r.i < len(r.b) && r.b[r.i] == c {
+		r.i++
+		return true
+	}
+	return false
+}
+
+// end says only white space follows.
+func (r *flatReader) end() bool {
+	r.space()
+	return r.i == len(r.b)
+}
+
+// flatValue reads one string, integer or boolean into v through f.
+func flatValue[T any](r *flatReader, v *T, f flatField[T]) bool {
+	if r.i >= len(r.b) {
+		return false
+	}
+	switch c := r.b[r.i]; {
+	case c == '"' && f.str != nil:
+		s, ok := r.plainString()
+		if ok {
+			f.str(v, string(s))
+		}
+		return ok
+	case (c == '-' || c >= '0' && c <= '9') && f.num != nil:
+		n, ok := r.integer()
+		if ok {
+			f.num(v, n)
+		}
+		return ok
+	case (c == 't' || c == 'f') && f.flag != nil:
+		b, ok := r.literal()
+		if ok {
+			f.flag(v, b)
+		}
+		return ok
+	}
+	return false
+}
+
+// plainString reads a string with no escape and no control character, of
+// valid UTF-8, and returns its bytes (within the input).
+func (r *flatReader) plainString() ([]byte, bool) {
+	if !r.skip('"') {
+		return nil, false
+	}
+	start, ascii := r.i, true
+	for ; r.i < len(r.b); r.i++ {
+		switch c := r.b[r.i]; {
+		case c == '"':
+			s := r.b[start:r.i]
+			r.i++
+			return s, ascii || utf8.Valid(s)
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// integer reads a JSON number that is a plain integer within int64.
+func (r *flatReader) integer() (int64, bool) {
+	start := r.i
+	r.skip('-')
+	digits := r.i
+	for r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' {
+		r.i++
+	}
+	switch {
+	case r.i == digits, r.b[digits] == '0' && r.i > digits+1:
+		return 0, false // no digit, or a leading zero
+	case r.i < len(r.b) && (r.b[r.i] == '.' || r.b[r.i] == 'e' || r.b[r.i] == 'E'):
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(r.b[start:r.i]), 10, 64)
+	return n, err == nil
+}
+
+// literal reads true or false.
+func (r *flatReader) literal() (bool, bool) {
+	for _, lit := range [...]string{"true", "false"} {
+		if len(r.b)-r.i >= len(lit) && string(r.b[r.i:r.i+len(lit)]) == lit {
+			r.i += len(lit)
+			return lit == "true", true
+		}
+	}
+	return false, false
+}
+
+// flatFrame is a frame type with a flat decoder (DecodeFrame tries it
+// first).
+type flatFrame interface{ decodeFlat(data []byte) bool }
+
+func (f *PushFrame) decodeFlat(data []byte) bool { return decodeFlat(data, f, pushFields) }
+func (f *AckFrame) decodeFlat(data []byte) bool  { return decodeFlat(data, f, ackFields) }
+
+// The members each flat decoder takes: the JSON names of the types' tags.
+// A json.RawMessage member (meta, eventData) is not among them: a body
+// that has one is decoded by encoding/json.
+var (
+	sendRequestFields = map[string]flatField[SendRequest]{
+		"to":                {str: func(r *SendRequest, s string) { r.To = s }},
+		"message":           {str: func(r *SendRequest, s string) { r.Message = &s }},
+		"priority":          {str: func(r *SendRequest, s string) { r.Priority = s }},
+		"reply_to_id":       {str: func(r *SendRequest, s string) { r.ReplyToID = s }},
+		"replyToId":         {str: func(r *SendRequest, s string) { r.ReplyToIDCompat = s }},
+		"client_message_id": {str: func(r *SendRequest, s string) { r.ClientMessageID = s }},
+		"mesh":              {str: func(r *SendRequest, s string) { r.Mesh = s }},
+	}
+	pushFields = map[string]flatField[PushFrame]{
+		"type":                {str: func(f *PushFrame, s string) { f.Type = s }},
+		"messageId":           {str: func(f *PushFrame, s string) { f.MessageID = s }},
+		"meshId":              {str: func(f *PushFrame, s string) { f.MeshID = s }},
+		"senderPubkey":        {str: func(f *PushFrame, s string) { f.SenderPubkey = s }},
+		"senderMemberPubkey":  {str: func(f *PushFrame, s string) { f.SenderMemberPubkey = s }},
+		"senderName":          {str: func(f *PushFrame, s string) { f.SenderName = s }},
+		"targetSpec":          {str: func(f *PushFrame, s string) { f.TargetSpec = s }},
+		"topic":               {str: func(f *PushFrame, s string) { f.Topic = s }},
+		"replyToId":           {str: func(f *PushFrame, s string) { f.ReplyToID = s }},
+		"priority":            {str: func(f *PushFrame, s string) { f.Priority = s }},
+		"nonce":               {str: func(f *PushFrame, s string) { f.Nonce = s }},
+		"ciphertext":          {str: func(f *PushFrame, s string) { f.Ciphertext = s }},
+		"createdAt":           {str: func(f *PushFrame, s string) { f.CreatedAt = s }},
+		"client_message_id":   {str: func(f *PushFrame, s string) { f.ClientMessageID = s }},
+		"request_fingerprint": {str: func(f *PushFrame, s string) { f.RequestFingerprint = s }},
+		"history_id":          {str: func(f *PushFrame, s string) { f.HistoryID = s }},
+		"subtype":             {str: func(f *PushFrame, s string) { f.Subtype = s }},
+		"event":               {str: func(f *PushFrame, s string) { f.Event = s }},
+	}
+	ackFields = map[string]flatField[AckFrame]{
+		"type":                      {str: func(f *AckFrame, s string) { f.Type = s }},
+		"id":                        {str: func(f *AckFrame, s string) { f.ID = s }},
+		"messageId":                 {str: func(f *AckFrame, s string) { f.MessageID = s }},
+		"queued":                    {flag: func(f *AckFrame, b bool) { f.Queued = b }},
+		"error":                     {str: func(f *AckFrame, s string) { f.Error = s }},
+		"client_message_id":         {str: func(f *AckFrame, s string) { f.ClientMessageID = s }},
+		"code":                      {num: func(f *AckFrame, n int64) { f.Code = int(n) }},
+		"broker_message_id":         {str: func(f *AckFrame, s string) { f.BrokerMessageID = s }},
+		"history_id":                {str: func(f *AckFrame, s string) { f.HistoryID = s }},
+		"duplicate":                 {flag: func(f *AckFrame, b bool) { f.Duplicate = b }},
+		"history_available":         {flag: func(f *AckFrame, b bool) { f.HistoryAvailable = &b }},
+		"first_seen_at":             {str: func(f *AckFrame, s string) { f.FirstSeenAt = s }},
+		"conflict":                  {str: func(f *AckFrame, s string) { f.Conflict = s }},
+		"broker_fingerprint_prefix": {str: func(f *AckFrame, s string) { f.BrokerFingerprintPrefix = s }},
+		"retry_after_ms":            {num: func(f *AckFrame, n int64) { f.RetryAfterMs = &n }},
+		"_reqId":                    {str: func(f *AckFrame, s string) { f.ReqID = &s }},
+	}
+)
