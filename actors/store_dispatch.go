@@ -160,8 +160,11 @@ func (s *Store) claimDue(tx *persistence.Tx, mesh string, c *claimed, now int64)
 		out.Rows = append(out.Rows, messages.ClaimedRow{ID: r.ID, ClientMessageID: r.ClientMessageID, Payload: r.Payload, Attempts: r.Attempts})
 	}
 	if len(rows) == c.limit {
-		c.limit = -1 // filled: more rows may be due
+		c.limit = -1 // filled: more rows may be due, and are claimed as credit returns
+		return nil
 	}
+	// Whatever is pending now is not due yet: the dispatcher's timer wakes
+	// the mesh when the first is.
 	out.NextDue, out.HasNext, err = s.outbox.NextDue(tx, mesh)
 	return err
 }

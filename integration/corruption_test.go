@@ -50,7 +50,7 @@ func TestCorruptOutboxIntegrityExits8(t *testing.T) {
 
 	db := openOutbox(t, e)
 	var root, pageSize int
-	if err := db.QueryRow("SELECT rootpage FROM sqlite_schema WHERE name = 'outbox_pending'").Scan(&root); err != nil {
+	if err := db.QueryRow("SELECT rootpage FROM sqlite_schema WHERE name = 'outbox_queue'").Scan(&root); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {

@@ -41,8 +41,8 @@ type DueRow struct {
 // ClaimDue moves up to limit of mesh's pending rows whose next_attempt_at is
 // at or before now to inflight, counting one attempt each, and returns them
 // oldest first (enqueued_at, then id). The candidates are read in that
-// order from the partial index outbox_claim, so a claim reads about as many
-// rows as it takes, whatever the backlog. A limit of zero or less
+// order from the index outbox_queue, so a claim reads about as many rows as
+// it takes, whatever the backlog. A limit of zero or less
 // claims nothing. Callers expire rows past max age (ExpireOld) first, in the
 // same batch, so that no expired row is sent.
 func (o *Outbox) ClaimDue(tx *Tx, mesh string, now int64, limit int) ([]DueRow, error) {
@@ -66,10 +66,10 @@ func (o *Outbox) ClaimDue(tx *Tx, mesh string, now int64, limit int) ([]DueRow, 
 // claimDueSQL is one statement: select and transition cannot be separated.
 // The limit is written `?3 + 0`: SQLite re-prepares a statement whose bare
 // LIMIT parameter changes value, and the limit (the dispatcher's credit)
-// changes with nearly every claim. INDEXED BY: without statistics the
-// planner would rather search outbox_pending by due time and sort.
+// changes with nearly every claim. INDEXED BY: the claim must read the
+// queue in order, never sort it.
 const claimDueSQL = `UPDATE outbox SET status = 'inflight', attempts = attempts + 1
- WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_claim
+ WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_queue
                WHERE status = 'pending' AND next_attempt_at <= ?2 AND mesh = ?1
                ORDER BY enqueued_at, id LIMIT ?3 + 0)
  RETURNING id, client_message_id, payload, attempts, enqueued_at`

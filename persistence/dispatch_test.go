@@ -166,7 +166,7 @@ func TestAcceptClaimed(t *testing.T) {
 }
 
 // TestClaimDueUsesIndex: the candidates are read in claim order from
-// outbox_claim, with no sort.
+// outbox_queue, with no sort.
 func TestClaimDueUsesIndex(t *testing.T) {
 	o := openTestOutbox(t)
 	rows, err := o.db.Queryx("EXPLAIN QUERY PLAN "+claimDueSQL, "m", 100, 10)
@@ -188,8 +188,8 @@ func TestClaimDueUsesIndex(t *testing.T) {
 	}
 	joined := strings.Join(details, " | ")
 	t.Log(joined)
-	if !strings.Contains(joined, "USING INDEX outbox_claim (mesh=?)") || strings.Contains(joined, "TEMP B-TREE") {
-		t.Fatalf("plan does not read outbox_claim in order: %s", joined)
+	if !strings.Contains(joined, "INDEX outbox_queue (status=? AND mesh=?)") || strings.Contains(joined, "TEMP B-TREE") {
+		t.Fatalf("plan does not read outbox_queue in order: %s", joined)
 	}
 	if strings.Contains(joined, "SCAN outbox") && !strings.Contains(joined, "SCAN outbox USING") {
 		t.Fatalf("plan has a full table scan: %s", joined)
