@@ -21,20 +21,6 @@ func encodeJSON(t testing.TB, v any) []byte {
 	return buf.Bytes()
 }
 
-// FuzzAppendJSONString: the hand-written string encoding is encoding/json's.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "01J0000000000000000000000A", `a"b\c`, "\x00\x1f\b\f\n\r\t\x7f", "é\u2028\u2029", "\xff\xfe", "<&>"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got := appendJSONString(nil, s)
-		want := bytes.TrimSuffix(encodeJSON(t, s), []byte("\n"))
-		if !bytes.Equal(got, want) {
-			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
-		}
-	})
-}
-
 // TestRenderAcceptAsEncoded: the hand-built 202 is the encoded
 // messages.SendAccepted, with the headers writeJSON sets.
 func TestRenderAcceptAsEncoded(t *testing.T) {

@@ -1,7 +1,6 @@
 package ipc
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -102,7 +101,7 @@ func (s *Server) prepare(send *messages.Send, clientMessageID string) (*messages
 			Detail: fmt.Sprintf("cannot encrypt to %s: %v", send.Destination.TargetSpec, err)}
 	}
 	fp := send.Fingerprint()
-	payload, err := json.Marshal(messages.NewSendFrame(send, clientMessageID, fp, nonce, ciphertext))
+	payload, err := messages.NewSendFrame(send, clientMessageID, fp, nonce, ciphertext).Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("encode send frame: %w", err)
 	}
@@ -140,7 +139,7 @@ func renderAccept(w http.ResponseWriter, cmd *messages.AcceptSend, r *messages.A
 			status = "inflight"
 		}
 		var buf [192]byte
-		b := appendJSONString(append(buf[:0], `{"client_message_id":`...), cmd.ClientMessageID)
+		b := messages.AppendJSONString(append(buf[:0], `{"client_message_id":`...), cmd.ClientMessageID, false)
 		writeBody(w, http.StatusAccepted, append(append(append(b, `,"status":"`...), status...), "\"}\n"...))
 	case messages.AcceptDuplicate:
 		writeJSON(w, http.StatusOK, &messages.SendDuplicate{ClientMessageID: cmd.ClientMessageID,

@@ -1,0 +1,47 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzAppendJSONString: the hand-written string encoding is encoding/json's,
+// with and without HTML escaping.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "01J0000000000000000000000A", `a"b\c`, "\x00\x1f\b\f\n\r\t\x7f", "é\u2028\u2029", "\xff\xfe", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, html := range []bool{false, true} {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(html)
+			if err := enc.Encode(s); err != nil {
+				t.Fatal(err)
+			}
+			want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			if got := AppendJSONString(nil, s, html); !bytes.Equal(got, want) {
+				t.Fatalf("AppendJSONString(%q, %v) = %s, want %s", s, html, got, want)
+			}
+		}
+	})
+}
+
+// FuzzSendFrameMarshal: the frame's own encoding is json.Marshal's.
+func FuzzSendFrameMarshal(f *testing.F) {
+	f.Add("01J0000000000000000000000A", "#builds", "now", "bm9uY2U=", "Y2lwaGVy", "", []byte(nil))
+	f.Add(`q"<&>`, "\u2028", "", "", "", "r", []byte(`{"a": "<b>"}`))
+	f.Fuzz(func(t *testing.T, id, target, priority, nonce, ciphertext, replyTo string, meta []byte) {
+		fr := &SendFrame{Type: "send", ID: id, ClientMessageID: id, RequestFingerprint: "00ff", TargetSpec: target,
+			Priority: priority, Nonce: nonce, Ciphertext: ciphertext, ReplyToID: replyTo}
+		if json.Valid(meta) {
+			fr.Meta = meta
+		}
+		want, werr := json.Marshal(fr)
+		got, err := fr.Marshal()
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("Marshal = %s %v, json.Marshal = %s %v", got, err, want, werr)
+		}
+	})
+}
