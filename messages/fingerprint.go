@@ -3,6 +3,9 @@ package messages
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
+	"io"
+	"sync"
 )
 
 // Fingerprint is the request_fingerprint of spec §4.3: SHA-256 over
@@ -27,9 +30,11 @@ func (s *Send) Fingerprint() Fingerprint {
 	var bodyHex [64]byte
 	hex.Encode(bodyHex[:], bodyHash[:])
 
-	h := sha256.New()
+	h := digests.Get().(hash.Hash)
+	defer digests.Put(h)
+	h.Reset()
 	for _, part := range [...]string{envelopeVersion1, s.Destination.Kind, s.Destination.Ref, s.ReplyToID, s.Priority} {
-		h.Write([]byte(part))
+		io.WriteString(h, part)
 		h.Write([]byte{0})
 	}
 	h.Write(s.Meta)
@@ -39,3 +44,6 @@ func (s *Send) Fingerprint() Fingerprint {
 	h.Sum(f[:0])
 	return f
 }
+
+// digests are SHA-256 states for Fingerprint, reused.
+var digests = sync.Pool{New: func() any { return sha256.New() }}

@@ -45,3 +45,24 @@ func FuzzSendFrameMarshal(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInboxItemMarshal: the item's own encoding is json.Marshal's.
+func FuzzInboxItemMarshal(f *testing.F) {
+	f.Add("01J0000000000000000000000A", "c1", "", "dm", "", "hello <b> & \u2028", true, []byte(nil), "")
+	f.Add("i", "broker:x", "b1", "topic", "builds", "", false, []byte(`{"decrypt_error":"x"}`), "r")
+	f.Fuzz(func(t *testing.T, id, cid, bmid, kind, topic, body string, hasBody bool, meta []byte, replyTo string) {
+		it := &InboxItem{ID: id, ClientMessageID: cid, BrokerMessageID: bmid, Mesh: "m", Kind: kind, Topic: topic,
+			SenderPubkey: "ab", SenderName: "alice", ReceivedAt: "2026-11-25T00:00:00Z", ReceivedAtMs: 5, ReplyToID: replyTo}
+		if hasBody {
+			it.Body = &body
+		}
+		if json.Valid(meta) {
+			it.Meta = meta
+		}
+		want, werr := json.Marshal(it)
+		got, err := it.Marshal()
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("Marshal = %s %v, json.Marshal = %s %v", got, err, want, werr)
+		}
+	})
+}

@@ -48,14 +48,18 @@ func (in *Inbox) AppendEvent(tx *Tx, name string, data []byte, now int64) (id in
 	return in.insertEvent(tx, name, data, now)
 }
 
+// EventData is a value that encodes itself as json.Marshal would (one line
+// of valid JSON), faster.
+type EventData interface{ Marshal() ([]byte, error) }
+
 // AppendJSON stores an event whose data is v in JSON, and returns its id
-// and data: AppendEvent for a value, which json.Marshal renders as one
-// line of valid JSON, so the data needs no check.
-func (in *Inbox) AppendJSON(tx *Tx, name string, v any, now int64) (id int64, data []byte, err error) {
+// and data: AppendEvent for a value, which encodes as json.Marshal renders
+// it, as one line of valid JSON, so the data needs no check.
+func (in *Inbox) AppendJSON(tx *Tx, name string, v EventData, now int64) (id int64, data []byte, err error) {
 	if name == "" || strings.ContainsAny(name, "\r\n") {
 		return 0, nil, fmt.Errorf("append event: invalid name %q", name)
 	}
-	if data, err = json.Marshal(v); err != nil {
+	if data, err = v.Marshal(); err != nil {
 		return 0, nil, fmt.Errorf("append event %s: %w", name, err)
 	}
 	id, err = in.insertEvent(tx, name, data, now)

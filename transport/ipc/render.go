@@ -68,11 +68,13 @@ func statusFor(err error) (int, *messages.ErrorBody) {
 	return http.StatusInternalServerError, &messages.ErrorBody{Error: messages.CodeInternal, Detail: err.Error()}
 }
 
+// tooLarge answers a body over DefaultMaxBodyBytes.
+var tooLarge = &messages.Error{Status: http.StatusRequestEntityTooLarge, Code: messages.CodePayloadTooLarge,
+	Detail: "request body exceeds " + strconv.Itoa(DefaultMaxBodyBytes) + " bytes"}
+
 // readBody reads a request body of at most DefaultMaxBodyBytes into a pooled
 // buffer; the caller returns it with bufPool.Put.
 func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
-	tooLarge := &messages.Error{Status: http.StatusRequestEntityTooLarge, Code: messages.CodePayloadTooLarge,
-		Detail: "request body exceeds " + strconv.Itoa(DefaultMaxBodyBytes) + " bytes"}
 	if r.ContentLength > DefaultMaxBodyBytes {
 		return nil, tooLarge
 	}
