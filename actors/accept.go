@@ -119,7 +119,7 @@ func (r *AcceptRouter) route(ctx actor.Context, msg *messages.AcceptSend) {
 			r.idle = r.idle[:n-1]
 		} else {
 			store, timeout := r.store, r.timings.store
-			child = &acceptChildRef{pid: ctx.Spawn(workers.Props(func() actor.Actor {
+			child = &acceptChildRef{pid: ctx.Spawn(workers.InlineProps(func() actor.Actor {
 				return &acceptChild{store: store, timeout: timeout}
 			}))}
 		}

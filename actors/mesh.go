@@ -57,8 +57,8 @@ func (m *meshActor) Receive(ctx actor.Context) {
 }
 
 func (m *meshActor) spawn(ctx actor.Context) {
-	m.pids.Dispatcher = ctx.Spawn(workers.Props(newDispatcher(m.cfg, m.store, m.metrics, m.log)))
-	m.pids.Inbox = ctx.Spawn(workers.Props(newInbox(m.cfg, m.store, m.metrics, m.log, m.faults)))
+	m.pids.Dispatcher = ctx.Spawn(workers.InlineProps(newDispatcher(m.cfg, m.store, m.metrics, m.log)))
+	m.pids.Inbox = ctx.Spawn(workers.InlineProps(newInbox(m.cfg, m.store, m.metrics, m.log, m.faults)))
 	m.pids.Conn = ctx.Spawn(workers.Props(newBrokerConn(m.cfg, m.store, m.pids.Dispatcher, m.pids.Inbox, m.metrics, m.log,
 		m.fatal)))
 }

@@ -220,11 +220,11 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		}
 		return pid
 	}
-	r.tree.Events = spawn("events", workers.Props(NewEvents(r.deps.Metrics, log)))
+	r.tree.Events = spawn("events", workers.InlineProps(NewEvents(r.deps.Metrics, log)))
 	r.tree.Store = spawn("store", workers.Props(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
 		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention, Events: r.tree.Events, Faults: r.deps.Faults,
 		Metrics: r.deps.Metrics, Log: log})))
-	r.tree.Accept = spawn("accept", workers.Props(newAcceptRouter(r.tree.Store, log, defaultAcceptTimings)))
+	r.tree.Accept = spawn("accept", workers.InlineProps(newAcceptRouter(r.tree.Store, log, defaultAcceptTimings)))
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
 		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, &r.deps))

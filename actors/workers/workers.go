@@ -66,6 +66,19 @@ func Props(p actor.Producer) *actor.Props {
 	return actor.PropsFromProducer(p, actor.WithDispatcher(Pool))
 }
 
+// InlineProps is actor.PropsFromProducer for an actor whose every handler
+// is short and never blocks (a few map updates and sends): its mailbox runs
+// on the goroutine of whoever sends it a message — an HTTP handler, a
+// connection's reader, a WAL syncer, another actor — instead of being handed
+// to a worker, which costs a goroutine wake-up per message. The mailbox
+// still runs one message at a time: a sender that finds it running only
+// queues its message for the goroutine already running it.
+func InlineProps(p actor.Producer) *actor.Props {
+	return actor.PropsFromProducer(p, actor.WithDispatcher(inline))
+}
+
+var inline = actor.NewSynchronizedDispatcher(Throughput)
+
 // SendLater sends msg to ctx's own actor after d, and returns the timer:
 // Stop cancels it, Reset sends msg again after a new delay. It is how every
 // actor asks to be woken later.
