@@ -224,30 +224,31 @@ func classify(a *messages.AckFrame) (*messages.SendOutcome, time.Duration) {
 	done := func(bmid string) *messages.SendOutcome {
 		return &messages.SendOutcome{Outcome: messages.OutcomeDone, BrokerMessageID: bmid, HistoryID: a.HistoryID}
 	}
-	retry := &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: a.Error}
-	dead := &messages.SendOutcome{Outcome: messages.OutcomeDead, Reason: a.Error}
+	retry := func() *messages.SendOutcome { return &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: a.Error} }
+	dead := func(reason string) *messages.SendOutcome {
+		return &messages.SendOutcome{Outcome: messages.OutcomeDead, Reason: reason}
+	}
 	switch {
 	case a.Code == 201 || a.Code == 200:
 		return done(cmp.Or(a.BrokerMessageID, a.MessageID)), 0
 	case a.Code == 409:
-		dead.Reason = "idempotency_key_reused: " + a.Conflict
-		return dead, 0
+		return dead("idempotency_key_reused: " + a.Conflict), 0
 	case a.Code == 429:
 		var after time.Duration
 		if a.RetryAfterMs != nil {
 			after = time.Duration(*a.RetryAfterMs) * time.Millisecond
 		}
-		return retry, after
+		return retry(), after
 	case a.Code >= 500:
-		return retry, 0
+		return retry(), 0
 	case a.Code >= 400:
-		return dead, 0
+		return dead(a.Error), 0
 	case a.Queued && a.Error == "": // the upstream broker's success
 		return done(a.MessageID), 0
 	case strings.HasPrefix(a.Error, "rate_limit") || strings.Contains(a.Error, "no connected peer"):
-		return retry, 0
+		return retry(), 0
 	}
-	return dead, 0
+	return dead(a.Error), 0
 }
 
 func (d *Dispatcher) linkDown(ctx actor.Context) {

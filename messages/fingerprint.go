@@ -3,9 +3,6 @@ package messages
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
-	"io"
-	"sync"
 )
 
 // Fingerprint is the request_fingerprint of spec §4.3: SHA-256 over
@@ -30,20 +27,11 @@ func (s *Send) Fingerprint() Fingerprint {
 	var bodyHex [64]byte
 	hex.Encode(bodyHex[:], bodyHash[:])
 
-	h := digests.Get().(hash.Hash)
-	defer digests.Put(h)
-	h.Reset()
+	var buf [512]byte // the whole input, on the stack unless meta is large
+	in := buf[:0]
 	for _, part := range [...]string{envelopeVersion1, s.Destination.Kind, s.Destination.Ref, s.ReplyToID, s.Priority} {
-		io.WriteString(h, part)
-		h.Write([]byte{0})
+		in = append(append(in, part...), 0)
 	}
-	h.Write(s.Meta)
-	h.Write([]byte{0})
-	h.Write(bodyHex[:])
-	var f Fingerprint
-	h.Sum(f[:0])
-	return f
+	in = append(append(append(in, s.Meta...), 0), bodyHex[:]...)
+	return sha256.Sum256(in)
 }
-
-// digests are SHA-256 states for Fingerprint, reused.
-var digests = sync.Pool{New: func() any { return sha256.New() }}

@@ -7,6 +7,7 @@
 package wsclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -518,8 +519,9 @@ func (c *Conn) end(err error) {
 
 func (c *Conn) read(alive func()) {
 	defer close(c.frames)
+	var buf bytes.Buffer // reused: a decoded frame keeps no reference to it
 	for {
-		_, data, err := c.ws.ReadMessage()
+		data, err := c.nextMessage(&buf)
 		if err != nil {
 			if isTimeout(err) {
 				err = fmt.Errorf("%w: nothing received for %s", ErrLiveness, c.cfg.ReadTimeout)
@@ -541,6 +543,19 @@ func (c *Conn) read(alive func()) {
 			return
 		}
 	}
+}
+
+// nextMessage reads the next message into buf.
+func (c *Conn) nextMessage(buf *bytes.Buffer) ([]byte, error) {
+	_, r, err := c.ws.NextReader()
+	if err != nil {
+		return nil, err
+	}
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // writeQueued writes data and the frames queued behind it (up to
