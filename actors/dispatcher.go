@@ -224,7 +224,9 @@ func classify(a *messages.AckFrame) (*messages.SendOutcome, time.Duration) {
 	done := func(bmid string) *messages.SendOutcome {
 		return &messages.SendOutcome{Outcome: messages.OutcomeDone, BrokerMessageID: bmid, HistoryID: a.HistoryID}
 	}
-	retry := func() *messages.SendOutcome { return &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: a.Error} }
+	retry := func() *messages.SendOutcome {
+		return &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: a.Error}
+	}
 	dead := func(reason string) *messages.SendOutcome {
 		return &messages.SendOutcome{Outcome: messages.OutcomeDead, Reason: reason}
 	}
