@@ -1,6 +1,7 @@
 // Package workers is how the daemon's and the broker's actors run: the
-// worker pool their mailboxes run on, and the timer that sends an actor a
-// message later (SendLater).
+// worker pool their mailboxes run on (Props), the inline dispatch of the
+// actors whose handlers never block (InlineProps), and the timer that sends
+// an actor a message later (SendLater).
 //
 // The pool: protoactor's default starts a new goroutine every time a
 // mailbox that was empty gets a message, and a new goroutine starts with a
