@@ -13,10 +13,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 )
 
 // startTree starts the daemon's actor tree on real SQLite files in a temp

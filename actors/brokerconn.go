@@ -12,9 +12,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/claudemesh/claudemesh-go/actors/metrics"
+	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 )
 
 // MeshPIDs are the actors of one mesh's subtree that others talk to.

@@ -27,9 +27,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 )
 
 // Supervision limits.

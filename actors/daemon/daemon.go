@@ -18,11 +18,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors"
-	"github.com/claudemesh/claudemesh-go/actors/metrics"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
+	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
