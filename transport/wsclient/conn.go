@@ -558,29 +558,6 @@ func (c *Conn) nextMessage(buf *bytes.Buffer) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeQueued writes data and the frames queued behind it (up to
-// maxCoalesce), corked: one write for the lot.
-func (c *Conn) writeQueued(data []byte) error {
-	c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if c.cork == nil {
-		return c.ws.WriteMessage(websocket.TextMessage, data)
-	}
-	c.cork.cork()
-	err := c.ws.WriteMessage(websocket.TextMessage, data)
-	for n := 1; err == nil && n < maxCoalesce; n++ {
-		select {
-		case data = <-c.out:
-			err = c.ws.WriteMessage(websocket.TextMessage, data)
-		default:
-			n = maxCoalesce
-		}
-	}
-	if uerr := c.cork.uncork(); err == nil {
-		err = uerr
-	}
-	return err
-}
-
 func (c *Conn) write() {
 	ping := time.NewTicker(c.cfg.PingInterval)
 	defer ping.Stop()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"net"
 	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // maxCoalesce bounds the frames the writer gathers into one write.
@@ -70,4 +73,27 @@ func (d *corkingDial) dialContext(ctx context.Context, network, addr string) (ne
 	}
 	d.conn = &corkedConn{Conn: c}
 	return d.conn, nil
+}
+
+// writeQueued writes data and the frames queued behind it (up to
+// maxCoalesce), corked: one write for the lot.
+func (c *Conn) writeQueued(data []byte) error {
+	c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if c.cork == nil {
+		return c.ws.WriteMessage(websocket.TextMessage, data)
+	}
+	c.cork.cork()
+	err := c.ws.WriteMessage(websocket.TextMessage, data)
+	for n := 1; err == nil && n < maxCoalesce; n++ {
+		select {
+		case data = <-c.out:
+			err = c.ws.WriteMessage(websocket.TextMessage, data)
+		default:
+			n = maxCoalesce
+		}
+	}
+	if uerr := c.cork.uncork(); err == nil {
+		err = uerr
+	}
+	return err
 }
