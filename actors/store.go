@@ -213,12 +213,12 @@ func (s *Store) enqueue(ctx actor.Context, r storeRequest) {
 	case r.cmd.hold:
 		s.hold(ctx, r)
 		return
-	case r.cmd.promisesOutbox() && s.kept.broken[outboxDB] != nil:
+	case r.cmd.promises(outboxDB) && s.kept.broken[outboxDB] != nil:
 		if r.sender != nil {
 			ctx.Send(r.sender, s.refusal(r))
 		}
 		return
-	case r.cmd.promisesOutbox() && !s.mayCommitNow(r):
+	case r.cmd.promises(outboxDB) && !s.mayCommitNow(r):
 		s.durable.next = append(s.durable.next, r)
 		return
 	}
@@ -369,7 +369,7 @@ func (s *Store) commit(reqs []storeRequest, replies []any, batches *[2]*persiste
 func (s *Store) afterCommit(ctx actor.Context, reqs []storeRequest, replies []any, committed [2]bool, onOutbox, full bool) {
 	durable := false
 	for _, r := range reqs {
-		if r.cmd.promisesOutbox() {
+		if r.cmd.promises(outboxDB) {
 			durable = true
 			break
 		}

@@ -97,9 +97,10 @@ type command struct {
 	event func(reply any) *messages.Event
 }
 
-// promisesOutbox says the reply promises a durable outbox.db: an accept, a
-// requeue or a drop.
-func (c *command) promisesOutbox() bool { return c.durable && c.db == outboxDB }
+// promises says the command's reply waits for db's WAL fsync: on
+// outbox.db an accept, a requeue or a drop; on inbox.db a stored message
+// or event.
+func (c *command) promises(db database) bool { return c.durable && c.db == db }
 
 // none is the reply type of a command that answers nobody.
 type none struct{}

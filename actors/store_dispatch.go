@@ -27,6 +27,12 @@ type meshDispatch struct {
 	fast []messages.ClaimedRow
 }
 
+// takesAtOnce says whether a new row of d's mesh goes out in its accept's
+// own transaction: d's dispatcher has room for it and no older row of the
+// mesh is due (a claim would pick exactly this row). A nil d (no ready
+// dispatcher) takes nothing.
+func (d *meshDispatch) takesAtOnce() bool { return d != nil && !d.due && d.credit > len(d.fast) }
+
 // claimed is one mesh's claim, handed to its dispatcher after the commit.
 type claimed struct {
 	to    *meshDispatch
@@ -35,14 +41,12 @@ type claimed struct {
 	swept bool // the max-age sweep ran
 }
 
-// accept runs the §4.5 lookup and insert. A new row goes out in the
-// accept's own transaction when its mesh's dispatcher has room and no
-// older row of the mesh is due (a claim would pick exactly this row): it is
-// inserted already claimed and handed over after the commit; otherwise a
-// new row makes its mesh due.
+// accept runs the §4.5 lookup and insert. A new row its mesh's dispatcher
+// takes at once (takesAtOnce) is inserted already claimed and handed over
+// after the commit; otherwise a new row makes its mesh due.
 func (s *Store) accept(tx *persistence.Tx, m *messages.AcceptSend, _ *actor.PID) (*messages.AcceptResult, error) {
 	d := s.kept.dispatch[m.Mesh]
-	claim := d != nil && !d.due && d.credit > len(d.fast)
+	claim := d.takesAtOnce()
 	res, err := s.outbox.Accept(tx, m, claim)
 	switch {
 	case err != nil || !res.Inserted || d == nil:

@@ -48,11 +48,10 @@ const maxOwedDurable = 2
 // mayCommitNow says whether a command that promises durability may commit
 // now rather than wait for the fsync under way: when none is under way,
 // or, while one is (and fewer than maxOwedDurable batches wait), when it
-// is an accept whose row would go out at once — its mesh's dispatcher has
-// room and nothing older is due (Store.accept). Any other waits, and
-// commits with the others that waited once the fsync is done: a second
-// batch for it would cost a commit and an fsync more and win nothing (its
-// row would not leave before its own fsync anyway).
+// is an accept whose row would go out at once (meshDispatch.takesAtOnce).
+// Any other waits, and commits with the others that waited once the fsync
+// is done: a second batch for it would cost a commit and an fsync more and
+// win nothing (its row would not leave before its own fsync anyway).
 func (s *Store) mayCommitNow(r storeRequest) bool {
 	switch {
 	case s.durable.owed == 0:
@@ -61,11 +60,7 @@ func (s *Store) mayCommitNow(r storeRequest) bool {
 		return false
 	}
 	m, ok := r.msg.(*messages.AcceptSend)
-	if !ok {
-		return false
-	}
-	d := s.kept.dispatch[m.Mesh]
-	return d != nil && !d.due && d.credit > len(d.fast)
+	return ok && s.kept.dispatch[m.Mesh].takesAtOnce()
 }
 
 // syncOutbox is the store's BatchedSyncDelay timer.
@@ -225,7 +220,7 @@ func (s *Store) syncOutbox(ctx actor.Context, reqs []storeRequest, replies []any
 // included, are answered at once: they do not wait for it.
 func (s *Store) syncInbox(reqs []storeRequest, replies []any) {
 	for _, r := range reqs {
-		if r.cmd.durable && r.cmd.db == inboxDB {
+		if r.cmd.promises(inboxDB) {
 			s.durable.syncers[inboxDB].owe(reqs, replies)
 			return
 		}

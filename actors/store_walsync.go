@@ -79,7 +79,7 @@ func (y *walSyncer) start() *walSyncer {
 func (y *walSyncer) owe(reqs []storeRequest, replies []any) {
 	y.mu.Lock()
 	for i, r := range reqs {
-		if replies[i] != nil && r.cmd.durable && r.cmd.db == y.db {
+		if replies[i] != nil && r.cmd.promises(y.db) {
 			if r.sender != nil {
 				y.owed = append(y.owed, owedReply{req: r, reply: replies[i]})
 			}
