@@ -149,8 +149,8 @@ func (r *AcceptRouter) childIdle(ctx actor.Context, msg *acceptIdle) {
 	}
 }
 
-// sweep stops the children idle for idleFor or longer, and comes back for
-// the others.
+// sweep stops the children idle for AcceptIdle (timings.idle) or longer,
+// and comes back for the others.
 func (r *AcceptRouter) sweep(ctx actor.Context) {
 	r.sweeping = false
 	cut := time.Now().Add(-r.timings.idle)
@@ -265,6 +265,6 @@ func (c *acceptChild) answered(ctx actor.Context, reply *messages.AcceptResult) 
 		c.next(ctx)
 		return
 	}
-	c.queue = c.queue[:0:0]
+	c.queue = nil // a slice of the drained array would keep it alive
 	ctx.Send(ctx.Parent(), &acceptIdle{child: ctx.Self(), id: head.msg.ClientMessageID, handled: c.handled})
 }
