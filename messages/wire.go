@@ -48,14 +48,16 @@ func (f *SendFrame) Marshal() ([]byte, error) {
 	}
 	b := make([]byte, 0, 160+len(f.ID)+len(f.ClientMessageID)+len(f.TargetSpec)+len(f.Nonce)+len(f.Ciphertext)+
 		len(f.ReplyToID))
-	for i, m := range [...]struct{ key, value string }{{`{"type":`, f.Type}, {`,"id":`, f.ID},
-		{`,"client_message_id":`, f.ClientMessageID}, {`,"request_fingerprint":`, f.RequestFingerprint},
-		{`,"targetSpec":`, f.TargetSpec}, {`,"priority":`, f.Priority}, {`,"nonce":`, f.Nonce},
-		{`,"ciphertext":`, f.Ciphertext}, {`,"replyToId":`, f.ReplyToID}} {
-		if i == 8 && m.value == "" {
-			continue // omitempty
-		}
-		b = AppendJSONString(append(b, m.key...), m.value, true)
+	b = AppendJSONString(append(b, `{"type":`...), f.Type, true)
+	b = AppendJSONString(append(b, `,"id":`...), f.ID, true)
+	b = AppendJSONString(append(b, `,"client_message_id":`...), f.ClientMessageID, true)
+	b = AppendJSONString(append(b, `,"request_fingerprint":`...), f.RequestFingerprint, true)
+	b = AppendJSONString(append(b, `,"targetSpec":`...), f.TargetSpec, true)
+	b = AppendJSONString(append(b, `,"priority":`...), f.Priority, true)
+	b = AppendJSONString(append(b, `,"nonce":`...), f.Nonce, true)
+	b = AppendJSONString(append(b, `,"ciphertext":`...), f.Ciphertext, true)
+	if f.ReplyToID != "" {
+		b = AppendJSONString(append(b, `,"replyToId":`...), f.ReplyToID, true)
 	}
 	return append(b, '}'), nil
 }
