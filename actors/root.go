@@ -22,11 +22,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/actors/workers"
-	"github.com/claudemesh/claudemesh-go/config"
-
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"

@@ -387,7 +387,7 @@ func closeErr(err error, local bool) error {
 type Conn struct {
 	cfg    *Config
 	ws     *websocket.Conn
-	cork   *corkedConn // under ws (nil: a dialer of its own made the connection)
+	cork   *corkedConn // under ws (nil: the Dialer's NetDialTLSContext made the connection)
 	out    chan []byte
 	frames chan any
 	done   chan struct{}
