@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
@@ -159,22 +158,18 @@ func TestSIGHUPReload(t *testing.T) {
 	}
 	mustSend(t, c, "*", "batched", "hup-4")
 	synced := regexp.MustCompile(`cm_daemon_store_commit_seconds_count\{db="outbox",durability="wal_sync"\} [1-9]`)
-	deadline := time.Now().Add(stopDeadline)
-	for {
+	var body []byte
+	pollUntil(t, stopDeadline, pollInterval, func() string {
+		return fmt.Sprintf("a deferred WAL sync in the metrics after the reload to batched_50ms:\n%s", body)
+	}, func() bool {
 		resp, err := c.Get("http://localhost/v1/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
+		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if synced.Match(body) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no deferred WAL sync in the metrics after the reload to batched_50ms:\n%s", body)
-		}
-		time.Sleep(pollInterval) // poll interval: the condition is re-checked
-	}
+		return synced.Match(body)
+	})
 	// `claudemesh daemon reload` does the same and says how it went.
 	writeConfigTOML(t, e, "[daemon]\nlog_level = \"loud\"\n")
 	if r := runCLI(t, e, "daemon", "reload"); r.code != 1 || !strings.Contains(r.stderr, "kept its settings") ||
