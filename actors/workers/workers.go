@@ -7,10 +7,8 @@
 // mailbox that was empty gets a message, and a new goroutine starts with a
 // small stack. The actors that call into SQLite (modernc.org/sqlite is C
 // translated to Go, with deep frames) grew and copied that stack again on
-// nearly every message: 6–8 % of the broker's CPU and of the receiving
-// daemon's at 1,000 msgs/s (docs/BENCHMARKS.md). Here a mailbox runs on a
-// worker goroutine that, once done, waits for the next mailbox to run, its
-// stack already grown.
+// nearly every message. Here a mailbox runs on a worker goroutine that,
+// once done, waits for the next mailbox to run, its stack already grown.
 package workers
 
 import (
