@@ -15,6 +15,7 @@ package persistence
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -176,6 +177,15 @@ func (t *Tx) Prepared(s *sqlx.Stmt) *sqlx.Stmt {
 	st := t.Tx.Stmtx(s)
 	t.prepared[s] = st
 	return st
+}
+
+// affected is the number of rows the statement that returned res and err
+// changed, or its error.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // Begin starts a batch with BEGIN IMMEDIATE, taking the write lock up front.

@@ -123,12 +123,8 @@ func (o *Outbox) Retry(tx *Tx, id, reason string, next int64) error {
 // answers 200 duplicate if the first transmit got through). It returns the
 // number of rows released.
 func (o *Outbox) ReleaseMesh(tx *Tx, mesh string, now int64) (int64, error) {
-	res, err := tx.Exec(`UPDATE outbox SET status = 'pending', next_attempt_at = ?
-	                      WHERE status = 'inflight' AND mesh = ?`, now, mesh)
-	if err != nil {
-		return 0, fmt.Errorf("release inflight outbox rows of mesh %q: %w", mesh, err)
-	}
-	n, err := res.RowsAffected()
+	n, err := affected(tx.Exec(`UPDATE outbox SET status = 'pending', next_attempt_at = ?
+	                               WHERE status = 'inflight' AND mesh = ?`, now, mesh))
 	if err != nil {
 		return 0, fmt.Errorf("release inflight outbox rows of mesh %q: %w", mesh, err)
 	}
@@ -141,13 +137,9 @@ func (o *Outbox) ReleaseMesh(tx *Tx, mesh string, now int64) (int64, error) {
 // to their attempt's answer: a Retry returns them to pending and the next
 // ExpireOld takes them; a done answer means they were delivered.
 func (o *Outbox) ExpireOld(tx *Tx, mesh string, olderThan, now int64) (int64, error) {
-	res, err := tx.Exec(`UPDATE outbox SET status = 'dead', last_error = ?, dead_at = ?
-	                      WHERE status = 'pending' AND mesh = ? AND enqueued_at < ?`,
-		ReasonMaxAge, now, mesh, olderThan)
-	if err != nil {
-		return 0, fmt.Errorf("expire outbox rows of mesh %q: %w", mesh, err)
-	}
-	n, err := res.RowsAffected()
+	n, err := affected(tx.Exec(`UPDATE outbox SET status = 'dead', last_error = ?, dead_at = ?
+	                               WHERE status = 'pending' AND mesh = ? AND enqueued_at < ?`,
+		ReasonMaxAge, now, mesh, olderThan))
 	if err != nil {
 		return 0, fmt.Errorf("expire outbox rows of mesh %q: %w", mesh, err)
 	}
@@ -157,10 +149,7 @@ func (o *Outbox) ExpireOld(tx *Tx, mesh string, olderThan, now int64) (int64, er
 // applied turns the result of a single-row transition into nil, or into
 // ErrStateChanged (with the row's actual status) when no row matched.
 func applied(tx *Tx, res sql.Result, err error, id, what, from string) error {
-	if err != nil {
-		return fmt.Errorf("%s outbox row %s: %w", what, id, err)
-	}
-	n, err := res.RowsAffected()
+	n, err := affected(res, err)
 	if err != nil {
 		return fmt.Errorf("%s outbox row %s: %w", what, id, err)
 	}

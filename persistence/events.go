@@ -148,11 +148,7 @@ func (in *Inbox) TrimEvents(tx *Tx, keepNewest int, olderThan int64, limit int) 
 	if limitCut.Valid {
 		cut = min(cut, limitCut.Int64)
 	}
-	res, err := tx.Exec("DELETE FROM events WHERE id <= ?", cut)
-	if err != nil {
-		return 0, fmt.Errorf("trim events: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := affected(tx.Exec("DELETE FROM events WHERE id <= ?", cut))
 	if err != nil {
 		return 0, fmt.Errorf("trim events: %w", err)
 	}

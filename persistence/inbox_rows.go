@@ -153,12 +153,8 @@ func (in *Inbox) Insert(tx *Tx, row *InboxRow) (inserted bool, err error) {
 		return false, fmt.Errorf("insert inbox row: id and client_message_id are required (id %q, client_message_id %q)",
 			row.ID, row.ClientMessageID)
 	}
-	res, err := tx.Prepared(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
-		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, err := affected(tx.Prepared(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
+		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID))
 	if err != nil {
 		return false, fmt.Errorf("insert inbox row %s: %w", row.ClientMessageID, err)
 	}
@@ -263,12 +259,8 @@ func (in *Inbox) Count(tx *Tx) (int64, error) {
 // ms; [inbox] retention_days), oldest first, and returns how many it
 // deleted.
 func (in *Inbox) Prune(tx *Tx, olderThan int64, limit int) (int64, error) {
-	res, err := tx.Exec(`DELETE FROM inbox WHERE id IN
-		(SELECT id FROM inbox WHERE received_at < ?1 ORDER BY received_at LIMIT ?2 + 0)`, olderThan, limit)
-	if err != nil {
-		return 0, fmt.Errorf("prune inbox: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := affected(tx.Exec(`DELETE FROM inbox WHERE id IN
+		(SELECT id FROM inbox WHERE received_at < ?1 ORDER BY received_at LIMIT ?2 + 0)`, olderThan, limit))
 	if err != nil {
 		return 0, fmt.Errorf("prune inbox: %w", err)
 	}

@@ -99,14 +99,12 @@ func (o *Outbox) Accept(tx *Tx, cmd *messages.AcceptSend, claim bool) (*messages
 	if claim {
 		insert = o.claimed
 	}
-	res, err := tx.Prepared(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
-		cmd.Payload, cmd.Now, cmd.Now)
-	if err != nil {
+	n, err := affected(tx.Prepared(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
+		cmd.Payload, cmd.Now, cmd.Now))
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("insert outbox row: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, fmt.Errorf("insert outbox row: %w", err)
-	} else if n == 1 {
+	case n == 1:
 		return &messages.AcceptResult{Outcome: messages.AcceptQueued, Inserted: true}, nil
 	}
 	var row acceptRow
@@ -280,12 +278,12 @@ func (o *Outbox) Requeue(tx *Tx, cmd *messages.RequeueOutbox) (*messages.Requeue
 	                       WHERE id = ?`, cmd.Now, cmd.NewRowID, cmd.ID); err != nil {
 		return nil, fmt.Errorf("abort outbox row: %w", err)
 	}
-	res, err := tx.Prepared(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now)
-	if err != nil {
+	n, err := affected(tx.Prepared(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now))
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("insert successor row: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return nil, fmt.Errorf("insert successor row: %d rows (%v)", n, err)
+	case n != 1:
+		return nil, fmt.Errorf("insert successor row: client_message_id %s has a row already", cmd.NewClientMessageID)
 	}
 	return &messages.RequeueResult{AbortedRowID: cmd.ID, NewRowID: cmd.NewRowID, NewClientMessageID: cmd.NewClientMessageID}, nil
 }
