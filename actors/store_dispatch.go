@@ -129,9 +129,13 @@ func (s *Store) claim(b *persistence.Batch) []claimed {
 	var out []claimed
 	now := nowMs()
 	for mesh, d := range s.kept.dispatch {
+		room := d.credit - len(d.fast)
+		if len(d.fast) == 0 && (!d.due || room <= 0) {
+			continue // nothing to hand over, nothing to claim
+		}
 		c := claimed{to: d, claim: &messages.ClaimedRows{Gen: d.gen, Rows: d.fast}}
 		d.fast = nil
-		if room := d.credit - len(c.claim.Rows); d.due && room > 0 {
+		if d.due && room > 0 {
 			c.limit, c.swept = room, d.maxAge > 0 && now-d.expired >= ExpireEvery.Milliseconds()
 			err := b.Do(func(tx *persistence.Tx) error {
 				return s.claimDue(tx, mesh, &c, now)
