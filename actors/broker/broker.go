@@ -159,7 +159,7 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 		}
 		if len(j.req.Online) > 0 {
 			if frame, err := json.Marshal(j.push(&results[i])); err == nil {
-				root.Send(d.hub, &hubFanout{meshID: j.req.MeshID, senderConn: j.senderConn, members: j.req.Online, frame: frame})
+				root.Send(d.hub, &hubFanout{meshID: j.req.MeshID, senderConn: j.senderConn, recipients: j.req.Online, frame: frame})
 				leased = true
 			}
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
-	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
 var noLimit = ratelimit.Options{Limit: 1_000_000, Window: time.Minute}
@@ -524,23 +523,7 @@ func TestLeaseReleasedOnClose(t *testing.T) {
 // hourLease runs fn against a broker on each backend whose delivery lease
 // is an hour, so that only a release hands a push out again in time.
 func hourLease(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, backend := range []struct {
-		name string
-		opts func(t *testing.T) broker.Options
-	}{
-		{"sqlite", func(t *testing.T) broker.Options { return broker.Options{Dir: t.TempDir()} }},
-		{"postgres", func(t *testing.T) broker.Options { return broker.Options{DatabaseURL: brokertest.PostgresURL(t)} }},
-	} {
-		t.Run(backend.name, func(t *testing.T) {
-			e := serveBrokerLease(t, backend.opts(t), ratelimit.NewMemory(noLimit), time.Hour)
-			mesh, err := e.store.CreateMesh(context.Background(), broker.Mesh{Slug: "lease"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.mesh = mesh
-			fn(t, e)
-		})
-	}
+	backendsTimed(t, time.Hour, testGrace, fn)
 }
 
 // TestUnpushedLeaseReleased: a recipient resolved as online whose push
@@ -628,20 +611,10 @@ func unackedID(c *client, id string) {
 func TestGroupAndSessionHello(t *testing.T) {
 	backends(t, noLimit, func(t *testing.T, e *env) {
 		alice, bob, carol := e.member("alice"), e.member("bob"), e.member("carol")
-		session, err := meshcrypto.GenerateIdentity()
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := time.Now().UnixMilli()
-		expires := now + time.Hour.Milliseconds()
-		s := e.dial()
-		s.send(map[string]any{"type": "session_hello", "meshId": e.mesh.ID, "parentMemberId": bob.row.ID,
-			"parentMemberPubkey": bob.id.PublicKeyHex(), "sessionPubkey": session.PublicKeyHex(),
-			"parentAttestation": map[string]any{"sessionPubkey": session.PublicKeyHex(), "parentMemberPubkey": bob.id.PublicKeyHex(),
-				"expiresAt": expires, "signature": meshcrypto.SessionAttestation(bob.id, session.PublicKeyHex(), expires)},
-			"sessionId": "launch-1", "groups": []map[string]any{{"name": "reviewers"}}, "timestamp": now,
-			"signature": meshcrypto.SessionHelloSignature(session, e.mesh.ID, bob.id.PublicKeyHex(), now)})
-		s.next("hello_ack")
+		session := e.identity()
+		hello := e.sessionHello(bob, session, "launch-1")
+		hello["groups"] = []map[string]any{{"name": "reviewers"}}
+		s := e.connectWith(hello)
 		a, c := e.connect(alice, "a"), e.connect(carol, "c")
 		a.send(sendFrame("g-1", "@reviewers", "hello"))
 		if ack := a.next("ack"); ack["code"] != float64(201) {
@@ -655,7 +628,7 @@ func TestGroupAndSessionHello(t *testing.T) {
 		if p := c.push(); p["client_message_id"] != "g-2" {
 			t.Fatalf("carol got %v before her own DM: the group message reached her", p)
 		}
-		// A session key as a DM target reaches its member.
+		// A session key as a DM target reaches that session.
 		c.send(sendFrame("g-3", session.PublicKeyHex(), "hello"))
 		if ack := c.next("ack"); ack["code"] != float64(201) {
 			t.Fatalf("DM to a session key: %v", ack)

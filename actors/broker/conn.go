@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,9 +73,22 @@ type conn struct {
 	// sender is the key the broker stamps as senderPubkey on this
 	// connection's sends: the session key, else the member key.
 	sender string
-	// keys are the pubkeys this connection receives for.
+	// keys are the pubkeys this connection receives for: the member key,
+	// a session_hello's session key only, a legacy hello's both.
 	keys []string
+	// session is set for a session_hello connection, a peer of its own:
+	// its status and summary live in its hub presence, not in the
+	// member's profile. status and name are its own ("": the member's).
+	session      bool
+	status, name string
 }
+
+// statusNow is the status that decides what is pushed to this connection:
+// a session's own, else its member's.
+func (c *conn) statusNow() string { return cmp.Or(c.status, c.member.Status) }
+
+// displayName is the name this connection's sends carry.
+func (c *conn) displayName() string { return cmp.Or(c.name, c.member.DisplayName) }
 
 func (c *conn) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -121,7 +135,7 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 	case *messages.SetStatusFrame:
 		c.setStatus(ctx, f)
 	case *messages.SetSummaryFrame:
-		c.setProfile(ctx, broker.ProfileUpdate{Summary: &f.Summary}, nil)
+		c.setSummary(ctx, f)
 	case *messages.SetVisibleFrame:
 		c.setProfile(ctx, broker.ProfileUpdate{Visible: &f.Visible}, &f.ReqID)
 	case *messages.SetProfileFrame:
@@ -219,9 +233,11 @@ func (c *conn) sessionHello(ctx actor.Context, f *messages.SessionHelloFrame) {
 		c.reject("parent_member_id_mismatch", "parentMemberId is not the id of the parent member")
 		return
 	}
-	c.sender, c.keys = f.SessionPubkey, []string{f.SessionPubkey, member.Pubkey}
+	// A session is a recipient of its own: rows addressed to the member
+	// key are the member connection's to claim.
+	c.sender, c.keys, c.session, c.name = f.SessionPubkey, []string{f.SessionPubkey}, true, f.DisplayName
 	c.admit(ctx, mesh, member, &presence{sessionPubkey: f.SessionPubkey, sessionID: f.SessionID, groups: f.Groups,
-		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd})
+		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd, sessionHello: true, ownName: f.DisplayName})
 }
 
 // checkSignature applies the clock-skew rule and maps a verification error
@@ -277,7 +293,7 @@ func (c *conn) admit(ctx actor.Context, mesh *broker.Mesh, member *broker.Member
 	} else {
 		c.metrics.leasesReleased.Add(float64(n))
 	}
-	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt = c.id, ctx.Self(), c.link, mesh.ID, member, c.now()
+	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt, p.keys = c.id, ctx.Self(), c.link, mesh.ID, member, c.now(), c.keys
 	ctx.Send(c.hub, &hubRegister{p: p})
 	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: member.DisplayName})
 	ctx.Send(ctx.Self(), &drain{})

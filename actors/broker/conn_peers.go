@@ -21,6 +21,8 @@ func (c *conn) listPeers(ctx actor.Context, f *messages.ListPeersFrame) {
 	c.sendFrame(list)
 }
 
+// setStatus sets a session's own status (kept by the hub, in memory), else
+// the member's stored one; going idle drains what the old status held.
 func (c *conn) setStatus(ctx actor.Context, f *messages.SetStatusFrame) {
 	switch f.Status {
 	case broker.StatusIdle, broker.StatusWorking, "dnd":
@@ -28,9 +30,24 @@ func (c *conn) setStatus(ctx actor.Context, f *messages.SetStatusFrame) {
 		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "invalid_status", Message: "status must be idle, working or dnd"})
 		return
 	}
-	if c.setProfile(ctx, broker.ProfileUpdate{Status: &f.Status}, nil) && f.Status == broker.StatusIdle {
+	if c.session {
+		c.status = f.Status
+		ctx.Send(c.hub, &hubPresenceChanged{connID: c.id, status: &f.Status})
+	} else if !c.setProfile(ctx, broker.ProfileUpdate{Status: &f.Status}, nil) {
+		return
+	}
+	if f.Status == broker.StatusIdle {
 		ctx.Send(ctx.Self(), &drain{}) // held next/low messages may go now
 	}
+}
+
+// setSummary sets a session's own summary, else the member's.
+func (c *conn) setSummary(ctx actor.Context, f *messages.SetSummaryFrame) {
+	if c.session {
+		ctx.Send(c.hub, &hubPresenceChanged{connID: c.id, summary: &f.Summary})
+		return
+	}
+	c.setProfile(ctx, broker.ProfileUpdate{Summary: &f.Summary}, nil)
 }
 
 // setProfile persists the fields of u, updates the hub's copy and, when

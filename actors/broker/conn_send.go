@@ -56,7 +56,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	// Neither the hub's answer nor the batch's is waited for: the
 	// connection goes on with its next frame meanwhile (the hub answers in
 	// order, so sends still reach the batcher in the order they came).
-	resolve := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderMember: c.member.Pubkey,
+	resolve := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderKeys: c.keys,
 		targetSpec: f.TargetSpec, priority: f.Priority}, askTimeout)
 	ctx.ReenterAfter(resolve, func(res any, err error) {
 		resolved, ok := res.(*hubResolved)
@@ -74,8 +74,8 @@ func (c *conn) accept(ctx actor.Context, f *messages.SendFrame, ack *messages.Ac
 	req := &broker.AcceptRequest{MeshID: c.mesh.ID, ClientMessageID: id, RequestFingerprint: fp,
 		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
 		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,
-		Recipients: resolved.recipients, Online: resolved.online, Lease: c.lease}
-	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey, senderName: c.member.DisplayName}
+		Recipients: resolved.recipients, Online: resolved.online, SessionMembers: resolved.sessionMembers, Lease: c.lease}
+	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey, senderName: c.displayName()}
 	future := ctx.RequestFuture(c.accepts, &batchOf[*acceptJob]{req: job}, askTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
@@ -230,7 +230,7 @@ func (c *conn) drain(ctx actor.Context) {
 		return
 	}
 	ds, err := c.store.ClaimDeliveries(context.Background(), broker.Claim{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
-		Lease: c.lease, Limit: drainBatch, OnlyNow: c.member.Status != broker.StatusIdle})
+		Lease: c.lease, Limit: drainBatch, OnlyNow: c.statusNow() != broker.StatusIdle})
 	if err != nil {
 		c.log.Error("claim deliveries", "conn", c.id, "err", err)
 		return

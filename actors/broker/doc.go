@@ -19,14 +19,23 @@
 // actor receives its frames as messages and queues frames on it.
 //
 // Decisions where the protocol is silent:
-//   - `*` and `#topic` reach every active member of the mesh but the sender
-//     (queued for members offline); `@group` reaches the members with a live
-//     connection claiming the group in its hello (group membership is not
-//     stored); `@all` is `*`.
-//   - A DM to a session pubkey is delivered to its member.
-//   - Every live connection of a recipient member gets the push, except the
-//     sending connection; receivers dedupe by client_message_id.
+//   - Every connected identity is a recipient of its own: a member
+//     connection by its member key, a session_hello connection by its
+//     session key only (it never claims the member's rows). A hello with a
+//     sessionPubkey (legacy CLI) receives for both keys and counts as its
+//     member.
+//   - `*` and `#topic` reach every active member of the mesh and every live
+//     session_hello connection, but the sender's keys (queued for members
+//     offline); `@group` reaches the live connections claiming the group in
+//     their hello, by their own keys (group membership is not stored);
+//     `@all` is `*`.
+//   - A DM reaches the key it names; a DM to a session key is accepted while
+//     the hub knows that session (live, or within its grace), as its member.
+//   - A push goes to every live connection receiving for the recipient key,
+//     except the sending connection; receivers dedupe by client_message_id.
 //   - A recipient whose status is working or dnd is pushed only `now`
-//     messages live; the rest wait in the queue until it is idle again.
+//     messages live; the rest wait in the queue until it is idle again. A
+//     session's set_status and set_summary are its own (in memory, shown in
+//     list_peers), not its member's.
 //   - Unlike upstream, hello's memberId must be the member's id.
 package broker

@@ -65,11 +65,34 @@ func attachBroker(t testing.TB, first *env, opts broker.Options) *env {
 
 func serveBrokerWith(t testing.TB, opts broker.Options, limiter ratelimit.Limiter) *env {
 	t.Helper()
-	return serveBrokerLease(t, opts, limiter, testLease)
+	return serveBrokerTimed(t, opts, limiter, testLease, testGrace)
 }
 
-// serveBrokerLease is serveBrokerWith with the given delivery lease.
-func serveBrokerLease(t testing.TB, opts broker.Options, limiter ratelimit.Limiter, lease time.Duration) *env {
+// backendsTimed runs fn against a broker on each backend with the given
+// delivery lease and presence grace, and a mesh of its own.
+func backendsTimed(t *testing.T, lease, grace time.Duration, fn func(t *testing.T, e *env)) {
+	for _, backend := range []struct {
+		name string
+		opts func(t *testing.T) broker.Options
+	}{
+		{"sqlite", func(t *testing.T) broker.Options { return broker.Options{Dir: t.TempDir()} }},
+		{"postgres", func(t *testing.T) broker.Options { return broker.Options{DatabaseURL: brokertest.PostgresURL(t)} }},
+	} {
+		t.Run(backend.name, func(t *testing.T) {
+			e := serveBrokerTimed(t, backend.opts(t), ratelimit.NewMemory(noLimit), lease, grace)
+			mesh, err := e.store.CreateMesh(context.Background(), broker.Mesh{Slug: "timed"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.mesh = mesh
+			fn(t, e)
+		})
+	}
+}
+
+// serveBrokerTimed is serveBrokerWith with the given delivery lease and
+// presence grace.
+func serveBrokerTimed(t testing.TB, opts broker.Options, limiter ratelimit.Limiter, lease, grace time.Duration) *env {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("BROKER_TEST_LOG") != "" {
@@ -81,7 +104,7 @@ func serveBrokerLease(t testing.TB, opts broker.Options, limiter ratelimit.Limit
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: testGrace,
+	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: grace,
 		DeliveryLease: lease, RevocationCheck: testRevocationCheck})
 	if err != nil {
 		t.Fatal(err)
@@ -152,10 +175,39 @@ func (e *env) hello(m *member, sessionID string) map[string]any {
 // connect dials and completes the hello of m.
 func (e *env) connect(m *member, sessionID string) *client {
 	e.t.Helper()
+	return e.connectWith(e.hello(m, sessionID))
+}
+
+// connectWith dials and completes the given hello or session_hello.
+func (e *env) connectWith(hello map[string]any) *client {
+	e.t.Helper()
 	c := e.dial()
-	c.send(e.hello(m, sessionID))
+	c.send(hello)
 	c.next("hello_ack")
 	return c
+}
+
+// identity is a fresh key pair (a session key).
+func (e *env) identity() *meshcrypto.Identity {
+	e.t.Helper()
+	id, err := meshcrypto.GenerateIdentity()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// sessionHello builds a signed session_hello of session key s under m,
+// attested for an hour; edit it (groups, displayName) before sending.
+func (e *env) sessionHello(m *member, s *meshcrypto.Identity, sessionID string) map[string]any {
+	now := time.Now().UnixMilli()
+	expires := now + time.Hour.Milliseconds()
+	return map[string]any{"type": "session_hello", "meshId": e.mesh.ID, "parentMemberId": m.row.ID,
+		"parentMemberPubkey": m.id.PublicKeyHex(), "sessionPubkey": s.PublicKeyHex(),
+		"parentAttestation": map[string]any{"sessionPubkey": s.PublicKeyHex(), "parentMemberPubkey": m.id.PublicKeyHex(),
+			"expiresAt": expires, "signature": meshcrypto.SessionAttestation(m.id, s.PublicKeyHex(), expires)},
+		"sessionId": sessionID, "timestamp": now,
+		"signature": meshcrypto.SessionHelloSignature(s, e.mesh.ID, m.id.PublicKeyHex(), now)}
 }
 
 func (c *client) send(v any) {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,6 +39,18 @@ type presence struct {
 	channel       string
 	cwd           string
 	offline       bool // dropped, within the grace period
+
+	// sessionHello marks a connection made with session_hello: a peer of
+	// its own, addressed by its session key only, with its own status,
+	// summary and name. A legacy hello with a sessionPubkey receives for
+	// both keys and counts as its member in broadcasts and groups.
+	sessionHello bool
+	// keys are what the connection receives for (its conn's keys): pushes
+	// follow them as its drains do.
+	keys []string
+	// ownStatus, ownSummary and ownName are a session_hello connection's
+	// own ("" until it sets them: the member's).
+	ownStatus, ownSummary, ownName string
 }
 
 // pubkey is the key peers see: the session key, else the member key.
@@ -47,6 +60,22 @@ func (p *presence) pubkey() string {
 	}
 	return p.member.Pubkey
 }
+
+// recipient is the key the presence is addressed by in broadcasts and
+// groups: a session_hello connection's session key, else the member key.
+func (p *presence) recipient() string {
+	if p.sessionHello {
+		return p.sessionPubkey
+	}
+	return p.member.Pubkey
+}
+
+// receives reports whether the connection takes deliveries for key.
+func (p *presence) receives(key string) bool { return slices.Contains(p.keys, key) }
+
+func (p *presence) status() string  { return cmp.Or(p.ownStatus, p.member.Status) }
+func (p *presence) summary() string { return cmp.Or(p.ownSummary, p.member.Summary) }
+func (p *presence) name() string    { return cmp.Or(p.ownName, p.member.DisplayName) }
 
 func (p *presence) role() string {
 	if p.sessionPubkey != "" {
@@ -72,21 +101,27 @@ type (
 	hubUnregister struct{ connID string }
 	hubGraceOver  struct{ connID string }
 	// hubResolve asks for a send's recipients; the reply is *hubResolved.
+	// senderKeys are the sending connection's keys: no broadcast, topic or
+	// group send reaches them (a DM goes to the key it names).
 	hubResolve struct {
-		meshID, senderConn, senderMember, targetSpec, priority string
+		meshID, senderConn, targetSpec, priority string
+		senderKeys                               []string
 	}
 	hubResolved struct {
 		kind, ref  string
-		recipients []string // member pubkeys that get a delivery row
+		recipients []string // pubkeys (member or session keys) that get a delivery row
 		online     []string // of those, the ones pushed to right after the commit
+		// sessionMembers maps a DM's session-key target to its member, for
+		// the store's check that the recipient exists.
+		sessionMembers map[string]string
 	}
-	// hubFanout pushes an encoded frame to the live connections of members.
-	// A member left with none (its connection closed after the send was
-	// resolved) has a row leased for a push that cannot happen: the
-	// sweeper is told to release it (releaseLeases).
+	// hubFanout pushes an encoded frame to the live connections receiving
+	// for the recipients. A recipient left with none (its connection
+	// closed after the send was resolved) has a row leased for a push that
+	// cannot happen: the sweeper is told to release it (releaseLeases).
 	hubFanout struct {
 		meshID, senderConn string
-		members            []string
+		recipients         []string
 		frame              []byte
 	}
 	// hubSweeper tells the hub where the sweeper is (it starts after the
@@ -96,6 +131,13 @@ type (
 	hubListPeers struct{ meshID, requesterMember string }
 	// hubMemberChanged replaces the hub's copy of a member (profile change).
 	hubMemberChanged struct{ member *broker.Member }
+	// hubPresenceChanged sets a session_hello connection's own status or
+	// summary (nil: unchanged); they live here, not in the member's
+	// stored profile.
+	hubPresenceChanged struct {
+		connID          string
+		status, summary *string
+	}
 	// hubRedeliver tells the connections of these recipients (or, with
 	// all, every live connection) to drain.
 	hubRedeliver struct {
@@ -150,6 +192,8 @@ func (h *hub) Receive(ctx actor.Context) {
 		ctx.Respond(h.peers(m))
 	case *hubMemberChanged:
 		h.memberChanged(m.member)
+	case *hubPresenceChanged:
+		h.presenceChanged(m)
 	case *hubRedeliver:
 		h.redeliver(ctx, m)
 	case *hubRevoked:
@@ -218,7 +262,7 @@ func (h *hub) remove(connID string, p *presence) {
 // system pushes a presence event about p to the live connections of the
 // other members of its mesh.
 func (h *hub) system(p *presence, event string) {
-	data, _ := json.Marshal(map[string]any{"name": p.member.DisplayName, "pubkey": p.pubkey(), "groups": p.groups})
+	data, _ := json.Marshal(map[string]any{"name": p.name(), "pubkey": p.pubkey(), "groups": p.groups})
 	frame, err := json.Marshal(&messages.PushFrame{Type: messages.TypePush, MessageID: ulid.Make().String(), MeshID: p.meshID,
 		SenderPubkey: "system", Priority: "low", CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
 		Subtype: "system", Event: event, EventData: data})
@@ -265,20 +309,37 @@ func (h *hub) memberChanged(member *broker.Member) {
 	}
 }
 
+// presenceChanged records a session's own status or summary.
+func (h *hub) presenceChanged(m *hubPresenceChanged) {
+	p := h.conns[m.connID]
+	if p == nil {
+		return
+	}
+	if m.status != nil {
+		p.ownStatus = *m.status
+	}
+	if m.summary != nil {
+		p.ownSummary = *m.summary
+	}
+}
+
+// resolve answers a send's recipients. Every connected identity is a
+// recipient of its own: a member connection by its member key, a
+// session_hello connection by its session key.
 func (h *hub) resolve(q *hubResolve) *hubResolved {
-	members := h.meshMembers(q.meshID)
 	t := q.targetSpec
 	r := &hubResolved{kind: messages.KindTopic, ref: t}
 	switch {
 	case t == "*" || t == "@all":
-		r.recipients = h.allBut(members, q.senderMember)
+		r.recipients = h.everyone(q.meshID, q.senderKeys)
 	case strings.HasPrefix(t, "#"):
 		r.ref = t[1:]
-		r.recipients = h.allBut(members, q.senderMember)
+		r.recipients = h.everyone(q.meshID, q.senderKeys)
 	case strings.HasPrefix(t, "@"):
-		r.recipients = h.groupMembers(q.meshID, t[1:], q.senderMember)
+		r.recipients = h.groupMembers(q.meshID, t[1:], q.senderKeys)
 	default:
-		r.kind, r.recipients = messages.KindDM, []string{h.memberOf(q.meshID, t)}
+		r.kind, r.recipients = messages.KindDM, []string{t}
+		r.sessionMembers = h.sessionMembers(q.meshID, t)
 	}
 	for _, pk := range r.recipients {
 		if h.pushable(q.meshID, pk, q.priority) {
@@ -288,63 +349,100 @@ func (h *hub) resolve(q *hubResolve) *hubResolved {
 	return r
 }
 
-func (h *hub) allBut(members map[string]*broker.Member, sender string) []string {
-	out := make([]string, 0, len(members))
+// everyone is the recipients of a broadcast or topic: every active member
+// key of the mesh and the session key of every live session_hello
+// connection of an active member, but the sender's keys.
+func (h *hub) everyone(meshID string, sender []string) []string {
+	members := h.meshMembers(meshID)
+	keys := make(map[string]bool, len(members))
 	for pk := range members {
-		if pk != sender {
-			out = append(out, pk)
+		keys[pk] = true
+	}
+	for _, p := range h.byMesh[meshID] {
+		if !p.offline && p.sessionHello && members[p.member.Pubkey] != nil {
+			keys[p.sessionPubkey] = true
+		}
+	}
+	return sortedBut(keys, sender)
+}
+
+// groupMembers is the recipients of @group: the recipient key of every
+// live connection claiming the group, but the sender's keys.
+func (h *hub) groupMembers(meshID, group string, sender []string) []string {
+	keys := map[string]bool{}
+	for _, p := range h.byMesh[meshID] {
+		if !p.offline && p.inGroup(group) {
+			keys[p.recipient()] = true
+		}
+	}
+	return sortedBut(keys, sender)
+}
+
+// sortedBut returns the keys of set not in but, sorted.
+func sortedBut(set map[string]bool, but []string) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		if !slices.Contains(but, k) {
+			out = append(out, k)
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-func (h *hub) groupMembers(meshID, group, sender string) []string {
-	var out []string
+// sessionMembers maps key to its member when it is the session key of a
+// connection the hub knows (offline ones too: a DM to a session within
+// its grace queues for its reconnect); nil for any other key. The store
+// knows no sessions, and checks a DM's recipient by that member.
+func (h *hub) sessionMembers(meshID, key string) map[string]string {
 	for _, p := range h.byMesh[meshID] {
-		if !p.offline && p.member.Pubkey != sender && p.inGroup(group) && !slices.Contains(out, p.member.Pubkey) {
-			out = append(out, p.member.Pubkey)
+		if p.sessionPubkey == key {
+			return map[string]string{key: p.member.Pubkey}
 		}
 	}
-	slices.Sort(out)
-	return out
+	return nil
 }
 
-// memberOf maps a session pubkey of a live connection to its member; any
-// other key is returned as it is.
-func (h *hub) memberOf(meshID, pubkey string) string {
+// pushable reports whether a live connection receiving for key takes a
+// message of this priority now (working and dnd take only "now"; a
+// session's own status counts, else its member's).
+func (h *hub) pushable(meshID, key, priority string) bool {
 	for _, p := range h.byMesh[meshID] {
-		if p.sessionPubkey == pubkey {
-			return p.member.Pubkey
-		}
-	}
-	return pubkey
-}
-
-// pushable reports whether member has a live connection that takes a
-// message of this priority now (working and dnd take only "now").
-func (h *hub) pushable(meshID, member, priority string) bool {
-	for _, p := range h.byMesh[meshID] {
-		if !p.offline && p.member.Pubkey == member && (priority == "now" || p.member.Status == broker.StatusIdle) {
+		if !p.offline && p.receives(key) && (priority == "now" || p.status() == broker.StatusIdle) {
 			return true
 		}
 	}
 	return false
 }
 
+// fanout pushes the frame once to each live connection receiving for one
+// of the recipients — not to the other connections of their members — but
+// the sender's, and has the sweeper release the leases of the recipients
+// it reached no connection of.
 func (h *hub) fanout(ctx actor.Context, f *hubFanout) {
-	var pushed []string
+	reached := make(map[string]bool, len(f.recipients))
+	for _, k := range f.recipients {
+		reached[k] = false
+	}
 	for _, p := range h.byMesh[f.meshID] {
-		if !p.offline && p.connID != f.senderConn && slices.Contains(f.members, p.member.Pubkey) {
+		if p.offline || p.connID == f.senderConn {
+			continue
+		}
+		hit := false
+		for _, k := range p.keys {
+			if _, ok := reached[k]; ok {
+				reached[k], hit = true, true
+			}
+		}
+		if hit {
 			p.link.Send(f.frame)
 			h.metrics.pushes.Inc()
-			pushed = append(pushed, p.member.Pubkey)
 		}
 	}
 	var missed []string
-	for _, m := range f.members {
-		if !slices.Contains(pushed, m) {
-			missed = append(missed, m)
+	for _, k := range f.recipients {
+		if !reached[k] {
+			missed = append(missed, k)
 		}
 	}
 	if len(missed) > 0 {
@@ -359,8 +457,8 @@ func (h *hub) peers(q *hubListPeers) *messages.PeersListFrame {
 		if !m.Visible && m.Pubkey != q.requesterMember {
 			continue
 		}
-		out.Peers = append(out.Peers, messages.Peer{Pubkey: p.pubkey(), MemberPubkey: m.Pubkey, DisplayName: m.DisplayName,
-			Status: m.Status, Summary: m.Summary, Groups: p.groups, SessionID: p.sessionID,
+		out.Peers = append(out.Peers, messages.Peer{Pubkey: p.pubkey(), MemberPubkey: m.Pubkey, DisplayName: p.name(),
+			Status: p.status(), Summary: p.summary(), Groups: p.groups, SessionID: p.sessionID,
 			ConnectedAt: p.connectedAt.UTC().Format(time.RFC3339Nano), Cwd: p.cwd, PeerRole: p.role(), Hostname: p.hostname,
 			PeerType: p.peerType, Channel: p.channel, Visible: m.Visible, Avatar: m.Avatar, Title: m.Title, Bio: m.Bio,
 			Capabilities: m.Capabilities})
@@ -400,7 +498,7 @@ func (h *hub) redeliver(ctx actor.Context, m *hubRedeliver) {
 	}
 	for _, r := range m.recipients {
 		for _, p := range h.byMesh[r.MeshID] {
-			if !p.offline && (p.member.Pubkey == r.Pubkey || p.sessionPubkey == r.Pubkey) {
+			if !p.offline && p.receives(r.Pubkey) {
 				ctx.Send(p.pid, &drain{})
 			}
 		}

@@ -51,6 +51,11 @@ type AcceptRequest struct {
 	// WebSocket layer. For a DM every recipient must be an active member of
 	// the mesh, and there must be one (the B2 check).
 	Recipients []string
+	// SessionMembers maps a recipient that is a session key to the member
+	// whose attestation it holds: the B2 check holds a DM to a session key
+	// to that member being active (the store knows no sessions; the
+	// WebSocket layer verified the attestation at the session's hello).
+	SessionMembers map[string]string
 	// Online are those of Recipients the broker pushes to right after the
 	// commit: their rows are created leased for Lease (attempts 1), as if
 	// claimed, which saves a claim transaction per push. The other rows

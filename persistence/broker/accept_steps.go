@@ -84,13 +84,15 @@ func keysOf(m map[int]*messages.Error) []int {
 
 // checkB2 is step 5: the destination must exist. The mesh must exist (it
 // has an entry in expiry), and every recipient of a DM must be an active
-// member of it; other kinds have no check yet.
+// member of it, or a session key of one; other kinds have no check yet.
 func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, expiry map[string]*time.Time) (
 	pass []int, rejected map[int]*messages.Error, err error) {
 	var pubkeys []string
 	for _, i := range idx {
 		if b.reqs[i].DestinationKind == KindDM {
-			pubkeys = append(pubkeys, b.reqs[i].Recipients...)
+			for _, p := range b.reqs[i].Recipients {
+				pubkeys = append(pubkeys, b.reqs[i].memberOf(p))
+			}
 		}
 	}
 	active := map[key]bool{}
@@ -126,11 +128,20 @@ func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, e
 
 func allActive(active map[key]bool, r *AcceptRequest) bool {
 	for _, p := range r.Recipients {
-		if !active[key{r.MeshID, p}] {
+		if !active[key{r.MeshID, r.memberOf(p)}] {
 			return false
 		}
 	}
 	return len(r.Recipients) > 0
+}
+
+// memberOf is the member B2 checks for recipient p: the member of a
+// session key, else p itself.
+func (r *AcceptRequest) memberOf(p string) string {
+	if m, ok := r.SessionMembers[p]; ok {
+		return m
+	}
+	return p
 }
 
 // claim is step 2: insert a dedupe row per request, each with a fresh

@@ -225,6 +225,45 @@ func TestAcceptB2Rejection(t *testing.T) {
 	})
 }
 
+// TestAcceptDMToSession: a DM to a session key passes B2 when the key is
+// mapped to an active member (SessionMembers), and its delivery row is the
+// session key's; unmapped, or mapped to a revoked member, it is 404.
+func TestAcceptDMToSession(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		m := e.mesh(t, Mesh{})
+		alice, bob, carol := e.join(t, m, "alice"), e.join(t, m, "bob"), e.join(t, m, "carol")
+		if err := e.s.RevokeMember(context.Background(), m.ID, carol.Pubkey); err != nil {
+			t.Fatal(err)
+		}
+		toSession := func(id string, session *Member, members map[string]string) *AcceptRequest {
+			r := dm(m, alice, session, id, "x")
+			r.SessionMembers = members
+			return r
+		}
+		bobSession, carolSession := &Member{Pubkey: newPubkey(t)}, &Member{Pubkey: newPubkey(t)}
+		cases := []struct {
+			name string
+			req  *AcceptRequest
+			want Outcome
+		}{
+			{"session of an active member", toSession("s1", bobSession, map[string]string{bobSession.Pubkey: bob.Pubkey}), Created},
+			{"unmapped session key", toSession("s2", bobSession, nil), Rejected},
+			{"session of a revoked member", toSession("s3", carolSession, map[string]string{carolSession.Pubkey: carol.Pubkey}), Rejected},
+		}
+		for _, c := range cases {
+			if res := e.accept(t, c.req)[0]; res.Outcome != c.want {
+				t.Errorf("%s: outcome %d (%v), want %d", c.name, res.Outcome, res.Err, c.want)
+			}
+		}
+		if n := e.count(t, "delivery_queue WHERE recipient_pubkey = ?", bobSession.Pubkey); n != 1 {
+			t.Errorf("%d delivery rows for the session key, want 1", n)
+		}
+		if n := e.count(t, "delivery_queue WHERE recipient_pubkey = ?", bob.Pubkey); n != 0 {
+			t.Errorf("%d delivery rows for the member key, want 0", n)
+		}
+	})
+}
+
 // TestAcceptFailureMidTransaction: a request that fails after its dedupe,
 // message and history inserts (its delivery insert violates a constraint)
 // leaves nothing, keeps its id free and does not disturb its neighbours.

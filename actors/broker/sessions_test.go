@@ -1,0 +1,227 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+)
+
+// sessionGrace keeps a closed session's presence for the whole test, so
+// that a DM to its key queues for its reconnect (a session key the hub no
+// longer knows is no one's: 404).
+const sessionGrace = time.Minute
+
+// peer is one connection of a sessionMesh and the key it receives for.
+type peer struct {
+	name string
+	tag  string // in ids
+	c    *client
+	key  string
+}
+
+// sessionMesh is alice with her member connection and two session
+// connections (sessions A and B, B in the group "reviewers"), and bob with
+// his member connection.
+type sessionMesh struct {
+	alice                 *member
+	member, a, b, bobPeer *peer
+	helloA                func() map[string]any // a fresh session_hello of A, to reconnect it
+}
+
+func newSessionMesh(e *env) *sessionMesh {
+	alice, bob := e.member("alice"), e.member("bob")
+	keyA, keyB := e.identity(), e.identity()
+	helloA := func() map[string]any {
+		h := e.sessionHello(alice, keyA, "session-a")
+		h["displayName"] = "alice (A)"
+		return h
+	}
+	helloB := e.sessionHello(alice, keyB, "session-b")
+	helloB["groups"] = []map[string]any{{"name": "reviewers"}}
+	return &sessionMesh{alice: alice, helloA: helloA,
+		member:  &peer{name: "alice's member connection", tag: "member", c: e.connect(alice, "control"), key: alice.id.PublicKeyHex()},
+		a:       &peer{name: "session A", tag: "A", c: e.connectWith(helloA()), key: keyA.PublicKeyHex()},
+		b:       &peer{name: "session B", tag: "B", c: e.connectWith(helloB), key: keyB.PublicKeyHex()},
+		bobPeer: &peer{name: "bob", tag: "bob", c: e.connect(bob, "bob"), key: bob.id.PublicKeyHex()},
+	}
+}
+
+// peers are the connections of the mesh, bob's first (he sends the
+// markers of reached).
+func (s *sessionMesh) peers() []*peer { return []*peer{s.bobPeer, s.member, s.a, s.b} }
+
+// reached checks that message id was pushed once to each of want and to
+// no other of the mesh's peers.
+func (s *sessionMesh) reached(t *testing.T, id string, want ...*peer) {
+	t.Helper()
+	reachedOnly(t, id, s.peers(), want...)
+}
+
+// reachedOnly checks that message id was pushed once to each of want and
+// to no other of peers: each one's next push is id if it is one of want,
+// and then a marker DM to its key, sent after id was acknowledged (by the
+// first of peers, to which the second sends its marker).
+func reachedOnly(t *testing.T, id string, peers []*peer, want ...*peer) {
+	t.Helper()
+	for _, p := range want {
+		if got := p.c.push(); got["client_message_id"] != id {
+			t.Fatalf("%s got %v, want %s", p.name, got, id)
+		}
+	}
+	for _, p := range peers {
+		marker := id + "/marker-for-" + p.tag
+		from := peers[0]
+		if p == from {
+			from = peers[1]
+		}
+		from.sendTo(t, marker, p.key)
+		if got := p.c.push(); got["client_message_id"] != marker {
+			t.Fatalf("%s got %v, want only the marker (%s reached it, or reached it twice)", p.name, got, id)
+		}
+	}
+}
+
+// sendTo sends a message from p and waits for its 201.
+func (p *peer) sendTo(t *testing.T, id, target string) {
+	t.Helper()
+	p.c.send(sendFrame(id, target, "hello"))
+	if ack := p.c.next("ack"); ack["code"] != float64(201) {
+		t.Fatalf("%s sending %s to %s: %v", p.name, id, target, ack)
+	}
+}
+
+// TestSessionDM: a DM to a session key reaches that session only — not the
+// member's other session, not its member connection — and, while the
+// session is away, waits for its reconnect.
+func TestSessionDM(t *testing.T) {
+	backendsTimed(t, testLease, sessionGrace, func(t *testing.T, e *env) {
+		s := newSessionMesh(e)
+		s.bobPeer.sendTo(t, "dm-1", s.a.key)
+		s.reached(t, "dm-1", s.a)
+
+		s.a.c.ws.Close()
+		s.bobPeer.sendTo(t, "dm-2", s.a.key)
+		s.a.c = e.connectWith(s.helloA()) // the markers go to it
+		s.reached(t, "dm-2", s.a)
+	})
+}
+
+// TestSessionBroadcastAndTopic: `*` and `#topic` from a session reach the
+// member's other session, its member connection and the other members,
+// once each, and not the sending session; from the member connection they
+// reach its sessions.
+func TestSessionBroadcastAndTopic(t *testing.T) {
+	backendsTimed(t, testLease, sessionGrace, func(t *testing.T, e *env) {
+		s := newSessionMesh(e)
+		for _, c := range []struct {
+			id, target string
+			from       *peer
+			want       []*peer
+		}{
+			{"broadcast-from-A", "*", s.a, []*peer{s.member, s.b, s.bobPeer}},
+			{"all-from-A", "@all", s.a, []*peer{s.member, s.b, s.bobPeer}},
+			{"topic-from-A", "#builds", s.a, []*peer{s.member, s.b, s.bobPeer}},
+			{"broadcast-from-member", "*", s.member, []*peer{s.a, s.b, s.bobPeer}},
+			{"topic-from-bob", "#builds", s.bobPeer, []*peer{s.member, s.a, s.b}},
+		} {
+			c.from.sendTo(t, c.id, c.target)
+			s.reached(t, c.id, c.want...)
+		}
+	})
+}
+
+// TestSessionGroup: @group reaches the live connections claiming it, by
+// their own keys: a session of the sender's own member, and no one else.
+func TestSessionGroup(t *testing.T) {
+	backendsTimed(t, testLease, sessionGrace, func(t *testing.T, e *env) {
+		s := newSessionMesh(e)
+		s.a.sendTo(t, "group-from-A", "@reviewers")
+		s.reached(t, "group-from-A", s.b)
+		s.bobPeer.sendTo(t, "group-from-bob", "@reviewers")
+		s.reached(t, "group-from-bob", s.b)
+	})
+}
+
+// TestSessionStatus: set_status and set_summary from a session change its
+// own peer entry, not its sibling's, its member's or the stored member; a
+// session's displayName from its session_hello names its entry.
+func TestSessionStatus(t *testing.T) {
+	backendsTimed(t, testLease, sessionGrace, func(t *testing.T, e *env) {
+		s := newSessionMesh(e)
+		s.a.c.send(map[string]any{"type": "set_status", "status": "working"})
+		s.a.c.send(map[string]any{"type": "set_summary", "summary": "refactoring the hub"})
+		s.a.c.send(map[string]any{"type": "list_peers", "_reqId": "sync"}) // the hub has the status once this answers
+		s.a.c.next("peers_list")
+		s.bobPeer.c.send(map[string]any{"type": "list_peers", "_reqId": "peers"})
+		entries := map[string]map[string]any{}
+		for _, p := range s.bobPeer.c.next("peers_list")["peers"].([]any) {
+			entry := p.(map[string]any)
+			entries[entry["pubkey"].(string)] = entry
+		}
+		for _, c := range []struct {
+			p                      *peer
+			status, summary, named string
+		}{
+			{s.a, "working", "refactoring the hub", "alice (A)"},
+			{s.b, "idle", "", "alice"},
+			{s.member, "idle", "", "alice"},
+		} {
+			got := entries[c.p.key]
+			if got == nil || got["status"] != c.status || got["summary"] != c.summary || got["displayName"] != c.named {
+				t.Errorf("%s's entry %v, want status %q, summary %q, name %q", c.p.name, got, c.status, c.summary, c.named)
+			}
+		}
+		m, err := e.store.MemberByPubkey(t.Context(), e.mesh.ID, s.alice.id.PublicKeyHex())
+		if err != nil || m.Status != broker.StatusIdle || m.Summary != "" {
+			t.Fatalf("stored member %+v (%v), want idle with no summary", m, err)
+		}
+
+		// A's own status holds its next-priority pushes; B's (the
+		// member's) does not.
+		s.bobPeer.sendTo(t, "held", s.a.key)
+		s.bobPeer.sendTo(t, "to-B", s.b.key)
+		if p := s.b.c.push(); p["client_message_id"] != "to-B" {
+			t.Fatalf("session B got %v", p)
+		}
+		urgent := sendFrame("urgent", s.a.key, "hello")
+		urgent["priority"] = "now"
+		s.bobPeer.c.send(urgent)
+		s.bobPeer.c.next("ack")
+		if p := s.a.c.push(); p["client_message_id"] != "urgent" {
+			t.Fatalf("session A (working) got %v, want only the priority-now message", p)
+		}
+		s.a.c.send(map[string]any{"type": "set_status", "status": "idle"})
+		if p := s.a.c.push(); p["client_message_id"] != "held" {
+			t.Fatalf("session A (idle again) got %v, want the held message", p)
+		}
+	})
+}
+
+// TestLegacySessionHello: a hello carrying a sessionPubkey (the legacy
+// CLI) receives for its session key and its member key, as before: DMs to
+// either reach it, and its own broadcast does not come back to it.
+func TestLegacySessionHello(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		carol, dave := e.member("carol"), e.member("dave")
+		session := e.identity()
+		hello := e.hello(carol, "legacy")
+		hello["sessionPubkey"] = session.PublicKeyHex()
+		legacy := &peer{name: "carol's legacy session", tag: "legacy", c: e.connectWith(hello), key: session.PublicKeyHex()}
+		d := &peer{name: "dave", tag: "dave", c: e.connect(dave, "dave"), key: dave.id.PublicKeyHex()}
+		peers := []*peer{d, legacy}
+		for _, c := range []struct {
+			id, target string
+			from       *peer
+			want       []*peer
+		}{
+			{"to-the-session-key", session.PublicKeyHex(), d, []*peer{legacy}},
+			{"to-the-member-key", carol.id.PublicKeyHex(), d, []*peer{legacy}},
+			{"broadcast-from-dave", "*", d, []*peer{legacy}},
+			{"broadcast-from-legacy", "*", legacy, []*peer{d}},
+		} {
+			c.from.sendTo(t, c.id, c.target)
+			reachedOnly(t, c.id, peers, c.want...)
+		}
+	})
+}
