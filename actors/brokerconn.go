@@ -34,6 +34,19 @@ type MeshConfig struct {
 	// AckTimeout is how long a send waits for the broker's ack before it
 	// counts as a transient failure (0: AckTimeout).
 	AckTimeout time.Duration
+	// Session, when set, makes this subtree an agent session's: Identity
+	// is the session key, the connection opens with a session_hello the
+	// member key vouches for, and Name is the session's display name.
+	Session *SessionConfig
+}
+
+// SessionConfig is what a session's connection says about it.
+type SessionConfig struct {
+	Parent    *meshcrypto.Identity // the member key that attests the session key
+	SessionID string
+	PID       int
+	Cwd       string
+	Groups    []string
 }
 
 // BrokerConn owns one mesh's WebSocket to its broker: it dials (with the
@@ -148,6 +161,9 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 	}
 	cfg := wsclient.Config{URL: b.cfg.URL, MeshID: b.cfg.MeshID, MemberID: b.cfg.MemberID, Identity: b.cfg.Identity,
 		DisplayName: b.cfg.Name, Legacy: b.cfg.Legacy, Log: b.log, ReadTimeout: b.cfg.Liveness, PingInterval: b.cfg.Liveness * 2 / 5}
+	if s := b.cfg.Session; s != nil {
+		cfg.Parent, cfg.SessionID, cfg.PID, cfg.Cwd, cfg.Groups = s.Parent, s.SessionID, s.PID, s.Cwd, s.Groups
+	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

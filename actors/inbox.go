@@ -141,7 +141,11 @@ func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {
 	ms := time.Now().UnixMilli() // what is stored: the event says the time /v1/inbox will
 	it := messages.InboxItem{ID: ulid.Make().String(), ClientMessageID: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
 		BrokerMessageID: p.MessageID, Mesh: in.cfg.Slug, Kind: "dm", SenderPubkey: p.SenderPubkey, SenderName: p.SenderName,
-		ReceivedAt: time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), ReceivedAtMs: ms, ReplyToID: p.ReplyToID, Meta: p.Meta}
+		ReceivedAt: time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), ReceivedAtMs: ms, ReplyToID: p.ReplyToID, Meta: p.Meta,
+		RecipientPubkey: in.cfg.Identity.PublicKeyHex(), RecipientKind: "member"}
+	if in.cfg.Session != nil {
+		it.RecipientKind = "session"
+	}
 	if it.SenderName == "" && len(p.SenderPubkey) >= 8 {
 		it.SenderName = p.SenderPubkey[:8]
 	}

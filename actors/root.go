@@ -20,6 +20,8 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -44,8 +46,9 @@ type Tree struct {
 	Store  *actor.PID
 	Accept *actor.PID
 	Events *actor.PID
-	Meshes map[string]MeshPIDs
+	Meshes map[string]MeshPIDs // written by Attach and Detach under mu
 
+	mu         *sync.Mutex
 	meshActors map[string]*actor.PID // for Start to ask each mesh
 }
 
@@ -92,7 +95,7 @@ func Start(system *actor.ActorSystem, deps Deps) (*Tree, error) {
 		return nil, fmt.Errorf("start actor tree: %w", err)
 	}
 	t := res.(*Tree)
-	t.System, t.Root = system, pid
+	t.System, t.Root, t.mu = system, pid, new(sync.Mutex)
 	t.Meshes = map[string]MeshPIDs{}
 	for slug, mesh := range t.meshActors {
 		r, err := system.Root.RequestFuture(mesh, &meshChildren{}, meshStartTimeout).Result()
@@ -120,7 +123,9 @@ func (t *Tree) Attach(cfg MeshConfig) (MeshPIDs, error) {
 		return MeshPIDs{}, fmt.Errorf("start mesh %s: %w", cfg.Slug, err)
 	}
 	pids := *r.(*MeshPIDs)
+	t.mu.Lock()
 	t.Meshes[cfg.Slug] = pids
+	t.mu.Unlock()
 	return pids, nil
 }
 
@@ -139,7 +144,9 @@ func (t *Tree) Detach(slug string) error {
 	if err := t.System.Root.StopFuture(mesh).Wait(); err != nil {
 		return fmt.Errorf("detach mesh %s: %w", slug, err)
 	}
+	t.mu.Lock()
 	delete(t.Meshes, slug)
+	t.mu.Unlock()
 	t.System.Root.Send(t.Store, &messages.ReleaseMesh{Mesh: slug, Now: time.Now().UnixMilli()})
 	return nil
 }
@@ -181,7 +188,7 @@ func (r *root) Receive(ctx actor.Context) {
 			ctx.Respond(fmt.Errorf("mesh %s is attached already", msg.cfg.Slug))
 			return
 		}
-		pid, err := ctx.SpawnNamed(meshProps(msg.cfg, r.tree.Store, &r.deps), "mesh-"+msg.cfg.Slug)
+		pid, err := ctx.SpawnNamed(meshProps(msg.cfg, r.tree.Store, &r.deps), meshActorName(msg.cfg.Slug))
 		if err != nil {
 			ctx.Respond(fmt.Errorf("spawn mesh %s: %w", msg.cfg.Slug, err))
 			return
@@ -226,9 +233,13 @@ func (r *root) spawnChildren(ctx actor.Context) {
 	r.tree.Accept = spawn("accept", workers.InlineProps(newAcceptRouter(r.tree.Store, log, defaultAcceptTimings)))
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
-		r.meshes[cfg.Slug] = spawn("mesh-"+cfg.Slug, meshProps(cfg, r.tree.Store, &r.deps))
+		r.meshes[cfg.Slug] = spawn(meshActorName(cfg.Slug), meshProps(cfg, r.tree.Store, &r.deps))
 	}
 }
+
+// meshActorName names a mesh's (or a session route's) subtree; a route's
+// '/' would read as a level of the actor path.
+func meshActorName(slug string) string { return "mesh-" + strings.ReplaceAll(slug, "/", "~") }
 
 func (r *root) fail(err error) {
 	select {

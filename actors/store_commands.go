@@ -57,7 +57,17 @@ var commands = commandTable(
 		echo: func(m *messages.StoreInbound, r *messages.InboundStored) { r.ID = m.Item.ID }}),
 	entry(spec[messages.AppendEvent, messages.EventAppended]{db: inboxDB, durable: true,
 		run: (*Store).appendEvent, event: func(r *messages.EventAppended) *messages.Event { return r.Event }}),
-	entry(spec[messages.ListInbox, messages.InboxPage]{db: inboxDB, run: (*Store).listInbox}),
+	entry(spec[messages.ListInbox, messages.InboxPage]{db: inboxDB, savepoint: true, run: (*Store).listInbox}),
+	entry(spec[messages.MarkInboxSeen, messages.InboxChanged]{db: inboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.MarkInboxSeen, _ *actor.PID) (*messages.InboxChanged, error) {
+			n, err := s.inbox.MarkSeen(tx, m.IDs, m.Mesh, m.Now)
+			return &messages.InboxChanged{Rows: n}, err
+		}}),
+	entry(spec[messages.DeleteInbox, messages.InboxChanged]{db: inboxDB, durable: true,
+		run: func(s *Store, tx *persistence.Tx, m *messages.DeleteInbox, _ *actor.PID) (*messages.InboxChanged, error) {
+			n, err := s.inbox.DeleteRows(tx, persistence.InboxDeletion{ID: m.ID, Mesh: m.Mesh, Before: m.Before, All: m.All})
+			return &messages.InboxChanged{Rows: n}, err
+		}}),
 	entry(spec[messages.EventsSince, messages.EventsPage]{db: inboxDB, run: (*Store).eventsSince}),
 
 	// Retention passes (store_retention.go), sent by the store to itself.

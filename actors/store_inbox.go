@@ -37,7 +37,7 @@ func (s *Store) appendEvent(tx *persistence.Tx, m *messages.AppendEvent, _ *acto
 
 func (s *Store) listInbox(tx *persistence.Tx, m *messages.ListInbox, _ *actor.PID) (*messages.InboxPage, error) {
 	rows, next, err := s.inbox.List(tx, persistence.InboxQuery{Since: m.Since, Topic: m.Topic, From: m.From, Mesh: m.Mesh,
-		Limit: m.Limit, After: m.After})
+		Limit: m.Limit, After: m.After, UnreadOnly: m.UnreadOnly})
 	if errors.Is(err, persistence.ErrBadCursor) {
 		return nil, &messages.Error{Status: 400, Code: messages.CodeInvalidQuery, Detail: "after is not a cursor from a previous page"}
 	}
@@ -45,8 +45,17 @@ func (s *Store) listInbox(tx *persistence.Tx, m *messages.ListInbox, _ *actor.PI
 		return nil, err
 	}
 	page := &messages.InboxPage{Items: make([]messages.InboxItem, len(rows)), Next: next}
+	var unread []string
 	for i := range rows {
 		page.Items[i] = rows[i].Item()
+		if rows[i].SeenAt == nil {
+			unread = append(unread, rows[i].ID)
+		}
+	}
+	if m.MarkSeen {
+		if page.MarkedSeen, err = s.inbox.MarkSeen(tx, unread, "", m.Now); err != nil {
+			return nil, err
+		}
 	}
 	return page, nil
 }

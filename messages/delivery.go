@@ -122,6 +122,13 @@ type InboxItem struct {
 	ReceivedAt      string          `json:"received_at"` // RFC 3339
 	ReceivedAtMs    int64           `json:"-"`
 	ReplyToID       string          `json:"reply_to_id,omitempty"`
+	// SeenAt is when the row was first read (RFC 3339; null: unread), as it
+	// was before the listing that returns it stamped it.
+	SeenAt *string `json:"seen_at"`
+	// RecipientPubkey is the key the message reached: a session's key
+	// (RecipientKind "session") or the member's ("member").
+	RecipientPubkey string `json:"recipient_pubkey,omitempty"`
+	RecipientKind   string `json:"recipient_kind,omitempty"`
 }
 
 // Marshal is the item's JSON, byte for byte what json.Marshal makes of it
@@ -152,6 +159,17 @@ func (it *InboxItem) Marshal() ([]byte, error) {
 	b = AppendJSONString(append(b, `,"received_at":`...), it.ReceivedAt, true)
 	if it.ReplyToID != "" {
 		b = AppendJSONString(append(b, `,"reply_to_id":`...), it.ReplyToID, true)
+	}
+	if b = append(b, `,"seen_at":`...); it.SeenAt == nil {
+		b = append(b, "null"...)
+	} else {
+		b = AppendJSONString(b, *it.SeenAt, true)
+	}
+	if it.RecipientPubkey != "" {
+		b = AppendJSONString(append(b, `,"recipient_pubkey":`...), it.RecipientPubkey, true)
+	}
+	if it.RecipientKind != "" {
+		b = AppendJSONString(append(b, `,"recipient_kind":`...), it.RecipientKind, true)
 	}
 	return append(b, '}'), nil
 }
@@ -206,14 +224,49 @@ type ListInbox struct {
 	Mesh  string
 	Limit int
 	After string
+	// UnreadOnly lists the rows not seen yet; MarkSeen stamps the listed
+	// unread rows seen (their items still show them unread).
+	UnreadOnly bool
+	MarkSeen   bool
+	Now        int64 // Unix ms, the stamp
 }
 
 // InboxPage is the reply to *ListInbox and the body of GET /v1/inbox.
+// MarkedSeen counts the listed rows the request stamped seen.
 type InboxPage struct {
-	Items []InboxItem `json:"items"`
-	Next  string      `json:"next,omitempty"`
-	Err   error       `json:"-"`
+	Items      []InboxItem `json:"items"`
+	Next       string      `json:"next,omitempty"`
+	MarkedSeen int64       `json:"marked_seen"`
+	Err        error       `json:"-"`
 }
+
+// MarkInboxSeen stamps rows seen (POST /v1/inbox/seen); Mesh, when set,
+// confines it to a session's rows. The reply is *InboxChanged.
+type MarkInboxSeen struct {
+	IDs  []string
+	Mesh string
+	Now  int64
+}
+
+// DeleteInbox removes inbox rows (DELETE /v1/inbox[/<id>]): the row ID, or
+// the rows of Mesh received before Before; All must be set to remove
+// every row. The reply is *InboxChanged.
+type DeleteInbox struct {
+	ID     string
+	Mesh   string
+	Before int64
+	All    bool
+}
+
+// InboxChanged is the reply to *MarkInboxSeen and *DeleteInbox: how many
+// rows changed.
+type InboxChanged struct {
+	Rows int64
+	Err  error
+}
+
+// Failure returns the store's error, nil on success.
+func (c *InboxChanged) Failure() error { return c.Err }
 
 // Failure returns the store's error, nil on success.
 func (p *InboxPage) Failure() error { return p.Err }

@@ -290,8 +290,10 @@ func TestInboxMigrationUpgrade(t *testing.T) {
 	}
 	want := "[inbox_received_at:CREATE INDEX inbox_received_at ON inbox(received_at) " +
 		"inbox_sender:CREATE INDEX inbox_sender      ON inbox(sender_pubkey) " +
-		"inbox_topic:CREATE INDEX inbox_topic ON inbox(topic) WHERE topic IS NOT NULL]"
-	if fmt.Sprint(idx) != want { // 0005: no events_created_at, inbox_topic partial
+		"inbox_topic:CREATE INDEX inbox_topic ON inbox(topic) WHERE topic IS NOT NULL " +
+		"inbox_unseen:CREATE INDEX inbox_unseen ON inbox(mesh, received_at) WHERE seen_at IS NULL]"
+	// 0005: no events_created_at, inbox_topic partial; 0006: inbox_unseen
+	if fmt.Sprint(idx) != want {
 		t.Fatalf("indexes after upgrade:\n%v\nwant\n%s", idx, want)
 	}
 }

@@ -47,8 +47,8 @@ func NewInbox(db *DB) (*Inbox, error) {
 		query string
 	}{
 		{&in.insert, `INSERT INTO inbox (id, client_message_id, broker_message_id, mesh, topic, sender_pubkey,
-		                                  sender_name, body, meta, received_at, reply_to_id)
-		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		                                  sender_name, body, meta, received_at, reply_to_id, recipient_pubkey, recipient_kind)
+		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		              ON CONFLICT(mesh, client_message_id) DO NOTHING`},
 		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?)`},
 		{&in.eventsAfter, `SELECT id, name, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`},
@@ -94,13 +94,17 @@ type InboxRow struct {
 	Meta            *string `db:"meta"` // JSON text
 	ReceivedAt      int64   `db:"received_at"`
 	ReplyToID       *string `db:"reply_to_id"`
+	SeenAt          *int64  `db:"seen_at"`          // nil: unread
+	RecipientPubkey *string `db:"recipient_pubkey"` // the key it reached
+	RecipientKind   *string `db:"recipient_kind"`   // session | member
 }
 
 // InboxRowOf is the row that stores a received message.
 func InboxRowOf(it *messages.InboxItem) *InboxRow {
 	row := &InboxRow{ID: it.ID, ClientMessageID: it.ClientMessageID, BrokerMessageID: optional(it.BrokerMessageID),
 		Mesh: it.Mesh, Topic: optional(it.Topic), SenderPubkey: it.SenderPubkey, SenderName: it.SenderName,
-		Body: it.Body, ReceivedAt: it.ReceivedAtMs, ReplyToID: optional(it.ReplyToID)}
+		Body: it.Body, ReceivedAt: it.ReceivedAtMs, ReplyToID: optional(it.ReplyToID),
+		RecipientPubkey: optional(it.RecipientPubkey), RecipientKind: optional(it.RecipientKind)}
 	if len(it.Meta) > 0 {
 		meta := string(it.Meta)
 		row.Meta = &meta
@@ -113,7 +117,12 @@ func (r *InboxRow) Item() messages.InboxItem {
 	it := messages.InboxItem{ID: r.ID, ClientMessageID: r.ClientMessageID, BrokerMessageID: messages.Deref(r.BrokerMessageID),
 		Mesh: r.Mesh, Kind: "dm", Topic: messages.Deref(r.Topic), SenderPubkey: r.SenderPubkey, SenderName: r.SenderName,
 		Body: r.Body, ReceivedAt: time.UnixMilli(r.ReceivedAt).UTC().Format(time.RFC3339Nano), ReceivedAtMs: r.ReceivedAt,
-		ReplyToID: messages.Deref(r.ReplyToID)}
+		ReplyToID: messages.Deref(r.ReplyToID), RecipientPubkey: messages.Deref(r.RecipientPubkey),
+		RecipientKind: messages.Deref(r.RecipientKind)}
+	if r.SeenAt != nil {
+		seen := time.UnixMilli(*r.SeenAt).UTC().Format(time.RFC3339Nano)
+		it.SeenAt = &seen
+	}
 	if r.Topic != nil {
 		it.Kind = "topic"
 	}
@@ -154,7 +163,7 @@ func (in *Inbox) Insert(tx *Tx, row *InboxRow) (inserted bool, err error) {
 			row.ID, row.ClientMessageID)
 	}
 	n, err := affected(tx.Prepared(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
-		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID))
+		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID, row.RecipientPubkey, row.RecipientKind))
 	if err != nil {
 		return false, fmt.Errorf("insert inbox row %s: %w", row.ClientMessageID, err)
 	}
@@ -170,6 +179,8 @@ type InboxQuery struct {
 	Mesh  string // exact mesh
 	Limit int    // DefaultInboxLimit when <= 0, at most MaxInboxLimit
 	After string // cursor: the next of the previous page
+	// UnreadOnly keeps the rows not seen yet.
+	UnreadOnly bool
 }
 
 // List returns one page of inbox rows in ascending (received_at, id) order.
@@ -198,6 +209,9 @@ func (in *Inbox) List(tx *Tx, q InboxQuery) (rows []InboxRow, next string, err e
 	if q.Mesh != "" {
 		where, args = append(where, "mesh = ?"), append(args, q.Mesh)
 	}
+	if q.UnreadOnly {
+		where = append(where, "seen_at IS NULL")
+	}
 	if q.After != "" {
 		at, id, err := decodeInboxCursor(q.After)
 		if err != nil {
@@ -208,7 +222,7 @@ func (in *Inbox) List(tx *Tx, q InboxQuery) (rows []InboxRow, next string, err e
 		args = append(args, at, at, id)
 	}
 	query := `SELECT id, client_message_id, broker_message_id, mesh, topic, sender_pubkey, sender_name,
-	                 body, meta, received_at, reply_to_id FROM inbox`
+	                 body, meta, received_at, reply_to_id, seen_at, recipient_pubkey, recipient_kind FROM inbox`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -244,6 +258,64 @@ func decodeInboxCursor(c string) (int64, string, error) {
 		return 0, "", fmt.Errorf("%w: malformed time", ErrBadCursor)
 	}
 	return at, id, nil
+}
+
+// MarkSeen stamps seen_at = now on the rows of ids (of mesh, when set)
+// not seen yet and returns how many it stamped.
+func (in *Inbox) MarkSeen(tx *Tx, ids []string, mesh string, now int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	query, args, err := sqlx.In(`UPDATE inbox SET seen_at = ? WHERE seen_at IS NULL AND id IN (?)`, now, ids)
+	if err != nil {
+		return 0, err
+	}
+	if mesh != "" {
+		query, args = query+" AND mesh = ?", append(args, mesh)
+	}
+	n, err := affected(tx.Exec(query, args...))
+	if err != nil {
+		return 0, fmt.Errorf("mark inbox rows seen: %w", err)
+	}
+	return n, nil
+}
+
+// InboxDeletion selects the rows DeleteRows removes: one row by ID, or
+// those of Mesh received before Before (either may be zero), or — All — every row.
+type InboxDeletion struct {
+	ID     string
+	Mesh   string
+	Before int64 // Unix ms
+	All    bool
+}
+
+// DeleteRows removes the rows d selects and returns how many. A deletion
+// that selects nothing in particular (no ID, Mesh or Before) removes
+// nothing unless All says so.
+func (in *Inbox) DeleteRows(tx *Tx, d InboxDeletion) (int64, error) {
+	var where []string
+	var args []any
+	if d.ID != "" {
+		where, args = append(where, "id = ?"), append(args, d.ID)
+	}
+	if d.Mesh != "" {
+		where, args = append(where, "mesh = ?"), append(args, d.Mesh)
+	}
+	if d.Before != 0 {
+		where, args = append(where, "received_at < ?"), append(args, d.Before)
+	}
+	query := "DELETE FROM inbox"
+	switch {
+	case len(where) > 0:
+		query += " WHERE " + strings.Join(where, " AND ")
+	case !d.All:
+		return 0, errors.New("delete inbox rows: no filter and not all")
+	}
+	n, err := affected(tx.Exec(query, args...))
+	if err != nil {
+		return 0, fmt.Errorf("delete inbox rows: %w", err)
+	}
+	return n, nil
 }
 
 // Count is the number of inbox rows.

@@ -7,6 +7,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,9 @@ type Options struct {
 	LegacyBroker bool
 	// Faults are failures injected by tests (nil in production).
 	Faults *actors.Faults
+	// ReapInterval is how often sessions whose process is gone are
+	// dropped (0: DefaultReapInterval).
+	ReapInterval time.Duration
 	// BrokerLiveness is how long a silent broker connection is kept before
 	// it is dropped and dialled again (0: the protocol's 75 s). Tests of
 	// silent failures shorten it.
@@ -66,6 +70,8 @@ type Daemon struct {
 	server   *ipc.Server
 	tcpAddr  string
 	fatal    chan error
+	sessions *sessions
+	stopReap context.CancelFunc
 }
 
 // Start brings a daemon up; on error everything it had opened is closed.
@@ -117,11 +123,18 @@ func Start(opts Options) (_ *Daemon, err error) {
 	for slug, m := range d.tree.Meshes {
 		conns[slug] = m.Conn
 	}
-	d.server = ipc.New(ipc.Options{Token: token, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
+	d.sessions = newSessions(d)
+	d.server = ipc.New(ipc.Options{Token: token, Sessions: d.sessions, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
 		Events: d.tree.Events, MeshActors: conns, Metrics: series,
 		Pressure: d.pressure, Fsync: d.fsync, RotateToken: opts.Paths.RotateLocalToken,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
 		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck, Log: d.log})
+	if err := d.sessions.restore(); err != nil {
+		return nil, err
+	}
+	reapCtx, stopReap := context.WithCancel(context.Background())
+	d.stopReap = stopReap
+	go d.sessions.reap(reapCtx, cmp.Or(opts.ReapInterval, DefaultReapInterval))
 	listeners, err := d.listen()
 	if err != nil {
 		return nil, err
@@ -264,7 +277,7 @@ func (d *Daemon) SyncMemberships() (added, removed []string, err error) {
 	for _, m := range members {
 		keep[m.Slug] = true
 	}
-	for _, m := range d.server.Meshes() {
+	for _, m := range d.server.Memberships() {
 		if keep[m.Info.Mesh] {
 			continue
 		}
@@ -372,12 +385,19 @@ func (d *Daemon) fail(err error) {
 func (d *Daemon) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
+	if d.stopReap != nil {
+		d.stopReap()
+	}
 	if d.server != nil {
 		if err := d.server.Shutdown(ctx); err != nil {
 			d.log.Warn("ipc shutdown", "err", err)
 		}
 		os.Remove(d.opts.Paths.Socket())
 		os.Remove(d.opts.Paths.HTTPPort())
+	}
+	if d.sessions != nil { // wait for a reap in progress
+		d.sessions.mu.Lock()
+		d.sessions.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
 	}
 	if d.tree != nil {
 		if err := d.tree.System.Root.PoisonFuture(d.tree.Root).Wait(); err != nil {

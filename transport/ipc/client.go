@@ -22,7 +22,8 @@ var ErrDaemonNotRunning = errors.New("daemon not running — start it with `clau
 // Client talks to the daemon over its Unix socket. Non-2xx answers come
 // back as *messages.Error with the envelope's code.
 type Client struct {
-	hc *http.Client
+	hc      *http.Client
+	session string // the calling session's token ("" for none)
 }
 
 // NewClient returns a client for the socket at path.
@@ -34,6 +35,19 @@ func NewClient(socketPath string) *Client {
 			return dialer.DialContext(ctx, "unix", socketPath)
 		}},
 	}}
+}
+
+// AsSession returns a client that calls as the session whose token tok is
+// (the Authorization: ClaudeMesh-Session header); "" calls as no session.
+func (c *Client) AsSession(tok string) *Client {
+	return &Client{hc: c.hc, session: tok}
+}
+
+// authorize names the calling session on req, if there is one.
+func (c *Client) authorize(req *http.Request) {
+	if c.session != "" {
+		req.Header.Set("Authorization", messages.SessionHeader+" "+c.session)
+	}
 }
 
 // Version asks GET /v1/version: the handshake that tells a live daemon.
@@ -124,6 +138,7 @@ func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, 
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var opErr *net.OpError
@@ -199,6 +214,7 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 	if idempotencyKey != "" {
 		hreq.Header.Set("Idempotency-Key", idempotencyKey)
 	}
+	c.authorize(hreq)
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		var opErr *net.OpError

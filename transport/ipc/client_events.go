@@ -46,6 +46,7 @@ func (c *Client) Events(ctx context.Context, mesh string, after int64) (*EventSt
 	if err != nil {
 		return nil, err
 	}
+	c.authorize(req)
 	if after > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
 	}

@@ -49,11 +49,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		after = n
 	}
 	mesh := r.URL.Query().Get("mesh")
-	if mesh != "" {
-		if _, err := s.MeshBySlug(mesh); err != nil {
+	if mesh != "" || sessionOf(r) != nil {
+		m, err := s.scope(r, mesh)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
+		mesh = m.Info.Mesh
 	}
 	if s.opts.Events == nil {
 		writeError(w, &messages.Error{Status: http.StatusServiceUnavailable, Code: "events_unavailable",

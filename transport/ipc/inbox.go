@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,21 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if sessionOf(r) != nil {
+		m, err := s.scope(r, q.Mesh)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		q.Mesh = m.Info.Mesh
+	}
+	// An agent session's read marks what it read, as upstream; an
+	// operator's listing changes nothing unless it asks.
+	if q.MarkSeen, err = boolQuery(v, "mark_seen", sessionOf(r) != nil); err != nil {
+		writeError(w, err)
+		return
+	}
+	q.Now = now()
 	page, err := ask[*messages.InboxPage](s, s.opts.Store, q)
 	if err != nil {
 		writeError(w, err)
@@ -37,7 +53,7 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	}
 	if page.Next != "" {
 		next := url.Values{"limit": {strconv.Itoa(q.Limit)}, "after": {page.Next}}
-		for _, k := range []string{"since", "topic", "from", "mesh"} {
+		for _, k := range []string{"since", "topic", "from", "mesh", "unread_only", "mark_seen"} {
 			if x := v.Get(k); x != "" {
 				next.Set(k, x)
 			}
@@ -56,6 +72,10 @@ func parseInboxQuery(v url.Values) (*messages.ListInbox, error) {
 			return nil, err
 		}
 		q.Since = ms
+	}
+	var err error
+	if q.UnreadOnly, err = boolQuery(v, "unread_only", false); err != nil {
+		return nil, err
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -87,4 +107,112 @@ func parseSince(s string) (int64, error) {
 		return 0, invalidQuery("since must be an RFC 3339 time (2026-01-02T15:04:05Z) or Unix milliseconds")
 	}
 	return t.UnixMilli(), nil
+}
+
+// boolQuery reads the query parameter name as true or false (absent: def).
+func boolQuery(v url.Values, name string, def bool) (bool, error) {
+	switch v.Get(name) {
+	case "":
+		return def, nil
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, invalidQuery(name + " must be true or false")
+}
+
+// MaxSeenIDs bounds the ids of one POST /v1/inbox/seen.
+const MaxSeenIDs = 1000
+
+// inboxSeen answers POST /v1/inbox/seen {"ids": [...]}: the rows named
+// (a session's own only) are stamped seen; marked_seen counts those that
+// were unread.
+func (s *Server) inboxSeen(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer bufPool.Put(body)
+	var req messages.InboxSeenRequest
+	if err := messages.DecodeJSON(body.Bytes(), &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > MaxSeenIDs || slices.Contains(req.IDs, "") {
+		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: "invalid_ids",
+			Detail: "ids must be 1 to " + strconv.Itoa(MaxSeenIDs) + " inbox row ids (the id field of GET /v1/inbox items)"})
+		return
+	}
+	res, err := ask[*messages.InboxChanged](s, s.opts.Store, &messages.MarkInboxSeen{IDs: req.IDs, Mesh: sessionRoute(r), Now: now()})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, &messages.InboxMarked{MarkedSeen: int(res.Rows)})
+}
+
+// inboxRemoved is the answer of DELETE /v1/inbox[/<id>].
+type inboxRemoved struct {
+	Removed int64  `json:"removed"`
+	ID      string `json:"id,omitempty"`
+}
+
+// inboxDeleteOne answers DELETE /v1/inbox/<id> (a session's own rows only).
+func (s *Server) inboxDeleteOne(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, "/v1/inbox/")
+	res, err := ask[*messages.InboxChanged](s, s.opts.Store, &messages.DeleteInbox{ID: id, Mesh: sessionRoute(r)})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if res.Rows == 0 {
+		writeError(w, &messages.Error{Status: http.StatusNotFound, Code: "not_found", Detail: "no inbox row " + id})
+		return
+	}
+	writeJSON(w, http.StatusOK, &inboxRemoved{Removed: res.Rows, ID: id})
+}
+
+// inboxDelete answers DELETE /v1/inbox?mesh=&before=&all=: the rows of a
+// mesh (a session: its own), received before a time. With neither filter
+// it deletes nothing unless all=true says every row.
+func (s *Server) inboxDelete(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	d := &messages.DeleteInbox{Mesh: v.Get("mesh")}
+	if sessionOf(r) != nil {
+		m, err := s.scope(r, d.Mesh)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		d.Mesh = m.Info.Mesh
+	} else if d.Mesh != "" {
+		if _, err := s.mesh(d.Mesh); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	var err error
+	if before := v.Get("before"); before != "" {
+		if d.Before, err = parseSince(before); err != nil {
+			writeError(w, invalidQuery("before must be an RFC 3339 time or Unix milliseconds"))
+			return
+		}
+	}
+	if d.All, err = boolQuery(v, "all", false); err != nil {
+		writeError(w, err)
+		return
+	}
+	if d.Mesh == "" && d.Before == 0 && !d.All {
+		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: "filter_required",
+			Detail: "name mesh= or before=, or pass all=true to delete every inbox row"})
+		return
+	}
+	res, err := ask[*messages.InboxChanged](s, s.opts.Store, d)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, &inboxRemoved{Removed: res.Rows})
 }

@@ -151,7 +151,11 @@ func (s *Server) decodeRequeue(w http.ResponseWriter, r *http.Request) (*message
 	}
 	cmd := &messages.RequeueOutbox{ID: req.ID, NewRowID: ulid.Make().String(), NewClientMessageID: newID, Now: now()}
 	if patch != nil {
-		prepared, err := s.prepare(patch, newID)
+		mesh, err := s.scope(r, patch.Mesh)
+		if err != nil {
+			return nil, err
+		}
+		prepared, err := prepare(mesh, patch, newID)
 		if err != nil {
 			return nil, err
 		}

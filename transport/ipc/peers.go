@@ -1,9 +1,9 @@
 package ipc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -47,11 +47,22 @@ func (s *Server) meshActor(slug string) (*actor.PID, error) {
 		Detail: fmt.Sprintf("the daemon is not attached to mesh %q", slug)}
 }
 
-// meshSlugs lists the meshes with a broker connection, sorted.
-func (s *Server) meshSlugs() []string {
-	s.meshMu.RLock()
-	defer s.meshMu.RUnlock()
-	return slices.Sorted(maps.Keys(s.opts.MeshActors))
+// meshSlugs lists the meshes a request acts on, sorted: a session's own
+// route, or every membership (one when named, checked).
+func (s *Server) meshSlugs(r *http.Request, named string) ([]string, error) {
+	if sessionOf(r) != nil || named != "" {
+		m, err := s.scope(r, named)
+		if err != nil {
+			return nil, err
+		}
+		return []string{m.Info.Mesh}, nil
+	}
+	var slugs []string
+	for _, m := range s.Memberships() {
+		slugs = append(slugs, m.Info.Mesh)
+	}
+	slices.Sort(slugs)
+	return slugs, nil
 }
 
 // brokerError is how a failed ask of a broker connection is rendered: an
@@ -83,14 +94,12 @@ func perMesh[T any](slugs []string, fn func(slug string) (T, error)) ([]T, []err
 // named and is skipped (logged) otherwise.
 func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 	named := r.URL.Query().Get("mesh")
-	slugs := s.meshSlugs()
-	if named != "" {
-		if _, err := s.meshActor(named); err != nil {
-			writeError(w, err)
-			return
-		}
-		slugs = []string{named}
+	slugs, err := s.meshSlugs(r, named)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
+	named = cmp.Or(named, sessionRoute(r))
 	lists, errs := perMesh(slugs, func(slug string) (*messages.PeersList, error) {
 		pid, err := s.meshActor(slug)
 		if err != nil {
@@ -145,15 +154,15 @@ type ownProfilesBody struct {
 func (s *Server) ownProfiles(w http.ResponseWriter, r *http.Request) {
 	named := r.URL.Query().Get("mesh")
 	var meshes []Mesh
-	if named != "" {
-		m, err := s.MeshBySlug(named)
+	if named != "" || sessionOf(r) != nil {
+		m, err := s.scope(r, named)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		meshes = []Mesh{*m}
+		meshes, named = []Mesh{*m}, m.Info.Mesh
 	} else {
-		meshes = s.Meshes()
+		meshes = s.Memberships()
 	}
 	slugs, pubkeys := make([]string, len(meshes)), make(map[string]string, len(meshes))
 	for i, m := range meshes {
@@ -222,13 +231,10 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	slugs := s.meshSlugs()
-	if req.Mesh != "" {
-		if _, err := s.meshActor(req.Mesh); err != nil {
-			writeError(w, err)
-			return
-		}
-		slugs = []string{req.Mesh}
+	slugs, err := s.meshSlugs(r, req.Mesh)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	replies, errs := perMesh(slugs, func(slug string) (*messages.ProfileApplied, error) {
 		msg := *req

@@ -15,10 +15,13 @@ import (
 const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
-var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate"}
+var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
+	"sessions"}
 
 type route struct {
-	method  string
+	method string
+	// path is matched exactly; a path ending in '/' matches one more
+	// segment (DELETE /v1/sessions/<token>), which the handler reads.
 	path    string
 	access  access
 	handler func(*Server, http.ResponseWriter, *http.Request)
@@ -37,7 +40,10 @@ const (
 var routes = []route{
 	{http.MethodGet, "/v1/events", anyListener, (*Server).events},
 	{http.MethodGet, "/v1/health", anyListener, (*Server).health},
+	{http.MethodDelete, "/v1/inbox", anyListener, (*Server).inboxDelete},
 	{http.MethodGet, "/v1/inbox", anyListener, (*Server).inboxList},
+	{http.MethodDelete, "/v1/inbox/", anyListener, (*Server).inboxDeleteOne},
+	{http.MethodPost, "/v1/inbox/seen", anyListener, (*Server).inboxSeen},
 	{http.MethodGet, "/v1/metrics", anyListener, (*Server).metricsText},
 	{http.MethodGet, "/v1/outbox", anyListener, (*Server).outboxList},
 	{http.MethodPost, "/v1/outbox/drop", anyListener, (*Server).outboxDrop},
@@ -46,6 +52,10 @@ var routes = []route{
 	{http.MethodGet, "/v1/profile", anyListener, (*Server).ownProfiles},
 	{http.MethodPost, "/v1/profile", anyListener, (*Server).profile},
 	{http.MethodPost, "/v1/send", anyListener, (*Server).send},
+	{http.MethodGet, "/v1/sessions", anyListener, (*Server).sessionsList},
+	{http.MethodDelete, "/v1/sessions/", anyListener, (*Server).sessionsDelete},
+	{http.MethodGet, sessionMePath, anyListener, (*Server).sessionsMe},
+	{http.MethodPost, "/v1/sessions/register", anyListener, (*Server).sessionsRegister},
 	{http.MethodPost, "/v1/token/rotate", unixOnly, (*Server).rotateToken},
 	{http.MethodGet, "/v1/version", anyListener, (*Server).version},
 }
@@ -55,7 +65,7 @@ var routes = []route{
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, rt := range routes {
-		if rt.path != r.URL.Path {
+		if !rt.matches(r.URL.Path) {
 			continue
 		}
 		if rt.method == r.Method || (rt.method == http.MethodGet && r.Method == http.MethodHead) {
@@ -79,12 +89,22 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		Detail: r.Method + " is not allowed on " + r.URL.Path})
 }
 
+// matches reports whether path is this route's: the same, or for a path
+// ending in '/', one non-empty segment more.
+func (rt *route) matches(path string) bool {
+	if !strings.HasSuffix(rt.path, "/") {
+		return rt.path == path
+	}
+	rest, ok := strings.CutPrefix(path, rt.path)
+	return ok && rest != "" && !strings.Contains(rest, "/")
+}
+
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 	v := &messages.Version{
 		DaemonVersion: s.opts.DaemonVersion, IPCAPI: "v1", IPCFeatures: ipcFeatures, Protocol: Protocol,
 		SchemaVersion: s.opts.SchemaVersion, BrokerFeaturesNegotiated: []string{}, PID: os.Getpid(),
 	}
-	for _, m := range s.Meshes() {
+	for _, m := range s.Memberships() {
 		v.Meshes = append(v.Meshes, m.Info)
 	}
 	if len(v.Meshes) > 0 {
@@ -138,7 +158,7 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 	if counts.SyncBroken != "" {
 		h.WALSyncFailed, h.Degraded = counts.SyncBroken, true
 	}
-	for _, m := range s.Meshes() {
+	for _, m := range s.Memberships() {
 		c := counts.ByMesh[m.Info.Mesh]
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
 			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})

@@ -78,19 +78,21 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 	if id == "" {
 		id = ulid.Make().String()
 	}
-	cmd, err = s.prepare(send, id)
+	mesh, err := s.scope(r, send.Mesh)
+	if err != nil {
+		return nil, "", err
+	}
+	cmd, err = prepare(mesh, send, id)
 	return cmd, destinationKind(send.Destination), err
 }
 
-// prepare turns a validated send into the accept command: it picks the mesh,
-// computes the fingerprint and builds the frame every attempt will send,
-// with a DM body sealed to the recipient by the mesh identity.
-func (s *Server) prepare(send *messages.Send, clientMessageID string) (*messages.AcceptSend, error) {
-	mesh, err := s.mesh(send.Mesh)
-	if err != nil {
-		return nil, err
-	}
+// prepare turns a validated send into the accept command for mesh (a
+// membership, or a session's route): it computes the fingerprint and builds
+// the frame every attempt will send, with a DM body sealed to the recipient
+// by the mesh's identity (the session's key on a route).
+func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages.AcceptSend, error) {
 	var nonce, ciphertext string
+	var err error
 	if send.Destination.Kind == messages.KindDM {
 		nonce, ciphertext, err = mesh.Identity.SealDM(send.Destination.Ref, send.Body)
 	} else {
@@ -109,9 +111,10 @@ func (s *Server) prepare(send *messages.Send, clientMessageID string) (*messages
 		Fingerprint: fp, Payload: payload, Now: now()}, nil
 }
 
-// mesh picks the mesh a request goes to: the one it names, or the only one.
+// mesh picks the membership a request goes to: the one it names, or the
+// only one. Sessions' routes are not among them (scope reaches those).
 func (s *Server) mesh(slug string) (*Mesh, error) {
-	meshes := s.Meshes()
+	meshes := s.Memberships()
 	if slug == "" {
 		if len(meshes) == 1 {
 			return &meshes[0], nil

@@ -47,6 +47,10 @@ const (
 type Mesh struct {
 	Info     messages.MeshInfo
 	Identity *meshcrypto.Identity
+	// Parent is, for an agent session's route, the slug of the membership
+	// it belongs to ("" for a membership). Routes are served like meshes
+	// but only a session's own requests reach them.
+	Parent string
 }
 
 // Options configure a Server.
@@ -81,6 +85,9 @@ type Options struct {
 	Pressure *persistence.Pressure
 	// Fsync is [outbox] fsync_mode, reported by GET /v1/health (nil: strict).
 	Fsync *config.FsyncPolicy
+	// Sessions is the agent session registry (nil: the session routes
+	// answer 501).
+	Sessions Sessions
 	// RotateToken mints and stores a new bearer token (POST
 	// /v1/token/rotate); nil: the route answers 501.
 	RotateToken func() (string, error)
@@ -170,11 +177,23 @@ func (s *Server) MeshBySlug(slug string) (*Mesh, error) {
 	return s.mesh(slug)
 }
 
-// Meshes are the meshes served, as of now.
+// Meshes are the meshes served, as of now, sessions' routes included.
 func (s *Server) Meshes() []Mesh {
 	s.meshMu.RLock()
 	defer s.meshMu.RUnlock()
 	return s.opts.Meshes
+}
+
+// Memberships are the meshes served, without sessions' routes.
+func (s *Server) Memberships() []Mesh {
+	all := s.Meshes()
+	out := make([]Mesh, 0, len(all))
+	for _, m := range all {
+		if m.Parent == "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Serve answers requests on l until Shutdown.
@@ -236,8 +255,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // (so that arbitrary paths cannot grow the series without bound).
 func endpointOf(path string) string {
 	for _, rt := range routes {
-		if rt.path == path {
-			return path
+		if rt.matches(path) {
+			return rt.path
 		}
 	}
 	return "other"
@@ -268,6 +287,11 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="claudemesh"`)
 		writeError(w, &messages.Error{Status: 401, Code: "unauthorized",
 			Detail: "missing or invalid bearer token (see local-token in the daemon directory)"})
+		return
+	}
+	r, err := s.withSession(r)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if r.URL.Path != eventsPath { // event streams are bounded by the events actor instead

@@ -51,6 +51,13 @@ type Config struct {
 	MemberID    string
 	Identity    *meshcrypto.Identity // member key: signs the hello
 	DisplayName string
+	// Parent, when set, makes this a session connection: Identity is the
+	// session's key and the first frame is a session_hello whose
+	// attestation Parent (the member key) signs afresh at every dial, so
+	// that a session outlives any one attestation.
+	Parent *meshcrypto.Identity
+	PID    int      // the peer's process (0: this one)
+	Groups []string // "@name[:role]" (a session's groups)
 	// Legacy skips the feature negotiation (--legacy-broker): any broker
 	// that accepts the hello is used. The caller logs the loud warning.
 	Legacy bool
@@ -236,17 +243,7 @@ func (h *handshake) read() (any, error) {
 
 func (h *handshake) run() (*Session, error) {
 	cfg := h.cfg
-	ts := cfg.Now().UnixMilli()
-	hello := &messages.HelloFrame{Type: messages.TypeHello, MeshID: cfg.MeshID, MemberID: cfg.MemberID,
-		Pubkey: cfg.Identity.PublicKeyHex(), DisplayName: cfg.DisplayName, SessionID: cfg.SessionID,
-		PID: os.Getpid(), Cwd: cfg.Cwd, Hostname: cfg.Hostname, PeerType: "ai", Channel: "claudemesh-daemon",
-		Timestamp: ts}
-	signer := cfg.Identity
-	if cfg.signWith != nil {
-		signer = cfg.signWith
-	}
-	hello.Signature = meshcrypto.HelloSignature(signer, cfg.MeshID, cfg.MemberID, ts)
-	if err := h.write(hello); err != nil {
+	if err := h.write(h.hello()); err != nil {
 		return nil, fmt.Errorf("wsclient: send hello: %w", err)
 	}
 	h.ws.SetReadDeadline(time.Now().Add(cfg.HelloTimeout))

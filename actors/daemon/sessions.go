@@ -1,0 +1,323 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/actors"
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// DefaultReapInterval is how often the reaper looks for sessions whose
+// process is gone.
+const DefaultReapInterval = 5 * time.Second
+
+// sessions is the agent session registry: each registered session is a
+// route of its own (ipc.RouteOf(mesh, id)), a mesh subtree whose
+// connection opens with a session_hello under the session's key, served
+// to requests that carry the session's token. sessions.json keeps the
+// registry across restarts; keys live in their own files
+// (config.Paths.SessionKey), so a session id speaks with one key for good.
+//
+// Lookup reads an immutable map swapped under byMu, so that a request
+// never waits for a registration: writers (register, deregister, the
+// reaper) take mu, change the tree and the server, write sessions.json,
+// then swap the map.
+type sessions struct {
+	d *Daemon
+
+	mu      sync.Mutex                      // one writer at a time
+	records map[string]config.SessionRecord // by token; under mu
+
+	byMu    sync.RWMutex
+	byToken map[string]*ipc.Session
+}
+
+func newSessions(d *Daemon) *sessions {
+	return &sessions{d: d, records: map[string]config.SessionRecord{}, byToken: map[string]*ipc.Session{}}
+}
+
+// Lookup implements ipc.Sessions.
+func (s *sessions) Lookup(token string) *ipc.Session {
+	s.byMu.RLock()
+	defer s.byMu.RUnlock()
+	return s.byToken[token]
+}
+
+// List implements ipc.Sessions: every session, oldest registration first.
+func (s *sessions) List() []messages.SessionInfo {
+	s.byMu.RLock()
+	out := make([]messages.SessionInfo, 0, len(s.byToken))
+	for _, sess := range s.byToken {
+		out = append(out, sess.Info)
+	}
+	s.byMu.RUnlock()
+	slices.SortFunc(out, func(a, b messages.SessionInfo) int {
+		return cmp.Or(cmp.Compare(a.RegisteredAt, b.RegisteredAt), cmp.Compare(a.SessionID, b.SessionID))
+	})
+	return out
+}
+
+// Register implements ipc.Sessions. The request is validated and names an
+// attached membership.
+func (s *sessions) Register(_ context.Context, req *messages.RegisterSession) (*messages.SessionRegistered, error) {
+	start, err := config.ProcessStartTime(req.PID)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: "invalid_session",
+			Detail: fmt.Sprintf("pid %d is not a running process: register with the agent's own pid", req.PID)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var given string
+	if p := req.Presence; p != nil {
+		id, err := meshcrypto.ParseIdentity(p.SessionSecretKey)
+		if err != nil || id.PublicKeyHex() != p.SessionPubkey {
+			return nil, &messages.Error{Status: http.StatusBadRequest, Code: "invalid_session",
+				Detail: "presence.session_secret_key is not the secret key of presence.session_pubkey"}
+		}
+		given = p.SessionSecretKey
+	}
+	rec := config.SessionRecord{Token: req.Token, SessionID: req.SessionID, Mesh: req.Mesh, DisplayName: req.DisplayName,
+		PID: req.PID, Cwd: req.Cwd, Role: req.Role, Groups: req.Groups, StartTime: start, RegisteredAt: time.Now().UnixMilli()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	secret, err := s.d.opts.Paths.SessionKey(req.Mesh, req.SessionID, given)
+	if errors.Is(err, config.ErrSessionKeyMismatch) {
+		return nil, &messages.Error{Status: http.StatusConflict, Code: "session_key_mismatch",
+			Detail: "session " + req.SessionID + " already has another key on this machine: register without presence, or with a new session_id"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	sess, err := s.attach(rec, secret)
+	if err != nil {
+		return nil, err
+	}
+	return &messages.SessionRegistered{OK: true, RegisteredAt: rec.RegisteredAt, PresenceAccepted: given != "",
+		SessionPubkey: sess.Info.Presence.SessionPubkey}, nil
+}
+
+// attach records rec (replacing any session with its token or its route),
+// saves sessions.json and serves the session's route, attaching its
+// subtree unless one with the same hello is already there. Under mu.
+func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipc.Session, error) {
+	id, err := meshcrypto.ParseIdentity(secret)
+	if err != nil {
+		return nil, fmt.Errorf("session key of %s: %w", rec.SessionID, err)
+	}
+	member, err := s.d.server.MeshBySlug(rec.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	route := ipc.RouteOf(rec.Mesh, rec.SessionID)
+	var replaced *config.SessionRecord
+	for tok, old := range s.records {
+		if tok == rec.Token || ipc.RouteOf(old.Mesh, old.SessionID) == route {
+			if ipc.RouteOf(old.Mesh, old.SessionID) == route {
+				replaced = &old
+			}
+			delete(s.records, tok)
+		}
+	}
+	s.records[rec.Token] = rec
+	if err := s.save(); err != nil {
+		return nil, err
+	}
+	served := false
+	if _, err := s.d.server.Served(route); err == nil {
+		served = true
+		if replaced == nil || !sameHello(*replaced, rec) {
+			s.d.server.RemoveMesh(route)
+			if err := s.d.tree.Detach(route); err != nil {
+				return nil, err
+			}
+			served = false
+		}
+	}
+	if !served {
+		cfg, err := s.meshConfig(rec, id, member.Identity)
+		if err != nil {
+			return nil, err
+		}
+		pids, err := s.d.tree.Attach(cfg)
+		if err != nil {
+			delete(s.records, rec.Token)
+			return nil, errors.Join(err, s.save())
+		}
+		s.d.server.AddMesh(ipc.Mesh{Identity: id, Parent: rec.Mesh, Info: messages.MeshInfo{Mesh: route,
+			MeshID: member.Info.MeshID, MemberID: member.Info.MemberID, MemberPubkey: id.PublicKeyHex()}}, pids.Conn)
+	}
+	sess := &ipc.Session{Token: rec.Token, Mesh: rec.Mesh, Route: route, Info: infoOf(rec, id.PublicKeyHex(), member.Info.MemberPubkey)}
+	s.swap(func(m map[string]*ipc.Session) {
+		for tok, old := range m {
+			if old.Route == route {
+				delete(m, tok)
+			}
+		}
+		m[rec.Token] = sess
+	})
+	s.d.log.Info("session_registered", "session", rec.SessionID, "mesh", rec.Mesh, "name", rec.DisplayName, "pid", rec.PID,
+		"pubkey", id.PublicKeyHex()[:16])
+	return sess, nil
+}
+
+// sameHello reports whether a re-registration leaves the session's hello
+// as it was, so that its connection can stay.
+func sameHello(a, b config.SessionRecord) bool {
+	return a.DisplayName == b.DisplayName && a.PID == b.PID && a.Cwd == b.Cwd && slices.Equal(a.Groups, b.Groups)
+}
+
+// meshConfig is the subtree of a session: its membership's broker, the
+// session's key, a session_hello the member key vouches for.
+func (s *sessions) meshConfig(rec config.SessionRecord, id, member *meshcrypto.Identity) (actors.MeshConfig, error) {
+	members, err := s.d.opts.Paths.LoadMemberships()
+	if err != nil {
+		return actors.MeshConfig{}, err
+	}
+	for _, m := range members {
+		if m.Slug != rec.Mesh {
+			continue
+		}
+		cfg := s.d.meshConfig(m, id)
+		cfg.Slug, cfg.Name = ipc.RouteOf(rec.Mesh, rec.SessionID), rec.DisplayName
+		cfg.Session = &actors.SessionConfig{Parent: member, SessionID: rec.SessionID, PID: rec.PID, Cwd: rec.Cwd, Groups: rec.Groups}
+		return cfg, nil
+	}
+	return actors.MeshConfig{}, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached,
+		Detail: "config.json no longer records mesh " + rec.Mesh}
+}
+
+func infoOf(rec config.SessionRecord, sessionPubkey, memberPubkey string) messages.SessionInfo {
+	return messages.SessionInfo{SessionID: rec.SessionID, Mesh: rec.Mesh, DisplayName: rec.DisplayName, PID: rec.PID,
+		Cwd: rec.Cwd, Role: rec.Role, Groups: rec.Groups, StartTime: int64(rec.StartTime), RegisteredAt: rec.RegisteredAt,
+		Presence: messages.SessionPresence{SessionPubkey: sessionPubkey, MemberPubkey: memberPubkey}, TokenPrefix: rec.Token[:8]}
+}
+
+// Deregister implements ipc.Sessions: the session's route stops being
+// served and its subtree stops; its outbox rows wait for the session id to
+// register again.
+func (s *sessions) Deregister(token string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drop(token, "deregistered")
+}
+
+// drop removes the session of token. Under mu.
+func (s *sessions) drop(token, why string) (bool, error) {
+	rec, ok := s.records[token]
+	if !ok {
+		return false, nil
+	}
+	delete(s.records, token)
+	route := ipc.RouteOf(rec.Mesh, rec.SessionID)
+	s.swap(func(m map[string]*ipc.Session) { delete(m, token) })
+	err := s.save()
+	s.d.server.RemoveMesh(route)
+	if derr := s.d.tree.Detach(route); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	s.d.log.Info("session_"+why, "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID)
+	return true, err
+}
+
+// swap replaces the lookup map with a changed copy.
+func (s *sessions) swap(change func(map[string]*ipc.Session)) {
+	s.byMu.Lock()
+	defer s.byMu.Unlock()
+	next := make(map[string]*ipc.Session, len(s.byToken)+1)
+	for k, v := range s.byToken {
+		next[k] = v
+	}
+	change(next)
+	s.byToken = next
+}
+
+// save writes sessions.json. Under mu.
+func (s *sessions) save() error {
+	recs := make([]config.SessionRecord, 0, len(s.records))
+	for _, r := range s.records {
+		recs = append(recs, r)
+	}
+	slices.SortFunc(recs, func(a, b config.SessionRecord) int { return cmp.Compare(a.RegisteredAt, b.RegisteredAt) })
+	if err := s.d.opts.Paths.SaveSessions(recs); err != nil {
+		return fmt.Errorf("save sessions.json: %w", err)
+	}
+	return nil
+}
+
+// restore brings back the sessions of sessions.json whose process still
+// runs (and is the same process), with the keys they had.
+func (s *sessions) restore() error {
+	recs, err := s.d.opts.Paths.LoadSessions()
+	if err != nil {
+		s.d.log.Warn("sessions_file_unreadable", "err", err)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rec := range recs {
+		if !alive(rec) {
+			s.d.log.Info("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID, "why", "process gone")
+			continue
+		}
+		secret, err := s.d.opts.Paths.SessionKey(rec.Mesh, rec.SessionID, "")
+		if err == nil {
+			_, err = s.attach(rec, secret)
+		}
+		if err != nil {
+			s.d.log.Warn("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "err", err)
+		}
+	}
+	return s.save()
+}
+
+// alive reports whether rec's process still runs: its pid exists and, where
+// start times are known, started when it did at registration (a pid the
+// kernel reused for another process is not the session's).
+func alive(rec config.SessionRecord) bool {
+	start, err := config.ProcessStartTime(rec.PID)
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	return start == 0 || rec.StartTime == 0 || start == rec.StartTime
+}
+
+// reap drops, every interval until ctx ends, the sessions whose process is
+// gone. It reads /proc without holding any lock a request needs.
+func (s *sessions) reap(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var dead []string
+		for tok, rec := range s.records {
+			if !alive(rec) {
+				dead = append(dead, tok)
+			}
+		}
+		for _, tok := range dead {
+			if _, err := s.drop(tok, "reaped"); err != nil {
+				s.d.log.Warn("session_reap_failed", "err", err)
+			}
+		}
+		s.mu.Unlock()
+	}
+}

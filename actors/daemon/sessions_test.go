@@ -1,0 +1,285 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/actors/daemon"
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// startEmbedded starts a daemon in-process on paths whose `local` mesh is
+// served by the embedded broker (config.json is created on the first start).
+func startEmbedded(t *testing.T, paths config.Paths) *daemon.Daemon {
+	t.Helper()
+	cfg := config.DefaultFile()
+	cfg.IPC.TCPEnabled = false
+	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: "test", ReapInterval: 20 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func tempPaths(t *testing.T) config.Paths {
+	dir, err := os.MkdirTemp("", "sess")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return config.Paths{DaemonDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c")}
+}
+
+func newToken(t *testing.T) string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func register(t *testing.T, c *ipc.Client, id, name string, pid int) (string, *messages.SessionRegistered) {
+	t.Helper()
+	tok := newToken(t)
+	res, err := c.RegisterSession(context.Background(), &messages.RegisterSession{Token: tok, SessionID: id, Mesh: "local",
+		DisplayName: name, PID: pid, Cwd: "/tmp"})
+	if err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+	return tok, res
+}
+
+// waitFor polls cond until it holds or 10 s pass: the daemon acts on its
+// own clock (a broker round trip, the reaper) and says nothing when done.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSessionsRegistry: register, replace, me, list, deregister; bad input
+// is refused and stores nothing; no answer carries a secret.
+func TestSessionsRegistry(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	defer d.Close()
+	c := ipc.NewClient(paths.Socket())
+	ctx := context.Background()
+
+	for name, req := range map[string]*messages.RegisterSession{
+		"short token": {Token: "abc", SessionID: "s", Mesh: "local", DisplayName: "a", PID: os.Getpid()},
+		"bad id":      {Token: newToken(t), SessionID: "../x", Mesh: "local", DisplayName: "a", PID: os.Getpid()},
+		"no name":     {Token: newToken(t), SessionID: "s", Mesh: "local", PID: os.Getpid()},
+		"control":     {Token: newToken(t), SessionID: "s", Mesh: "local", DisplayName: "a\x1b[2J", PID: os.Getpid()},
+		"no pid":      {Token: newToken(t), SessionID: "s", Mesh: "local", DisplayName: "a"},
+		"dead pid":    {Token: newToken(t), SessionID: "s", Mesh: "local", DisplayName: "a", PID: 1 << 30},
+		"bad mesh":    {Token: newToken(t), SessionID: "s", Mesh: "nope", DisplayName: "a", PID: os.Getpid()},
+		"bad key": {Token: newToken(t), SessionID: "s", Mesh: "local", DisplayName: "a", PID: os.Getpid(),
+			Presence: &messages.RegisterPresence{SessionPubkey: hex.EncodeToString(make([]byte, 32)), SessionSecretKey: hex.EncodeToString(make([]byte, 64))}},
+	} {
+		var me *messages.Error
+		if _, err := c.RegisterSession(ctx, req); !errors.As(err, &me) || me.Status/100 != 4 {
+			t.Errorf("%s: %v, want a 4xx", name, err)
+		}
+	}
+	if _, err := os.Stat(paths.SessionsFile()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("refused registrations wrote sessions.json: %v", err)
+	}
+
+	tokA, a := register(t, c, "sess-a", "alpha", os.Getpid())
+	_, b := register(t, c, "sess-b", "beta", os.Getpid())
+	if a.SessionPubkey == b.SessionPubkey || len(a.SessionPubkey) != 64 {
+		t.Fatalf("keys: %s %s", a.SessionPubkey, b.SessionPubkey)
+	}
+	me, err := c.AsSession(tokA).SessionMe(ctx)
+	if err != nil || me.SessionID != "sess-a" || me.Presence.SessionPubkey != a.SessionPubkey || me.TokenPrefix != tokA[:8] {
+		t.Fatalf("me: %+v %v", me, err)
+	}
+	// The same session id again: the same key, the old token retired.
+	tokA2, a2 := register(t, c, "sess-a", "alpha", os.Getpid())
+	if a2.SessionPubkey != a.SessionPubkey {
+		t.Fatal("re-registering a session id changed its key")
+	}
+	var unknown *messages.Error
+	if _, err := c.AsSession(tokA).SessionMe(ctx); !errors.As(err, &unknown) || unknown.Status != 401 {
+		t.Fatalf("the replaced token: %v, want 401", err)
+	}
+	list, err := c.Sessions(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("sessions: %+v %v", list, err)
+	}
+	key, err := os.ReadFile(paths.SessionKeyFile("local", "sess-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept struct{ SessionSecretKey string }
+	if err := json.Unmarshal(key, &kept); err != nil || len(kept.SessionSecretKey) != 128 {
+		t.Fatalf("key file: %s %v", key, err)
+	}
+	hc := unixClient(paths.Socket(), 1)
+	for _, path := range []string{"/v1/sessions", "/v1/sessions/me"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://localhost"+path, nil)
+		req.Header.Set("Authorization", messages.SessionHeader+" "+tokA2)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || bytes.Contains(body, []byte(kept.SessionSecretKey[:64])) ||
+			bytes.Contains(body, []byte(tokA2)) {
+			t.Fatalf("%s answers %d with a secret or the token: %s", path, resp.StatusCode, body)
+		}
+	}
+	for _, fi := range []string{paths.SessionsFile(), paths.SessionKeyFile("local", "sess-a")} {
+		if st, _ := os.Stat(fi); st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v", fi, st.Mode().Perm())
+		}
+	}
+	if res, err := c.DeregisterSession(ctx, tokA2); err != nil || !res.OK {
+		t.Fatalf("deregister: %+v %v", res, err)
+	}
+	if _, err := c.DeregisterSession(ctx, tokA2); err == nil {
+		t.Fatal("deregistering twice succeeded")
+	}
+	if list, _ := c.Sessions(ctx); len(list) != 1 || list[0].SessionID != "sess-b" {
+		t.Fatalf("after deregister: %+v", list)
+	}
+}
+
+// TestSessionsSurviveRestart: a session comes back after a restart with
+// its key and token; one whose pid now names another process does not.
+func TestSessionsSurviveRestart(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	c := ipc.NewClient(paths.Socket())
+	ctx := context.Background()
+	tok, a := register(t, c, "sess-a", "alpha", os.Getpid())
+	_, _ = register(t, c, "sess-reused", "gamma", os.Getpid())
+	d.Close()
+
+	// sess-reused's pid now belongs to a process that started later.
+	recs, err := paths.LoadSessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		if recs[i].SessionID == "sess-reused" {
+			recs[i].StartTime++
+		}
+	}
+	if err := paths.SaveSessions(recs); err != nil {
+		t.Fatal(err)
+	}
+	d = startEmbedded(t, paths)
+	defer d.Close()
+	me, err := c.AsSession(tok).SessionMe(ctx)
+	if err != nil || me.Presence.SessionPubkey != a.SessionPubkey {
+		t.Fatalf("after restart: %+v %v", me, err)
+	}
+	if list, _ := c.Sessions(ctx); len(list) != 1 {
+		t.Fatalf("sessions after restart: %+v (the reused pid's session must be gone)", list)
+	}
+}
+
+// TestSessionReaped: a session whose process exits is dropped by the
+// reaper.
+func TestSessionReaped(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	defer d.Close()
+	c := ipc.NewClient(paths.Socket())
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := register(t, c, "sess-child", "child", cmd.Process.Pid)
+	if _, err := c.AsSession(tok).SessionMe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitFor(t, "the reaper to drop the session", func() bool {
+		list, err := c.Sessions(context.Background())
+		return err == nil && len(list) == 0
+	})
+}
+
+// TestSessionScoping: two sessions on one daemon each see only what was
+// sent to them; a DM to a session's key is opened by that session alone;
+// a broadcast reaches the other session and the member, not its sender.
+func TestSessionScoping(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	defer d.Close()
+	c := ipc.NewClient(paths.Socket())
+	ctx := context.Background()
+	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
+	tokB, b := register(t, c, "sess-b", "beta", os.Getpid())
+	ca, cb := c.AsSession(tokA), c.AsSession(tokB)
+	waitFor(t, "both sessions listed as peers", func() bool {
+		peers, err := ca.Peers(ctx, "")
+		n := 0
+		for _, p := range peers {
+			if p.DisplayName == "alpha" || p.DisplayName == "beta" {
+				n++
+			}
+		}
+		return err == nil && n == 2
+	})
+	if _, err := ca.Send(ctx, &messages.SendRequest{To: b.SessionPubkey, Message: ptr("for beta"), ClientMessageID: "dm-1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.Send(ctx, &messages.SendRequest{To: "*", Message: ptr("to all"), ClientMessageID: "bc-1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	inbox := func(cl *ipc.Client) []messages.InboxItem {
+		page, err := cl.Inbox(ctx, url.Values{"mark_seen": {"false"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.Items
+	}
+	waitFor(t, "beta's DM and alpha's broadcast", func() bool { return len(inbox(cb)) == 1 && len(inbox(ca)) == 1 })
+	got := inbox(cb)[0]
+	if messages.Deref(got.Body) != "for beta" || got.RecipientKind != "session" || got.RecipientPubkey != b.SessionPubkey {
+		t.Fatalf("beta's inbox: %+v", got)
+	}
+	if it := inbox(ca)[0]; messages.Deref(it.Body) != "to all" {
+		t.Fatalf("alpha's inbox: %+v", it)
+	}
+	// The member (no session) sees the broadcast in its own rows too.
+	waitFor(t, "the member's copy of the broadcast", func() bool {
+		page, err := c.Inbox(ctx, url.Values{"mesh": {"local"}})
+		return err == nil && len(page.Items) == 1 && messages.Deref(page.Items[0].Body) == "to all"
+	})
+	// unread_only + the default marking of a session's read.
+	page, err := cb.Inbox(ctx, url.Values{"unread_only": {"true"}})
+	if err != nil || len(page.Items) != 1 || page.MarkedSeen != 1 {
+		t.Fatalf("first unread read: %+v %v", page, err)
+	}
+	if page, err = cb.Inbox(ctx, url.Values{"unread_only": {"true"}}); err != nil || len(page.Items) != 0 {
+		t.Fatalf("second unread read: %+v %v", page, err)
+	}
+}
+
+func ptr(s string) *string { return &s }

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// SessionRecord is one registered agent session as sessions.json keeps it
+// (the upstream file's fields). It holds no key: a session's key lives in
+// its own file (SessionKey).
+type SessionRecord struct {
+	Token        string   `json:"token"`
+	SessionID    string   `json:"sessionId"`
+	Mesh         string   `json:"mesh"`
+	DisplayName  string   `json:"displayName"`
+	PID          int      `json:"pid"`
+	Cwd          string   `json:"cwd,omitempty"`
+	Role         string   `json:"role,omitempty"`
+	Groups       []string `json:"groups,omitempty"`
+	StartTime    uint64   `json:"startTime,omitempty"` // ProcessStartTime of PID at registration (0: unknown)
+	RegisteredAt int64    `json:"registeredAt"`        // Unix ms
+}
+
+type sessionsFile struct {
+	Version  int             `json:"version"`
+	Sessions []SessionRecord `json:"sessions"`
+}
+
+// SessionsFile is sessions.json inside DaemonDir: the registry a daemon
+// restart brings back.
+func (p Paths) SessionsFile() string { return filepath.Join(p.DaemonDir, "sessions.json") }
+
+// SessionKeyFile is where the key of session id on mesh lives:
+// ConfigDir/sessions/<mesh>/<id>.json (0600 in 0700 directories).
+func (p Paths) SessionKeyFile(mesh, id string) string {
+	return filepath.Join(p.ConfigDir, "sessions", mesh, id+".json")
+}
+
+// LoadSessions reads sessions.json; a missing file is an empty registry. A
+// file that does not parse is moved aside (sessions.json.corrupt-<unix>)
+// and reported in err together with an empty registry, so that a damaged
+// file never stops the daemon and is never silently overwritten.
+func (p Paths) LoadSessions() ([]SessionRecord, error) {
+	b, err := os.ReadFile(p.SessionsFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f sessionsFile
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != 1 {
+		if err == nil {
+			err = fmt.Errorf("version %d, want 1", f.Version)
+		}
+		aside := p.SessionsFile() + ".corrupt-" + strconv.FormatInt(time.Now().Unix(), 10)
+		if rerr := os.Rename(p.SessionsFile(), aside); rerr != nil {
+			return nil, fmt.Errorf("%s: %w (and moving it aside failed: %v)", p.SessionsFile(), err, rerr)
+		}
+		return nil, fmt.Errorf("%s does not parse (%w): moved to %s, starting with no sessions", p.SessionsFile(), err, aside)
+	}
+	return f.Sessions, nil
+}
+
+// SaveSessions replaces sessions.json atomically (0600).
+func (p Paths) SaveSessions(records []SessionRecord) error {
+	if records == nil {
+		records = []SessionRecord{}
+	}
+	b, err := json.MarshalIndent(sessionsFile{Version: 1, Sessions: records}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(p.SessionsFile(), append(b, '\n'), 0o600)
+}
+
+type sessionKeyFile struct {
+	SessionPubkey    string `json:"sessionPubkey"`
+	SessionSecretKey string `json:"sessionSecretKey"` // 128 hex: seed ‖ public key
+	CreatedAt        string `json:"createdAt"`
+}
+
+// ErrSessionKeyMismatch means a caller-minted key differs from the one
+// already kept for that (mesh, session id).
+var ErrSessionKeyMismatch = errors.New("session key differs from the one kept for this session id")
+
+// SessionKey returns the secret key (128 hex) of session id on mesh: the
+// one kept in its file, else given (a caller-minted key, "" for none), else
+// a fresh ed25519 key; a key not kept yet is written first. So a session id
+// speaks with the same key across relaunches and daemon restarts.
+func (p Paths) SessionKey(mesh, id, given string) (string, error) {
+	file := p.SessionKeyFile(mesh, id)
+	b, err := os.ReadFile(file)
+	switch {
+	case err == nil:
+		var k sessionKeyFile
+		if err := json.Unmarshal(b, &k); err != nil || len(k.SessionSecretKey) != 128 {
+			return "", fmt.Errorf("%s: not a session key file (remove it to mint a new key): %v", file, err)
+		}
+		if given != "" && !strings.EqualFold(given, k.SessionSecretKey) {
+			return "", fmt.Errorf("%s: %w", file, ErrSessionKeyMismatch)
+		}
+		return k.SessionSecretKey, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", err
+	}
+	secret := strings.ToLower(given)
+	if secret == "" {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return "", fmt.Errorf("generate session key: %w", err)
+		}
+		secret = hex.EncodeToString(priv)
+	}
+	k := sessionKeyFile{SessionPubkey: secret[64:], SessionSecretKey: secret, CreatedAt: time.Now().UTC().Format(time.RFC3339)}
+	out, err := json.MarshalIndent(k, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", fmt.Errorf("create session key directory: %w", err)
+	}
+	if err := WriteFileAtomic(file, append(out, '\n'), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", file, err)
+	}
+	return secret, nil
+}
+
+// ProcessStartTime is when process pid started, in clock ticks since boot
+// (field 22 of /proc/<pid>/stat): with the pid it names one process, so a
+// pid the kernel has handed to another process is told apart. 0 with a nil
+// error where /proc is not available (the caller falls back to the pid);
+// os.ErrNotExist when there is no such process.
+func ProcessStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
+			return 0, processExists(pid)
+		}
+		return 0, os.ErrNotExist
+	}
+	// comm (field 2) is in parentheses and may hold spaces and ')': the
+	// fields after it start past the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected form", pid)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected form", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64) // field 22 overall: the 20th after comm
+}
+
+// processExists reports os.ErrNotExist when no process has pid (signal 0;
+// EPERM means one exists that is not ours).
+func processExists(pid int) error {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return os.ErrNotExist
+	}
+	return nil
+}

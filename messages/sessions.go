@@ -1,0 +1,152 @@
+package messages
+
+import (
+	"regexp"
+	"strings"
+)
+
+// SessionHeader is the scheme of the Authorization header that names the
+// calling agent session on the Unix socket:
+// `Authorization: ClaudeMesh-Session <64 hex>`.
+const SessionHeader = "ClaudeMesh-Session"
+
+// RegisterSession is the body of POST /v1/sessions/register, in the
+// upstream shape. Token is the session's IPC token (64 hex) the agent will
+// present; SessionID is the agent's own session id (Claude Code's session
+// UUID), which with Mesh keys the session's identity: registering the same
+// (mesh, session id) again gets the same key back. Presence, when given,
+// carries a session key minted by the caller (the upstream CLI's launch);
+// without it the daemon mints and keeps the key itself.
+type RegisterSession struct {
+	Token       string            `json:"token"`
+	SessionID   string            `json:"session_id"`
+	Mesh        string            `json:"mesh"`
+	DisplayName string            `json:"display_name"`
+	PID         int               `json:"pid"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Role        string            `json:"role,omitempty"`
+	Groups      []string          `json:"groups,omitempty"`
+	Presence    *RegisterPresence `json:"presence,omitempty"`
+}
+
+// RegisterPresence is a caller-minted session key and its attestation.
+type RegisterPresence struct {
+	SessionPubkey     string       `json:"session_pubkey"`
+	SessionSecretKey  string       `json:"session_secret_key"`
+	ParentAttestation *Attestation `json:"parent_attestation,omitempty"`
+}
+
+// SessionRegistered is the 200 answer of POST /v1/sessions/register.
+// SessionPubkey (ours, beyond upstream) is the key the session speaks as.
+type SessionRegistered struct {
+	OK               bool   `json:"ok"`
+	RegisteredAt     int64  `json:"registered_at"` // Unix ms
+	PresenceAccepted bool   `json:"presence_accepted"`
+	SessionPubkey    string `json:"session_pubkey"`
+}
+
+// SessionDeregistered is the answer of DELETE /v1/sessions/<token>.
+type SessionDeregistered struct {
+	OK          bool   `json:"ok"`
+	TokenPrefix string `json:"token_prefix"`
+}
+
+// SessionInfo is a registered session as GET /v1/sessions and
+// /v1/sessions/me show it (upstream's camelCase projection). It never
+// carries the token (only its first 8 characters) or any secret key.
+type SessionInfo struct {
+	SessionID    string          `json:"sessionId"`
+	Mesh         string          `json:"mesh"`
+	DisplayName  string          `json:"displayName"`
+	PID          int             `json:"pid"`
+	Cwd          string          `json:"cwd,omitempty"`
+	Role         string          `json:"role,omitempty"`
+	Groups       []string        `json:"groups,omitempty"`
+	StartTime    int64           `json:"startTime,omitempty"` // the process's start, clock ticks since boot (the reaper's pid-reuse guard)
+	RegisteredAt int64           `json:"registeredAt"`        // Unix ms
+	Presence     SessionPresence `json:"presence"`
+	TokenPrefix  string          `json:"token_prefix"`
+}
+
+// SessionPresence is the public half of a session's identity on its mesh.
+type SessionPresence struct {
+	SessionPubkey string `json:"sessionPubkey"`
+	MemberPubkey  string `json:"memberPubkey"`
+}
+
+// SessionList is the body of GET /v1/sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// SessionMe is the body of GET /v1/sessions/me.
+type SessionMe struct {
+	Session SessionInfo `json:"session"`
+}
+
+var (
+	sessionTokenForm = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	sessionIDForm    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
+
+// Session field limits.
+const (
+	MaxSessionDisplayName = 64
+	MaxSessionCwd         = 4096
+	MaxSessionGroups      = 32
+	MaxSessionGroupLen    = 64
+)
+
+// ValidSessionToken reports whether tok is a session token's form: 64 hex
+// (upper case is accepted and lowered by the caller).
+func ValidSessionToken(tok string) bool { return sessionTokenForm.MatchString(strings.ToLower(tok)) }
+
+// Validate normalises r (hex lowered, names trimmed) and checks every field
+// against its form and limit; the error names the field.
+func (r *RegisterSession) Validate() *Error {
+	r.Token = strings.ToLower(strings.TrimSpace(r.Token))
+	r.SessionID = strings.TrimSpace(r.SessionID)
+	r.Mesh = strings.TrimSpace(r.Mesh)
+	r.DisplayName = strings.TrimSpace(r.DisplayName)
+	bad := func(detail string) *Error { return &Error{Status: 400, Code: "invalid_session", Detail: detail} }
+	switch {
+	case !sessionTokenForm.MatchString(r.Token):
+		return bad("token must be 64 hex characters")
+	case !sessionIDForm.MatchString(r.SessionID):
+		return bad("session_id must be 1-128 of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
+	case r.Mesh == "":
+		return bad("mesh is required (the slug of a joined mesh)")
+	case r.DisplayName == "":
+		return bad("display_name is required")
+	case len(r.DisplayName) > MaxSessionDisplayName || strings.ContainsFunc(r.DisplayName, isControl):
+		return bad("display_name must be at most 64 bytes with no control characters")
+	case r.PID <= 0:
+		return bad("pid must be the agent process's pid (a positive integer)")
+	case len(r.Cwd) > MaxSessionCwd:
+		return bad("cwd must be at most 4096 bytes")
+	case len(r.Groups) > MaxSessionGroups:
+		return bad("at most 32 groups")
+	}
+	for _, g := range r.Groups {
+		if g == "" || len(g) > MaxSessionGroupLen || strings.ContainsFunc(g, isControl) {
+			return bad("each group must be 1-64 bytes with no control characters")
+		}
+	}
+	if p := r.Presence; p != nil {
+		p.SessionPubkey = strings.ToLower(p.SessionPubkey)
+		p.SessionSecretKey = strings.ToLower(p.SessionSecretKey)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// InboxSeenRequest is the body of POST /v1/inbox/seen.
+type InboxSeenRequest struct {
+	IDs []string `json:"ids"`
+}
+
+// InboxMarked is the answer of POST /v1/inbox/seen.
+type InboxMarked struct {
+	MarkedSeen int `json:"marked_seen"`
+}
