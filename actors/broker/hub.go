@@ -214,8 +214,11 @@ func (h *hub) register(ctx actor.Context, p *presence) {
 	h.memberChanged(p.member)
 	reattached := false
 	for id, old := range mesh {
+		// The same session (member, session id and key) reconnecting, or
+		// any second connection of one session key: the older goes, so
+		// that a key is never listed twice (no ghost peers).
 		same := old.member.Pubkey == p.member.Pubkey && old.sessionID == p.sessionID && old.sessionPubkey == p.sessionPubkey
-		if !same {
+		if !same && (p.sessionPubkey == "" || old.sessionPubkey != p.sessionPubkey) {
 			continue
 		}
 		if !old.offline {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 )
 
 // sessionGrace keeps a closed session's presence for the whole test, so
@@ -222,6 +223,31 @@ func TestLegacySessionHello(t *testing.T) {
 		} {
 			c.from.sendTo(t, c.id, c.target)
 			reachedOnly(t, c.id, peers, c.want...)
+		}
+	})
+}
+
+// TestSessionKeyReplaced: a second connection holding a session key that
+// is already connected (under another session id) closes the older one,
+// so that the key is listed once.
+func TestSessionKeyReplaced(t *testing.T) {
+	backends(t, ratelimit.Options{}, func(t *testing.T, e *env) {
+		alice := e.member("alice")
+		key := e.identity()
+		first := e.connectWith(e.sessionHello(alice, key, "launch-1"))
+		second := e.connectWith(e.sessionHello(alice, key, "launch-2"))
+		if code := first.closeCode(); code != 1000 {
+			t.Fatalf("the older connection closed with %d, want 1000 (session_replaced)", code)
+		}
+		second.send(map[string]any{"type": "list_peers", "_reqId": "pl"})
+		n := 0
+		for _, p := range second.next("peers_list")["peers"].([]any) {
+			if p.(map[string]any)["pubkey"] == key.PublicKeyHex() {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("the session key is listed %d times", n)
 		}
 	})
 }
