@@ -17,13 +17,17 @@ import (
 var version = "0.1.0-dev"
 
 type cli struct {
-	Daemon  daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
-	Broker  brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
-	Join    joinCmd          `cmd:"" help:"Join a mesh with an invite URL: mint a member key, register it, record the mesh in config.json."`
-	Send    sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
-	Peers   peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
-	Bench   benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
-	Version kong.VersionFlag `help:"Print the version and exit."`
+	Daemon    daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
+	Broker    brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
+	Join      joinCmd          `cmd:"" help:"Join a mesh with an invite URL: mint a member key, register it, record the mesh in config.json."`
+	Send      sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
+	Peers     peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
+	Bench     benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
+	MCP       mcpCmd           `cmd:"" name:"mcp" help:"Serve the Model Context Protocol on stdin/stdout for an AI agent (Claude Code): tools to message peers, and arriving messages pushed live."`
+	Launch    launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`
+	Install   installCmd       `cmd:"" help:"Register claudemesh with an agent tool."`
+	Uninstall uninstallCmd     `cmd:"" help:"Remove what install registered."`
+	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
 
 type brokerCmd struct {

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+)
+
+type installCmd struct {
+	ClaudeCode installClaudeCodeCmd `cmd:"" name:"claude-code" help:"Register claudemesh as an MCP server in Claude Code's user configuration (~/.claude.json, mcpServers.claudemesh)."`
+}
+
+type uninstallCmd struct {
+	ClaudeCode uninstallClaudeCodeCmd `cmd:"" name:"claude-code" help:"Remove the claudemesh MCP server from Claude Code's user configuration."`
+}
+
+type installClaudeCodeCmd struct {
+	DryRun bool `name:"dry-run" help:"Print the change and write nothing."`
+}
+
+type uninstallClaudeCodeCmd struct {
+	DryRun bool `name:"dry-run" help:"Print the change and write nothing."`
+}
+
+// claudeServer is a stdio server entry of Claude Code's mcpServers, in
+// the order Claude Code writes its fields.
+type claudeServer struct {
+	Type    string            `json:"type"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+// claudeServerName is the key of our entry in Claude Code's mcpServers.
+const claudeServerName = "claudemesh"
+
+func (c *installClaudeCodeCmd) Run() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("the path of this binary: %w", err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return fmt.Errorf("the path of this binary: %w", err)
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		fmt.Fprintf(os.Stderr, "claudemesh: warning: %s is a temporary build (go run); install the binary (go install ./cmd/claudemesh) and run install from it\n", exe)
+	}
+	entry, err := json.Marshal(&claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{}})
+	if err != nil {
+		return err
+	}
+	return editClaudeConfig(entry, c.DryRun)
+}
+
+func (c *uninstallClaudeCodeCmd) Run() error { return editClaudeConfig(nil, c.DryRun) }
+
+// claudeConfigPath is Claude Code's user configuration file:
+// $CLAUDE_CONFIG_DIR/.claude.json when that is set, else ~/.claude.json.
+func claudeConfigPath() (string, error) {
+	if dir := os.Getenv("CLAUDE_CONFIG_DIR"); dir != "" {
+		return filepath.Join(dir, ".claude.json"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot find Claude Code's configuration: %w", err)
+	}
+	return filepath.Join(home, ".claude.json"), nil
+}
+
+// editClaudeConfig sets mcpServers.claudemesh to entry (nil: removes it)
+// in Claude Code's user configuration, keeping everything else as it is,
+// and says what it did (or, dry, what it would do).
+func editClaudeConfig(entry json.RawMessage, dry bool) error {
+	path, err := claudeConfigPath()
+	if err != nil {
+		return err
+	}
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target // a linked file (a dotfiles repository) is edited where it lives
+	}
+	doc, err := os.ReadFile(path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	out, before, changed, err := setMCPServer(doc, claudeServerName, entry)
+	if err != nil {
+		return fmt.Errorf("%s: %w; nothing was changed", path, err)
+	}
+	verb := map[bool]string{true: "install", false: "uninstall"}[entry != nil]
+	if !changed {
+		if entry != nil {
+			fmt.Printf("already installed: %s has mcpServers.%s = %s\n", path, claudeServerName, before)
+		} else {
+			fmt.Printf("not installed: %s has no mcpServers.%s\n", path, claudeServerName)
+		}
+		return nil
+	}
+	if dry {
+		fmt.Printf("would %s in %s:\n", verb, path)
+		printEntryChange(os.Stdout, before, entry)
+		return nil
+	}
+	if err := writeFileAtomic(path, out, exists); err != nil {
+		return err
+	}
+	fmt.Printf("%sed in %s:\n", verb, path)
+	printEntryChange(os.Stdout, before, entry)
+	if entry != nil {
+		fmt.Println("Restart Claude Code (or run /mcp) to load it.")
+	}
+	return nil
+}
+
+// printEntryChange prints the before and after of mcpServers.claudemesh.
+func printEntryChange(w io.Writer, before, after json.RawMessage) {
+	show := func(v json.RawMessage) string {
+		if v == nil {
+			return "(absent)"
+		}
+		var b bytes.Buffer
+		if json.Compact(&b, v) != nil {
+			return string(v)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(w, "- mcpServers.%s: %s\n+ mcpServers.%s: %s\n", claudeServerName, show(before), claudeServerName, show(after))
+}
+
+// member is one member of a JSON object, its value as written.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// objectMembers splits a JSON object into its members, in order, each
+// value byte for byte as written.
+func objectMembers(doc []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, member{key: key, value: v})
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("data after the JSON object")
+	}
+	return out, nil
+}
+
+// joinMembers writes members as a compact JSON object.
+func joinMembers(ms []member) []byte {
+	b := []byte{'{'}
+	for i, m := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(m.key)
+		b = append(append(append(b, k...), ':'), m.value...)
+	}
+	return append(b, '}')
+}
+
+// setMCPServer sets mcpServers[name] to entry (nil: removes it) in the
+// JSON document doc (empty: an empty object) and returns the new
+// document, indented by two spaces as Claude Code writes it: every other
+// key and value is kept, in its order, values unchanged but for
+// whitespace. before is the entry that was there (nil: none); changed is
+// false when the document already says what was asked.
+func setMCPServer(doc []byte, name string, entry json.RawMessage) (out []byte, before json.RawMessage, changed bool, err error) {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		doc = []byte("{}")
+	}
+	if !json.Valid(doc) {
+		return nil, nil, false, errors.New("the file is not valid JSON (fix it or move it aside)")
+	}
+	top, err := objectMembers(doc)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("the file is not a JSON object: %v", err)
+	}
+	si := -1
+	var servers []member
+	for i, m := range top {
+		if m.key == "mcpServers" {
+			si = i
+			if servers, err = objectMembers(m.value); err != nil {
+				return nil, nil, false, errors.New("its mcpServers is not a JSON object")
+			}
+		}
+	}
+	ei := -1
+	for i, m := range servers {
+		if m.key == name {
+			ei, before = i, m.value
+		}
+	}
+	switch {
+	case entry == nil && ei < 0:
+		return nil, nil, false, nil
+	case entry != nil && ei >= 0 && sameJSON(before, entry):
+		return nil, before, false, nil
+	case entry == nil:
+		servers = append(servers[:ei], servers[ei+1:]...)
+	case ei >= 0:
+		servers[ei].value = entry
+	default:
+		servers = append(servers, member{key: name, value: entry})
+	}
+	if si >= 0 {
+		top[si].value = joinMembers(servers)
+	} else {
+		top = append(top, member{key: "mcpServers", value: joinMembers(servers)})
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, joinMembers(top), "", "  "); err != nil {
+		return nil, nil, false, err
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), before, true, nil
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// writeFileAtomic replaces path with data: a temporary file beside it,
+// with path's mode (0600 for a new file), synced and renamed over it.
+func writeFileAtomic(path string, data []byte, exists bool) error {
+	mode := fs.FileMode(0o600)
+	if exists {
+		st, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		mode = st.Mode().Perm()
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // gone after the rename; removes it after a failure
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

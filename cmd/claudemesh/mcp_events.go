@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// The pump's reconnect backoff: from pumpBackoffMin, doubling, at most
+// pumpBackoffMax; back to the minimum once a stream was open.
+const (
+	pumpBackoffMin = 250 * time.Millisecond
+	pumpBackoffMax = 5 * time.Second
+	// pumpRecent is how many delivered message ids the pump remembers to
+	// tell a catch-up's items from the stream's.
+	pumpRecent = 1024
+	// catchUpPage is the page size of a catch-up through the inbox.
+	catchUpPage = 200
+)
+
+// messagePump follows the session's event stream and hands every message
+// that arrives to deliver, once. It remembers the last event id and
+// resumes after it (Last-Event-ID) when the stream ends — a daemon restart,
+// a slow read — so that nothing is lost or shown twice. Before it has seen
+// an event it has no id to resume from, so each (re)connect then catches
+// up through the inbox: the unread messages received since it started.
+type messagePump struct {
+	link    *sessionLink
+	deliver func(ctx context.Context, it *messages.InboxItem)
+	log     *slog.Logger
+
+	last   int64     // the last event id seen
+	since  time.Time // when the pump started: the catch-up's horizon
+	recent []string  // the ids delivered last, oldest first
+}
+
+// run waits for ready (the client can take notifications), then streams
+// until ctx ends.
+func (p *messagePump) run(ctx context.Context, ready <-chan struct{}) {
+	p.since = time.Now()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return
+	}
+	backoff := pumpBackoffMin
+	for {
+		opened, err := p.stream(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if opened {
+			backoff = pumpBackoffMin
+		}
+		p.log.Info("mcp_stream_ended", "err", err, "last_event_id", p.last, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, pumpBackoffMax)
+	}
+}
+
+// stream opens the session's event stream (after the last id seen) and
+// reads it until it ends; opened reports that the daemon answered.
+func (p *messagePump) stream(ctx context.Context) (opened bool, err error) {
+	s, err := p.link.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	es, err := s.as().Events(ctx, "", p.last)
+	if err != nil {
+		s.doubt()
+		return false, err
+	}
+	defer es.Close()
+	defer s.doubt() // an ended stream may be a daemon restart: check the session before its next use
+	if p.last == 0 {
+		if err := p.catchUp(ctx, s); err != nil {
+			return true, err
+		}
+	}
+	for {
+		ev, err := es.Next()
+		if err != nil {
+			return true, err
+		}
+		if ev.ID > 0 && ev.ID <= p.last {
+			continue
+		}
+		switch ev.Name {
+		case "message":
+			var it messages.InboxItem
+			if err := json.Unmarshal(ev.Data, &it); err != nil {
+				p.log.Warn("mcp_bad_message_event", "event_id", ev.ID, "err", err)
+			} else {
+				p.hand(ctx, &it)
+			}
+		case "events_missed":
+			if err := p.catchUp(ctx, s); err != nil {
+				return true, err
+			}
+		}
+		if ev.ID > 0 {
+			p.last = ev.ID
+		}
+	}
+}
+
+// catchUp delivers the unread messages received since the pump started
+// that it has not delivered yet.
+func (p *messagePump) catchUp(ctx context.Context, s *agentSession) error {
+	q := url.Values{"unread_only": {"true"}, "mark_seen": {"false"}, "limit": {strconv.Itoa(catchUpPage)},
+		"since": {strconv.FormatInt(p.since.UnixMilli(), 10)}}
+	for {
+		page, err := s.as().Inbox(ctx, q)
+		if err != nil {
+			return err
+		}
+		for i := range page.Items {
+			p.hand(ctx, &page.Items[i])
+		}
+		if page.Next == "" || len(page.Items) == 0 {
+			return nil
+		}
+		q.Set("after", page.Next)
+	}
+}
+
+// hand delivers it unless it was delivered already.
+func (p *messagePump) hand(ctx context.Context, it *messages.InboxItem) {
+	for _, id := range p.recent {
+		if id == it.ID {
+			return
+		}
+	}
+	if len(p.recent) == pumpRecent {
+		p.recent = p.recent[1:]
+	}
+	p.recent = append(p.recent, it.ID)
+	p.deliver(ctx, it)
+}
+
+// channelParams are the params of Claude Code's channel notification: the
+// text, and string attributes it shows with it.
+type channelParams struct {
+	Content string            `json:"content"`
+	Meta    map[string]string `json:"meta"`
+}
+
+// deliver tells the client about an arriving message: a log notification
+// (for clients that asked for logs at info or below), and the channel
+// notification for a client that takes channels (it declared the
+// claude/channel capability, or it is Claude Code, which reads the
+// notification when started with channels enabled). A message handed to
+// a client that declared the capability counts as read, so that
+// check_messages does not return it again; otherwise it stays unread.
+func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
+	ss := m.session()
+	if ss == nil {
+		return
+	}
+	text := formatMessage(it)
+	if err := ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "claudemesh",
+		Data: map[string]any{"text": "claudemesh message. " + text, "message": toInboxMessage(it)}}); err != nil {
+		m.log.Warn("mcp_log_notification_failed", "err", err)
+	}
+	declared, takes := channelClient(ss.InitializeParams())
+	if !takes {
+		return
+	}
+	meta := map[string]string{"from": it.SenderName, "from_pubkey": it.SenderPubkey, "message_id": it.ID,
+		"client_message_id": it.ClientMessageID, "kind": it.Kind, "mesh": it.Mesh, "received_at": it.ReceivedAt}
+	if it.Topic != "" {
+		meta["topic"] = topicLabel(it.Topic)
+	}
+	if it.ReplyToID != "" {
+		meta["reply_to_id"] = it.ReplyToID
+	}
+	if declared {
+		// Read before it is pushed: a check_messages right after the push
+		// must not return it again.
+		if s := m.link.current(); s != nil {
+			if _, err := s.as().MarkSeen(ctx, []string{it.ID}); err != nil && !errors.Is(err, context.Canceled) {
+				m.log.Warn("mcp_mark_seen_failed", "message_id", it.ID, "err", err)
+			}
+		}
+	}
+	if err := m.out.notify(ctx, channelMethod, &channelParams{Content: bodyText(it), Meta: meta}); err != nil {
+		m.log.Warn("mcp_channel_notification_failed", "err", err)
+	}
+}
+
+// channelClient reports whether the client declared the claude/channel
+// capability, and whether it takes channel notifications at all.
+func channelClient(p *mcp.InitializeParams) (declared, takes bool) {
+	if p == nil {
+		return false, false
+	}
+	if p.Capabilities != nil {
+		_, declared = p.Capabilities.Experimental[channelCapability]
+	}
+	return declared, declared || p.ClientInfo != nil && p.ClientInfo.Name == "claude-code"
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, in checkMessagesIn) (*mcp.CallToolResult, *checkMessagesOut, error) {
+	limit := cmp.Or(in.Limit, checkMessagesDefault)
+	s, err := m.link.get(ctx)
+	if err != nil {
+		return nil, nil, m.toolError(nil, err)
+	}
+	page, err := s.as().Inbox(ctx, url.Values{"unread_only": {"true"}, "mark_seen": {"true"}, "limit": {strconv.Itoa(limit)}})
+	if err != nil {
+		return nil, nil, m.toolError(s, err)
+	}
+	out := &checkMessagesOut{Messages: make([]inboxMessage, 0, len(page.Items)), More: page.Next != ""}
+	for i := range page.Items {
+		out.Messages = append(out.Messages, toInboxMessage(&page.Items[i]))
+	}
+	if len(out.Messages) == 0 {
+		return textResult("No unread messages."), out, nil
+	}
+	var b strings.Builder
+	if len(out.Messages) == 1 {
+		b.WriteString("1 unread message:\n")
+	} else {
+		fmt.Fprintf(&b, "%d unread messages, oldest first:\n", len(out.Messages))
+	}
+	for i := range page.Items {
+		b.WriteString("\n")
+		b.WriteString(formatMessage(&page.Items[i]))
+		b.WriteString("\n")
+	}
+	if out.More {
+		b.WriteString("\nMore unread messages are waiting: call check_messages again.")
+	}
+	return textResult(b.String()), out, nil
+}
+
+func toInboxMessage(it *messages.InboxItem) inboxMessage {
+	return inboxMessage{ID: it.ID, From: it.SenderName, FromPubkey: it.SenderPubkey, Kind: it.Kind, Topic: it.Topic,
+		Body: bodyText(it), ReceivedAt: it.ReceivedAt, ReplyToID: it.ReplyToID, ClientMessageID: it.ClientMessageID}
+}
+
+// bodyText is a message's text, or a note when it could not be decrypted.
+func bodyText(it *messages.InboxItem) string {
+	if it.Body == nil {
+		return "(this message could not be decrypted)"
+	}
+	return *it.Body
+}
+
+// formatMessage is one message as the agent reads it: a header line (who,
+// when, where, its id) and the text.
+func formatMessage(it *messages.InboxItem) string {
+	from := cmp.Or(it.SenderName, "(unnamed)")
+	when := it.ReceivedAt
+	if t, err := time.Parse(time.RFC3339Nano, it.ReceivedAt); err == nil {
+		when = t.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	where := "direct message"
+	if it.Kind != "dm" {
+		where = "to " + topicLabel(it.Topic)
+	}
+	head := fmt.Sprintf("From %s (%.16s…) at %s, %s, id %s", from, it.SenderPubkey, when, where, it.ID)
+	if it.ReplyToID != "" {
+		head += ", in reply to " + it.ReplyToID
+	}
+	return head + ":\n" + bodyText(it)
+}
+
+// topicLabel is how a topic message's destination reads: #topic, @group or
+// everyone.
+func topicLabel(topic string) string {
+	switch {
+	case topic == "" || topic == "*":
+		return "everyone"
+	case strings.HasPrefix(topic, "@") || strings.HasPrefix(topic, "#"):
+		return topic
+	}
+	return "#" + topic
+}
+
+func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ listPeersIn) (*mcp.CallToolResult, *listPeersOut, error) {
+	s, err := m.link.get(ctx)
+	if err != nil {
+		return nil, nil, m.toolError(nil, err)
+	}
+	peers, err := s.as().Peers(ctx, "")
+	if err != nil {
+		return nil, nil, m.toolError(s, err)
+	}
+	reg, me := s.info()
+	out := &listPeersOut{Mesh: reg.Mesh, You: reg.DisplayName, Peers: make([]peerOut, 0, len(peers))}
+	for _, p := range peers {
+		if p.Pubkey == "" || slices.ContainsFunc(out.Peers, func(q peerOut) bool { return strings.EqualFold(q.Pubkey, p.Pubkey) }) {
+			continue // one line per key (a member may have several presences)
+		}
+		out.Peers = append(out.Peers, peerOut{Name: p.DisplayName, Pubkey: strings.ToLower(p.Pubkey), Status: p.Status,
+			Summary: p.Summary, You: strings.EqualFold(p.Pubkey, me)})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Peers online on mesh %s (you are %s):\n", out.Mesh, out.You)
+	if len(out.Peers) == 0 {
+		b.WriteString("(none)\n")
+	}
+	for _, p := range out.Peers {
+		fmt.Fprintf(&b, "- %s (%.16s…)", cmp.Or(p.Name, "(unnamed)"), p.Pubkey)
+		if p.You {
+			b.WriteString(" [you]")
+		}
+		if p.Status != "" {
+			b.WriteString(" " + p.Status)
+		}
+		if p.Summary != "" {
+			b.WriteString(": " + p.Summary)
+		}
+		b.WriteString("\n")
+	}
+	return textResult(b.String()), out, nil
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// The environment an agent session is described by. `claudemesh launch`
+// sets the first four in its child's environment; `claudemesh mcp` reads
+// them (CLAUDEMESH_IPC_TOKEN, the token itself, is for tests).
+const (
+	envTokenFile   = "CLAUDEMESH_IPC_TOKEN_FILE"
+	envToken       = "CLAUDEMESH_IPC_TOKEN"
+	envSessionID   = "CLAUDEMESH_SESSION_ID"
+	envMesh        = "CLAUDEMESH_MESH"
+	envDisplayName = "CLAUDEMESH_DISPLAY_NAME"
+)
+
+// sessionRequestTimeout bounds one session request to the daemon.
+const sessionRequestTimeout = 10 * time.Second
+
+// mintSessionToken returns a fresh session token: 32 random bytes, hex.
+func mintSessionToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("mint a session token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// defaultDisplayName is `<basename of cwd>-<4 hex>`, short enough for the
+// daemon's 64-byte limit.
+func defaultDisplayName(cwd string) string {
+	base := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, filepath.Base(cwd))
+	if base == "" || base == "." || base == "/" {
+		base = "agent"
+	}
+	if len(base) > 48 {
+		base = strings.ToValidUTF8(base[:48], "")
+	}
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return base + "-" + hex.EncodeToString(b[:])
+}
+
+// envSessionToken is the session token the environment names: the content
+// of CLAUDEMESH_IPC_TOKEN_FILE, else CLAUDEMESH_IPC_TOKEN; "" for none.
+func envSessionToken() (string, error) {
+	if path := os.Getenv(envTokenFile); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("%s names a token file that cannot be read: %w", envTokenFile, err)
+		}
+		tok := strings.ToLower(strings.TrimSpace(string(b)))
+		if !messages.ValidSessionToken(tok) {
+			return "", fmt.Errorf("%s (%s) does not hold a session token (64 hex characters)", envTokenFile, path)
+		}
+		return tok, nil
+	}
+	tok := strings.ToLower(strings.TrimSpace(os.Getenv(envToken)))
+	if tok != "" && !messages.ValidSessionToken(tok) {
+		return "", fmt.Errorf("%s is not a session token (64 hex characters)", envToken)
+	}
+	return tok, nil
+}
+
+// insideSession reports whether the environment describes a session this
+// process runs in (an enclosing `claudemesh launch`).
+func insideSession() bool { return os.Getenv(envTokenFile) != "" || os.Getenv(envToken) != "" }
+
+// chooseMesh is the mesh a new session joins: the one asked for (flag, then
+// CLAUDEMESH_MESH), else the daemon's only mesh.
+func chooseMesh(asked string, v *messages.Version) (string, error) {
+	if asked == "" {
+		asked = os.Getenv(envMesh)
+	}
+	slugs := make([]string, len(v.Meshes))
+	for i, m := range v.Meshes {
+		slugs[i] = m.Mesh
+	}
+	switch {
+	case asked != "":
+		for _, s := range slugs {
+			if s == asked {
+				return asked, nil
+			}
+		}
+		return "", fmt.Errorf("the daemon (pid %d) serves no mesh %q (it serves: %s)", v.PID, asked, listOrNone(slugs))
+	case len(slugs) == 1:
+		return slugs[0], nil
+	case len(slugs) == 0:
+		return "", fmt.Errorf("the daemon (pid %d) serves no mesh: join one with `claudemesh join <invite-url>`", v.PID)
+	}
+	return "", fmt.Errorf("the daemon serves several meshes (%s): name one with --mesh or %s", strings.Join(slugs, ", "), envMesh)
+}
+
+// newRegistration is the registration of a session minted here: the token
+// given (or a fresh one), the session id from CLAUDEMESH_SESSION_ID (or a
+// fresh ULID), the display name asked for (or CLAUDEMESH_DISPLAY_NAME, or
+// the default), this process's pid and working directory. With inherit
+// false the two variables are not read: they describe an enclosing
+// session, whose id a new session must not take over.
+func newRegistration(token, mesh, name string, inherit bool) (*messages.RegisterSession, error) {
+	if token == "" {
+		var err error
+		if token, err = mintSessionToken(); err != nil {
+			return nil, err
+		}
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	var id string
+	if inherit {
+		id = os.Getenv(envSessionID)
+	}
+	if id == "" {
+		id = ulid.Make().String()
+	}
+	if name == "" && inherit {
+		name = os.Getenv(envDisplayName)
+	}
+	if name == "" {
+		name = defaultDisplayName(cwd)
+	}
+	return &messages.RegisterSession{Token: token, SessionID: id, Mesh: mesh, DisplayName: name, PID: os.Getpid(), Cwd: cwd}, nil
+}
+
+// agentSession is one agent session at the daemon: the token it calls
+// with, and the registration that (re)creates it. A session this process
+// registered is owned, and deregistered when the process ends.
+type agentSession struct {
+	daemon *ipc.Client // calls as no session
+	client *ipc.Client // calls as the session
+	owned  bool
+
+	mu       sync.Mutex
+	reg      messages.RegisterSession
+	pubkey   string
+	verified bool // the daemon answered for this session since it was last in doubt
+}
+
+// register registers reg with the daemon and returns the owned session.
+func register(ctx context.Context, daemon *ipc.Client, reg *messages.RegisterSession) (*agentSession, error) {
+	s := &agentSession{daemon: daemon, client: daemon.AsSession(reg.Token), owned: true, reg: *reg}
+	if err := s.registerLocked(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// attach returns the session token names when the daemon knows it (nil,
+// nil when it does not): a session someone else (`claudemesh launch`)
+// registered and will deregister.
+func attach(ctx context.Context, daemon *ipc.Client, token string) (*agentSession, error) {
+	client := daemon.AsSession(token)
+	rctx, cancel := context.WithTimeout(ctx, sessionRequestTimeout)
+	defer cancel()
+	info, err := client.SessionMe(rctx)
+	if isUnknownSession(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	reg := messages.RegisterSession{Token: token, SessionID: info.SessionID, Mesh: info.Mesh, DisplayName: info.DisplayName,
+		PID: info.PID, Cwd: info.Cwd, Role: info.Role, Groups: info.Groups}
+	return &agentSession{daemon: daemon, client: client, reg: reg, pubkey: info.Presence.SessionPubkey, verified: true}, nil
+}
+
+// isUnknownSession reports an answer that says the daemon does not know
+// the session token (it ended, or the daemon forgot it).
+func isUnknownSession(err error) bool {
+	var me *messages.Error
+	return errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code != "no_session_token"
+}
+
+// registerLocked registers s.reg; s.mu is held or s not yet shared.
+func (s *agentSession) registerLocked(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, sessionRequestTimeout)
+	defer cancel()
+	reg := s.reg // Validate normalises the copy the daemon gets
+	res, err := s.daemon.RegisterSession(rctx, &reg)
+	if err != nil {
+		return fmt.Errorf("register the session with the daemon: %w", err)
+	}
+	s.pubkey, s.verified = res.SessionPubkey, true
+	return nil
+}
+
+// ensure makes sure the daemon knows the session, registering it again
+// when the daemon forgot it (a restart without its sessions). It asks only
+// after something put the session in doubt (see doubt).
+func (s *agentSession) ensure(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.verified {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, sessionRequestTimeout)
+	info, err := s.client.SessionMe(rctx)
+	cancel()
+	switch {
+	case err == nil:
+		s.pubkey, s.verified = info.Presence.SessionPubkey, true
+		return nil
+	case isUnknownSession(err):
+		return s.registerLocked(ctx)
+	}
+	return err
+}
+
+// doubt marks the session as to be checked before its next use: the
+// daemon was unreachable or its event stream ended.
+func (s *agentSession) doubt() {
+	s.mu.Lock()
+	s.verified = false
+	s.mu.Unlock()
+}
+
+// as is the client that calls as the session.
+func (s *agentSession) as() *ipc.Client { return s.client }
+
+// info is the session's registration and its key.
+func (s *agentSession) info() (reg messages.RegisterSession, pubkey string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reg, s.pubkey
+}
+
+// end deregisters an owned session; a session someone else registered is
+// left to them.
+func (s *agentSession) end() error {
+	if !s.owned {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := s.daemon.DeregisterSession(ctx, s.reg.Token)
+	var me *messages.Error
+	if errors.As(err, &me) && me.Status == http.StatusNotFound {
+		return nil // already gone (the daemon forgot it)
+	}
+	return err
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// The tools' arguments and results. The jsonschema tags are what the agent
+// reads about each argument.
+type (
+	sendMessageIn struct {
+		To              string `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh."`
+		Message         string `json:"message" jsonschema:"The text to send, at most 32 KiB."`
+		Priority        string `json:"priority,omitempty" jsonschema:"How urgent it is: now (interrupt the recipient), next (the default: when it next looks) or low (whenever convenient)."`
+		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The id of the message this answers (check_messages shows ids), so that the recipient sees the thread."`
+		ClientMessageID string `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
+	}
+	sendMessageOut struct {
+		ClientMessageID string `json:"client_message_id" jsonschema:"The message's idempotency key."`
+		Status          string `json:"status" jsonschema:"queued or inflight (on its way), or duplicate (this id was already delivered)."`
+		To              string `json:"to" jsonschema:"The recipient as given."`
+		ResolvedTo      string `json:"resolved_to" jsonschema:"The pubkey, #topic, @group or * it was sent to."`
+		RecipientName   string `json:"recipient_name,omitempty" jsonschema:"The recipient peer's display name, for a direct message to a peer that is online."`
+		RecipientOnline *bool  `json:"recipient_online,omitempty" jsonschema:"For a direct message: whether the recipient is online now."`
+	}
+	checkMessagesIn struct {
+		Limit int `json:"limit,omitempty" jsonschema:"At most this many messages, 1-100 (default 20); call again for the rest."`
+	}
+	checkMessagesOut struct {
+		Messages []inboxMessage `json:"messages" jsonschema:"The unread messages, oldest first; they count as read from now on."`
+		More     bool           `json:"more" jsonschema:"More unread messages are waiting: call check_messages again."`
+	}
+	inboxMessage struct {
+		ID              string `json:"id" jsonschema:"The message's id, for reply_to_id."`
+		From            string `json:"from" jsonschema:"The sender's display name."`
+		FromPubkey      string `json:"from_pubkey" jsonschema:"The sender's pubkey: send_message takes it as to."`
+		Kind            string `json:"kind" jsonschema:"dm (to you alone) or topic (to a #topic, @group or everyone)."`
+		Topic           string `json:"topic,omitempty" jsonschema:"The topic or group it was sent to."`
+		Body            string `json:"body" jsonschema:"The text."`
+		ReceivedAt      string `json:"received_at" jsonschema:"When it arrived (RFC 3339)."`
+		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The id of the message it answers."`
+		ClientMessageID string `json:"client_message_id" jsonschema:"The sender's idempotency key."`
+	}
+	listPeersIn  struct{}
+	listPeersOut struct {
+		Mesh  string    `json:"mesh" jsonschema:"The mesh you are on."`
+		You   string    `json:"you" jsonschema:"Your own display name."`
+		Peers []peerOut `json:"peers" jsonschema:"Everyone online on the mesh, you included."`
+	}
+	peerOut struct {
+		Name    string `json:"name" jsonschema:"Display name: send_message takes it as to."`
+		Pubkey  string `json:"pubkey" jsonschema:"The peer's key."`
+		Status  string `json:"status,omitempty" jsonschema:"idle, working or dnd (do not disturb)."`
+		Summary string `json:"summary,omitempty" jsonschema:"What the peer says it is doing."`
+		You     bool   `json:"you" jsonschema:"This is you."`
+	}
+	setStatusIn struct {
+		Status  string  `json:"status,omitempty" jsonschema:"idle, working, or dnd (do not disturb: peers should not expect a quick answer)."`
+		Summary *string `json:"summary,omitempty" jsonschema:"One line on what you are doing, shown to peers by list_peers; an empty string clears it."`
+	}
+	setStatusOut struct {
+		Applied []string `json:"applied" jsonschema:"The fields that were set."`
+	}
+)
+
+// checkMessagesDefault and checkMessagesMax bound check_messages' limit.
+const (
+	checkMessagesDefault = 20
+	checkMessagesMax     = 100
+)
+
+// schemaOf is T's JSON schema with tweak applied to its properties.
+func schemaOf[T any](tweak func(props map[string]*jsonschema.Schema)) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err) // the argument types are fixed: a failure is a bug
+	}
+	if tweak != nil {
+		tweak(s.Properties)
+	}
+	return s
+}
+
+func (m *mcpServer) addTools() {
+	mcp.AddTool(m.srv, &mcp.Tool{
+		Name:  "send_message",
+		Title: "Send a message",
+		Description: "Send a message to another agent on the mesh: a peer by display name or pubkey, a #topic, an @group, or * for everyone. " +
+			"The message is stored durably and delivered even if the network is briefly down. Returns its client_message_id and, " +
+			"for a direct message, whether the recipient is online now.",
+		InputSchema: schemaOf[sendMessageIn](func(p map[string]*jsonschema.Schema) {
+			p["to"].MinLength = jsonschema.Ptr(1)
+			p["message"].MinLength = jsonschema.Ptr(1)
+			p["message"].MaxLength = jsonschema.Ptr(messages.MaxMessageBytes)
+			p["priority"].Enum = []any{"now", "next", "low"}
+			p["client_message_id"].Pattern = `^[!-~]{1,128}$`
+			p["reply_to_id"].Pattern = `^[!-~]{1,128}$`
+		}),
+	}, m.sendMessage)
+	mcp.AddTool(m.srv, &mcp.Tool{
+		Name:  "check_messages",
+		Title: "Check messages",
+		Description: "Read the messages peers sent you that you have not read yet, oldest first, with sender, time, topic and text. " +
+			"Each message is returned once: after this call it counts as read.",
+		InputSchema: schemaOf[checkMessagesIn](func(p map[string]*jsonschema.Schema) {
+			p["limit"].Minimum = jsonschema.Ptr(1.0)
+			p["limit"].Maximum = jsonschema.Ptr(float64(checkMessagesMax))
+		}),
+	}, m.checkMessages)
+	mcp.AddTool(m.srv, &mcp.Tool{
+		Name:        "list_peers",
+		Title:       "List peers",
+		Description: "List the agents online on your mesh: display name, pubkey, status and summary, and which one is you. Use the names with send_message.",
+		InputSchema: schemaOf[listPeersIn](nil),
+	}, m.listPeers)
+	mcp.AddTool(m.srv, &mcp.Tool{
+		Name:  "set_status",
+		Title: "Set your status",
+		Description: "Tell peers what you are doing: a status (idle, working or dnd for do not disturb) and/or a one-line summary, " +
+			"both shown by list_peers. Give at least one.",
+		InputSchema: schemaOf[setStatusIn](func(p map[string]*jsonschema.Schema) {
+			p["status"].Enum = []any{"idle", "working", "dnd"}
+			p["summary"].MaxLength = jsonschema.Ptr(512)
+		}),
+	}, m.setStatus)
+}
+
+// isDirect reports whether to names a peer (display name, pubkey or
+// prefix) rather than a topic, group or everyone.
+func isDirect(to string) bool {
+	return to != "*" && to[0] != '#' && to[0] != '@'
+}
+
+func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in sendMessageIn) (*mcp.CallToolResult, *sendMessageOut, error) {
+	to := strings.TrimSpace(in.To)
+	if to == "" {
+		return nil, nil, errors.New("`to` is empty; nothing was sent: name a peer (list_peers shows them), a #topic, an @group or *")
+	}
+	if strings.TrimSpace(in.Message) == "" {
+		return nil, nil, errors.New("`message` is empty; nothing was sent: give the text to send")
+	}
+	cid := in.ClientMessageID
+	if cid == "" {
+		cid = ulid.Make().String()
+	}
+	msg := in.Message
+	req := &messages.SendRequest{To: to, Message: &msg, Priority: in.Priority, ReplyToID: in.ReplyToID, ClientMessageID: cid}
+	if isDirect(to) {
+		req.To = "*" // checked below, once resolved
+	}
+	if _, err := req.Validate(); err != nil {
+		return nil, nil, argumentError(err)
+	}
+	s, err := m.link.get(ctx)
+	if err != nil {
+		return nil, nil, m.toolError(nil, err)
+	}
+	reg, _ := s.info()
+	out := &sendMessageOut{ClientMessageID: cid, To: to, ResolvedTo: to}
+	if isDirect(to) {
+		if err := m.resolve(ctx, s, reg.Mesh, out); err != nil {
+			return nil, nil, err
+		}
+	}
+	req.To = out.ResolvedTo
+	res, err := s.as().Send(ctx, req, "")
+	if err != nil && transient(err) {
+		res, err = s.as().Send(ctx, req, "") // the same client_message_id: never twice
+	}
+	if err != nil {
+		return nil, nil, m.toolError(s, err)
+	}
+	switch {
+	case res.Duplicate != nil:
+		out.Status = "duplicate"
+	case res.Accepted != nil:
+		out.Status = res.Accepted.Status
+	}
+	return textResult(sendSummary(out)), out, nil
+}
+
+// resolve turns out.To, a display name, pubkey or prefix, into the peer's
+// pubkey and says whether it is online.
+func (m *mcpServer) resolve(ctx context.Context, s *agentSession, mesh string, out *sendMessageOut) error {
+	peers, err := s.as().Peers(ctx, "")
+	if err != nil {
+		return m.toolError(s, err)
+	}
+	list := make([]messages.Peer, len(peers))
+	for i := range peers {
+		list[i] = peers[i].Peer
+	}
+	online := false
+	if len(out.To) == 64 && messages.IsHex(out.To) {
+		out.ResolvedTo = strings.ToLower(out.To)
+	} else {
+		key, err := messages.ResolvePeer(out.To, mesh, list)
+		if err != nil {
+			return fmt.Errorf("%v; nothing was sent: call list_peers to see who is online", err)
+		}
+		out.ResolvedTo = key
+	}
+	for _, p := range list {
+		if strings.EqualFold(p.Pubkey, out.ResolvedTo) {
+			online, out.RecipientName = true, p.DisplayName
+			break
+		}
+	}
+	out.RecipientOnline = &online
+	return nil
+}
+
+func sendSummary(out *sendMessageOut) string {
+	target := out.To
+	if out.ResolvedTo != out.To {
+		target = fmt.Sprintf("%s (%.16s…)", out.To, out.ResolvedTo)
+	}
+	var b strings.Builder
+	switch out.Status {
+	case "duplicate":
+		fmt.Fprintf(&b, "Already delivered earlier: message %s to %s was sent before, and is not sent twice.", out.ClientMessageID, target)
+	default:
+		fmt.Fprintf(&b, "Sent to %s (client_message_id %s, %s).", target, out.ClientMessageID, out.Status)
+	}
+	if out.RecipientOnline != nil && !*out.RecipientOnline {
+		b.WriteString(" The recipient is not online now; the message is delivered when it connects.")
+	}
+	return b.String()
+}
+
+func (m *mcpServer) setStatus(ctx context.Context, _ *mcp.CallToolRequest, in setStatusIn) (*mcp.CallToolResult, *setStatusOut, error) {
+	if in.Status == "" && in.Summary == nil {
+		return nil, nil, errors.New("give a status (idle, working or dnd), a summary, or both; nothing was changed")
+	}
+	s, err := m.link.get(ctx)
+	if err != nil {
+		return nil, nil, m.toolError(nil, err)
+	}
+	req := &messages.SetProfile{Summary: in.Summary}
+	if in.Status != "" {
+		req.Status = &in.Status
+	}
+	res, err := s.as().SetProfile(ctx, req)
+	if err != nil {
+		return nil, nil, m.toolError(s, err)
+	}
+	out := &setStatusOut{Applied: res.Applied}
+	if out.Applied == nil {
+		out.Applied = []string{}
+	}
+	var parts []string
+	if in.Status != "" {
+		parts = append(parts, "status "+in.Status)
+	}
+	if in.Summary != nil {
+		if *in.Summary == "" {
+			parts = append(parts, "summary cleared")
+		} else {
+			parts = append(parts, fmt.Sprintf("summary %q", *in.Summary))
+		}
+	}
+	return textResult("Peers now see your " + strings.Join(parts, " and ") + "."), out, nil
+}
+
+// textResult is a result whose text the agent reads; the structured
+// content is added from the tool's typed output.
+func textResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// transient reports a failure of the connection mid-request (not a refusal
+// by the daemon, nor no daemon at all): the outcome is unknown.
+func transient(err error) bool {
+	var me *messages.Error
+	var ce *ipc.SendConflictError
+	return !errors.As(err, &me) && !errors.As(err, &ce) && !errors.Is(err, ipc.ErrDaemonNotRunning) && !errors.Is(err, context.Canceled)
+}
