@@ -14,7 +14,8 @@ import (
 )
 
 type benchCmd struct {
-	Mode          string        `enum:"accept,e2e,broker,startup" default:"accept" help:"What to measure: accept (POST /v1/send to the 202), e2e (alice's daemon → broker → bob's event stream), broker (sends straight to a broker over WebSockets, to its ack), startup (exec of the daemon to its first answer, --count times, and its memory)."`
+	Mode          string        `enum:"accept,e2e,broker,startup,sessions" default:"accept" help:"What to measure: accept (POST /v1/send to the 202), e2e (alice's daemon → broker → bob's event stream), broker (sends straight to a broker over WebSockets, to its ack), startup (exec of the daemon to its first answer, --count times, and its memory), sessions (--sessions agent sessions on one daemon's embedded broker, DMs from each to the next, and the daemon's memory)."`
+	Sessions      int           `default:"100" help:"sessions mode: agent sessions to register."`
 	Clients       int           `default:"64" help:"Concurrent senders."`
 	Count         int           `default:"10000" help:"Messages to send (0: send for --duration)."`
 	Duration      time.Duration `help:"Send for this long instead of --count messages (e.g. 30s)."`
@@ -45,7 +46,7 @@ func (c *benchCmd) Run() error {
 		return usageErr("--database-url and --fsync-mode are for --self-contained runs")
 	}
 	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size,
-		Connections: c.Connections, Pending: c.Pending, FsyncMode: c.FsyncMode}
+		Connections: c.Connections, Pending: c.Pending, FsyncMode: c.FsyncMode, Sessions: c.Sessions}
 	if !c.JSON && isTerminal(os.Stderr) {
 		opts.Progress = func(p bench.Progress) {
 			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",
@@ -93,8 +94,8 @@ func (c *benchCmd) target() (bench.Target, error) {
 	}
 	t := bench.Target{Socket: paths.Socket(), Mesh: c.Mesh, To: c.To, Receiver: c.Receiver}
 	switch c.Mode {
-	case bench.ModeStartup:
-		return t, usageErr("--mode startup needs --self-contained (it starts the daemon it times)")
+	case bench.ModeStartup, bench.ModeSessions:
+		return t, usageErr("--mode %s needs --self-contained (it starts the daemon it measures)", c.Mode)
 	case bench.ModeE2E:
 		if c.Receiver == "" || c.To == "" {
 			return t, usageErr("--mode e2e needs --self-contained, or --receiver <socket> and --to <its member pubkey>")
@@ -127,8 +128,11 @@ func printReport(r *bench.Report) {
 	fmt.Printf("\nsent %d, delivered %d in %.2f s: %.0f msgs/s\n", r.Sent, r.Delivered, r.ElapsedS, r.Throughput)
 	l := r.LatencyMs
 	fmt.Printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
-	if r.Mode == bench.ModeE2E {
+	if r.Mode == bench.ModeE2E || r.Mode == bench.ModeSessions {
 		fmt.Printf("lost %d, duplicates %d\n", r.Lost, r.Duplicates)
+	}
+	if r.Mode == bench.ModeSessions {
+		fmt.Printf("%d sessions; daemon resident memory after the run: %.1f MB\n", r.Sessions, r.RSSMB)
 	}
 	if len(r.CPUMsPerMsg) > 0 {
 		fmt.Print("cpu ms per message:")

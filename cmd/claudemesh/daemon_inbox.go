@@ -38,6 +38,7 @@ func (c *daemonInboxCmd) Run() error {
 		return usageErr("%v", err)
 	}
 	q.Set("since", since)
+	q.Set("mark_seen", "false") // a look, not a read: an agent's check_messages still shows them
 	for k, v := range map[string]string{"mesh": c.Mesh, "topic": c.Topic, "from": c.From} {
 		if v != "" {
 			q.Set(k, v)

@@ -91,11 +91,17 @@ func short(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// daemonClient returns a client for the running daemon's socket.
+// daemonClient returns a client for the running daemon's socket; inside
+// an agent session (claudemesh launch) it calls as that session, so that
+// peers, inbox and send are the session's own.
 func daemonClient() (*ipc.Client, error) {
 	paths, err := config.ResolvePaths()
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
-	return ipc.NewClient(paths.Socket()), nil
+	tok, err := envSessionToken()
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return ipc.NewClient(paths.Socket()).AsSession(tok), nil
 }

@@ -66,6 +66,11 @@ func (c *sendCmd) Run() error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	if tok, err := envSessionToken(); err != nil {
+		return &exitError{code: 2, err: err}
+	} else if tok != "" && !c.NoDaemon {
+		return c.asSession(ipc.NewClient(paths.Socket()).AsSession(tok), direct)
+	}
 	if !c.NoDaemon {
 		v, err := probeDaemon(paths.Socket())
 		if err == nil {
@@ -79,6 +84,22 @@ func (c *sendCmd) Run() error {
 		}
 	}
 	return c.cold(paths, direct)
+}
+
+// asSession sends as the agent session this command runs in (claudemesh
+// launch): sealed with its key, on its own connection. There is no cold
+// path for a session: only the daemon holds its key.
+func (c *sendCmd) asSession(client *ipc.Client, direct bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
+	defer cancel()
+	me, err := client.SessionMe(ctx)
+	if err != nil {
+		return fmt.Errorf("this command runs inside an agent session (%s), which the daemon does not answer for: %w", envTokenFile, err)
+	}
+	if c.Mesh != "" && c.Mesh != me.Mesh {
+		return usageErr("this agent session belongs to mesh %s; --mesh %s needs a shell outside the session", me.Mesh, c.Mesh)
+	}
+	return c.viaDaemon(client, me.Mesh, direct)
 }
 
 // check validates everything that needs neither the daemon nor the broker;

@@ -117,8 +117,12 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 			s.opts.Log.Warn("peers_mesh_skipped", "mesh", slug, "err", errs[i])
 			continue
 		}
+		label := slug
+		if sess := sessionOf(r); sess != nil {
+			label = sess.Mesh // a session's peers are its mesh's
+		}
 		for _, p := range lists[i].Peers {
-			body.Peers = append(body.Peers, meshPeer{Mesh: slug, Peer: p})
+			body.Peers = append(body.Peers, meshPeer{Mesh: label, Peer: p})
 		}
 	}
 	writeJSON(w, http.StatusOK, &body)

@@ -13,6 +13,9 @@
 //     message is checked to arrive exactly once.
 //   - broker: send frames straight over one WebSocket to a broker as a
 //     member; latency is the broker's ack (its durable accept).
+//   - sessions: one daemon on its embedded broker with many agent
+//     sessions, DMs from each session to the next; latency to the message
+//     event, and the daemon's memory.
 //   - startup: exec of the daemon to its first answer on the socket, with
 //     rows waiting in its outbox, and its resident memory.
 //
@@ -58,6 +61,9 @@ type Options struct {
 	// FsyncMode is the [outbox] fsync_mode of the daemons a self-contained
 	// run starts ("": their default, strict).
 	FsyncMode string
+	// Sessions is how many agent sessions a sessions run registers (0:
+	// DefaultSessions).
+	Sessions int
 	// Progress, if set, is called about once a second while sending.
 	Progress func(Progress)
 }
@@ -94,8 +100,9 @@ type Report struct {
 	Errors     map[string]int `json:"errors"`
 	Lost       int            `json:"lost"`
 	Duplicates int            `json:"duplicates"`
-	Pending    int            `json:"pending,omitempty"` // startup: rows waiting in the outbox
-	RSSMB      float64        `json:"rss_mb,omitempty"`  // startup: largest resident memory once serving
+	Pending    int            `json:"pending,omitempty"`  // startup: rows waiting in the outbox
+	RSSMB      float64        `json:"rss_mb,omitempty"`   // startup: largest resident memory once serving; sessions: the daemon's after the run
+	Sessions   int            `json:"sessions,omitempty"` // sessions: how many were registered
 	// CPUMsPerMsg (self-contained runs) is the CPU time each process used
 	// during the run per delivered message, in ms: "broker", "alice",
 	// "bob", "client" (this process) and their "total". Steadier than the

@@ -74,6 +74,9 @@ func StartEnv(ctx context.Context, bin string, opts Options, databaseURL string)
 			e.Close()
 		}
 	}()
+	if mode == ModeSessions {
+		return e, e.startSessionsEnv(ctx)
+	}
 	if mode == ModeAccept {
 		p := e.peer("alice")
 		m, err := config.NewMembership(config.LocalMeshSlug, "ws://127.0.0.1:1/ws") // nothing answers: rows stay pending

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -87,8 +88,12 @@ func RunSelfContained(ctx context.Context, opts Options, bin, databaseURL string
 		return nil, err
 	}
 	defer env.Close()
-	if opts.Mode == ModeStartup {
+	switch opts.Mode {
+	case ModeStartup:
 		return runStartup(ctx, opts, env)
+	case ModeSessions:
+		opts.Sessions = cmp.Or(opts.Sessions, DefaultSessions)
+		return runSessions(ctx, opts, env)
 	}
 	alice := env.Peers[0]
 	t := Target{Socket: alice.Socket, Member: &alice.Membership}
