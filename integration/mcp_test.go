@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ const mcpDeadline = 20 * time.Second
 type mcpProc struct {
 	t       *testing.T
 	name    string
+	cmd     *exec.Cmd
 	cs      *mcp.ClientSession
 	stderr  *syncBuffer
 	logs    chan *mcp.LoggingMessageParams // notifications/message
@@ -62,7 +64,7 @@ func startMCP(t *testing.T, e *env, name string, o mcpOptions) *mcpProc {
 	t.Helper()
 	cmd := exec.Command(binPath, "mcp", "--name", name)
 	cmd.Env = append(e.environ(), o.env...)
-	p := &mcpProc{t: t, name: name, stderr: &syncBuffer{}, logs: make(chan *mcp.LoggingMessageParams, 64), channel: make(chan channelNote, 64)}
+	p := &mcpProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, logs: make(chan *mcp.LoggingMessageParams, 64), channel: make(chan channelNote, 64)}
 	cmd.Stderr = p.stderr
 	opts := &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { p.logs <- r.Params }}
 	var sopts *mcp.ClientSessionOptions
@@ -363,6 +365,26 @@ func TestMCPTools(t *testing.T) {
 		"a retried send with its client_message_id is one row; set_status shows in list_peers; a stopped daemon is named with its remedy")
 }
 
+// TestMCPStartsDaemon: with no daemon answering, `claudemesh mcp` starts
+// one (detached, its output on stderr: stdout carries only the protocol)
+// and serves its tools.
+func TestMCPStartsDaemon(t *testing.T) {
+	t.Parallel()
+	e := localAgentsEnv(t)
+	t.Cleanup(func() {
+		if r := runCLI(t, e, "daemon", "down"); r.code != 0 {
+			t.Errorf("daemon down: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	a := startMCP(t, e, "alice", mcpOptions{})
+	var r peersResult
+	a.mustCall("list_peers", map[string]any{}, &r)
+	if r.You != "alice" || !strings.Contains(a.stderr.String(), "daemon started (pid") {
+		t.Fatalf("list_peers %+v; stderr:\n%s", r, a.stderr)
+	}
+	t.Log("checked: claudemesh mcp starts the daemon when none answers, and its tools work")
+}
+
 // TestMCPSessionsMessageByName: two MCP servers are two sessions with
 // keys of their own; each messages the other by display name and reads
 // the other's message with check_messages exactly once.
@@ -416,7 +438,19 @@ func TestMCPSessionsMessageByName(t *testing.T) {
 			t.Errorf("%s's second check_messages: %q", x.p.name, text(res))
 		}
 	}
-	t.Log("checked: two MCP servers are two sessions; each reaches the other by display name and reads its message once")
+	a.close() // stdin closes: the server deregisters, then exits
+	if ids := sessionIDs(t, c); len(ids) != 1 {
+		t.Errorf("sessions after alice's client closed: %v, want bob's alone", ids)
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, stopDeadline, "bob's server to exit after SIGTERM", func() bool { return processGone(b.cmd.Process.Pid) })
+	if ids := sessionIDs(t, c); len(ids) != 0 {
+		t.Errorf("sessions after SIGTERM to bob's server: %v", ids)
+	}
+	t.Log("checked: two MCP servers are two sessions; each reaches the other by display name and reads its message once; " +
+		"each deregisters when its stdin closes or on SIGTERM")
 }
 
 // TestMCPNotification: a message that arrives while the client waits is
