@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gowebpki/jcs"
@@ -60,6 +61,37 @@ func FuzzCanonicalJSON(f *testing.F) {
 		var a, b any
 		if json.Unmarshal(in, &a) == nil && json.Unmarshal(out, &b) == nil && !reflect.DeepEqual(a, b) {
 			t.Fatalf("meaning changed: %q → %q", in, out)
+		}
+	})
+}
+
+// FuzzRegisterSession: a registration body either fails to decode or to
+// validate with a 4xx *Error, or is left in its normal form: a 64-hex
+// lower-case token, a session id of the allowed form, a display name
+// without control characters.
+func FuzzRegisterSession(f *testing.F) {
+	tok := strings.Repeat("ab", 32)
+	f.Add([]byte(`{"token":"` + tok + `","session_id":"s-1","mesh":"local","display_name":"ant","pid":42}`))
+	f.Add([]byte(`{"token":"` + strings.ToUpper(tok) + `","session_id":"x","mesh":"m","display_name":" a ","pid":1,"groups":["@r:lead"]}`))
+	f.Add([]byte(`{"token":"` + tok + `","session_id":"../etc","mesh":"m","display_name":"a\u001b[2J","pid":-1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r RegisterSession
+		err := DecodeJSON(body, &r)
+		if err == nil {
+			if verr := r.Validate(); verr != nil {
+				err = verr
+			}
+		}
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status < 400 || e.Status > 499 || e.Code == "" {
+				t.Fatalf("rejection is not a 4xx *Error: %v", err)
+			}
+			return
+		}
+		if !sessionTokenForm.MatchString(r.Token) || !sessionIDForm.MatchString(r.SessionID) ||
+			strings.ContainsFunc(r.DisplayName, isControl) || r.PID <= 0 {
+			t.Fatalf("accepted a registration out of form: %+v", r)
 		}
 	})
 }

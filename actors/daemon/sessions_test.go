@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,36 @@ func TestSessionsRegistry(t *testing.T) {
 		if st, _ := os.Stat(fi); st.Mode().Perm() != 0o600 {
 			t.Errorf("%s has mode %v", fi, st.Mode().Perm())
 		}
+	}
+	for _, c := range []struct {
+		method, path, auth string
+		status             int
+		code               string
+	}{
+		{http.MethodGet, "/v1/inbox", messages.SessionHeader + " xyz", 401, "invalid_session_token"},
+		{http.MethodGet, "/v1/inbox", messages.SessionHeader + " " + strings.Repeat("0", 64), 401, "session_unknown"},
+		{http.MethodGet, "/v1/sessions/me", "", 401, "no_session_token"},
+		{http.MethodDelete, "/v1/sessions/xyz", "", 400, "invalid_session_token"},
+		{http.MethodDelete, "/v1/sessions/" + strings.Repeat("0", 64), "", 404, ""},
+		{http.MethodPost, "/v1/sessions/register", "", 400, messages.CodeInvalidJSON},
+	} {
+		req, _ := http.NewRequest(c.method, "http://localhost"+c.path, nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb messages.ErrorBody
+		json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || eb.Error != c.code {
+			t.Errorf("%s %s (%q): %d %+v, want %d %s", c.method, c.path, c.auth, resp.StatusCode, eb, c.status, c.code)
+		}
+	}
+	if list, _ := c.Sessions(ctx); len(list) != 2 {
+		t.Fatalf("sessions after the refused requests: %+v", list)
 	}
 	if res, err := c.DeregisterSession(ctx, tokA2); err != nil || !res.OK {
 		t.Fatalf("deregister: %+v %v", res, err)
