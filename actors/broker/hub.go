@@ -457,7 +457,10 @@ func (h *hub) peers(q *hubListPeers) *messages.PeersListFrame {
 	out := &messages.PeersListFrame{Type: messages.TypePeersList, Peers: []messages.Peer{}}
 	for _, p := range h.byMesh[q.meshID] {
 		m := p.member
-		if !m.Visible && m.Pubkey != q.requesterMember {
+		// An offline presence (in its reconnect grace) is not listed: the
+		// list is who is connected, and a session that ended must not
+		// linger in it. Messages to it still queue during the grace.
+		if p.offline || !m.Visible && m.Pubkey != q.requesterMember {
 			continue
 		}
 		out.Peers = append(out.Peers, messages.Peer{Pubkey: p.pubkey(), MemberPubkey: m.Pubkey, DisplayName: p.name(),

@@ -251,3 +251,34 @@ func TestSessionKeyReplaced(t *testing.T) {
 		}
 	})
 }
+
+// TestClosedSessionNotListed: a session whose connection closed leaves the
+// peer list at once (its messages still queue during the grace).
+func TestClosedSessionNotListed(t *testing.T) {
+	backendsTimed(t, 0, sessionGrace, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		key := e.identity()
+		session := e.connectWith(e.sessionHello(alice, key, "launch-1"))
+		watcher := e.connect(bob, "bob")
+		listed := func() bool {
+			watcher.send(map[string]any{"type": "list_peers", "_reqId": "pl"})
+			for _, p := range watcher.next("peers_list")["peers"].([]any) {
+				if p.(map[string]any)["pubkey"] == key.PublicKeyHex() {
+					return true
+				}
+			}
+			return false
+		}
+		if !listed() {
+			t.Fatal("the connected session is not listed")
+		}
+		session.ws.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for listed() {
+			if time.Now().After(deadline) {
+				t.Fatal("the closed session is still listed")
+			}
+			time.Sleep(10 * time.Millisecond) // the close reaches the hub through the connection's actor; re-checked
+		}
+	})
+}
