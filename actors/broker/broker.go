@@ -36,11 +36,18 @@ type Options struct {
 	// RevocationCheck is how often the broker looks for members revoked
 	// in its database (0: RevocationCheck, 5 s).
 	RevocationCheck time.Duration
+	// System is the actor system to spawn the broker's actors in (nil: a
+	// system of its own, which Close shuts down). A daemon's embedded
+	// broker shares the daemon's: a system's process registry alone is
+	// several MB.
+	System *actor.ActorSystem
 }
 
 // Broker is a running broker: an actor tree and its HTTP handler.
 type Broker struct {
 	system        *actor.ActorSystem
+	ownSystem     bool
+	actors        []*actor.PID // hub, batchers, sweeper: stopped by Close in a shared system
 	stopListening context.CancelFunc
 	log           *slog.Logger
 	handler       *wsserver.Server
@@ -53,8 +60,11 @@ func Start(opts Options) (*Broker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	sysLog := opts.Log.With("component", "protoactor")
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLog }))
+	system, ownSystem := opts.System, opts.System == nil
+	if ownSystem {
+		sysLog := opts.Log.With("component", "protoactor")
+		system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLog }))
+	}
 	maxBatch := 256
 	if opts.Store.Backend() == "postgres" {
 		maxBatch = 64 // the store's per-request fallback keeps PG's subtransaction cache
@@ -100,13 +110,14 @@ func Start(opts Options) (*Broker, error) {
 		opts.RevocationCheck = RevocationCheck
 	}
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
+	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log}
 	if err != nil {
-		system.Shutdown()
+		b.stopActors()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
 	}
 	system.Root.Send(d.hub, &hubSweeper{pid: d.sweeper})
 	listenCtx, stopListening := context.WithCancel(context.Background())
-	b := &Broker{system: system, stopListening: stopListening, log: opts.Log}
+	b.stopListening = stopListening
 	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
 		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
 	})
@@ -136,7 +147,21 @@ func (b *Broker) Close(ctx context.Context) {
 		b.log.Warn("connections did not close in time", "err", err)
 	}
 	b.stopListening()
-	b.system.Shutdown()
+	b.stopActors()
+}
+
+// stopActors shuts down the broker's own system, or stops its actors in a
+// shared one (its connections' actors stop as their sockets close).
+func (b *Broker) stopActors() {
+	if b.ownSystem {
+		b.system.Shutdown()
+		return
+	}
+	for _, pid := range b.actors {
+		if pid != nil {
+			b.system.Root.Stop(pid)
+		}
+	}
 }
 
 // acceptBatch runs one accept transaction for the jobs, then pushes each

@@ -70,6 +70,7 @@ type Daemon struct {
 	server   *ipc.Server
 	tcpAddr  string
 	fatal    chan error
+	system   *actor.ActorSystem // the tree's, which the embedded broker shares
 	sessions *sessions
 	stopReap context.CancelFunc
 }
@@ -102,11 +103,12 @@ func Start(opts Options) (_ *Daemon, err error) {
 	if err := d.openStore(); err != nil {
 		return nil, err
 	}
+	system := actors.NewSystem(d.log)
+	d.system = system
 	configs, err := d.meshConfigs(meshes, members)
 	if err != nil {
 		return nil, err
 	}
-	system := actors.NewSystem(d.log)
 	series := metrics.New()
 	outboxMax, reserved := opts.Config.DiskLimits()
 	d.pressure = persistence.NewPressure(opts.Paths.DaemonDir, opts.Paths.OutboxDB(),
@@ -215,7 +217,7 @@ func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]
 	}
 	if len(local) > 0 {
 		var err error
-		if d.embedded, err = d.startEmbeddedBroker(local); err != nil {
+		if d.embedded, err = d.startEmbeddedBroker(local, d.system); err != nil {
 			return nil, err
 		}
 	}
@@ -403,7 +405,12 @@ func (d *Daemon) Close() {
 		if err := d.tree.System.Root.PoisonFuture(d.tree.Root).Wait(); err != nil {
 			d.log.Warn("actor shutdown", "err", err)
 		}
-		d.tree.System.Shutdown()
+	}
+	if d.embedded != nil { // before the system it shares stops
+		d.embedded.close()
+	}
+	if d.system != nil {
+		d.system.Shutdown()
 	}
 	if d.outbox != nil {
 		if n, err := d.outbox.ReleaseInflight(ctx, time.Now()); err != nil {
@@ -419,9 +426,6 @@ func (d *Daemon) Close() {
 		if err := d.inbox.Close(); err != nil {
 			d.log.Warn("close inbox", "err", err)
 		}
-	}
-	if d.embedded != nil {
-		d.embedded.close()
 	}
 	if err := d.lock.Release(); err != nil {
 		d.log.Warn("release pid file", "err", err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
@@ -33,7 +34,7 @@ type embeddedBroker struct {
 // startEmbeddedBroker opens the broker's store, registers the local
 // memberships in it (mesh and member with the ids config.json records) and
 // serves it on 127.0.0.1.
-func (d *Daemon) startEmbeddedBroker(local []config.Membership) (*embeddedBroker, error) {
+func (d *Daemon) startEmbeddedBroker(local []config.Membership, system *actor.ActorSystem) (*embeddedBroker, error) {
 	ctx := context.Background()
 	store, err := broker.Open(ctx, broker.Options{Dir: filepath.Join(d.opts.Paths.DaemonDir, "broker"), Log: d.log})
 	if err != nil {
@@ -46,7 +47,7 @@ func (d *Daemon) startEmbeddedBroker(local []config.Membership) (*embeddedBroker
 			return nil, fmt.Errorf("embedded broker: register %s: %w", m.Slug, err)
 		}
 	}
-	if e.broker, err = brokeractors.Start(brokeractors.Options{Store: store,
+	if e.broker, err = brokeractors.Start(brokeractors.Options{Store: store, System: system,
 		Limiter: ratelimit.NewMemory(ratelimit.Options{Limit: EmbeddedRateLimit, Window: time.Minute}), Log: d.log.With("component", "embedded-broker")}); err != nil {
 		e.close()
 		return nil, err

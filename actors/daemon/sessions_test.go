@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -314,3 +317,107 @@ func TestSessionScoping(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// BenchmarkSessionDM: 100 sessions on one daemon and its embedded broker,
+// each sending DMs to the next, paced at 1,000 a second (open loop, 64
+// clients); latency runs from the send to the message event on the
+// daemon's stream. The CPU profile of this benchmark is the daemon's.
+//
+//	go test -run='^$' -bench=BenchmarkSessionDM -benchtime=10000x ./actors/daemon/
+func BenchmarkSessionDM(b *testing.B) {
+	paths := tempPathsB(b)
+	cfg := config.DefaultFile()
+	cfg.IPC.TCPEnabled = false
+	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: "bench",
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	c := ipc.NewClient(paths.Socket())
+	const n = 100
+	clients, keys := make([]*ipc.Client, n), make([]string, n)
+	for i := range n {
+		tok := make([]byte, 32)
+		rand.Read(tok)
+		res, err := c.RegisterSession(ctx, &messages.RegisterSession{Token: hex.EncodeToString(tok), SessionID: fmt.Sprint("s", i),
+			Mesh: "local", DisplayName: fmt.Sprint("session-", i), PID: os.Getpid()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients[i], keys[i] = c.AsSession(hex.EncodeToString(tok)), res.SessionPubkey
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		peers, _ := clients[0].Peers(ctx, "")
+		if len(peers) > n || time.Now().After(deadline) {
+			break
+		}
+	}
+	stream, err := c.Events(ctx, "", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stream.Close()
+	sent := make([]time.Time, b.N)
+	lat := make([]time.Duration, 0, b.N)
+	arrived := make(chan struct{})
+	go func() {
+		defer close(arrived)
+		var ev struct {
+			ClientMessageID string `json:"client_message_id"`
+		}
+		for len(lat) < b.N {
+			e, err := stream.Next()
+			if err != nil {
+				return
+			}
+			if e.Name != "message" || json.Unmarshal(e.Data, &ev) != nil {
+				continue
+			}
+			var i int
+			if _, err := fmt.Sscanf(ev.ClientMessageID, "dm-%d", &i); err == nil && i < b.N {
+				lat = append(lat, time.Since(sent[i]))
+			}
+		}
+	}()
+	var next atomic.Int64
+	start := time.Now()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range benchClients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				sent[i] = start.Add(time.Duration(i) * time.Millisecond)
+				time.Sleep(time.Until(sent[i]))
+				msg := "benchmark message"
+				if _, err := clients[i%n].Send(ctx, &messages.SendRequest{To: keys[(i+1)%n], Message: &msg,
+					ClientMessageID: fmt.Sprint("dm-", i)}, ""); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		b.Fatalf("%d of %d arrived", len(lat), b.N)
+	}
+	b.StopTimer()
+	report(b, lat)
+}
+
+func tempPathsB(b *testing.B) config.Paths {
+	dir, err := os.MkdirTemp("", "sessb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return config.Paths{DaemonDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c")}
+}

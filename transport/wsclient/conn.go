@@ -25,6 +25,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/internal/fifo"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
@@ -185,6 +186,9 @@ func Dial(ctx context.Context, cfg Config) (*Conn, *Session, error) {
 		dialer = *cfg.Dialer
 	} else {
 		dialer = websocket.Dialer{Proxy: websocket.DefaultDialer.Proxy, HandshakeTimeout: cfg.HelloTimeout}
+	}
+	if dialer.WriteBufferPool == nil {
+		dialer.WriteBufferPool = writeBuffers
 	}
 	corking := &corkingDial{dial: dialer.NetDialContext}
 	if netDial := dialer.NetDial; corking.dial == nil && netDial != nil {
@@ -385,7 +389,7 @@ type Conn struct {
 	cfg    *Config
 	ws     *websocket.Conn
 	cork   *corkedConn // under ws (nil: the Dialer's NetDialTLSContext made the connection)
-	out    chan []byte
+	out    *fifo.Queue[[]byte]
 	frames chan any
 	done   chan struct{}
 	closeQ chan *CloseError
@@ -399,7 +403,7 @@ type Conn struct {
 }
 
 func start(cfg *Config, ws *websocket.Conn, cork *corkedConn, pending []any) *Conn {
-	c := &Conn{cfg: cfg, ws: ws, cork: cork, out: make(chan []byte, cfg.SendQueue),
+	c := &Conn{cfg: cfg, ws: ws, cork: cork, out: fifo.New[[]byte](cfg.SendQueue),
 		frames: make(chan any, max(cfg.FrameBuffer, len(pending))), done: make(chan struct{}),
 		closeQ: make(chan *CloseError, 1)}
 	for _, f := range pending {
@@ -476,12 +480,10 @@ func (c *Conn) Send(frame any) error {
 	if c.closing.Load() != nil {
 		return ErrClosed
 	}
-	select {
-	case c.out <- data:
-		return nil
-	default:
+	if !c.out.Push(data) {
 		return ErrQueueFull
 	}
+	return nil
 }
 
 // Close sends a close frame with code and reason (cut to 123 bytes) ahead of
@@ -570,10 +572,12 @@ func (c *Conn) write() {
 				c.end(ce)
 			}
 			return
-		case data := <-c.out:
-			if err := c.writeQueued(data); err != nil {
-				c.end(fmt.Errorf("wsclient: write: %w", err))
-				return
+		case <-c.out.Ready():
+			for data, ok := c.out.Pop(); ok; data, ok = c.out.Pop() {
+				if err := c.writeQueued(data); err != nil {
+					c.end(fmt.Errorf("wsclient: write: %w", err))
+					return
+				}
 			}
 		case <-ping.C:
 			payload := strconv.FormatInt(time.Now().UnixNano(), 10)

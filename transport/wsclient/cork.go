@@ -59,6 +59,10 @@ func (c *corkedConn) uncork() error {
 	return err
 }
 
+// writeBuffers are the WebSocket write buffers of every connection, held
+// only while a frame is written: an idle connection holds none.
+var writeBuffers = &sync.Pool{}
+
 // corkingDial wraps dial's connections in corkedConn and remembers the
 // last one.
 type corkingDial struct {
@@ -85,12 +89,11 @@ func (c *Conn) writeQueued(data []byte) error {
 	c.cork.cork()
 	err := c.ws.WriteMessage(websocket.TextMessage, data)
 	for n := 1; err == nil && n < maxCoalesce; n++ {
-		select {
-		case data = <-c.out:
-			err = c.ws.WriteMessage(websocket.TextMessage, data)
-		default:
-			n = maxCoalesce
+		next, ok := c.out.Pop()
+		if !ok {
+			break
 		}
+		err = c.ws.WriteMessage(websocket.TextMessage, next)
 	}
 	if uerr := c.cork.uncork(); err == nil {
 		err = uerr

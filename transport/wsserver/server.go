@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/transport/internal/fifo"
 	"github.com/gorilla/websocket"
 )
 
@@ -60,7 +61,9 @@ type Server struct {
 // health at /health; extra handlers are mounted at their patterns.
 func New(open Opener, health func() any, extra map[string]http.Handler, log *slog.Logger) *Server {
 	s := &Server{open: open, mux: http.NewServeMux(), log: log, conns: map[*Conn]struct{}{},
-		upgrader: websocket.Upgrader{ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10,
+		// Write buffers come from a pool and are held only during a write: an
+		// idle connection (most of an agent session's life) holds none.
+		upgrader: websocket.Upgrader{ReadBufferSize: 4 << 10, WriteBufferSize: 16 << 10, WriteBufferPool: &sync.Pool{},
 			CheckOrigin: func(*http.Request) bool { return true }}} // clients are daemons, not browsers; auth is in-band
 	s.mux.HandleFunc("/ws", s.upgrade)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +111,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader has answered
 	}
-	c := &Conn{ws: ws, out: make(chan outFrame, OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr}
+	c := &Conn{ws: ws, out: fifo.New[outFrame](OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -136,7 +139,7 @@ type closeFrame struct {
 // Conn is one WebSocket connection.
 type Conn struct {
 	ws     *websocket.Conn
-	out    chan outFrame
+	out    *fifo.Queue[outFrame]
 	done   chan struct{}
 	once   sync.Once
 	Remote string
@@ -151,13 +154,11 @@ func (c *Conn) Send(data []byte) bool {
 		return false
 	default:
 	}
-	select {
-	case c.out <- outFrame{data: data}:
+	if c.out.Push(outFrame{data: data}) {
 		return true
-	default:
-		c.Close(websocket.CloseTryAgainLater, "client too slow")
-		return false
 	}
+	c.Close(websocket.CloseTryAgainLater, "client too slow")
+	return false
 }
 
 // Close sends a close frame with code and reason (at most 123 bytes) after
@@ -166,9 +167,7 @@ func (c *Conn) Close(code int, reason string) {
 	if len(reason) > 123 {
 		reason = reason[:123]
 	}
-	select {
-	case c.out <- outFrame{close: &closeFrame{code, reason}}:
-	default:
+	if !c.out.Push(outFrame{close: &closeFrame{code, reason}}) {
 		c.shutdown() // queue full: no room even for the close frame
 	}
 }
@@ -213,14 +212,16 @@ func (c *Conn) write() {
 		select {
 		case <-c.done:
 			return
-		case f := <-c.out:
-			c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
-			if f.close != nil {
-				c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.close.code, f.close.reason))
-				return
-			}
-			if err := c.ws.WriteMessage(websocket.TextMessage, f.data); err != nil {
-				return
+		case <-c.out.Ready():
+			for f, ok := c.out.Pop(); ok; f, ok = c.out.Pop() {
+				c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
+				if f.close != nil {
+					c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.close.code, f.close.reason))
+					return
+				}
+				if err := c.ws.WriteMessage(websocket.TextMessage, f.data); err != nil {
+					return
+				}
 			}
 		case <-ping.C:
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(WriteTimeout)); err != nil {
