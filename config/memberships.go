@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -89,8 +88,23 @@ func NewMembership(slug, brokerURL string) (Membership, error) {
 	}, nil
 }
 
-// agentSlug is the form of an agent's name (a mesh slug's).
-var agentSlug = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// ValidSlug reports whether s has the form of a mesh slug (and an agent's
+// name): 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit.
+// (Not a regexp: `{0,63}` compiles to a 64-state program at every start of
+// every command.)
+func ValidSlug(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // NewLocalAgent mints another member of the embedded broker's mesh (the
 // membership named LocalMeshSlug, which has no brokerUrl), named slug: a
@@ -98,7 +112,7 @@ var agentSlug = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // the first can message each other through the daemon. It records nothing;
 // AddMembership does.
 func NewLocalAgent(slug string, have []Membership) (Membership, error) {
-	if !agentSlug.MatchString(slug) {
+	if !ValidSlug(slug) {
 		return Membership{}, fmt.Errorf("agent name %q: want 1-64 of a-z, 0-9, _ and -, starting with a letter or digit", slug)
 	}
 	for _, m := range have {

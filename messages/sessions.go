@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -84,10 +83,25 @@ type SessionMe struct {
 	Session SessionInfo `json:"session"`
 }
 
-var (
-	sessionTokenForm = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	sessionIDForm    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-)
+// sessionTokenForm is 64 lower-case hex characters.
+func sessionTokenForm(s string) bool { return len(s) == 64 && IsHex(s) && strings.ToLower(s) == s }
+
+// sessionIDForm is 1-128 of A-Z, a-z, 0-9, '.', '_' and '-', starting with
+// a letter or digit. (Not a regexp: `{0,127}` compiles to a program 128
+// states long, built at every start of every command.)
+func sessionIDForm(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Session field limits.
 const (
@@ -99,7 +113,7 @@ const (
 
 // ValidSessionToken reports whether tok is a session token's form: 64 hex
 // (upper case is accepted and lowered by the caller).
-func ValidSessionToken(tok string) bool { return sessionTokenForm.MatchString(strings.ToLower(tok)) }
+func ValidSessionToken(tok string) bool { return sessionTokenForm(strings.ToLower(tok)) }
 
 // Validate normalises r (hex lowered, names trimmed) and checks every field
 // against its form and limit; the error names the field.
@@ -110,9 +124,9 @@ func (r *RegisterSession) Validate() *Error {
 	r.DisplayName = strings.TrimSpace(r.DisplayName)
 	bad := func(detail string) *Error { return &Error{Status: 400, Code: "invalid_session", Detail: detail} }
 	switch {
-	case !sessionTokenForm.MatchString(r.Token):
+	case !sessionTokenForm(r.Token):
 		return bad("token must be 64 hex characters")
-	case !sessionIDForm.MatchString(r.SessionID):
+	case !sessionIDForm(r.SessionID):
 		return bad("session_id must be 1-128 of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
 	case r.Mesh == "":
 		return bad("mesh is required (the slug of a joined mesh)")

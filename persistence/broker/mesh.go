@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/jmoiron/sqlx"
 	"github.com/oklog/ulid/v2"
 )
@@ -38,10 +39,7 @@ const (
 	MinMaxPayloadBytes         = 1024
 )
 
-var (
-	slugPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	pubkeyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+var pubkeyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Mesh is one mesh and its delivery-contract parameters.
 type Mesh struct {
@@ -82,7 +80,7 @@ func (s *Store) CreateMesh(ctx context.Context, m Mesh) (*Mesh, error) {
 		m.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
 	switch {
-	case !slugPattern.MatchString(m.Slug):
+	case !config.ValidSlug(m.Slug):
 		return nil, fmt.Errorf("%w: mesh slug %q must be 1-64 of a-z, 0-9, _ and -", ErrInvalid, m.Slug)
 	case m.DedupeMode != DedupeRetentionScoped && m.DedupeMode != DedupePermanent:
 		return nil, fmt.Errorf("%w: dedupe mode %q", ErrInvalid, m.DedupeMode)
