@@ -27,7 +27,7 @@ type brokerUpCmd struct {
 }
 
 func (c *brokerUpCmd) Run() error {
-	tuneGC()
+	tuneGC(brokerGCPercent)
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))

@@ -54,7 +54,7 @@ func (c *daemonUpCmd) Run() error {
 	if !c.Foreground {
 		return detach(paths, append(os.Args[1:], "--log-file", paths.LogFile()))
 	}
-	tuneGC()
+	tuneGC(daemonGCPercent)
 	return c.serve(paths, cfg)
 }
 
