@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the tests read the logging notifications the server still sends (deprecated in the protocol, kept through its window)
+
 package integration
 
 import (

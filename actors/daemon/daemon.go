@@ -397,9 +397,8 @@ func (d *Daemon) Close() {
 		os.Remove(d.opts.Paths.Socket())
 		os.Remove(d.opts.Paths.HTTPPort())
 	}
-	if d.sessions != nil { // wait for a reap in progress
-		d.sessions.mu.Lock()
-		d.sessions.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+	if d.sessions != nil {
+		d.sessions.close()
 	}
 	if d.tree != nil {
 		if err := d.tree.System.Root.PoisonFuture(d.tree.Root).Wait(); err != nil {

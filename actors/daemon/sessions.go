@@ -38,6 +38,7 @@ type sessions struct {
 
 	mu      sync.Mutex                      // one writer at a time
 	records map[string]config.SessionRecord // by token; under mu
+	closed  bool                            // under mu: the daemon is stopping
 
 	byMu    sync.RWMutex
 	byToken map[string]*ipc.Session
@@ -92,6 +93,9 @@ func (s *sessions) Register(_ context.Context, req *messages.RegisterSession) (*
 		PID: req.PID, Cwd: req.Cwd, Role: req.Role, Groups: req.Groups, StartTime: start, RegisteredAt: time.Now().UnixMilli()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errStopping
+	}
 	secret, err := s.d.opts.Paths.SessionKey(req.Mesh, req.SessionID, given)
 	if errors.Is(err, config.ErrSessionKeyMismatch) {
 		return nil, &messages.Error{Status: http.StatusConflict, Code: "session_key_mismatch",
@@ -210,7 +214,23 @@ func infoOf(rec config.SessionRecord, sessionPubkey, memberPubkey string) messag
 func (s *sessions) Deregister(token string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return false, errStopping
+	}
 	return s.drop(token, "deregistered")
+}
+
+// errStopping answers a change of the registry once the daemon is stopping:
+// sessions.json keeps what it had, and the sessions come back at the start.
+var errStopping = &messages.Error{Status: http.StatusServiceUnavailable, Code: "daemon_stopping",
+	Detail: "the daemon is stopping; register again once it is back"}
+
+// close ends the registry's changes, waiting for one in progress (a
+// registration, the reaper's pass): the daemon is stopping.
+func (s *sessions) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 }
 
 // drop removes the session of token. Under mu.
@@ -307,6 +327,10 @@ func (s *sessions) reap(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
 		var dead []string
 		for tok, rec := range s.records {
 			if !alive(rec) {

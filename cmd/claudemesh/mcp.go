@@ -157,6 +157,7 @@ func newMCPServer(link *sessionLink, log *slog.Logger) *mcpServer {
 		Instructions: mcpInstructions,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Capabilities: &mcp.ServerCapabilities{
+			//lint:ignore SA1019 logging notifications stay until every client reads channels; the protocol keeps them through 2027
 			Logging:      &mcp.LoggingCapabilities{},
 			Experimental: map[string]any{channelCapability: map[string]any{}},
 		},

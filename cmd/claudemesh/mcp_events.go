@@ -170,6 +170,7 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 		return
 	}
 	text := formatMessage(it)
+	//lint:ignore SA1019 logging notifications stay until every client reads channels; the protocol keeps them through 2027
 	if err := ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "claudemesh",
 		Data: map[string]any{"text": "claudemesh message. " + text, "message": toInboxMessage(it)}}); err != nil {
 		m.log.Warn("mcp_log_notification_failed", "err", err)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"text/tabwriter"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 type peersCmd struct {
@@ -27,17 +29,25 @@ func (c *peersCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(peers)
+	return printList(peers, c.JSON, "no peers connected", "MESH\tNAME\tPUBKEY\tSTATUS\tSUMMARY", func(p ipc.MeshPeer) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.Summary)
+	})
+}
+
+// printList prints items as one JSON array, or as a table (header, then a
+// tab-separated line per item), or empty when there are none.
+func printList[T any](items []T, asJSON bool, empty, header string, line func(T) string) error {
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(items)
 	}
-	if len(peers) == 0 {
-		fmt.Println("no peers connected")
+	if len(items) == 0 {
+		fmt.Println(empty)
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESH\tNAME\tPUBKEY\tSTATUS\tSUMMARY")
-	for _, p := range peers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.Summary)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, line(it))
 	}
 	return tw.Flush()
 }

@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"text/tabwriter"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 type sessionsCmd struct {
@@ -26,18 +25,9 @@ func (c *sessionsCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(list)
-	}
-	if len(list) == 0 {
-		fmt.Println("no agent sessions registered (claudemesh mcp and claudemesh launch register them)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESH\tNAME\tSESSION\tPID\tPUBKEY\tREGISTERED")
-	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.16s\t%s\n", s.Mesh, s.DisplayName, s.SessionID, s.PID, s.Presence.SessionPubkey,
-			time.UnixMilli(s.RegisteredAt).UTC().Format(time.RFC3339))
-	}
-	return tw.Flush()
+	return printList(list, c.JSON, "no agent sessions registered (claudemesh mcp and claudemesh launch register them)",
+		"MESH\tNAME\tSESSION\tPID\tPUBKEY\tREGISTERED", func(s messages.SessionInfo) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%.16s\t%s", s.Mesh, s.DisplayName, s.SessionID, s.PID, s.Presence.SessionPubkey,
+				time.UnixMilli(s.RegisteredAt).UTC().Format(time.RFC3339))
+		})
 }

@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -124,28 +121,6 @@ type sessionSender struct {
 
 func (s *sessionSender) send(ctx context.Context, id, body string) (string, error) {
 	k := int(s.next.Add(1) % uint64(len(s.tokens)))
-	b, err := json.Marshal(map[string]string{"to": s.pubkeys[(k+1)%len(s.pubkeys)], "message": body, "client_message_id": id})
-	if err != nil {
-		return "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://localhost/v1/send", bytes.NewReader(b))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", messages.SessionHeader+" "+s.tokens[k])
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusAccepted {
-		return "", nil
-	}
-	var e messages.ErrorBody
-	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-		return e.Error, nil
-	}
-	return "http_" + strconv.Itoa(resp.StatusCode), nil
+	return postSend(ctx, s.hc, map[string]string{"to": s.pubkeys[(k+1)%len(s.pubkeys)], "message": body, "client_message_id": id},
+		s.tokens[k])
 }

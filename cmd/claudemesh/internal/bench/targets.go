@@ -125,6 +125,12 @@ func (d *daemonSender) send(ctx context.Context, id, body string) (string, error
 	if d.mesh != "" {
 		req["mesh"] = d.mesh
 	}
+	return postSend(ctx, d.hc, req, "")
+}
+
+// postSend posts req to POST /v1/send (as the session of token, when set)
+// and returns the error code of a refusal, "" for a 202.
+func postSend(ctx context.Context, hc *http.Client, req map[string]string, token string) (string, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return "", err
@@ -134,7 +140,10 @@ func (d *daemonSender) send(ctx context.Context, id, body string) (string, error
 		return "", err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := d.hc.Do(hreq)
+	if token != "" {
+		hreq.Header.Set("Authorization", messages.SessionHeader+" "+token)
+	}
+	resp, err := hc.Do(hreq)
 	if err != nil {
 		return "", err
 	}
