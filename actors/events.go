@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/messages/fifo"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 )
 
@@ -17,24 +18,32 @@ import (
 const StreamBuffer = 8192
 
 // Events is the SSE fan-out (spec §3.9, ARCHITECTURE A24): a registry of at
-// most messages.MaxStreams subscribers, each with a buffered channel. The
-// store persists and numbers events; whoever committed one hands it over
-// with *messages.Publish, and the events actor copies it to every stream
-// without ever blocking. A stream that cannot keep up is closed and removed
-// (its client resumes by id from the persisted log), so memory stays
-// bounded whatever the clients do.
+// most messages.MaxStreams subscribers (messages.MaxStreamsPerIdentity for
+// one identity), each with a queue of at most StreamBuffer events that
+// grows with what it holds. The store persists and numbers events; whoever
+// committed one hands it over with *messages.Publish, and the events actor
+// copies it to every stream without ever blocking. A stream that cannot
+// keep up is closed and removed (its client resumes by id from the
+// persisted log), so memory stays bounded whatever the clients do.
 type Events struct {
 	log     *slog.Logger
 	metrics *metrics.Daemon
-	subs    map[int64]chan messages.Event
+	subs    map[int64]*stream
+	per     map[string]int // open streams by identity
 	nextID  int64
 	closing bool
+}
+
+// stream is one subscriber.
+type stream struct {
+	q        *fifo.Queue[messages.Event]
+	identity string
 }
 
 // NewEvents returns the events actor's producer.
 func NewEvents(m *metrics.Daemon, log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &Events{log: log.With("actor", "events"), metrics: m, subs: make(map[int64]chan messages.Event)}
+		return &Events{log: log.With("actor", "events"), metrics: m, subs: map[int64]*stream{}, per: map[string]int{}}
 	}
 }
 
@@ -47,13 +56,9 @@ func (e *Events) Receive(ctx actor.Context) {
 		// channels must end, or their handlers would wait forever.
 		e.closeAll()
 	case *messages.Subscribe:
-		ctx.Respond(e.subscribe())
+		ctx.Respond(e.subscribe(msg.Identity))
 	case *messages.Unsubscribe:
-		if ch, ok := e.subs[msg.ID]; ok {
-			delete(e.subs, msg.ID)
-			close(ch)
-			e.metrics.SSEStreams.Set(float64(len(e.subs)))
-		}
+		e.remove(msg.ID)
 	case *messages.Publish:
 		e.publish(msg.Event)
 	case *messages.CloseStreams:
@@ -64,40 +69,54 @@ func (e *Events) Receive(ctx actor.Context) {
 	}
 }
 
-func (e *Events) subscribe() *messages.Subscription {
-	if e.closing {
+func (e *Events) subscribe(identity string) *messages.Subscription {
+	tooMany := func(detail string) *messages.Subscription {
+		return &messages.Subscription{Err: &messages.Error{Status: http.StatusTooManyRequests, Code: "too_many_streams", Detail: detail}}
+	}
+	switch {
+	case e.closing:
 		return &messages.Subscription{Err: &messages.Error{Status: http.StatusServiceUnavailable, Code: "shutting_down",
 			Detail: "the daemon is shutting down"}}
-	}
-	if len(e.subs) >= messages.MaxStreams {
-		return &messages.Subscription{Err: &messages.Error{Status: http.StatusTooManyRequests, Code: "too_many_streams",
-			Detail: "at most " + strconv.Itoa(messages.MaxStreams) + " event streams may be open at once"}}
+	case len(e.subs) >= messages.MaxStreams:
+		return tooMany("at most " + strconv.Itoa(messages.MaxStreams) + " event streams may be open at once")
+	case e.per[identity] >= messages.MaxStreamsPerIdentity:
+		return tooMany("at most " + strconv.Itoa(messages.MaxStreamsPerIdentity) + " event streams of one identity " +
+			"(an agent session, a mesh, or the unfiltered view) may be open at once: close one")
 	}
 	e.nextID++
-	ch := make(chan messages.Event, StreamBuffer)
-	e.subs[e.nextID] = ch
+	s := &stream{q: fifo.New[messages.Event](StreamBuffer), identity: identity}
+	e.subs[e.nextID] = s
+	e.per[identity]++
 	e.metrics.SSEStreams.Set(float64(len(e.subs)))
-	return &messages.Subscription{ID: e.nextID, Events: ch}
+	return &messages.Subscription{ID: e.nextID, Events: s.q}
+}
+
+// remove ends stream id, if it is open.
+func (e *Events) remove(id int64) {
+	s, ok := e.subs[id]
+	if !ok {
+		return
+	}
+	delete(e.subs, id)
+	if e.per[s.identity]--; e.per[s.identity] == 0 {
+		delete(e.per, s.identity)
+	}
+	s.q.Close()
+	e.metrics.SSEStreams.Set(float64(len(e.subs)))
 }
 
 func (e *Events) publish(ev messages.Event) {
-	for id, ch := range e.subs {
-		select {
-		case ch <- ev:
-		default:
-			delete(e.subs, id)
-			close(ch)
+	for id, s := range e.subs {
+		if !s.q.Push(ev) {
+			e.remove(id)
 			e.metrics.SSEDropped.Inc()
-			e.metrics.SSEStreams.Set(float64(len(e.subs)))
 			e.log.Warn("event_stream_dropped_slow_consumer", "stream", id, "event_id", ev.ID, "buffer", StreamBuffer)
 		}
 	}
 }
 
 func (e *Events) closeAll() {
-	for id, ch := range e.subs {
-		delete(e.subs, id)
-		close(ch)
+	for id := range e.subs {
+		e.remove(id)
 	}
-	e.metrics.SSEStreams.Set(0)
 }

@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/messages/fifo"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 )
 
@@ -28,7 +31,12 @@ func spawnEvents(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 
 func subscribe(t *testing.T, system *actor.ActorSystem, pid *actor.PID) *messages.Subscription {
 	t.Helper()
-	res, err := system.Root.RequestFuture(pid, &messages.Subscribe{}, 5*time.Second).Result()
+	return subscribeAs(t, system, pid, "")
+}
+
+func subscribeAs(t *testing.T, system *actor.ActorSystem, pid *actor.PID, identity string) *messages.Subscription {
+	t.Helper()
+	res, err := system.Root.RequestFuture(pid, &messages.Subscribe{Identity: identity}, 5*time.Second).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,21 +47,37 @@ func subscribe(t *testing.T, system *actor.ActorSystem, pid *actor.PID) *message
 	return sub
 }
 
-// drainClosed reads ch until it closes and returns what it read; it fails
-// if ch stays open.
-func drainClosed(t *testing.T, ch <-chan messages.Event) []messages.Event {
+// drainClosed waits until q is closed and returns what it still held; it
+// fails if q stays open.
+func drainClosed(t *testing.T, q *fifo.Queue[messages.Event]) []messages.Event {
 	t.Helper()
+	select {
+	case <-q.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("stream still open, holding %d events", q.Len())
+	}
 	var got []messages.Event
+	for ev, ok := q.Pop(); ok; ev, ok = q.Pop() {
+		got = append(got, ev)
+	}
+	return got
+}
+
+// next is q's next event, waiting for it; ok is false if q closes first.
+func next(t *testing.T, q *fifo.Queue[messages.Event]) (messages.Event, bool) {
+	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
+		if ev, ok := q.Pop(); ok {
+			return ev, true
+		}
 		select {
-		case ev, ok := <-ch:
-			if !ok {
-				return got
-			}
-			got = append(got, ev)
+		case <-q.Ready():
+		case <-q.Done():
+			ev, ok := q.Pop()
+			return ev, ok
 		case <-timeout:
-			t.Fatalf("channel still open after %d events", len(got))
+			t.Fatal("no event within 5 s")
 		}
 	}
 }
@@ -69,13 +93,8 @@ func TestEventsFanOutInOrder(t *testing.T) {
 	}
 	for _, sub := range []*messages.Subscription{a, b} {
 		for i := int64(1); i <= 10; i++ {
-			select {
-			case ev := <-sub.Events:
-				if ev.ID != i || ev.Name != "message" {
-					t.Fatalf("stream %d: got %+v, want id %d", sub.ID, ev, i)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("stream %d: event %d not delivered", sub.ID, i)
+			if ev, ok := next(t, sub.Events); !ok || ev.ID != i || ev.Name != "message" {
+				t.Fatalf("stream %d: got %+v (%v), want id %d", sub.ID, ev, ok, i)
 			}
 		}
 	}
@@ -88,8 +107,8 @@ func TestEventsFanOutInOrder(t *testing.T) {
 func TestEventsMaxStreams(t *testing.T) {
 	system, pid := spawnEvents(t)
 	var subs []*messages.Subscription
-	for range messages.MaxStreams {
-		sub := subscribe(t, system, pid)
+	for i := range messages.MaxStreams {
+		sub := subscribeAs(t, system, pid, fmt.Sprint("local/session-", i/messages.MaxStreamsPerIdentity))
 		if sub.Err != nil {
 			t.Fatalf("stream %d refused: %v", len(subs)+1, sub.Err)
 		}
@@ -106,6 +125,33 @@ func TestEventsMaxStreams(t *testing.T) {
 	}
 }
 
+// TestEventsShareOfOneIdentity: one identity opening streams gets its
+// share, and the others still get theirs.
+func TestEventsShareOfOneIdentity(t *testing.T) {
+	system, pid := spawnEvents(t)
+	var first *messages.Subscription
+	for i := range messages.MaxStreamsPerIdentity {
+		sub := subscribeAs(t, system, pid, "local/greedy")
+		if sub.Err != nil {
+			t.Fatalf("stream %d of one identity refused: %v", i+1, sub.Err)
+		}
+		first = cmp.Or(first, sub)
+	}
+	var me *messages.Error
+	if over := subscribeAs(t, system, pid, "local/greedy"); !errors.As(over.Failure(), &me) || me.Code != "too_many_streams" {
+		t.Fatalf("one stream more of the same identity: %+v, want 429 too_many_streams", over)
+	}
+	for _, other := range []string{"local/polite", "mesh:local", ""} {
+		if sub := subscribeAs(t, system, pid, other); sub.Err != nil {
+			t.Fatalf("identity %q refused while another holds its share: %v", other, sub.Err)
+		}
+	}
+	system.Root.Send(pid, &messages.Unsubscribe{ID: first.ID})
+	if again := subscribeAs(t, system, pid, "local/greedy"); again.Err != nil {
+		t.Fatalf("after one of its streams ended: %v", again.Err)
+	}
+}
+
 // TestEventsSlowConsumerClosed: a stream that does not read is closed once
 // its buffer is full, keeping what it buffered; the others go on.
 func TestEventsSlowConsumerClosed(t *testing.T) {
@@ -118,9 +164,9 @@ func TestEventsSlowConsumerClosed(t *testing.T) {
 		// The mailbox is FIFO: once this answers, every Publish was handled.
 		subscribe(t, system, pid)
 	}
-	readN := func(ch <-chan messages.Event, from, to int) {
+	readN := func(q *fifo.Queue[messages.Event], from, to int) {
 		for i := from; i <= to; i++ {
-			if ev, ok := <-ch; !ok || ev.ID != int64(i) {
+			if ev, ok := next(t, q); !ok || ev.ID != int64(i) {
 				t.Fatalf("got %+v (open %v), want id %d", ev, ok, i)
 			}
 		}

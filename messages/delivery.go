@@ -1,6 +1,10 @@
 package messages
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/claudemesh/claudemesh-go/messages/fifo"
+)
 
 // Store commands of the delivery path. Each is sent to the store actor and
 // answered after its batch commits.
@@ -271,19 +275,26 @@ func (c *InboxChanged) Failure() error { return c.Err }
 // Failure returns the store's error, nil on success.
 func (p *InboxPage) Failure() error { return p.Err }
 
-// Subscribe asks the events actor for a live stream. The reply is
-// *Subscription; at most MaxStreams run at once.
-type Subscribe struct{}
+// Subscribe asks the events actor for a live stream for Identity (an agent
+// session's route, "mesh:<slug>" for a stream of one mesh, "" for the
+// operator's unfiltered view). The reply is *Subscription.
+type Subscribe struct{ Identity string }
 
-// MaxStreams bounds the concurrent event streams (spec §3.4).
-const MaxStreams = 32
+// Event streams open at once: at most MaxStreams in all, and
+// MaxStreamsPerIdentity for one identity, so that one agent opening streams
+// never starves the others (every agent session holds one).
+const (
+	MaxStreams            = 1024
+	MaxStreamsPerIdentity = 16
+)
 
-// Subscription is the reply to *Subscribe. Events delivers every event
-// published after the subscription, in id order; it is closed when the
-// stream cannot keep up (the client resumes by id) or the daemon stops.
+// Subscription is the reply to *Subscribe. Events holds every event
+// published after the subscription, in id order, until the stream reads
+// it; it is closed (Done) when the stream cannot keep up (the client
+// resumes by id) or the daemon stops.
 type Subscription struct {
 	ID     int64
-	Events <-chan Event
+	Events *fifo.Queue[Event]
 	Err    error
 }
 

@@ -421,3 +421,32 @@ func tempPathsB(b *testing.B) config.Paths {
 	b.Cleanup(func() { os.RemoveAll(dir) })
 	return config.Paths{DaemonDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c")}
 }
+
+// TestSessionStreamShare: one session holding its share of event streams
+// does not keep another session from opening one.
+func TestSessionStreamShare(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	defer d.Close()
+	c := ipc.NewClient(paths.Socket())
+	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
+	tokB, _ := register(t, c, "sess-b", "beta", os.Getpid())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range messages.MaxStreamsPerIdentity {
+		s, err := c.AsSession(tokA).Events(ctx, "", 0)
+		if err != nil {
+			t.Fatalf("alpha's stream %d: %v", i+1, err)
+		}
+		defer s.Close()
+	}
+	var me *messages.Error
+	if _, err := c.AsSession(tokA).Events(ctx, "", 0); !errors.As(err, &me) || me.Code != "too_many_streams" {
+		t.Fatalf("alpha's stream beyond its share: %v, want 429 too_many_streams", err)
+	}
+	s, err := c.AsSession(tokB).Events(ctx, "", 0)
+	if err != nil {
+		t.Fatalf("beta's first stream while alpha holds its share: %v", err)
+	}
+	s.Close()
+}

@@ -74,7 +74,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	sub, err := ask[*messages.Subscription](s, s.opts.Events, &messages.Subscribe{})
+	identity := sessionRoute(r)
+	if identity == "" && mesh != "" {
+		identity = "mesh:" + mesh
+	}
+	sub, err := ask[*messages.Subscription](s, s.opts.Events, &messages.Subscribe{Identity: identity})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -106,18 +110,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case ev, open := <-sub.Events:
-			if !open {
-				return
+		case <-sub.Events.Done(): // dropped as too slow, or the daemon stops
+			return
+		case <-sub.Events.Ready():
+			for ev, ok := sub.Events.Pop(); ok; ev, ok = sub.Events.Pop() {
+				if ev.ID <= last {
+					continue // already sent by the replay
+				}
+				if sse.event(ev) != nil {
+					return
+				}
+				last = ev.ID
 			}
-			if ev.ID <= last {
-				continue // already sent by the replay
-			}
-			if sse.event(ev) != nil {
-				return
-			}
-			last = ev.ID
-			if len(sub.Events) == 0 && sse.flush() != nil { // one flush per burst
+			if sse.flush() != nil { // one flush per burst
 				return
 			}
 		case <-tick.C:

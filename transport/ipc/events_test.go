@@ -137,11 +137,12 @@ func TestEventsBadLastEventID(t *testing.T) {
 	}
 }
 
-// TestEventsStreamLimit: 32 streams run at once without holding in-flight
-// slots; the 33rd is refused with 429 too_many_streams.
+// TestEventsStreamLimit: an identity's share of streams (here the
+// unfiltered view's) run at once without holding in-flight slots; one more
+// is refused with 429 too_many_streams.
 func TestEventsStreamLimit(t *testing.T) {
 	h := newHarness(t)
-	for range messages.MaxStreams {
+	for range messages.MaxStreamsPerIdentity {
 		h.stream()
 	}
 	if n := len(h.srv.inflight); n != 0 {
@@ -149,7 +150,7 @@ func TestEventsStreamLimit(t *testing.T) {
 	}
 	h.wantError(http.MethodGet, "/v1/events", "", http.StatusTooManyRequests, "too_many_streams")
 	if resp := h.do(http.MethodGet, "/v1/version", "", nil); resp.StatusCode != 200 {
-		t.Errorf("version with 32 streams open: %d", resp.StatusCode)
+		t.Errorf("version with the streams open: %d", resp.StatusCode)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/claudemesh/claudemesh-go/transport/internal/fifo"
+	"github.com/claudemesh/claudemesh-go/messages/fifo"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 

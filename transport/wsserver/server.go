@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/transport/internal/fifo"
+	"github.com/claudemesh/claudemesh-go/messages/fifo"
 	"github.com/gorilla/websocket"
 )
 

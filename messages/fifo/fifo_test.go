@@ -27,6 +27,19 @@ func TestQueueOrderAndBound(t *testing.T) {
 	if !q.Push(9) {
 		t.Fatal("an emptied queue refused a push")
 	}
+	q.Close()
+	q.Close()
+	select {
+	case <-q.Done():
+	default:
+		t.Fatal("Done is open after Close")
+	}
+	if q.Push(10) {
+		t.Fatal("a closed queue took a push")
+	}
+	if v, ok := q.Pop(); !ok || v != 9 || q.Len() != 0 {
+		t.Fatalf("what was queued before Close: %d %v", v, ok)
+	}
 }
 
 // TestQueueConcurrent: items pushed by several producers all come out

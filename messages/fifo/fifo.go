@@ -1,9 +1,9 @@
-// Package fifo is the outgoing queue of a WebSocket: bounded like a
-// buffered channel, but its memory grows with what is queued instead of
-// being set aside for the bound up front. A connection that never has more
-// than a few frames waiting costs a few slots, not the bound's thousands —
-// which matters when a daemon holds a connection per agent session and the
-// embedded broker serves each of them.
+// Package fifo is a queue bounded like a buffered channel whose memory
+// grows with what is queued instead of being set aside for the bound up
+// front: the send queue of a WebSocket, the buffer of an event stream. A
+// connection or stream that never has more than a few items waiting costs
+// a few slots, not the bound's thousands — which matters when a daemon
+// holds a connection and a stream per agent session.
 package fifo
 
 import "sync"
@@ -16,18 +16,20 @@ type Queue[T any] struct {
 	head  int
 	max   int
 	ready chan struct{} // holds a token while items are queued
+	done  chan struct{} // closed by Close
+	shut  bool          // under mu
 }
 
 // New returns an empty queue of at most max items.
 func New[T any](max int) *Queue[T] {
-	return &Queue[T]{max: max, ready: make(chan struct{}, 1)}
+	return &Queue[T]{max: max, ready: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Push appends v; it reports false, queuing nothing, when the queue holds
-// max items already.
+// max items already or was closed.
 func (q *Queue[T]) Push(v T) bool {
 	q.mu.Lock()
-	if len(q.items)-q.head >= q.max {
+	if q.shut || len(q.items)-q.head >= q.max {
 		q.mu.Unlock()
 		return false
 	}
@@ -38,6 +40,27 @@ func (q *Queue[T]) Push(v T) bool {
 	default:
 	}
 	return true
+}
+
+// Close ends the queue: Push refuses from now on and Done is closed. What
+// is queued stays for Pop. Closing twice is harmless.
+func (q *Queue[T]) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.shut {
+		q.shut = true
+		close(q.done)
+	}
+}
+
+// Done is closed once the queue is closed.
+func (q *Queue[T]) Done() <-chan struct{} { return q.done }
+
+// Len is the number of items queued.
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) - q.head
 }
 
 // Ready delivers a token when items may be queued; the consumer then Pops
