@@ -198,23 +198,28 @@ func TestInstallServiceBinaryFlag(t *testing.T) {
 }
 
 // TestInstallServiceRefusedInCI: in CI it exits 2 naming the signal and
-// --force, and changes nothing; --force overrides.
+// --force, and changes nothing; --force overrides; a dry run always prints
+// its plan (exit 0), with the refusal as a note.
 func TestInstallServiceRefusedInCI(t *testing.T) {
 	s := newServiceEnv(t)
 	s.unitPath()
 	for _, ci := range []string{"CI=true", "GITHUB_ACTIONS=true", "GITLAB_CI=true", "KUBERNETES_SERVICE_HOST=10.0.0.1"} {
-		for _, args := range [][]string{
-			{"daemon", "install-service", "--dry-run"},
-			{"daemon", "install-service"},
-		} {
-			r := s.run(s.environ(ci), args...)
-			if r.code != 2 {
-				t.Errorf("%s %v: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", ci, args, r.code, r.stdout, r.stderr)
+		r := s.run(s.environ(ci), "daemon", "install-service")
+		if r.code != 2 {
+			t.Errorf("%s: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", ci, r.code, r.stdout, r.stderr)
+		}
+		for _, w := range []string{"--force", ci, "refusing"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", ci, w, r.stderr)
 			}
-			for _, w := range []string{"--force", ci, "refusing"} {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("%s %v: stderr lacks %q:\n%s", ci, args, w, r.stderr)
-				}
+		}
+		r = s.run(s.environ(ci), "daemon", "install-service", "--dry-run")
+		if r.code != 0 || !strings.Contains(r.stdout, resolvedBin(t)) {
+			t.Errorf("%s --dry-run: exit %d, want 0 and the plan\nstdout:\n%s\nstderr:\n%s", ci, r.code, r.stdout, r.stderr)
+		}
+		for _, w := range []string{"would refuse", "--force", ci} {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%s --dry-run: stdout lacks %q:\n%s", ci, w, r.stdout)
 			}
 		}
 	}

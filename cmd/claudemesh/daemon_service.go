@@ -34,12 +34,15 @@ func (c *daemonInstallServiceCmd) Run() error {
 	if _, err := deploy.UnitPath(deploy.Inputs{GOOS: runtime.GOOS}); err != nil {
 		return out.fail(nil, err, 1)
 	}
-	if err := deploy.CheckInstall(deploy.SystemProbe(), c.Force); err != nil {
+	// A dry run changes nothing, so it always prints its plan: a refusal
+	// is then a note of what the real install would do.
+	refusal := deploy.CheckInstall(deploy.SystemProbe(), c.Force)
+	if refusal != nil && !c.DryRun {
 		var re *deploy.RefusedError
-		if errors.As(err, &re) {
+		if errors.As(refusal, &re) {
 			out.refused = re.Findings
 		}
-		return out.fail(nil, err, 2)
+		return out.fail(nil, refusal, 2)
 	}
 	binary, notes, err := serviceBinary(c.Binary)
 	if err != nil {
@@ -56,6 +59,9 @@ func (c *daemonInstallServiceCmd) Run() error {
 		return out.fail(nil, err, 1)
 	}
 	plan.Notes = append(notes, plan.Notes...)
+	if refusal != nil {
+		plan.Notes = append(plan.Notes, "without --dry-run this install would refuse: "+refusal.Error())
+	}
 	return out.run(plan)
 }
 
