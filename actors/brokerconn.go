@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -287,7 +288,11 @@ func (b *BrokerConn) event(ctx actor.Context, name string, data any) {
 }
 
 func (b *BrokerConn) send(frame any) error {
-	if b.conn == nil {
+	switch {
+	case b.conn == nil && b.revoked:
+		return &messages.Error{Status: http.StatusForbidden, Code: "member_revoked",
+			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
+	case b.conn == nil:
 		return ErrNotConnected
 	}
 	return b.conn.Send(frame)

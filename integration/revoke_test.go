@@ -64,6 +64,10 @@ func TestBrokerMemberRevoke(t *testing.T) {
 	if st := runCLI(t, m.bob.env, "daemon", "status"); st.code != 0 || !strings.Contains(st.stdout, "no (key revoked)") {
 		t.Errorf("bob's daemon status after the revocation: exit %d\n%s", st.code, st.stdout)
 	}
+	// A send that needs the broker says why it cannot have it.
+	if r := runCLI(t, m.bob.env, "send", "alice", "hello?"); r.code == 0 || !strings.Contains(r.stderr, "revoked") {
+		t.Errorf("bob's send by name after the revocation: exit %d, stderr %q; want a failure saying revoked", r.code, r.stderr)
+	}
 	if got := members(); got[m.bob.pubkey] != "" || got[m.alice.pubkey] != "alice" {
 		t.Fatalf("members after the revocation: %v", got)
 	}
