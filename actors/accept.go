@@ -23,8 +23,10 @@ const (
 )
 
 // AcceptRouter owns one child per client_message_id that has a request in
-// progress. Requests for one id go to one child, which asks the store one at
-// a time, so a burst of retries of one id is answered in order. A child that
+// progress — per sender's id, (mesh, client_message_id), as the outbox
+// keys it. Requests for one id go to one child, which asks the store one at
+// a time, so a burst of retries of one id is answered in order; another
+// sender's use of the same id is another id, served by another child. A child that
 // has answered everything it was given reports idle; it then waits, for up
 // to AcceptIdle, to be given the next new id instead of a child being
 // spawned for it. Under load a handful of children serve every id; at rest
@@ -33,10 +35,18 @@ type AcceptRouter struct {
 	store    *actor.PID
 	log      *slog.Logger
 	timings  acceptTimings
-	children map[string]*acceptChildRef // by the id each serves
-	idle     []idleChild                // oldest first
-	sweeping bool                       // a sweep of idle children is due
+	children map[acceptKey]*acceptChildRef // by the id each serves
+	idle     []idleChild                   // oldest first
+	sweeping bool                          // a sweep of idle children is due
 }
+
+// acceptKey is the id a child serves: a client_message_id of one sender
+// (a membership's slug or a session's route).
+type acceptKey struct {
+	mesh, id string
+}
+
+func keyOf(m *messages.AcceptSend) acceptKey { return acceptKey{mesh: m.Mesh, id: m.ClientMessageID} }
 
 type acceptChildRef struct {
 	pid       *actor.PID
@@ -53,7 +63,7 @@ type idleChild struct {
 // requests in all and holds no more.
 type acceptIdle struct {
 	child   *actor.PID
-	id      string
+	id      acceptKey
 	handled int
 }
 
@@ -63,7 +73,7 @@ type acceptIdle struct {
 // not be taken for the answer to a later request.)
 type acceptStuck struct {
 	child *actor.PID
-	id    string
+	id    acceptKey
 }
 
 // sweepIdle is the router's timer: stop the children idle for long.
@@ -82,7 +92,7 @@ var defaultAcceptTimings = acceptTimings{idle: AcceptIdle, store: StoreTimeout}
 func newAcceptRouter(store *actor.PID, log *slog.Logger, timings acceptTimings) actor.Producer {
 	return func() actor.Actor {
 		return &AcceptRouter{store: store, log: log.With("actor", "accept"), timings: timings,
-			children: make(map[string]*acceptChildRef)}
+			children: make(map[acceptKey]*acceptChildRef)}
 	}
 }
 
@@ -91,7 +101,7 @@ func (r *AcceptRouter) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Terminated:
 	case *actor.Restarting:
-		r.children, r.idle = make(map[string]*acceptChildRef), nil
+		r.children, r.idle = make(map[acceptKey]*acceptChildRef), nil
 	case *messages.AcceptSend:
 		r.route(ctx, msg)
 	case *acceptIdle:
@@ -111,7 +121,8 @@ func (r *AcceptRouter) Receive(ctx actor.Context) {
 // route forwards an accept to the child of its id: the one already serving
 // it, else an idle child, else a new one.
 func (r *AcceptRouter) route(ctx actor.Context, msg *messages.AcceptSend) {
-	child, ok := r.children[msg.ClientMessageID]
+	key := keyOf(msg)
+	child, ok := r.children[key]
 	if !ok {
 		if n := len(r.idle); n > 0 {
 			child = r.idle[n-1].ref // the most recently used: its stack and caches are warm
@@ -123,7 +134,7 @@ func (r *AcceptRouter) route(ctx actor.Context, msg *messages.AcceptSend) {
 				return &acceptChild{store: store, timeout: timeout}
 			}))}
 		}
-		r.children[msg.ClientMessageID] = child
+		r.children[key] = child
 	}
 	child.forwarded++
 	ctx.Forward(child.pid)
@@ -166,8 +177,8 @@ func (r *AcceptRouter) sweep(ctx actor.Context) {
 	}
 }
 
-// acceptChild serializes the requests for the client_message_id it serves
-// (a child serves one id at a time, and is given the next once idle).
+// acceptChild serializes the requests for the sender's client_message_id it
+// serves (a child serves one id at a time, and is given the next once idle).
 type acceptChild struct {
 	store   *actor.PID
 	timeout time.Duration // StoreTimeout
@@ -241,7 +252,7 @@ func (c *acceptChild) stuck(ctx actor.Context) {
 	c.retired = true
 	head := c.queue[0]
 	ctx.Send(head.sender, &messages.AcceptResult{Err: fmt.Errorf("%w: %v", messages.ErrStoreUnavailable, actor.ErrTimeout)})
-	ctx.Send(ctx.Parent(), &acceptStuck{child: ctx.Self(), id: head.msg.ClientMessageID})
+	ctx.Send(ctx.Parent(), &acceptStuck{child: ctx.Self(), id: keyOf(head.msg)})
 	for _, p := range c.queue[1:] {
 		ctx.RequestWithCustomSender(ctx.Parent(), p.msg, p.sender)
 	}
@@ -266,5 +277,5 @@ func (c *acceptChild) answered(ctx actor.Context, reply *messages.AcceptResult) 
 		return
 	}
 	c.queue = nil // a slice of the drained array would keep it alive
-	ctx.Send(ctx.Parent(), &acceptIdle{child: ctx.Self(), id: head.msg.ClientMessageID, handled: c.handled})
+	ctx.Send(ctx.Parent(), &acceptIdle{child: ctx.Self(), id: keyOf(head.msg), handled: c.handled})
 }

@@ -35,3 +35,33 @@ func (s *Send) Fingerprint() Fingerprint {
 	in = append(append(append(in, s.Meta...), 0), bodyHex[:]...)
 	return sha256.Sum256(in)
 }
+
+// Fingerprint versions, recorded with each outbox row (its
+// fingerprint_version column, outbox migration 0006).
+const (
+	// FingerprintSpec is spec §4.3's form alone: the rows written before
+	// migration 0006, when a client_message_id was unique daemon-wide.
+	FingerprintSpec = 1
+	// FingerprintScoped is Scoped's form, which covers the sender: every
+	// row written since.
+	FingerprintScoped = 2
+)
+
+// Scoped is the request fingerprint of f sent by sender — the outbox row's
+// mesh: a membership's slug, or a session's route "<mesh>/<session id>":
+//
+//	SHA-256( "2" 0x00 sender 0x00 f )
+//
+// with f's 32 raw bytes. A client_message_id is the sender's own (the
+// outbox is unique per mesh and id), and the fingerprint says so too: a
+// row can never match another sender's request, and a broker whose dedupe
+// is keyed by mesh and id alone answers two senders' requests under one id
+// with a conflict rather than taking the second for a repeat of the first.
+// It is what the outbox stores and what the send frame carries; the
+// broker compares it byte for byte and never recomputes it. Neither a slug
+// nor a route contains 0x00.
+func (f Fingerprint) Scoped(sender string) Fingerprint {
+	var buf [256]byte
+	in := append(append(append(buf[:0], "2\x00"...), sender...), 0)
+	return sha256.Sum256(append(in, f[:]...))
+}

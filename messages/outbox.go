@@ -11,12 +11,18 @@ const (
 
 // AcceptSend asks for the §4.5 lookup-and-insert of one send. The IPC send
 // handler sends it to the accept router, which hands it to the child for its
-// ClientMessageID; the child asks the store. The reply is *AcceptResult.
+// Mesh and ClientMessageID; the child asks the store. The reply is
+// *AcceptResult.
 type AcceptSend struct {
+	// Mesh is the sender: a membership's slug or a session's route. A
+	// client_message_id is looked up, and unique, within it.
 	Mesh            string
 	ClientMessageID string
-	RowID           string // ULID for the row, used only if one is inserted
-	Fingerprint     Fingerprint
+	RowID           string      // ULID for the row, used only if one is inserted
+	Fingerprint     Fingerprint // SpecFingerprint.Scoped(Mesh): stored, and sent in the frame
+	// SpecFingerprint is the §4.3 form alone, which a row written before
+	// the fingerprint covered the sender (FingerprintSpec) is compared with.
+	SpecFingerprint Fingerprint
 	Payload         []byte // the SendFrame JSON
 	Now             int64  // Unix ms
 }
@@ -47,13 +53,16 @@ type AcceptResult struct {
 func (r *AcceptResult) Failure() error { return r.Err }
 
 // ListOutbox asks the store for one page of outbox rows, newest first.
-// Status "" means every status. Before is the keyset cursor (a row id).
-// The reply is *OutboxPage.
+// Status "" means every status, Mesh "" every mesh (a membership's slug or
+// a session's route). Before is the keyset cursor (a row id). The reply is
+// *OutboxPage.
 type ListOutbox struct {
 	Status string
+	Mesh   string
 	Limit  int
 	Before string
-	// ClientMessageID, when set, lists the one row of that id (if any).
+	// ClientMessageID, when set, lists the rows of that id: one per mesh
+	// that used it, or the one of Mesh.
 	ClientMessageID string
 }
 
@@ -100,16 +109,22 @@ type RequeueRequest struct {
 
 // RequeueOutbox asks the store to retire row ID (dead or pending) and insert
 // its successor, in one transaction (spec §4.7). Replacement is nil to keep
-// the old payload and fingerprint. The reply is *RequeueResult.
+// the old payload and fingerprint; the successor goes to the replacement's
+// mesh, else the old row's, and NewClientMessageID must be free there.
+// Scope, when set, is the only mesh whose rows the caller may act on (a
+// session's route); a row of another is not found. The reply is
+// *RequeueResult.
 type RequeueOutbox struct {
 	ID                 string
+	Scope              string
 	NewRowID           string
 	NewClientMessageID string
 	Replacement        *Replacement
 	Now                int64
 }
 
-// Replacement is a patched payload for a requeue.
+// Replacement is a patched payload for a requeue, fingerprinted as a new
+// send of Mesh (FingerprintScoped).
 type Replacement struct {
 	Mesh        string
 	Fingerprint Fingerprint
@@ -135,10 +150,12 @@ type DropRequest struct {
 
 // DropOutbox asks the store to give up on row ID (dead or pending): it
 // becomes aborted by the operator with no successor, and its
-// client_message_id stays taken. The reply is *DropResult.
+// client_message_id stays taken. Scope is as in RequeueOutbox. The reply
+// is *DropResult.
 type DropOutbox struct {
-	ID  string
-	Now int64
+	ID    string
+	Scope string
+	Now   int64
 }
 
 // DropResult is the reply to *DropOutbox and the 200 body of

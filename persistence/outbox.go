@@ -42,8 +42,8 @@ func OpenOutbox(ctx context.Context, path string) (*Outbox, error) {
 	}
 	o := &Outbox{DB: db}
 	if o.lookup, err = db.db.PreparexContext(ctx,
-		`SELECT request_fingerprint, status, broker_message_id, history_id, last_error
-		   FROM outbox WHERE client_message_id = ?`); err != nil {
+		`SELECT request_fingerprint, fingerprint_version, status, broker_message_id, history_id, last_error
+		   FROM outbox WHERE client_message_id = ? AND mesh = ?`); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -73,6 +73,7 @@ func (o *Outbox) Close() error {
 
 type acceptRow struct {
 	Fingerprint     []byte         `db:"request_fingerprint"`
+	Version         int            `db:"fingerprint_version"`
 	Status          string         `db:"status"`
 	BrokerMessageID sql.NullString `db:"broker_message_id"`
 	HistoryID       sql.NullString `db:"history_id"`
@@ -81,26 +82,30 @@ type acceptRow struct {
 
 // insertSQL is the new row of an accept: pending with no attempt, or
 // claimed at once (inflight, its first attempt counted). An id that has a
-// row already inserts nothing: the insert is the §4.5 lookup's first half.
-const insertSQL = `INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, payload,
+// row of the same mesh (sender) already inserts nothing: the insert is the
+// §4.5 lookup's first half. Another sender's row of the same id is no
+// conflict: a client_message_id is unique per (client_message_id, mesh)
+// (outbox migration 0006).
+const insertSQL = `INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, fingerprint_version, payload,
                      enqueued_at, attempts, next_attempt_at, status)
- VALUES (?, ?, ?, ?, ?, ?, %d, ?, '%s')
- ON CONFLICT(client_message_id) DO NOTHING`
+ VALUES (?, ?, ?, ?, ?, ?, ?, %d, ?, '%s')
+ ON CONFLICT(client_message_id, mesh) DO NOTHING`
 
 // Accept runs the §4.5 lookup-and-insert inside the caller's batch
 // transaction, as one statement for a new id (the common case): the
-// insert, which does nothing when the id has a row; only then is the row
-// read and the table applied. Being one statement, it needs no savepoint:
-// a failing insert undoes itself. With claim, a new row is inserted already
-// claimed for sending (inflight, attempts 1): the dispatcher has room and
-// nothing older is waiting, so a separate claim would pick exactly this row.
+// insert, which does nothing when the sender's id has a row; only then is
+// the row read and the table applied. Being one statement, it needs no
+// savepoint: a failing insert undoes itself. With claim, a new row is
+// inserted already claimed for sending (inflight, attempts 1): the
+// dispatcher has room and nothing older is waiting, so a separate claim
+// would pick exactly this row.
 func (o *Outbox) Accept(tx *Tx, cmd *messages.AcceptSend, claim bool) (*messages.AcceptResult, error) {
 	insert := o.insert
 	if claim {
 		insert = o.claimed
 	}
 	n, err := affected(tx.Prepared(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
-		cmd.Payload, cmd.Now, cmd.Now))
+		messages.FingerprintScoped, cmd.Payload, cmd.Now, cmd.Now))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("insert outbox row: %w", err)
@@ -108,14 +113,25 @@ func (o *Outbox) Accept(tx *Tx, cmd *messages.AcceptSend, claim bool) (*messages
 		return &messages.AcceptResult{Outcome: messages.AcceptQueued, Inserted: true}, nil
 	}
 	var row acceptRow
-	if err := tx.Prepared(o.lookup).Get(&row, cmd.ClientMessageID); err != nil {
+	if err := tx.Prepared(o.lookup).Get(&row, cmd.ClientMessageID, cmd.Mesh); err != nil {
 		return nil, fmt.Errorf("look up client_message_id: %w", err)
 	}
-	return decide(&row, cmd.Fingerprint), nil
+	return decide(&row, cmd), nil
 }
 
-// decide is the §4.5 table for an id that already has a row.
-func decide(row *acceptRow, fp messages.Fingerprint) *messages.AcceptResult {
+// decide is the §4.5 table for an id that already has a row of the
+// request's sender. The request is compared in the form the row was
+// stored in: a row written since migration 0006 holds the fingerprint
+// scoped to its sender; one written before holds §4.3's form alone, and
+// a retry of it after the upgrade — the same sender, since the row was
+// found under the request's mesh — is compared in that form, so that it
+// is still recognised as the same request (a pending or inflight row is
+// answered 202, a done one 200 duplicate, as before the upgrade).
+func decide(row *acceptRow, cmd *messages.AcceptSend) *messages.AcceptResult {
+	fp := &cmd.Fingerprint
+	if row.Version == messages.FingerprintSpec {
+		fp = &cmd.SpecFingerprint
+	}
 	match := subtle.ConstantTimeCompare(row.Fingerprint, fp[:]) == 1
 	r := &messages.AcceptResult{Outcome: messages.AcceptConflict}
 	switch {
@@ -199,11 +215,13 @@ func (o *Outbox) List(tx *Tx, q *messages.ListOutbox) (*messages.OutboxPage, err
 	var rows []listRow
 	var err error
 	if q.ClientMessageID != "" {
-		err = tx.Select(&rows, columns+` WHERE client_message_id = ?`, q.ClientMessageID)
+		// One row per sender that used the id, at most (the unique index).
+		err = tx.Select(&rows, columns+` WHERE client_message_id = ?1 AND (?2 = '' OR mesh = ?2)
+	 ORDER BY id DESC`, q.ClientMessageID, q.Mesh)
 	} else {
 		err = tx.Select(&rows, columns+`
-	 WHERE (?1 = '' OR status = ?1) AND (?2 = '' OR id < ?2)
-	 ORDER BY id DESC LIMIT ?3`, q.Status, q.Before, q.Limit+1)
+	 WHERE (?1 = '' OR status = ?1) AND (?2 = '' OR id < ?2) AND (?4 = '' OR mesh = ?4)
+	 ORDER BY id DESC LIMIT ?3`, q.Status, q.Before, q.Limit+1, q.Mesh)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
@@ -249,51 +267,57 @@ type requeueRow struct {
 	ClientMessageID string `db:"client_message_id"`
 	Mesh            string `db:"mesh"`
 	Fingerprint     []byte `db:"request_fingerprint"`
+	Version         int    `db:"fingerprint_version"`
 	Payload         []byte `db:"payload"`
 }
 
 // Requeue retires a dead or pending row and inserts its successor under a
-// new client_message_id (spec §4.7). Run inside one savepoint: any failure
-// leaves both rows as they were.
+// new client_message_id (spec §4.7), in the replacement's mesh or else the
+// old row's: the new id must be free for that sender. Without a
+// replacement the successor keeps the old fingerprint and its form. Run
+// inside one savepoint: any failure leaves both rows as they were.
 func (o *Outbox) Requeue(tx *Tx, cmd *messages.RequeueOutbox) (*messages.RequeueResult, error) {
-	old, err := retirable(tx, cmd.ID, "requeued", messages.CodeRequeueNotEligible)
+	old, err := retirable(tx, cmd.ID, cmd.Scope, "requeued", messages.CodeRequeueNotEligible)
 	if err != nil {
 		return nil, err
 	}
+	mesh, fp, version, payload := old.Mesh, old.Fingerprint, old.Version, []byte(nil)
+	if r := cmd.Replacement; r != nil {
+		mesh, fp, version, payload = r.Mesh, r.Fingerprint[:], messages.FingerprintScoped, r.Payload
+	} else if payload, err = messages.ReassignFrame(old.Payload, cmd.NewClientMessageID); err != nil {
+		return nil, err
+	}
 	var taken int
-	if err := tx.Get(&taken, "SELECT COUNT(*) FROM outbox WHERE client_message_id = ?", cmd.NewClientMessageID); err != nil {
+	if err := tx.Get(&taken, "SELECT COUNT(*) FROM outbox WHERE client_message_id = ? AND mesh = ?",
+		cmd.NewClientMessageID, mesh); err != nil {
 		return nil, fmt.Errorf("check new client_message_id: %w", err)
 	}
 	if taken > 0 {
 		return nil, &messages.Error{Status: 409, Code: messages.CodeClientIDInUse,
-			Detail: "client_message_id " + cmd.NewClientMessageID + " already has an outbox row; ids are never reused"}
-	}
-	mesh, fp, payload := old.Mesh, old.Fingerprint, []byte(nil)
-	if r := cmd.Replacement; r != nil {
-		mesh, fp, payload = r.Mesh, r.Fingerprint[:], r.Payload
-	} else if payload, err = messages.ReassignFrame(old.Payload, cmd.NewClientMessageID); err != nil {
-		return nil, err
+			Detail: "client_message_id " + cmd.NewClientMessageID + " already has an outbox row of mesh " + mesh + "; ids are never reused"}
 	}
 	if _, err := tx.Exec(`UPDATE outbox SET status = 'aborted', aborted_at = ?, aborted_by = 'operator', superseded_by = ?
 	                       WHERE id = ?`, cmd.Now, cmd.NewRowID, cmd.ID); err != nil {
 		return nil, fmt.Errorf("abort outbox row: %w", err)
 	}
-	n, err := affected(tx.Prepared(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, payload, cmd.Now, cmd.Now))
+	n, err := affected(tx.Prepared(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, version, payload, cmd.Now, cmd.Now))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("insert successor row: %w", err)
 	case n != 1:
-		return nil, fmt.Errorf("insert successor row: client_message_id %s has a row already", cmd.NewClientMessageID)
+		return nil, fmt.Errorf("insert successor row: client_message_id %s has a row of mesh %s already", cmd.NewClientMessageID, mesh)
 	}
 	return &messages.RequeueResult{AbortedRowID: cmd.ID, NewRowID: cmd.NewRowID, NewClientMessageID: cmd.NewClientMessageID}, nil
 }
 
 // retirable reads row id for an operator's requeue or drop (verb, and the
 // 409's code): only a dead or pending row can be retired; 404 and 409
-// otherwise.
-func retirable(tx *Tx, id, verb, code string) (*requeueRow, error) {
+// otherwise. With a scope (a session's route), a row of another mesh is
+// not found.
+func retirable(tx *Tx, id, scope, verb, code string) (*requeueRow, error) {
 	var old requeueRow
-	err := tx.Get(&old, "SELECT status, client_message_id, mesh, request_fingerprint, payload FROM outbox WHERE id = ?", id)
+	err := tx.Get(&old, `SELECT status, client_message_id, mesh, request_fingerprint, fingerprint_version, payload
+	                       FROM outbox WHERE id = ?1 AND (?2 = '' OR mesh = ?2)`, id, scope)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &messages.Error{Status: 404, Code: messages.CodeRowNotFound, Detail: "no outbox row with id " + id}
 	}
@@ -314,7 +338,7 @@ func retirable(tx *Tx, id, verb, code string) (*requeueRow, error) {
 // successor): it becomes aborted by the operator, is never sent, and its
 // client_message_id stays taken — a retry of it is refused (409).
 func (o *Outbox) Drop(tx *Tx, cmd *messages.DropOutbox) (*messages.DropResult, error) {
-	old, err := retirable(tx, cmd.ID, "dropped", messages.CodeDropNotEligible)
+	old, err := retirable(tx, cmd.ID, cmd.Scope, "dropped", messages.CodeDropNotEligible)
 	if err != nil {
 		return nil, err
 	}

@@ -245,7 +245,7 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 		} else if res.Accepted != nil {
 			cid = res.Accepted.ClientMessageID
 		}
-		return c.waitDone(client, cid, c.target(to))
+		return c.waitDone(client, mesh, cid, c.target(to))
 	}
 	if c.JSON {
 		_, err := os.Stdout.Write(withNewline(res.Body))
@@ -260,14 +260,14 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 	return nil
 }
 
-// waitDone follows the outbox row of cid for --wait: done (the broker has
-// it), dead or aborted (it will not be sent: exit 1), or still queued when
-// the wait runs out (exit 3).
-func (c *sendCmd) waitDone(client *ipc.Client, cid, target string) error {
+// waitDone follows the outbox row of cid sent on mesh for --wait: done
+// (the broker has it), dead or aborted (it will not be sent: exit 1), or
+// still queued when the wait runs out (exit 3).
+func (c *sendCmd) waitDone(client *ipc.Client, mesh, cid, target string) error {
 	deadline := time.Now().Add(c.Wait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
-		row, err := client.OutboxRow(ctx, cid)
+		row, err := client.OutboxRow(ctx, mesh, cid)
 		cancel()
 		if err != nil {
 			return err

@@ -103,8 +103,10 @@ func (s *Session) Peers(ctx context.Context) ([]messages.Peer, error) {
 
 // Send sends the validated request and returns its client_message_id (the
 // request's, or a fresh ULID) and the broker's ack, which may be a refusal
-// (see messages.AckFrame). A DM is sealed with the member key, as the daemon
-// seals it; ctx bounds the wait for the ack.
+// (see messages.AckFrame). A DM is sealed with the member key, and the
+// fingerprint scoped to the membership's slug, as the daemon does for a
+// send on that mesh: a retry of the id through the daemon is the same
+// request to the broker. ctx bounds the wait for the ack.
 func (s *Session) Send(ctx context.Context, send *messages.Send) (cid string, ack *messages.AckFrame, err error) {
 	cid = send.ClientMessageID
 	if cid == "" {
@@ -119,7 +121,7 @@ func (s *Session) Send(ctx context.Context, send *messages.Send) (cid string, ac
 	if err != nil {
 		return cid, nil, fmt.Errorf("cannot encrypt to %s: %w", send.Destination.TargetSpec, err)
 	}
-	if err := s.conn.Send(messages.NewSendFrame(send, cid, send.Fingerprint(), nonce, ciphertext)); err != nil {
+	if err := s.conn.Send(messages.NewSendFrame(send, cid, send.Fingerprint().Scoped(s.mesh), nonce, ciphertext)); err != nil {
 		return cid, nil, fmt.Errorf("mesh %s: send: %w", s.mesh, err)
 	}
 	err = s.await(ctx, "the ack of "+cid, func(f any) (bool, error) {

@@ -76,11 +76,13 @@ func (c *Client) ListOutbox(ctx context.Context, status string, limit int, befor
 	return &page, c.do(ctx, http.MethodGet, "/v1/outbox?"+q.Encode(), nil, &page)
 }
 
-// OutboxRow asks GET /v1/outbox for the row of a client_message_id; nil
-// when there is none.
-func (c *Client) OutboxRow(ctx context.Context, clientMessageID string) (*messages.OutboxItem, error) {
+// OutboxRow asks GET /v1/outbox for the row of a client_message_id sent on
+// mesh (ids are per sender; a session's client names its mesh, which the
+// daemon takes for the session's route); nil when there is none.
+func (c *Client) OutboxRow(ctx context.Context, mesh, clientMessageID string) (*messages.OutboxItem, error) {
 	var page messages.OutboxPage
-	if err := c.do(ctx, http.MethodGet, "/v1/outbox?"+url.Values{"client_message_id": {clientMessageID}}.Encode(), nil, &page); err != nil {
+	q := url.Values{"client_message_id": {clientMessageID}, "mesh": {mesh}}
+	if err := c.do(ctx, http.MethodGet, "/v1/outbox?"+q.Encode(), nil, &page); err != nil {
 		return nil, err
 	}
 	if len(page.Items) == 0 {

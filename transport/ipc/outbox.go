@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -16,12 +18,22 @@ const (
 	MaxOutboxLimit     = 500
 )
 
-// outboxList answers GET /v1/outbox?status=&limit=&before=, newest first,
-// with a Link rel="next" header when more rows exist. status "failed" is an
-// alias of "dead".
+// outboxList answers GET /v1/outbox?status=&mesh=&limit=&before=, newest
+// first, with a Link rel="next" header when more rows exist. status
+// "failed" is an alias of "dead". mesh (a membership's slug or a session's
+// route) keeps that sender's rows; a session caller sees its own route's
+// rows only. ?client_message_id= lists the rows of that id: a
+// client_message_id is its sender's own, so without mesh there may be one
+// per sender that used it, and all of them are listed, each naming its
+// mesh (an operator looking an id up sees every row it names; a caller
+// that knows its mesh names it).
 func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
 	q, err := parseOutboxQuery(r.URL.Query())
 	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if q.Mesh, err = s.listScope(r, q.Mesh); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -35,16 +47,44 @@ func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
 		if q.Status != "" {
 			next.Set("status", q.Status)
 		}
+		if q.Mesh != "" {
+			next.Set("mesh", q.Mesh)
+		}
 		w.Header().Set("Link", `</v1/outbox?`+next.Encode()+`>; rel="next"`)
 	}
 	writeJSON(w, http.StatusOK, page)
 }
 
+// listScope is the mesh whose rows a read of the outbox lists: a session
+// caller's own route (naming its mesh, its route or nothing), else the
+// mesh named, "" for every mesh. A named mesh need not be attached: the
+// rows of an agent removed from config.json stay in the outbox.
+func (s *Server) listScope(r *http.Request, named string) (string, error) {
+	if sessionOf(r) == nil {
+		return named, nil
+	}
+	m, err := s.scope(r, named)
+	if err != nil {
+		return "", err
+	}
+	return m.Info.Mesh, nil
+}
+
+// validMeshName reports whether s has the form of a membership's slug or
+// of a session's route, "<slug>/<session id>".
+func validMeshName(s string) bool {
+	slug, session, route := strings.Cut(s, "/")
+	return config.ValidSlug(slug) && (!route || messages.ValidClientMessageID(session))
+}
+
 func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
-	q := &messages.ListOutbox{Status: v.Get("status"), Limit: DefaultOutboxLimit, Before: v.Get("before"),
+	q := &messages.ListOutbox{Status: v.Get("status"), Mesh: v.Get("mesh"), Limit: DefaultOutboxLimit, Before: v.Get("before"),
 		ClientMessageID: v.Get("client_message_id")}
 	if q.ClientMessageID != "" && !messages.ValidClientMessageID(q.ClientMessageID) {
 		return nil, invalidQuery("client_message_id is not a valid id")
+	}
+	if q.Mesh != "" && !validMeshName(q.Mesh) {
+		return nil, invalidQuery("mesh must be a mesh's slug or a session's route (<mesh>/<session id>)")
 	}
 	switch q.Status {
 	case "", messages.StatusPending, messages.StatusInflight, messages.StatusDone, messages.StatusDead, messages.StatusAborted:
@@ -107,7 +147,7 @@ func (s *Server) outboxDrop(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: "missing_id", Detail: "id (the outbox row id) is required"})
 		return
 	}
-	result, err := ask[*messages.DropResult](s, s.opts.Store, &messages.DropOutbox{ID: req.ID, Now: now()})
+	result, err := ask[*messages.DropResult](s, s.opts.Store, &messages.DropOutbox{ID: req.ID, Scope: sessionRoute(r), Now: now()})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -149,7 +189,8 @@ func (s *Server) decodeRequeue(w http.ResponseWriter, r *http.Request) (*message
 		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidClientID,
 			Detail: "new_client_message_id must be 1-128 printable ASCII characters without spaces"}
 	}
-	cmd := &messages.RequeueOutbox{ID: req.ID, NewRowID: ulid.Make().String(), NewClientMessageID: newID, Now: now()}
+	cmd := &messages.RequeueOutbox{ID: req.ID, Scope: sessionRoute(r), NewRowID: ulid.Make().String(),
+		NewClientMessageID: newID, Now: now()}
 	if patch != nil {
 		mesh, err := s.scope(r, patch.Mesh)
 		if err != nil {

@@ -87,9 +87,10 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 }
 
 // prepare turns a validated send into the accept command for mesh (a
-// membership, or a session's route): it computes the fingerprint and builds
-// the frame every attempt will send, with a DM body sealed to the recipient
-// by the mesh's identity (the session's key on a route).
+// membership, or a session's route): it computes the fingerprint, scoped to
+// that sender (messages.Fingerprint.Scoped), and builds the frame every
+// attempt will send, with a DM body sealed to the recipient by the mesh's
+// identity (the session's key on a route).
 func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages.AcceptSend, error) {
 	var nonce, ciphertext string
 	var err error
@@ -102,13 +103,14 @@ func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages
 		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo,
 			Detail: fmt.Sprintf("cannot encrypt to %s: %v", send.Destination.TargetSpec, err)}
 	}
-	fp := send.Fingerprint()
+	spec := send.Fingerprint()
+	fp := spec.Scoped(mesh.Info.Mesh)
 	payload, err := messages.NewSendFrame(send, clientMessageID, fp, nonce, ciphertext).Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("encode send frame: %w", err)
 	}
 	return &messages.AcceptSend{Mesh: mesh.Info.Mesh, ClientMessageID: clientMessageID, RowID: ulid.Make().String(),
-		Fingerprint: fp, Payload: payload, Now: now()}, nil
+		Fingerprint: fp, SpecFingerprint: spec, Payload: payload, Now: now()}, nil
 }
 
 // mesh picks the membership a request goes to: the one it names, or the
