@@ -271,14 +271,19 @@ func TestInboxMigrationUpgrade(t *testing.T) {
 	if rows, _, err := list(t, in, InboxQuery{}); err != nil || rowIDs(rows) != "01A" {
 		t.Fatalf("rows after upgrade: %v %v", rows, err)
 	}
-	// 0003: the dedupe key is per mesh now.
+	// 0003: the dedupe key is per mesh now; 0007: per sender too.
 	same := inboxRow("01B", "c1", 8)
+	same.SenderPubkey = "pk"
 	if insert(t, in, same) {
-		t.Fatal("c1 again in mesh m was stored")
+		t.Fatal("c1 again from pk in mesh m was stored")
 	}
 	same.Mesh = "other"
 	if !insert(t, in, same) {
 		t.Fatal("c1 in another mesh was deduplicated after the upgrade")
+	}
+	other := inboxRow("01C", "c1", 9)
+	if !insert(t, in, other) {
+		t.Fatal("c1 from another sender in mesh m was deduplicated after the upgrade")
 	}
 	if ids := appendEvents(t, in, 2, 1); fmt.Sprint(ids) != "[1 2]" {
 		t.Fatalf("events after upgrade: %v", ids)
@@ -289,10 +294,10 @@ func TestInboxMigrationUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "[inbox_received_at:CREATE INDEX inbox_received_at ON inbox(received_at) " +
-		"inbox_sender:CREATE INDEX inbox_sender      ON inbox(sender_pubkey) " +
+		"inbox_sender:CREATE INDEX inbox_sender ON inbox(sender_pubkey) " +
 		"inbox_topic:CREATE INDEX inbox_topic ON inbox(topic) WHERE topic IS NOT NULL " +
 		"inbox_unseen:CREATE INDEX inbox_unseen ON inbox(mesh, received_at) WHERE seen_at IS NULL]"
-	// 0005: no events_created_at, inbox_topic partial; 0006: inbox_unseen
+	// 0005: no events_created_at, inbox_topic partial; 0006: inbox_unseen; 0007 rebuilt them
 	if fmt.Sprint(idx) != want {
 		t.Fatalf("indexes after upgrade:\n%v\nwant\n%s", idx, want)
 	}

@@ -49,7 +49,7 @@ func NewInbox(db *DB) (*Inbox, error) {
 		{&in.insert, `INSERT INTO inbox (id, client_message_id, broker_message_id, mesh, topic, sender_pubkey,
 		                                  sender_name, body, meta, received_at, reply_to_id, recipient_pubkey, recipient_kind)
 		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		              ON CONFLICT(mesh, client_message_id) DO NOTHING`},
+		              ON CONFLICT(mesh, sender_pubkey, client_message_id) DO NOTHING`},
 		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?)`},
 		{&in.eventsAfter, `SELECT id, name, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`},
 		{&in.lastEvent, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`},
@@ -154,9 +154,10 @@ func InboxDedupeKey(clientMessageID, brokerMessageID string) string {
 	return ""
 }
 
-// Insert stores row unless a row with its mesh and client_message_id exists
-// (spec §4.12, §5 step 3; per mesh, migration 0003). inserted is true for a new row — only those fire SSE
-// "message" and hooks; false means a dedupe no-op that changed nothing.
+// Insert stores row unless a row with its mesh, sender and client_message_id
+// exists (spec §4.12, §5 step 3; per mesh, migration 0003; per sender,
+// 0007). inserted is true for a new row — only those fire SSE "message"
+// and hooks; false means a dedupe no-op that changed nothing.
 func (in *Inbox) Insert(tx *Tx, row *InboxRow) (inserted bool, err error) {
 	if row.ID == "" || row.ClientMessageID == "" {
 		return false, fmt.Errorf("insert inbox row: id and client_message_id are required (id %q, client_message_id %q)",
