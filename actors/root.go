@@ -2,7 +2,7 @@
 //
 //	daemon (root supervisor, one for one)
 //	├── store      the only owner of the SQLite handles; group commit
-//	├── accept     one child per client_message_id in progress
+//	├── accept     one child per (mesh, client_message_id) in progress
 //	├── events     SSE fan-out: live streams of committed events
 //	└── mesh-<slug>  one subtree per joined mesh (all for one)
 //	    ├── broker      the WebSocket: hello, negotiation, reconnect, breaker
