@@ -195,7 +195,8 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		}
 		b.breaker.Failure()
 		wait := b.backoff.Next()
-		b.log.Warn("broker_connect_failed", "err", m.err, "retry_in", wait, "breaker", b.breaker.State())
+		b.log.Warn("broker_connect_failed", "err", m.err, "retry_in", wait.Round(time.Millisecond).String(), // 533ms, not ns
+			"breaker", b.breaker.State())
 		workers.SendLater(ctx, wait, &redial{})
 		return
 	}
@@ -261,7 +262,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		return
 	}
 	wait := b.backoff.Next()
-	b.log.Warn("broker_disconnected", "err", m.err, "retry_in", wait)
+	b.log.Warn("broker_disconnected", "err", m.err, "retry_in", wait.Round(time.Millisecond).String())
 	workers.SendLater(ctx, wait, &redial{})
 }
 

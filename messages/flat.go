@@ -1,6 +1,8 @@
 package messages
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -9,17 +11,32 @@ import (
 // always flat JSON objects: known keys, plain strings, integers and
 // booleans. decodeFlat reads exactly that shape in one pass, without
 // reflection; anything else (a nested value, null, an escape in a string,
-// an unknown or differently cased key, a number with a fraction or an
-// exponent) makes it give up, and the caller decodes with encoding/json,
+// an unknown or differently cased key, a key given twice, a number with a
+// fraction or an exponent) makes it give up, and the caller decodes with encoding/json,
 // which decides every answer, errors included. Where decodeFlat succeeds,
 // its result is encoding/json's (FuzzDecodeFlat checks it differentially).
 
 // flatField sets one member of a T from a flat JSON value; a nil setter
-// means the member does not take that kind of value.
+// means the member does not take that kind of value. bit is the member's
+// own bit among its decoder's (flatFields), to see a key given twice.
 type flatField[T any] struct {
 	str  func(*T, string)
 	num  func(*T, int64)
 	flag func(*T, bool)
+	bit  uint64
+}
+
+// flatFields gives each member of fields its bit.
+func flatFields[T any](fields map[string]flatField[T]) map[string]flatField[T] {
+	if len(fields) > 64 {
+		panic("flatFields: more members than bits")
+	}
+	for i, key := range slices.Sorted(maps.Keys(fields)) {
+		f := fields[key]
+		f.bit = 1 << i
+		fields[key] = f
+	}
+	return fields
 }
 
 // decodeFlat decodes data into v through fields (by exact key) and reports
@@ -34,6 +51,7 @@ func decodeFlat[T any](data []byte, v *T, fields map[string]flatField[T]) bool {
 	if r.skip('}') {
 		return r.end()
 	}
+	var seen uint64
 	for {
 		key, ok := r.plainString()
 		if !ok {
@@ -41,9 +59,10 @@ func decodeFlat[T any](data []byte, v *T, fields map[string]flatField[T]) bool {
 		}
 		f, known := fields[string(key)]
 		r.space()
-		if !known || !r.skip(':') {
-			return false
+		if !known || seen&f.bit != 0 || !r.skip(':') {
+			return false // unknown, or given twice: encoding/json decides
 		}
+		seen |= f.bit
 		r.space()
 		if !flatValue(&r, v, f) {
 			return false
@@ -180,7 +199,7 @@ func (f *AckFrame) decodeFlat(data []byte) bool  { return decodeFlat(data, f, ac
 // A json.RawMessage member (meta, eventData) is not among them: a body
 // that has one is decoded by encoding/json.
 var (
-	sendRequestFields = map[string]flatField[SendRequest]{
+	sendRequestFields = flatFields(map[string]flatField[SendRequest]{
 		"to":                {str: func(r *SendRequest, s string) { r.To = s }},
 		"message":           {str: func(r *SendRequest, s string) { r.Message = &s }},
 		"priority":          {str: func(r *SendRequest, s string) { r.Priority = s }},
@@ -188,8 +207,8 @@ var (
 		"replyToId":         {str: func(r *SendRequest, s string) { r.ReplyToIDCompat = s }},
 		"client_message_id": {str: func(r *SendRequest, s string) { r.ClientMessageID = s }},
 		"mesh":              {str: func(r *SendRequest, s string) { r.Mesh = s }},
-	}
-	pushFields = map[string]flatField[PushFrame]{
+	})
+	pushFields = flatFields(map[string]flatField[PushFrame]{
 		"type":                {str: func(f *PushFrame, s string) { f.Type = s }},
 		"messageId":           {str: func(f *PushFrame, s string) { f.MessageID = s }},
 		"meshId":              {str: func(f *PushFrame, s string) { f.MeshID = s }},
@@ -208,8 +227,8 @@ var (
 		"history_id":          {str: func(f *PushFrame, s string) { f.HistoryID = s }},
 		"subtype":             {str: func(f *PushFrame, s string) { f.Subtype = s }},
 		"event":               {str: func(f *PushFrame, s string) { f.Event = s }},
-	}
-	ackFields = map[string]flatField[AckFrame]{
+	})
+	ackFields = flatFields(map[string]flatField[AckFrame]{
 		"type":                      {str: func(f *AckFrame, s string) { f.Type = s }},
 		"id":                        {str: func(f *AckFrame, s string) { f.ID = s }},
 		"messageId":                 {str: func(f *AckFrame, s string) { f.MessageID = s }},
@@ -226,5 +245,5 @@ var (
 		"broker_fingerprint_prefix": {str: func(f *AckFrame, s string) { f.BrokerFingerprintPrefix = s }},
 		"retry_after_ms":            {num: func(f *AckFrame, n int64) { f.RetryAfterMs = &n }},
 		"_reqId":                    {str: func(f *AckFrame, s string) { f.ReqID = &s }},
-	}
+	})
 )

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -17,6 +18,7 @@ func FuzzDecodeSend(f *testing.F) {
 	f.Add([]byte(`{"to":"#alerts","message":"build done","priority":"now"}`), "", false)
 	f.Add([]byte(`{"to":"`+pk+`","message":"hello","meta":{"b":1,"a":"x"}}`), "k", true)
 	f.Add([]byte(`{"to":"*","message":"x","meta":{"n":1e300,"u":"\u2028"},"replyToId":"r"}`), "", false)
+	f.Add([]byte(`{"to":"*","message":"\ud83d\ude00 \\ud800 \ufffd"}`), "", false)
 	f.Fuzz(func(t *testing.T, body []byte, key string, hasKey bool) {
 		s, err := DecodeSend(body, key, hasKey)
 		if err != nil {
@@ -25,6 +27,13 @@ func FuzzDecodeSend(f *testing.F) {
 				t.Fatalf("rejection is not a 4xx *Error: %v", err)
 			}
 			return
+		}
+		if bytes.ContainsRune(s.Body, utf8.RuneError) && !bytes.ContainsRune(body, utf8.RuneError) &&
+			!bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
+			t.Fatalf("accepted a body whose message has a U+FFFD the caller did not send: %q", body)
+		}
+		if k, ok := repeatedKey(body); ok {
+			t.Fatalf("accepted a body that gives %q twice: %q", k, body)
 		}
 		again, err := DecodeSend(body, key, hasKey)
 		if err != nil || again.Fingerprint() != s.Fingerprint() {
@@ -37,6 +46,34 @@ func FuzzDecodeSend(f *testing.F) {
 			}
 		}
 	})
+}
+
+// repeatedKey reports a top-level key of the JSON object body that
+// bytes.EqualFold matches to an earlier one (encoding/json's key matching).
+func repeatedKey(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		return "", false
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := t.(string)
+		for _, earlier := range keys {
+			if bytes.EqualFold([]byte(earlier), []byte(k)) {
+				return k, true
+			}
+		}
+		keys = append(keys, k)
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // FuzzCanonicalJSON: JCS output is valid JSON, a fixed point, and means the

@@ -47,3 +47,57 @@ func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// loneSurrogate finds the first \u escape in JSON text b that is half of a
+// UTF-16 surrogate pair without its other half (encoding/json decodes one
+// to U+FFFD without a word) and returns the escape and whether there is
+// one. b must be JSON: a backslash occurs only inside a string.
+func loneSurrogate(b []byte) (string, bool) {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+1 >= len(b) || b[i+1] != 'u' {
+			i++ // a two-byte escape: skip the escaped byte (an escaped backslash among them)
+			continue
+		}
+		r, ok := hex4(b[i+2:])
+		switch {
+		case !ok || r < 0xd800 || r > 0xdfff:
+		case r >= 0xdc00:
+			return string(b[i : i+6]), true // a low half first
+		default: // a high half: a low half must follow at once
+			if len(b) < i+12 || b[i+6] != '\\' || b[i+7] != 'u' {
+				return string(b[i : i+6]), true
+			}
+			if lo, ok := hex4(b[i+8:]); !ok || lo < 0xdc00 || lo > 0xdfff {
+				return string(b[i : i+6]), true
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return "", false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}

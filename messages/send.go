@@ -7,14 +7,17 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
 
 // Limits of a send request (phase A). The body limit of the IPC server
-// (1 MiB) applies first; these bound the fields inside it. MaxMessageBytes
-// keeps the encrypted frame under the upstream broker's 64 KiB frame limit.
+// (1 MiB) applies first; these bound the fields inside it. Together they
+// keep the send frame under MaxFrameBytes: a message of 32 KiB is 43,712
+// bytes of base64 once sealed, meta is bounded as the frame carries it
+// (TestSendFrameWithinBrokerLimit).
 const (
 	MaxMessageBytes  = 32 << 10
 	MaxMetaBytes     = 16 << 10
@@ -23,6 +26,19 @@ const (
 	pubkeyHexLength  = 64
 	DefaultPriority  = "next"
 	envelopeVersion1 = "1"
+)
+
+// MaxFrameBytes is the largest frame the upstream broker takes (its
+// maxPayload, 64 KiB); it closes the connection with 1009 on a larger one.
+// No IPC request can make the daemon send a frame larger than this: the
+// limits of every field a frame carries keep it under, however its JSON
+// escapes them.
+const MaxFrameBytes = 64 << 10
+
+// Codes of a body whose JSON text is refused before its fields are read.
+const (
+	CodeDuplicateKey   = "duplicate_key"
+	CodeInvalidUnicode = "invalid_unicode"
 )
 
 // Destination kinds of the request fingerprint (spec §4.3).
@@ -104,20 +120,23 @@ func DecodeSend(body []byte, idempotencyKey string, hasKey bool) (*Send, error) 
 }
 
 // DecodeJSON decodes an IPC request body the way DecodeSend does: one JSON
-// object, no unknown fields, valid UTF-8. Failures are 400 *Error values.
+// object, no unknown fields, no key twice, valid Unicode. Failures are 400
+// *Error values.
 func DecodeJSON(body []byte, v any) error { return decodeStrict(body, v) }
 
 // decodeStrict decodes one JSON object with no unknown fields and nothing
-// after it. The body must be valid UTF-8: encoding/json would otherwise
-// replace invalid bytes silently and two different requests could share a
-// fingerprint.
+// after it. What encoding/json would decode without a word is refused, so
+// that a request means exactly what its bytes say and two different
+// requests never share a fingerprint: invalid UTF-8 and a lone surrogate
+// escape (both become U+FFFD), and a top-level key given twice (the last
+// would win; keys that differ only in case are the same key to it).
 func decodeStrict(body []byte, v any) error {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return badRequest(CodeInvalidJSON, "request body must be a JSON object")
 	}
 	if !utf8.Valid(body) {
-		return badRequest(CodeInvalidJSON, "request body is not valid UTF-8")
+		return badRequest(CodeInvalidUnicode, "request body is not valid UTF-8 (byte %d)", invalidUTF8At(body))
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -130,7 +149,80 @@ func decodeStrict(body []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest(CodeInvalidJSON, "unexpected data after the JSON object")
 	}
+	if esc, ok := loneSurrogate(body); ok {
+		return badRequest(CodeInvalidUnicode, "%s is half of a UTF-16 surrogate pair without its other half", esc)
+	}
+	if key, ok := duplicateKey(body); ok {
+		return badRequest(CodeDuplicateKey, "key %q is given more than once", key)
+	}
 	return nil
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not valid
+// UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// duplicateKey finds the first top-level key of the JSON object body that
+// repeats an earlier one as encoding/json matches keys to fields (exactly,
+// or else without regard to case: foldKey).
+func duplicateKey(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return "", false
+		}
+		k := foldKey(key)
+		if seen[k] {
+			return key, true
+		}
+		seen[k] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// foldKey is encoding/json's foldName: foldKey(x) == foldKey(y) exactly
+// when bytes.EqualFold(x, y), that is when encoding/json may decode both
+// keys into one field.
+func foldKey(key string) string {
+	b := make([]byte, 0, len(key))
+	for _, r := range key {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b = append(b, byte(r))
+			continue
+		}
+		for { // the smallest rune of r's fold orbit
+			next := unicode.SimpleFold(r)
+			if next <= r {
+				r = next
+				break
+			}
+			r = next
+		}
+		b = utf8.AppendRune(b, r)
+	}
+	return string(b)
 }
 
 // Validate checks every field of the request and returns its canonical form.
@@ -202,13 +294,31 @@ func CanonicalMeta(raw json.RawMessage) ([]byte, error) {
 	if err != nil {
 		return nil, badRequest(CodeInvalidMeta, "meta is not canonicalizable JSON: %v", err)
 	}
-	if len(canon) > MaxMetaBytes {
-		return nil, badRequest(CodeInvalidMeta, "meta exceeds %d bytes in canonical form", MaxMetaBytes)
+	if n := framedLen(canon); n > MaxMetaBytes {
+		return nil, badRequest(CodeInvalidMeta,
+			"meta is %d bytes as the broker frame carries it (canonical form, <, >, &, U+2028 and U+2029 escaped); the limit is %d",
+			n, MaxMetaBytes)
 	}
 	if bytes.Equal(canon, []byte("{}")) {
 		return nil, nil
 	}
 	return canon, nil
+}
+
+// framedLen is the length of JSON text canon once json.Marshal has
+// written it into a frame: raw JSON is compacted (canon already is) and
+// <, >, & (\u003c) and U+2028, U+2029 (\u2028) escaped.
+func framedLen(canon []byte) int {
+	n := len(canon)
+	for i, c := range canon {
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			n += 5
+		case c == 0xe2 && i+2 < len(canon) && canon[i+1] == 0x80 && canon[i+2]&^1 == 0xa8:
+			n += 3
+		}
+	}
+	return n
 }
 
 func replyTo(snake, camel string) (string, error) {

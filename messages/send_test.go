@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -22,7 +23,25 @@ func TestDecodeSendRejects(t *testing.T) {
 		{"null", `null`, "", false, 400, CodeInvalidJSON},
 		{"truncated", `{"to":"*","message":"x"`, "", false, 400, CodeInvalidJSON},
 		{"trailing data", `{"to":"*","message":"x"} {}`, "", false, 400, CodeInvalidJSON},
-		{"invalid utf-8", "{\"to\":\"*\",\"message\":\"\xff\"}", "", false, 400, CodeInvalidJSON},
+		{"invalid utf-8", "{\"to\":\"*\",\"message\":\"\xff\"}", "", false, 400, CodeInvalidUnicode},
+		{"invalid utf-8 in a key", "{\"to\":\"*\",\"message\":\"x\",\"m\xc3\":1}", "", false, 400, CodeInvalidUnicode},
+		{"lone high surrogate", `{"to":"*","message":"\ud800"}`, "", false, 400, CodeInvalidUnicode},
+		{"lone high surrogate ending a string", `{"to":"*","message":"ab\uD83D"}`, "", false, 400, CodeInvalidUnicode},
+		{"high surrogate before a non-surrogate", `{"to":"*","message":"\ud83d\u0041"}`, "", false, 400, CodeInvalidUnicode},
+		{"two high surrogates", `{"to":"*","message":"\ud83d\ud83d"}`, "", false, 400, CodeInvalidUnicode},
+		{"lone low surrogate", `{"to":"*","message":"x\udc00y"}`, "", false, 400, CodeInvalidUnicode},
+		{"low then high", `{"to":"*","message":"\ude00\ud83d"}`, "", false, 400, CodeInvalidUnicode},
+		{"lone surrogate in mesh", `{"to":"*","message":"x","mesh":"\udfff"}`, "", false, 400, CodeInvalidUnicode},
+		{"lone surrogate in a meta key", `{"to":"*","message":"x","meta":{"\ud800":1}}`, "", false, 400, CodeInvalidUnicode},
+		{"lone surrogate in meta", `{"to":"*","message":"x","meta":{"a":["\udbff"]}}`, "", false, 400, CodeInvalidUnicode},
+		{"duplicate to", `{"to":"*","to":"#a","message":"x"}`, "", false, 400, CodeDuplicateKey},
+		{"duplicate message", `{"to":"*","message":"a","priority":"now","message":"b"}`, "", false, 400, CodeDuplicateKey},
+		{"duplicate in another case", `{"to":"*","message":"x","TO":"*"}`, "", false, 400, CodeDuplicateKey},
+		{"duplicate through an escape", `{"to":"*","message":"x","\u0074o":"*"}`, "", false, 400, CodeDuplicateKey},
+		{"duplicate through a fold", `{"to":"*","message":"x","meſſage":"y"}`, "", false, 400, CodeDuplicateKey},
+		{"duplicate meta", `{"to":"*","message":"x","meta":{"a":1},"meta":null}`, "", false, 400, CodeDuplicateKey},
+		{"duplicate client id", `{"to":"*","message":"x","client_message_id":"a","client_message_id":"a"}`, "", false, 400, CodeDuplicateKey},
+		{"meta too large as framed", `{"to":"*","message":"x","meta":{"k":"` + strings.Repeat("<", MaxMetaBytes/6+1) + `"}}`, "", false, 400, CodeInvalidMeta},
 		{"unknown field", `{"to":"*","message":"x","priorty":"now"}`, "", false, 400, CodeUnknownField},
 		{"wrong type", `{"to":5,"message":"x"}`, "", false, 400, CodeInvalidJSON},
 		{"missing to", `{"message":"x"}`, "", false, 400, CodeMissingTo},
@@ -77,6 +96,12 @@ func TestDecodeSendAccepts(t *testing.T) {
 			Send{ClientMessageID: "key-1", Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("hi")}},
 		{"header equals body", `{"to":"*","message":"hi","client_message_id":"key-1"}`, "key-1", true,
 			Send{ClientMessageID: "key-1", Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("hi")}},
+		{"escaped backslash before u", `{"to":"*","message":"\\ud800"}`, "", false,
+			Send{Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte(`\ud800`)}},
+		{"surrogate pair", `{"to":"*","message":"\ud83d\ude00\uD83D\uDE00"}`, "", false,
+			Send{Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("😀😀")}},
+		{"nested keys may repeat case-insensitively", `{"to":"*","message":"hi","meta":{"a":1,"A":2}}`, "", false,
+			Send{Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("hi"), Meta: []byte(`{"A":2,"a":1}`)}},
 		{"camel reply id and mesh", `{"to":"*","message":"hi","replyToId":"m-1","mesh":"prod","meta":{"z":1,"a":"<&>"}}`, "", false,
 			Send{Mesh: "prod", Destination: Destination{KindTopic, "*", "*"}, Priority: "next", Body: []byte("hi"),
 				ReplyToID: "m-1", Meta: []byte(`{"a":"<&>","z":1}`)}},
@@ -114,4 +139,42 @@ func TestReassignFrame(t *testing.T) {
 	if _, err := ReassignFrame([]byte("not json"), "x"); err == nil {
 		t.Fatal("a corrupt payload must be an error")
 	}
+}
+
+// TestDuplicateKeyNamesTheKey: the 400 says which key repeats, as the
+// caller wrote it.
+func TestDuplicateKeyNamesTheKey(t *testing.T) {
+	_, err := DecodeSend([]byte(`{"to":"*","message":"x","Priority":"now","priority":"low"}`), "", false)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeDuplicateKey || !strings.Contains(e.Detail, `"priority"`) {
+		t.Fatalf("got %v, want duplicate_key naming priority", err)
+	}
+	if err := DecodeJSON([]byte(`{"ids":["a"],"ids":["b"]}`), &InboxSeenRequest{}); !errors.Is(err, &Error{Code: CodeDuplicateKey}) {
+		t.Fatalf("another IPC body with a key twice: %v", err)
+	}
+}
+
+// TestSendFrameWithinBrokerLimit: the largest send a request may make —
+// the longest message sealed as a DM, the longest ids and meta made only
+// of characters the frame's JSON escapes — is a frame the upstream broker
+// takes.
+func TestSendFrameWithinBrokerLimit(t *testing.T) {
+	long := strings.Repeat("<", MaxIDLength)
+	meta := `{"k":"` + strings.Repeat("<", (MaxMetaBytes-8)/6) + `"}`
+	body := `{"to":"` + pk + `","message":"` + strings.Repeat("x", MaxMessageBytes) + `","client_message_id":"` + long +
+		`","reply_to_id":"` + long + `","priority":"next","meta":` + meta + `}`
+	s, err := DecodeSend([]byte(body), "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := strings.Repeat("A", base64.StdEncoding.EncodedLen(24))
+	ciphertext := strings.Repeat("A", base64.StdEncoding.EncodedLen(MaxMessageBytes+16)) // the Poly1305 tag
+	frame, err := NewSendFrame(s, s.ClientMessageID, Fingerprint{}, nonce, ciphertext).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frame) > MaxFrameBytes {
+		t.Fatalf("the largest send frame is %d bytes, over %d", len(frame), MaxFrameBytes)
+	}
+	t.Logf("largest send frame: %d bytes of %d", len(frame), MaxFrameBytes)
 }

@@ -125,24 +125,50 @@ func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
 	return (c.Topic == "" || it.Topic == c.Topic) && (c.From == "" || strings.EqualFold(it.SenderPubkey, c.From))
 }
 
+// print writes one message: as its JSON, exact, or as inboxLine.
 func (c *daemonInboxCmd) print(it *messages.InboxItem) {
 	if c.JSON {
 		_ = json.NewEncoder(os.Stdout).Encode(it)
 		return
 	}
-	to := "dm"
-	if it.Kind != messages.KindDM {
-		to = "#" + it.Topic
-	}
+	fmt.Println(inboxLine(it))
+}
+
+// inboxLine is one message on one line — when, mesh, destination, sender:
+// body — with what came from the mesh (names, topic, body) printable.
+func inboxLine(it *messages.InboxItem) string {
 	body := "(could not be decrypted)"
 	if it.Body != nil {
-		body = *it.Body
+		body = printable(*it.Body)
 	}
 	from := it.SenderName
 	if from == "" {
 		from = short(it.SenderPubkey, 12)
 	}
-	fmt.Printf("%s  %s  %s  %s: %s\n", it.ReceivedAt, it.Mesh, to, from, body)
+	return fmt.Sprintf("%s  %s  %s  %s: %s", receivedAt(it.ReceivedAt), printable(it.Mesh), printable(inboxDestination(it)),
+		printable(from), body)
+}
+
+// receivedAt is a received_at of fixed width, to the millisecond in UTC
+// (the daemon's RFC 3339 drops trailing zeros).
+func receivedAt(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return printable(s)
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// inboxDestination is where a message was sent as `send` takes it: dm,
+// #topic, @group or * (a broadcast).
+func inboxDestination(it *messages.InboxItem) string {
+	switch {
+	case it.Kind == messages.KindDM:
+		return "dm"
+	case it.Topic == "*", strings.HasPrefix(it.Topic, "@"), strings.HasPrefix(it.Topic, "#"):
+		return it.Topic
+	}
+	return "#" + it.Topic
 }
 
 // sinceParam turns --since (a duration ago or an RFC 3339 time) into the

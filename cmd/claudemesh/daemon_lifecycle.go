@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -126,7 +127,7 @@ func printStatus(r *statusReport) {
 	}
 	if h.WALSyncFailed != "" {
 		fmt.Printf("WAL fsync failed: %s (outbox: sends are refused; inbox: nothing is acked; restart the daemon)\n",
-			h.WALSyncFailed)
+			printable(h.WALSyncFailed))
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tBREAKER\tLAG\tQUEUED\tINFLIGHT\tDEAD")
@@ -138,8 +139,8 @@ func printStatus(r *statusReport) {
 		case m.Revoked:
 			connected = "no (key revoked)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%dms\t%d\t%d\t%d\n", m.Mesh, short(m.MemberPubkey, 16), connected, m.Breaker,
-			m.LagMs, m.QueueDepth, m.Inflight, m.Dead)
+		fmt.Fprintln(tw, row(m.Mesh, short(m.MemberPubkey, 16), connected, m.Breaker, fmt.Sprintf("%dms", m.LagMs),
+			strconv.Itoa(m.QueueDepth), strconv.Itoa(m.Inflight), strconv.Itoa(m.Dead)))
 	}
 	tw.Flush()
 }

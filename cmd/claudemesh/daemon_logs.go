@@ -201,11 +201,15 @@ func (p *logPrinter) lines(data []byte) ([]byte, error) {
 	}
 }
 
+// line prints one line of the log: a record rendered, or as written with
+// raw (exact, like every --json); a line that is not a record as it is.
+// What is rendered, or not a record, is printable (a log line may quote
+// what a peer or a broker sent), tabs kept.
 func (p *logPrinter) line(line []byte) error {
 	rec, ok := parseRecord(line)
 	switch {
 	case !ok:
-		_, err := fmt.Fprintf(p.out, "%s\n", line)
+		_, err := fmt.Fprintf(p.out, "%s\n", printableKeepTabs(string(line)))
 		return err
 	case levelRank(rec.level) < p.min:
 		return nil
@@ -213,7 +217,7 @@ func (p *logPrinter) line(line []byte) error {
 		_, err := fmt.Fprintf(p.out, "%s\n", line)
 		return err
 	}
-	_, err := fmt.Fprintf(p.out, "%s %-5s %s%s\n", rec.time, rec.level, rec.msg, rec.attrs)
+	_, err := fmt.Fprintf(p.out, "%s\n", printableKeepTabs(fmt.Sprintf("%s %-5s %s%s", rec.time, rec.level, rec.msg, rec.attrs)))
 	return err
 }
 

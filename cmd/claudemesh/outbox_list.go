@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -61,12 +63,12 @@ func (c *outboxListCmd) Run() error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCLIENT_MESSAGE_ID\tMESH\tSTATUS\tATTEMPTS\tTO\tENQUEUED\tDETAIL")
 	for _, it := range page.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", it.ID, it.ClientMessageID, it.Mesh, it.Status,
-			it.Attempts, short(it.To, 16), it.EnqueuedAt, detail(&it))
+		fmt.Fprintln(tw, row(it.ID, it.ClientMessageID, it.Mesh, it.Status, strconv.Itoa(it.Attempts), short(it.To, 16),
+			it.EnqueuedAt, detail(&it)))
 	}
 	tw.Flush()
 	if page.Next != "" {
-		fmt.Printf("more rows: claudemesh daemon outbox list --before %s\n", page.Next)
+		fmt.Printf("more rows: claudemesh daemon outbox list --before %s\n", printable(page.Next))
 	}
 	return nil
 }
@@ -84,9 +86,13 @@ func detail(it *messages.OutboxItem) string {
 	return ""
 }
 
+// short is s cut to its first n bytes (at a character's start) and "…".
 func short(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

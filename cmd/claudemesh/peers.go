@@ -30,12 +30,13 @@ func (c *peersCmd) Run() error {
 		return err
 	}
 	return printList(peers, c.JSON, "no peers connected", "MESH\tNAME\tPUBKEY\tSTATUS\tSUMMARY", func(p ipc.MeshPeer) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.Summary)
+		return row(p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.Summary)
 	})
 }
 
 // printList prints items as one JSON array, or as a table (header, then a
-// tab-separated line per item), or empty when there are none.
+// tab-separated line per item, made with row so that what the mesh wrote
+// is printable), or empty when there are none.
 func printList[T any](items []T, asJSON bool, empty, header string, line func(T) string) error {
 	if asJSON {
 		return json.NewEncoder(os.Stdout).Encode(items)

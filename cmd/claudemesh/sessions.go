@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -27,7 +27,7 @@ func (c *sessionsCmd) Run() error {
 	}
 	return printList(list, c.JSON, "no agent sessions registered (claudemesh mcp and claudemesh launch register them)",
 		"MESH\tNAME\tSESSION\tPID\tPUBKEY\tREGISTERED", func(s messages.SessionInfo) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%d\t%.16s\t%s", s.Mesh, s.DisplayName, s.SessionID, s.PID, s.Presence.SessionPubkey,
+			return row(s.Mesh, s.DisplayName, s.SessionID, strconv.Itoa(s.PID), short(s.Presence.SessionPubkey, 16),
 				time.UnixMilli(s.RegisteredAt).UTC().Format(time.RFC3339))
 		})
 }

@@ -22,9 +22,6 @@ const CodeBrokerUnavailable = "broker_unavailable"
 // broker connection to report its state.
 const healthStatusTimeout = 2 * time.Second
 
-// Profile statuses (A38).
-var profileStatuses = []string{"idle", "working", "dnd"}
-
 // meshPeer is one peer of GET /v1/peers: the broker's record plus its mesh.
 type meshPeer struct {
 	Mesh string `json:"mesh"`
@@ -284,7 +281,9 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeProfile decodes and validates the body of POST /v1/profile and
-// returns the names of the fields it sets.
+// returns the names of the fields it sets. Every field is checked against
+// its limit here, before anything is sent: a field the broker would refuse
+// (or a frame too large for it, which closes the connection) is a 400.
 func decodeProfile(w http.ResponseWriter, r *http.Request) (*messages.SetProfile, []string, error) {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -295,26 +294,9 @@ func decodeProfile(w http.ResponseWriter, r *http.Request) (*messages.SetProfile
 	if err := messages.DecodeJSON(body.Bytes(), &req); err != nil {
 		return nil, nil, err
 	}
-	var fields []string
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"summary", req.Summary != nil}, {"status", req.Status != nil}, {"visible", req.Visible != nil},
-		{"avatar", req.Avatar != nil}, {"title", req.Title != nil}, {"bio", req.Bio != nil},
-		{"capabilities", req.Capabilities != nil},
-	} {
-		if f.set {
-			fields = append(fields, f.name)
-		}
-	}
-	if len(fields) == 0 {
-		return nil, nil, &messages.Error{Status: http.StatusBadRequest, Code: "empty_profile",
-			Detail: "set at least one of summary, status, visible, avatar, title, bio, capabilities"}
-	}
-	if req.Status != nil && !slices.Contains(profileStatuses, *req.Status) {
-		return nil, nil, &messages.Error{Status: http.StatusBadRequest, Code: "invalid_status",
-			Detail: "status must be idle, working or dnd"}
+	fields, err := req.Validate()
+	if err != nil {
+		return nil, nil, err
 	}
 	return &req, fields, nil
 }
