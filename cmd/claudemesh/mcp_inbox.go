@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, in checkMessagesIn) (*mcp.CallToolResult, *checkMessagesOut, error) {
@@ -98,7 +100,7 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	peers, err := s.as().Peers(ctx, "")
+	peers, err := sessionPeers(ctx, s)
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
@@ -130,4 +132,27 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 		b.WriteString("\n")
 	}
 	return textResult(b.String()), out, nil
+}
+
+// peersConnectWait is how long a tool waits for the session's broker
+// connection when the daemon says it is not up: a session's connection is
+// dialled when it registers, so an agent's first call may come before it.
+const peersConnectWait = 3 * time.Second
+
+// sessionPeers is the session's peer list, waiting up to peersConnectWait
+// (within ctx) for a connection that is not up yet.
+func sessionPeers(ctx context.Context, s *agentSession) ([]ipc.MeshPeer, error) {
+	deadline := time.Now().Add(peersConnectWait)
+	for wait := 25 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
+		peers, err := s.as().Peers(ctx, "")
+		var me *messages.Error
+		if err == nil || !errors.As(err, &me) || me.Code != ipc.CodeBrokerUnavailable || time.Now().Add(wait).After(deadline) {
+			return peers, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait): // the connection's dial is not observable from here; the list is asked again
+		}
+	}
 }

@@ -191,7 +191,7 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 // resolve turns out.To, a display name, pubkey or prefix, into the peer's
 // pubkey and says whether it is online.
 func (m *mcpServer) resolve(ctx context.Context, s *agentSession, mesh string, out *sendMessageOut) error {
-	peers, err := s.as().Peers(ctx, "")
+	peers, err := sessionPeers(ctx, s)
 	if err != nil {
 		return m.toolError(s, err)
 	}
