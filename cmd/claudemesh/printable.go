@@ -80,3 +80,13 @@ func row(fields ...string) string {
 	}
 	return strings.Join(fields, "\t")
 }
+
+// printableLines is printable line by line: the newlines of a message of
+// several lines (ours) stay, every other control is escaped.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n")
+}

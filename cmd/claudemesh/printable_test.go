@@ -102,3 +102,12 @@ func TestShortCutsAtACharacter(t *testing.T) {
 		t.Errorf("short: %q", got)
 	}
 }
+
+// TestPrintableLines: an error of several lines keeps them; any other
+// control in it is escaped.
+func TestPrintableLines(t *testing.T) {
+	got := printableLines("start failed\nbroker said: \x1b]0;pwned\x07\r")
+	if want := "start failed\nbroker said: \\x1b]0;pwned\\x07\\r"; got != want {
+		t.Fatalf("printableLines: %q, want %q", got, want)
+	}
+}
