@@ -100,7 +100,7 @@ func main() {
 			ee = &exitError{code: 1, err: err}
 		}
 		if !ee.reported {
-			fmt.Fprintln(os.Stderr, "claudemesh:", err)
+			fmt.Fprintln(os.Stderr, "claudemesh:", printableLines(err.Error())) // errors quote brokers' and peers' text
 		}
 		os.Exit(ee.code)
 	}
