@@ -14,11 +14,11 @@ import (
 )
 
 type installCmd struct {
-	ClaudeCode installClaudeCodeCmd `cmd:"" name:"claude-code" help:"Register claudemesh as an MCP server in Claude Code's user configuration (~/.claude.json, mcpServers.claudemesh)."`
+	ClaudeCode installClaudeCodeCmd `cmd:"" name:"claude-code" help:"Register claudemesh as an MCP server in Claude Code's user configuration (~/.claude.json, mcpServers.claudemesh) and its hook receiver in Claude Code's hooks (~/.claude/settings.json)."`
 }
 
 type uninstallCmd struct {
-	ClaudeCode uninstallClaudeCodeCmd `cmd:"" name:"claude-code" help:"Remove the claudemesh MCP server from Claude Code's user configuration."`
+	ClaudeCode uninstallClaudeCodeCmd `cmd:"" name:"claude-code" help:"Remove the claudemesh MCP server and hooks from Claude Code's configuration."`
 }
 
 type installClaudeCodeCmd struct {
@@ -56,10 +56,15 @@ func (c *installClaudeCodeCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return editClaudeConfig(entry, c.DryRun)
+	if err := editClaudeConfig(entry, c.DryRun); err != nil {
+		return err
+	}
+	return editClaudeHooks(exe, c.DryRun) // hook_install.go
 }
 
-func (c *uninstallClaudeCodeCmd) Run() error { return editClaudeConfig(nil, c.DryRun) }
+func (c *uninstallClaudeCodeCmd) Run() error {
+	return errors.Join(editClaudeConfig(nil, c.DryRun), editClaudeHooks("", c.DryRun))
+}
 
 // claudeConfigPath is Claude Code's user configuration file:
 // $CLAUDE_CONFIG_DIR/.claude.json when that is set, else ~/.claude.json.

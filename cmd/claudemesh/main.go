@@ -30,6 +30,7 @@ type cli struct {
 	Launch    launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`
 	Install   installCmd       `cmd:"" help:"Register claudemesh with an agent tool."`
 	Uninstall uninstallCmd     `cmd:"" help:"Remove what install registered."`
+	Hook      hookCmd          `cmd:"" help:"Receive an agent's hook event (claudemesh hook <event>: appends it to hooks.db for the daemon, never blocks the agent), or install the receiver in Claude Code's hooks."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
 
@@ -79,6 +80,9 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "hook" && hookFastPath(os.Args[2:]) {
+		return // the hook receiver, which exits 0 whatever happens (hook.go)
+	}
 	var c cli
 	parser, err := kong.New(&c,
 		kong.Name("claudemesh"),

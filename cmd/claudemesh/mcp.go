@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages/hookevent"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
@@ -133,6 +134,9 @@ func (l *sessionLink) establish(ctx context.Context) (*agentSession, error) {
 	reg, err := newRegistration(tok, mesh, l.name, true)
 	if err != nil {
 		return nil, err
+	}
+	if id := os.Getenv(envClaudeSessionID); os.Getenv(envSessionID) == "" && hookevent.ValidSessionID(id) {
+		reg.SessionID = id // the id Claude Code's hooks report (hook.go): their events are this session's
 	}
 	return register(ctx, daemon, reg)
 }

@@ -1,0 +1,254 @@
+package persistence
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// HooksMigrations is the embedded migration set of hooks.db.
+var HooksMigrations = mustSub("migrations/hooks")
+
+// HooksRetention is how long delivered hook rows are kept (spec: pruned
+// after 7 days).
+const HooksRetention = 7 * 24 * time.Hour
+
+// Hooks is hooks.db, the agent-hook outbox, as the daemon's store uses it:
+// the worker's claims and outcomes, the counts, pruning. The receivers
+// insert through package hookoutbox, beside the daemon.
+type Hooks struct {
+	*DB
+	claim     *sqlx.Stmt
+	delivered *sqlx.Stmt
+}
+
+// OpenHooks opens hooks.db, creating it (and its migrations) if needed.
+// A file that fails its integrity check is renamed to
+// hooks.db.corrupt-<unix ms> and a fresh one created, as inbox.db is:
+// losing undelivered hook events costs presence updates, while refusing
+// to start would cost every message.
+func OpenHooks(ctx context.Context, path string, log *slog.Logger) (*Hooks, error) {
+	db, err := Open(ctx, path, HooksMigrations)
+	if err == nil {
+		if err = db.IntegrityCheck(ctx); err == nil {
+			return prepareHooks(ctx, db)
+		}
+		db.Close()
+	}
+	if !errors.Is(err, ErrIntegrity) && !isCorrupt(err) {
+		return nil, err
+	}
+	suffix := fmt.Sprintf(".corrupt-%d", time.Now().UnixMilli())
+	for _, ext := range []string{"", "-wal", "-shm"} {
+		if rerr := os.Rename(path+ext, path+suffix+ext); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return nil, fmt.Errorf("quarantine corrupt hooks.db: %w", rerr)
+		}
+	}
+	log.Warn("hooks_corruption_recovered", "path", path, "quarantined_as", path+suffix, "err", err)
+	if db, err = Open(ctx, path, HooksMigrations); err != nil {
+		return nil, err
+	}
+	return prepareHooks(ctx, db)
+}
+
+// CreateHooks creates hooks.db with its schema (mode 0600) and closes it:
+// what a receiver does when it finds no hook_outbox table.
+func CreateHooks(ctx context.Context, path string) error {
+	db, err := Open(ctx, path, HooksMigrations)
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}
+
+func prepareHooks(ctx context.Context, db *DB) (*Hooks, error) {
+	h := &Hooks{DB: db}
+	var err error
+	if h.claim, err = db.db.PreparexContext(ctx, claimHooksSQL); err == nil {
+		h.delivered, err = db.db.PreparexContext(ctx, deliveredHooksSQL)
+	}
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("prepare hooks.db statements: %w", err)
+	}
+	return h, nil
+}
+
+// Close releases the statements and the database.
+func (h *Hooks) Close() error {
+	var errs []error
+	for _, st := range []*sqlx.Stmt{h.claim, h.delivered} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(append(errs, h.DB.Close())...)
+}
+
+// claimHooksSQL claims, in one statement, up to :limit due rows oldest
+// first: not delivered, next_attempt_at come, unlocked or locked before
+// the cutoff (stale), of a session not excluded, and not behind an older
+// row of their session that waits for its retry. The update's own
+// condition on locked_at is the spec's conditional claim. RETURNING's
+// order is not the select's: Claim sorts.
+const claimHooksSQL = `UPDATE hook_outbox SET locked_at = :now
+ WHERE id IN (
+   SELECT h.id FROM hook_outbox h
+    WHERE h.delivered_at IS NULL AND h.next_attempt_at <= :now
+      AND (h.locked_at IS NULL OR h.locked_at < :cutoff)
+      AND h.session_id NOT IN (SELECT value FROM json_each(:exclude))
+      AND NOT EXISTS (SELECT 1 FROM hook_outbox o
+            WHERE o.session_id = h.session_id AND o.delivered_at IS NULL AND o.attempt_count > 0
+              AND o.next_attempt_at > :now
+              AND (o.created_at < h.created_at OR o.created_at = h.created_at AND o.id < h.id))
+    ORDER BY h.created_at, h.id LIMIT :limit)
+   AND delivered_at IS NULL AND (locked_at IS NULL OR locked_at < :cutoff)
+ RETURNING id, session_id, agent, event_type, payload, created_at, attempt_count`
+
+// deliveredHooksSQL marks the rows of a JSON array of ids handled.
+const deliveredHooksSQL = `UPDATE hook_outbox SET delivered_at = ?, outcome = 'delivered', locked_at = NULL
+ WHERE id IN (SELECT value FROM json_each(?)) AND delivered_at IS NULL`
+
+// Claim runs a worker's claim in the batch's transaction.
+func (h *Hooks) Claim(tx *Tx, c *messages.ClaimHooks) (*messages.HooksClaimed, error) {
+	exclude, err := json.Marshal(c.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	if c.Exclude == nil {
+		exclude = []byte("[]")
+	}
+	rows, err := tx.Prepared(h.claim).Query(sql.Named("now", c.Now), sql.Named("cutoff", c.Cutoff),
+		sql.Named("exclude", string(exclude)), sql.Named("limit", c.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("claim hook rows: %w", err)
+	}
+	defer rows.Close()
+	out := &messages.HooksClaimed{}
+	for rows.Next() {
+		var r messages.HookRow
+		var payload string
+		if err := rows.Scan(&r.ID, &r.SessionID, &r.Agent, &r.EventType, &payload, &r.CreatedAt, &r.Attempts); err != nil {
+			return nil, fmt.Errorf("claim hook rows: %w", err)
+		}
+		r.Payload = []byte(payload)
+		out.Rows = append(out.Rows, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim hook rows: %w", err)
+	}
+	slices.SortFunc(out.Rows, func(a, b messages.HookRow) int {
+		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if c.Recover {
+		if out.Locked, err = h.locked(tx, c.Now, c.Cutoff); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// locked maps each session with a row locked at or after cutoff to its
+// newest such lock: rows a previous worker claimed.
+func (h *Hooks) locked(tx *Tx, now, cutoff int64) (map[string]int64, error) {
+	rows, err := tx.Query(`SELECT session_id, MAX(locked_at) FROM hook_outbox
+	  WHERE delivered_at IS NULL AND locked_at >= ? AND locked_at < ? GROUP BY session_id`, cutoff, now)
+	if err != nil {
+		return nil, fmt.Errorf("find locked hook rows: %w", err)
+	}
+	defer rows.Close()
+	locked := map[string]int64{}
+	for rows.Next() {
+		var s string
+		var at int64
+		if err := rows.Scan(&s, &at); err != nil {
+			return nil, err
+		}
+		locked[s] = at
+	}
+	return locked, rows.Err()
+}
+
+// Finish applies a batch of outcomes: the handled rows in one statement,
+// the rest one by one (they are few). A row already delivered is left as
+// it is (a stale claim's late outcome).
+func (h *Hooks) Finish(tx *Tx, m *messages.FinishHooks) (int64, error) {
+	var ids []int64
+	var n int64
+	for _, o := range m.Outcomes {
+		var c int64
+		var err error
+		switch o.Kind {
+		case messages.HookDelivered:
+			ids = append(ids, o.ID)
+			continue
+		case messages.HookFailed, messages.HookCoalesced, messages.HookEvicted:
+			c, err = affected(tx.Exec(`UPDATE hook_outbox SET delivered_at = ?, outcome = ?, last_error = ?, locked_at = NULL
+			  WHERE id = ? AND delivered_at IS NULL`, m.Now, o.Kind, o.Error, o.ID))
+		case messages.HookRetry:
+			c, err = affected(tx.Exec(`UPDATE hook_outbox SET attempt_count = attempt_count + 1, last_error = ?,
+			  next_attempt_at = ?, locked_at = NULL WHERE id = ? AND delivered_at IS NULL`, o.Error, o.NextAttempt, o.ID))
+		case messages.HookReleased:
+			c, err = affected(tx.Exec(`UPDATE hook_outbox SET locked_at = NULL WHERE id = ? AND delivered_at IS NULL`, o.ID))
+		default:
+			err = fmt.Errorf("unknown hook outcome %q", o.Kind)
+		}
+		if err != nil {
+			return n, fmt.Errorf("hook row %d %s: %w", o.ID, o.Kind, err)
+		}
+		n += c
+	}
+	if len(ids) > 0 {
+		list, _ := json.Marshal(ids)
+		c, err := affected(tx.Prepared(h.delivered).Exec(m.Now, string(list)))
+		if err != nil {
+			return n, fmt.Errorf("mark hook rows delivered: %w", err)
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// Stats counts the backlog, its oldest row, the rows retrying and those
+// given up on; the last error is the newest among the rows not delivered.
+func (h *Hooks) Stats(tx *Tx) (*messages.HookCounts, error) {
+	c := &messages.HookCounts{}
+	var oldest sql.NullInt64
+	if err := tx.QueryRow(`SELECT COUNT(*), MIN(created_at) FROM hook_outbox WHERE delivered_at IS NULL`).
+		Scan(&c.Backlog, &oldest); err != nil {
+		return nil, fmt.Errorf("count hook rows: %w", err)
+	}
+	c.OldestCreatedAt = oldest.Int64
+	var last sql.NullString
+	if err := tx.QueryRow(`SELECT COUNT(*), (SELECT last_error FROM hook_outbox WHERE delivered_at IS NULL AND attempt_count > 0
+	    ORDER BY next_attempt_at DESC LIMIT 1)
+	  FROM hook_outbox WHERE delivered_at IS NULL AND attempt_count > 0`).Scan(&c.Retrying, &last); err != nil {
+		return nil, fmt.Errorf("count hook retries: %w", err)
+	}
+	c.LastError = last.String
+	if err := tx.QueryRow(`SELECT COUNT(*) FROM hook_outbox WHERE outcome = 'failed'`).Scan(&c.Failed); err != nil {
+		return nil, fmt.Errorf("count failed hook rows: %w", err)
+	}
+	return c, nil
+}
+
+// Prune deletes up to limit rows delivered before before (ms).
+func (h *Hooks) Prune(tx *Tx, before int64, limit int) (int64, error) {
+	n, err := affected(tx.Exec(`DELETE FROM hook_outbox WHERE id IN (SELECT id FROM hook_outbox
+	  WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`, before, limit))
+	if err != nil {
+		return 0, fmt.Errorf("prune hook rows: %w", err)
+	}
+	return n, nil
+}
