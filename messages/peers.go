@@ -4,17 +4,74 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+
+	"github.com/mtibben/confusables"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // MinPeerPrefix is the shortest pubkey prefix ResolvePeer accepts.
 const MinPeerPrefix = 8
 
-// ResolvePeer turns a display name (case-insensitive) or a unique pubkey
-// prefix of at least MinPeerPrefix hex digits into the full pubkey of a
-// connected peer. Unlike upstream, control-plane rows count: a member's
-// daemon connects as one, and a DM to its member key is what reaches that
-// daemon's inbox. Several presences of one key (a daemon and a cold-path
-// CLI) are one match. mesh only names the mesh in errors.
+// PeerRoleMember is the peerRole of a peer-list entry for a member with no
+// connection (member_directory feature); its status is PeerStatusOffline.
+const (
+	PeerRoleMember    = "member"
+	PeerStatusOffline = "offline"
+)
+
+// NameKey is what two display names must not share within a mesh: the
+// name under Unicode compatibility normalization (NFKC) and case folding,
+// with invisible characters (controls, format characters such as
+// zero-width joiners and bidi overrides, variation selectors) dropped and
+// runs of spaces made one, then reduced to its UTS #39 confusable skeleton
+// (so Cyrillic "а" and Latin "a", "0" and "O", "rn" and "m" fold
+// together) and folded once more. "alice", "Alice", "ＡＬＩＣＥ", "аlice" and
+// "a1ice" share one key. It is a comparison key, never shown. A name with
+// nothing visible has the key "".
+func NameKey(name string) string {
+	fold := cases.Fold()
+	s := norm.NFKC.String(fold.String(norm.NFKC.String(name)))
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			space = b.Len() > 0
+			continue
+		case invisible(r):
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return norm.NFKC.String(fold.String(confusables.Skeleton(b.String())))
+}
+
+// invisible reports the characters NameKey drops: controls, format
+// characters (Cf: zero-width spaces and joiners, bidi controls, the soft
+// hyphen), variation selectors and the other default-ignorable ones.
+func invisible(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
+}
+
+// ResolvePeer turns a display name or a unique pubkey prefix of at least
+// MinPeerPrefix hex digits into the full pubkey of a peer. A name matches
+// every peer whose display name has its NameKey (case, width and
+// look-alike letters do not tell names apart), so "alice" also finds an
+// "аlice" (Cyrillic а): two keys matching are an ambiguity, refused with
+// the candidates' key prefixes, never a guess. The list is what the broker
+// gives: the connected peers and, from a broker with the member_directory
+// feature, the members not connected (PeerRole "member", status
+// "offline"), so that a name still resolves to a member that is offline
+// and the message queues for it. Unlike upstream, control-plane rows
+// count: a member's daemon connects as one, and a DM to its member key is
+// what reaches that daemon's inbox. Several presences of one key (a daemon
+// and a cold-path CLI) are one match. mesh only names the mesh in errors.
 func ResolvePeer(to, mesh string, peers []Peer) (string, error) {
 	var usable []Peer
 	for _, p := range peers {
@@ -31,7 +88,10 @@ func ResolvePeer(to, mesh string, peers []Peer) (string, error) {
 		}
 		return out
 	}
-	found := match(func(p Peer) bool { return strings.EqualFold(p.DisplayName, to) })
+	var found []Peer
+	if key := NameKey(to); key != "" {
+		found = match(func(p Peer) bool { return NameKey(p.DisplayName) == key })
+	}
 	if len(found) == 0 && len(to) >= MinPeerPrefix && IsHex(to) {
 		prefix := strings.ToLower(to)
 		found = match(func(p Peer) bool {
@@ -43,11 +103,11 @@ func ResolvePeer(to, mesh string, peers []Peer) (string, error) {
 		return strings.ToLower(found[0].Pubkey), nil
 	case 0:
 		if len(usable) == 0 {
-			return "", fmt.Errorf("no peer matches %q on mesh %s: no peers are connected (a display name resolves only while its peer is online; use the 64-hex pubkey)", to, mesh)
+			return "", fmt.Errorf("no peer matches %q on mesh %s: no peers are connected and the broker lists no offline members (use the 64-hex pubkey)", to, mesh)
 		}
 		return "", fmt.Errorf("no peer matches %q on mesh %s; peers seen: %s", to, mesh, describePeers(usable))
 	}
-	return "", fmt.Errorf("%q is ambiguous on mesh %s: it matches %s; use the full pubkey", to, mesh, describePeers(found))
+	return "", fmt.Errorf("%q is ambiguous on mesh %s: it matches %s (names that look alike count as one); use the full pubkey", to, mesh, describePeers(found))
 }
 
 func describePeers(peers []Peer) string {
@@ -56,6 +116,9 @@ func describePeers(peers []Peer) string {
 		name := p.DisplayName
 		if name == "" {
 			name = "(unnamed)"
+		}
+		if p.PeerRole == PeerRoleMember {
+			name += ", offline"
 		}
 		parts[i] = fmt.Sprintf("%s (%.16s…)", name, p.Pubkey)
 	}

@@ -36,6 +36,11 @@ type Options struct {
 	// RevocationCheck is how often the broker looks for members revoked
 	// in its database (0: RevocationCheck, 5 s).
 	RevocationCheck time.Duration
+	// Limits bound the connections that have not sent an accepted hello
+	// yet: how long they may take, and how many one source address, and
+	// all, may hold open (zero fields: wsserver's defaults, 5 s, 32 and
+	// 1024).
+	Limits wsserver.Limits
 	// System is the actor system to spawn the broker's actors in (nil: a
 	// system of its own, which Close shuts down). A daemon's embedded
 	// broker shares the daemon's: a system's process registry alone is
@@ -128,7 +133,7 @@ func Start(opts Options) (*Broker, error) {
 			return &conn{deps: d, id: id, link: c}
 		}), "broker/"+id)
 		return &session{root: system.Root, pid: pid}
-	}, b.health, withMetrics(opts.Extra, m), opts.Log)
+	}, b.health, withMetrics(opts.Extra, m), opts.Limits, opts.Log)
 	return b, nil
 }
 

@@ -81,6 +81,9 @@ type conn struct {
 	// member's profile. status and name are its own ("": the member's).
 	session      bool
 	status, name string
+	// directory is set when the client asked for member_directory in its
+	// feature negotiation: its peer lists carry the members not connected.
+	directory bool
 }
 
 // statusNow is the status that decides what is pushed to this connection:
@@ -186,6 +189,9 @@ func (c *conn) hello(ctx actor.Context, f *messages.HelloFrame) {
 		c.reject("member_id_mismatch", "memberId is not the id of the member holding this key")
 		return
 	}
+	if !c.firstUse(member.Pubkey, f.Signature, f.Timestamp) {
+		return
+	}
 	c.sender, c.keys = member.Pubkey, []string{member.Pubkey}
 	if f.SessionPubkey != "" {
 		c.sender, c.keys = f.SessionPubkey, []string{f.SessionPubkey, member.Pubkey}
@@ -231,6 +237,9 @@ func (c *conn) sessionHello(ctx actor.Context, f *messages.SessionHelloFrame) {
 	}
 	if f.ParentMemberID != "" && f.ParentMemberID != member.ID {
 		c.reject("parent_member_id_mismatch", "parentMemberId is not the id of the parent member")
+		return
+	}
+	if !c.sessionNameFree(mesh.ID, member, f.DisplayName) || !c.firstUse(f.SessionPubkey, f.Signature, f.Timestamp) {
 		return
 	}
 	// A session is a recipient of its own: rows addressed to the member
@@ -295,6 +304,7 @@ func (c *conn) admit(ctx actor.Context, mesh *broker.Mesh, member *broker.Member
 	}
 	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt, p.keys = c.id, ctx.Self(), c.link, mesh.ID, member, c.now(), c.keys
 	ctx.Send(c.hub, &hubRegister{p: p})
+	c.link.Authenticated()
 	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: member.DisplayName})
 	ctx.Send(ctx.Self(), &drain{})
 }

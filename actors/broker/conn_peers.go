@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -18,7 +19,41 @@ func (c *conn) listPeers(ctx actor.Context, f *messages.ListPeersFrame) {
 	}
 	list := res.(*messages.PeersListFrame)
 	list.ReqID = f.ReqID
+	if c.directory {
+		if err := c.addOfflineMembers(list); err != nil {
+			c.log.Error("list members", "conn", c.id, "err", err)
+			c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "unavailable", Message: "the broker could not list the mesh's members", ReqID: f.ReqID})
+			return
+		}
+	}
 	c.sendFrame(list)
+}
+
+// addOfflineMembers appends to a peer list, for a client that negotiated
+// member_directory, one entry per active member none of whose connections
+// it lists (offline, or connected to another replica): its member key and
+// name, peerRole "member", status "offline". A name then resolves to a
+// member that is away, and a DM to it queues; names are compared against
+// every member, not only those online. Members hidden with set_visible
+// are left out as they are from the list (but for the requester itself).
+func (c *conn) addOfflineMembers(list *messages.PeersListFrame) error {
+	members, err := c.store.Members(context.Background(), c.mesh.ID)
+	if err != nil {
+		return err
+	}
+	listed := make(map[string]bool, len(list.Peers))
+	for _, p := range list.Peers {
+		listed[p.MemberPubkey] = true
+	}
+	for _, m := range members {
+		if listed[m.Pubkey] || !m.Visible && m.Pubkey != c.member.Pubkey {
+			continue
+		}
+		list.Peers = append(list.Peers, messages.Peer{Pubkey: m.Pubkey, MemberPubkey: m.Pubkey, DisplayName: m.DisplayName,
+			Status: messages.PeerStatusOffline, Summary: m.Summary, Groups: []messages.Group{}, PeerRole: messages.PeerRoleMember,
+			Visible: m.Visible, Avatar: m.Avatar, Title: m.Title, Bio: m.Bio, Capabilities: m.Capabilities})
+	}
+	return nil
 }
 
 // setStatus sets a session's own status (kept by the hub, in memory), else
@@ -77,11 +112,14 @@ func capabilities(f *messages.SetProfileFrame) []string {
 	return *f.Capabilities
 }
 
-// Features this broker supports (spec §15.1).
+// Features this broker supports (spec §15.1), and member_directory, this
+// broker's own: a client that names it (require or optional) gets the
+// members not connected in its peer lists (addOfflineMembers).
 const (
-	FeatureDedupe     = "client_message_id_dedupe"
-	FeatureConcurrent = "concurrent_connection_policy"
-	FeatureMaxPayload = "max_payload"
+	FeatureDedupe          = "client_message_id_dedupe"
+	FeatureConcurrent      = "concurrent_connection_policy"
+	FeatureMaxPayload      = "max_payload"
+	FeatureMemberDirectory = "member_directory"
 )
 
 // features advertises what the broker supports for this connection's mesh.
@@ -91,9 +129,10 @@ func (c *conn) features() map[string]messages.Feature {
 		dedupe["dedupe_retention_days"] = c.mesh.DedupeRetentionDays
 	}
 	return map[string]messages.Feature{
-		FeatureDedupe:     {Params: dedupe},
-		FeatureConcurrent: {Params: messages.FeatureParams{"version": 1, "default_policy": "allow_concurrent"}},
-		FeatureMaxPayload: {Params: messages.FeatureParams{"version": 1, "inline_bytes": c.mesh.MaxPayloadBytes, "blob_bytes": c.mesh.MaxPayloadBytes}},
+		FeatureDedupe:          {Params: dedupe},
+		FeatureConcurrent:      {Params: messages.FeatureParams{"version": 1, "default_policy": "allow_concurrent"}},
+		FeatureMaxPayload:      {Params: messages.FeatureParams{"version": 1, "inline_bytes": c.mesh.MaxPayloadBytes, "blob_bytes": c.mesh.MaxPayloadBytes}},
+		FeatureMemberDirectory: {Params: messages.FeatureParams{"version": 1}},
 	}
 }
 
@@ -109,6 +148,7 @@ func (c *conn) negotiate(f *messages.FeatureNegotiationRequestFrame) {
 			resp.MissingRequired = append(resp.MissingRequired, name)
 		}
 	}
+	c.directory = slices.Contains(f.Require, FeatureMemberDirectory) || slices.Contains(f.Optional, FeatureMemberDirectory)
 	c.sendFrame(resp)
 	if len(resp.MissingRequired) == 0 {
 		return

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,7 +167,7 @@ func (e *env) dial() *client {
 
 // hello builds a signed hello for m; edit may change it before sending.
 func (e *env) hello(m *member, sessionID string) map[string]any {
-	ts := time.Now().UnixMilli()
+	ts := helloTimestamp()
 	return map[string]any{"type": "hello", "meshId": e.mesh.ID, "memberId": m.row.ID, "pubkey": m.id.PublicKeyHex(),
 		"sessionId": sessionID, "timestamp": ts, "displayName": m.row.DisplayName,
 		"signature": meshcrypto.HelloSignature(m.id, e.mesh.ID, m.row.ID, ts)}
@@ -200,7 +201,7 @@ func (e *env) identity() *meshcrypto.Identity {
 // sessionHello builds a signed session_hello of session key s under m,
 // attested for an hour; edit it (groups, displayName) before sending.
 func (e *env) sessionHello(m *member, s *meshcrypto.Identity, sessionID string) map[string]any {
-	now := time.Now().UnixMilli()
+	now := helloTimestamp()
 	expires := now + time.Hour.Milliseconds()
 	return map[string]any{"type": "session_hello", "meshId": e.mesh.ID, "parentMemberId": m.row.ID,
 		"parentMemberPubkey": m.id.PublicKeyHex(), "sessionPubkey": s.PublicKeyHex(),
@@ -267,6 +268,21 @@ func sendFrame(id, to, body string) map[string]any {
 	return map[string]any{"type": "send", "id": id, "client_message_id": id, "request_fingerprint": fp,
 		"targetSpec": to, "priority": "next", "nonce": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "ciphertext": body}
 }
+
+// helloTimestamp is now in Unix ms, but always later than the last one it
+// returned: the broker refuses a signed hello it has seen (hello_replayed),
+// and two hellos of one key in one millisecond would be one.
+func helloTimestamp() int64 {
+	lastHelloMu.Lock()
+	defer lastHelloMu.Unlock()
+	lastHello = max(time.Now().UnixMilli(), lastHello+1)
+	return lastHello
+}
+
+var (
+	lastHelloMu sync.Mutex
+	lastHello   int64
+)
 
 func signHello(m *member, meshID, memberID string, ts int64) string {
 	return meshcrypto.HelloSignature(m.id, meshID, memberID, ts)

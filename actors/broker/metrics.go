@@ -27,6 +27,7 @@ type metrics struct {
 	dedupeExpired       prometheus.Counter
 	messagesPruned      prometheus.Counter
 	leasesReleased      prometheus.Counter
+	helloReplays        prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -60,9 +61,11 @@ func newMetrics() *metrics {
 		Help: "Message rows deleted by retention (their dedupe rows keep history_available=false)."})
 	m.leasesReleased = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_leases_released_total",
 		Help: "Delivery leases freed because the connection holding them closed, had closed when the push went out, or belongs to a key that just connected again (pushed again at once)."})
+	m.helloReplays = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_hello_replay_refused_total",
+		Help: "Hellos and session_hellos refused because their signature was already used within its window (hello_replayed)."})
 	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
 		m.acceptBatch, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
-		m.dedupeExpired, m.messagesPruned, m.leasesReleased} {
+		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays} {
 		f(c)
 	}
 	return m

@@ -34,19 +34,74 @@ func (c *brokerMemberListCmd) list(ctx context.Context, s *broker.Store, mesh *b
 	if err != nil {
 		return err
 	}
+	alike := lookalikes(members)
 	if c.JSON {
 		out := make([]map[string]any, len(members))
 		for i, m := range members {
 			out[i] = map[string]any{"member_id": m.ID, "pubkey": m.Pubkey, "display_name": m.DisplayName, "created_at": m.CreatedAt}
+			if others := alike[m.Pubkey]; len(others) > 0 {
+				out[i]["name_lookalikes"] = others
+			}
 		}
 		return provisionPrintJSON(out)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PUBKEY\tNAME\tMEMBER ID\tJOINED")
 	for _, m := range members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Pubkey, m.DisplayName, m.ID, m.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%q\t%s\t%s\n", m.Pubkey, m.DisplayName, m.ID, m.CreatedAt.UTC().Format(time.RFC3339))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(alike) > 0 {
+		fmt.Printf("\nwarning: %d members have names that read the same as another's (joined before names were unique; "+
+			"new ones are refused, and `claudemesh send <name>` refuses the ambiguity):\n", len(alike))
+		names := make(map[string]string, len(members))
+		for _, m := range members {
+			names[m.Pubkey] = m.DisplayName
+		}
+		for _, m := range members {
+			if others := alike[m.Pubkey]; len(others) > 0 {
+				fmt.Printf("  %+q (%.16s…) reads the same as %s\n", m.DisplayName, m.Pubkey, describeMembers(others, names))
+			}
+		}
+		fmt.Printf("revoke the one that is not who it says with `claudemesh broker member revoke %s <pubkey>`\n", mesh.Slug)
+	}
+	return nil
+}
+
+// lookalikes maps the pubkey of each member whose display name reads the
+// same as another's (messages.NameKey) to the pubkeys of those others.
+func lookalikes(members []broker.Member) map[string][]string {
+	byKey := map[string][]string{}
+	for _, m := range members {
+		k := messages.NameKey(m.DisplayName)
+		byKey[k] = append(byKey[k], m.Pubkey)
+	}
+	out := map[string][]string{}
+	for _, keys := range byKey {
+		if len(keys) < 2 {
+			continue
+		}
+		for _, k := range keys {
+			for _, other := range keys {
+				if other != k {
+					out[k] = append(out[k], other)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// describeMembers names members by display name (non-ASCII escaped, so
+// that look-alikes differ on screen) and pubkey prefix.
+func describeMembers(keys []string, names map[string]string) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf("%+q (%.16s…)", names[k], k)
+	}
+	return strings.Join(out, ", ")
 }
 
 type brokerMemberRevokeCmd struct {

@@ -116,7 +116,7 @@ type brokerInviteCmd struct {
 	Slug             string        `arg:"" help:"Slug of the mesh to invite to."`
 	Uses             int           `default:"1" placeholder:"N" help:"How many members the invite can join (at least 1; default 1)."`
 	TTL              time.Duration `name:"ttl" default:"24h" placeholder:"DURATION" help:"How long the invite stays valid (Go duration: 30m, 24h, 168h; default 24h)."`
-	BrokerURL        string        `name:"broker-url" default:"http://127.0.0.1:7900" placeholder:"URL" help:"Base URL joiners reach this broker's HTTP listener at (http or https); the invite is <URL>/join/<token>, the WebSocket <URL as ws(s)>/ws. Default: http://127.0.0.1:7900."`
+	BrokerURL        string        `name:"broker-url" placeholder:"URL" help:"Base URL joiners reach this broker's HTTP listener at (http or https); the invite is <URL>/join/<token>, the WebSocket <URL as ws(s)>/ws. Default: the URL the broker recorded in its database when it started (broker up --public-url, else the address it listens on)."`
 	brokerStoreFlags `embed:""`
 	JSON             bool `name:"json" help:"Print the invite as one JSON object instead of the bare URL."`
 }
@@ -128,10 +128,6 @@ func (c *brokerInviteCmd) Run() error {
 	if c.TTL <= 0 {
 		return &exitError{code: 2, err: errors.New("--ttl must be positive")}
 	}
-	// Check the broker URL before an invite is minted for nothing.
-	if _, err := join.InviteURL(c.BrokerURL, "check"); err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("--broker-url: %w", err)}
-	}
 	ctx, cancel := provisionContext(provisionTimeout)
 	defer cancel()
 	s, err := c.open(ctx, true, quietLog)
@@ -139,6 +135,10 @@ func (c *brokerInviteCmd) Run() error {
 		return err
 	}
 	defer s.Close()
+	base, err := c.brokerURL(ctx, s)
+	if err != nil {
+		return err
+	}
 	inv, err := s.CreateInvite(ctx, c.Slug, c.Uses, c.TTL)
 	switch {
 	case errors.Is(err, broker.ErrMeshNotFound):
@@ -148,7 +148,7 @@ func (c *brokerInviteCmd) Run() error {
 	case err != nil:
 		return err
 	}
-	inviteURL, err := join.InviteURL(c.BrokerURL, inv.Token)
+	inviteURL, err := join.InviteURL(base, inv.Token)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--broker-url: %w", err)}
 	}
@@ -168,6 +168,31 @@ func (c *brokerInviteCmd) Run() error {
 		inv.MeshSlug, uses, inv.ExpiresAt.UTC().Format(time.RFC3339))
 	fmt.Println(inviteURL)
 	return nil
+}
+
+// brokerURL is --broker-url, else the public URL the broker recorded when
+// it started; it is checked before an invite is minted for nothing.
+func (c *brokerInviteCmd) brokerURL(ctx context.Context, s *broker.Store) (string, error) {
+	if c.BrokerURL != "" {
+		if _, err := join.InviteURL(c.BrokerURL, "check"); err != nil {
+			return "", &exitError{code: 2, err: fmt.Errorf("--broker-url: %w", err)}
+		}
+		return c.BrokerURL, nil
+	}
+	recorded, at, err := s.Setting(ctx, broker.SettingPublicURL)
+	if errors.Is(err, broker.ErrSettingUnset) {
+		return "", &exitError{code: 2, err: errors.New("the broker URL is not known: no `claudemesh broker up` has recorded one in this database; " +
+			"start the broker (it records its --public-url, else the address it listens on) or pass --broker-url")}
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, err := join.InviteURL(recorded, "check"); err != nil {
+		return "", &exitError{code: 2, err: fmt.Errorf("the broker URL recorded in the database (%s) is not usable: %w; pass --broker-url", recorded, err)}
+	}
+	fmt.Fprintf(os.Stderr, "broker URL %s, as the broker recorded it when it started (%s); --broker-url overrides it\n",
+		recorded, at.UTC().Format(time.RFC3339))
+	return recorded, nil
 }
 
 type joinCmd struct {
@@ -279,6 +304,8 @@ func joinFailure(err error) error {
 		return errors.New("join failed: the invite is used up (no uses left); ask the mesh owner for a new one (`claudemesh broker invite <slug>`)")
 	case errors.Is(err, join.ErrInviteUnknown):
 		return errors.New("join failed: the broker does not know this invite; check that the URL was copied whole, or ask for a new one")
+	case errors.Is(err, join.ErrBadRequest) && strings.Contains(err.Error(), "is taken in this mesh"):
+		return fmt.Errorf("join failed: %w; join again with another --name (the invite was not used)", err)
 	case errors.Is(err, join.ErrUnreachable):
 		return fmt.Errorf("join failed: %w; check the invite URL and that the broker is running", err)
 	}

@@ -2,22 +2,29 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 	"github.com/claudemesh/claudemesh-go/transport/join"
+	"github.com/claudemesh/claudemesh-go/transport/wsserver"
 )
 
 type brokerUpCmd struct {
 	Listen           string `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
+	PublicURL        string `name:"public-url" placeholder:"URL" help:"Base URL joiners reach this broker at (http or https), recorded in its database for claudemesh broker invite. Default: http:// and the address --listen bound (the hostname for a wildcard address)."`
+	MaxPending       int    `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
+	MaxPendingPerIP  int    `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (a reverse proxy is one); past it upgrades are answered 429."`
 	brokerStoreFlags `embed:""`
 	RedisURL         string `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
 	RateLimit        int    `default:"6000" help:"Messages per mesh per rate window."`
@@ -49,7 +56,16 @@ func (c *brokerUpCmd) Run() error {
 		}
 	}
 	defer limiter.Close()
-	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{"/join/": join.Handler(store, log)}, Log: log})
+	if c.MaxPending < 1 || c.MaxPendingPerIP < 1 {
+		return &exitError{code: 2, err: errors.New("--max-pending and --max-pending-per-ip must be at least 1")}
+	}
+	if c.PublicURL != "" {
+		if _, err := join.InviteURL(c.PublicURL, "check"); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--public-url: %w", err)}
+		}
+	}
+	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{"/join/": join.Handler(store, log)}, Log: log,
+		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP}})
 	if err != nil {
 		return err
 	}
@@ -58,14 +74,19 @@ func (c *brokerUpCmd) Run() error {
 		b.Close(ctx)
 		return err
 	}
+	public := c.advertised(l.Addr())
+	if err := store.SetSetting(ctx, broker.SettingPublicURL, public); err != nil {
+		log.Warn("public_url_not_recorded", "url", public, "err", err) // invite then asks for --broker-url
+	}
 	sig := make(chan os.Signal, 1) // before serving: a signal must never find the default action
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	log.Info("broker_started", "listen", l.Addr().String(), "backend", store.Backend(), "pid", os.Getpid())
+	log.Info("broker_started", "listen", l.Addr().String(), "public_url", public, "backend", store.Backend(), "pid", os.Getpid())
 	fmt.Fprintf(os.Stderr, "broker listening on %s (ws://%s/ws)\n", l.Addr(), l.Addr())
+	fmt.Fprintf(os.Stderr, "invites link to %s (set with --public-url)\n", public)
 
 	select {
 	case s := <-sig:
@@ -80,4 +101,25 @@ func (c *brokerUpCmd) Run() error {
 	err = srv.Shutdown(shutdownCtx) // stops new requests and upgrades
 	b.Close(shutdownCtx)            // then the WebSockets: close 1001
 	return err
+}
+
+// advertised is --public-url, else http:// and the bound address; a
+// wildcard address (0.0.0.0, ::) is replaced by the hostname, which is
+// what another machine would use.
+func (c *brokerUpCmd) advertised(bound net.Addr) string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return "http://" + bound.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

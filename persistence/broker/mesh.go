@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/jmoiron/sqlx"
 	"github.com/oklog/ulid/v2"
 )
@@ -154,9 +155,10 @@ func (s *Store) CreateInvite(ctx context.Context, meshSlug string, uses int, ttl
 
 // RedeemInvite joins pubkey to the invite's mesh under displayName and uses
 // up one use of the invite, atomically. It fails with ErrInviteUnknown,
-// ErrInviteExpired, ErrInviteUsedUp or ErrMemberRevoked. A pubkey that is
-// already an active member gets its existing membership back and no use is
-// consumed.
+// ErrInviteExpired, ErrInviteUsedUp, ErrMemberRevoked, or a
+// *NameTakenError when an active member's name reads the same
+// (messages.NameKey; nothing is consumed then). A pubkey that is already an
+// active member gets its existing membership back and no use is consumed.
 func (s *Store) RedeemInvite(ctx context.Context, token, pubkey, displayName string) (*Member, *Mesh, error) {
 	pubkey, displayName = strings.ToLower(pubkey), strings.TrimSpace(displayName)
 	if !pubkeyPattern.MatchString(pubkey) {
@@ -165,10 +167,14 @@ func (s *Store) RedeemInvite(ctx context.Context, token, pubkey, displayName str
 	if displayName == "" || len(displayName) > 128 {
 		return nil, nil, fmt.Errorf("%w: display name must be 1-128 bytes", ErrInvalid)
 	}
+	key, err := nameKeyOf(displayName)
+	if err != nil {
+		return nil, nil, err
+	}
 	var member *Member
 	var mesh *Mesh
-	err := s.inTx(ctx, func(tx *sqlx.Tx) (err error) {
-		member, err = s.redeem(ctx, tx, token, pubkey, displayName)
+	err = s.inTx(ctx, func(tx *sqlx.Tx) (err error) {
+		member, err = s.redeem(ctx, tx, token, pubkey, displayName, key)
 		if err != nil {
 			return err
 		}
@@ -181,7 +187,7 @@ func (s *Store) RedeemInvite(ctx context.Context, token, pubkey, displayName str
 	return member, mesh, nil
 }
 
-func (s *Store) redeem(ctx context.Context, tx *sqlx.Tx, token, pubkey, displayName string) (*Member, error) {
+func (s *Store) redeem(ctx context.Context, tx *sqlx.Tx, token, pubkey, displayName, nameKey string) (*Member, error) {
 	hash := sha256.Sum256([]byte(token))
 	var inv struct {
 		MeshID    string `db:"mesh_id"`
@@ -209,6 +215,11 @@ func (s *Store) redeem(ctx context.Context, tx *sqlx.Tx, token, pubkey, displayN
 	case !errors.Is(err, ErrMemberNotFound):
 		return nil, err
 	}
+	if holder, err := nameHolder(ctx, tx, s.d, inv.MeshID, nameKey, pubkey); err != nil {
+		return nil, err
+	} else if holder != "" {
+		return nil, &NameTakenError{Name: displayName, Holder: holder}
+	}
 	res, err := tx.ExecContext(ctx, s.d.rewrite("UPDATE invite SET uses_left = uses_left - 1 WHERE token_hash = ? AND uses_left > 0"), hash[:])
 	if err != nil {
 		return nil, fmt.Errorf("use invite: %w", err)
@@ -220,8 +231,11 @@ func (s *Store) redeem(ctx context.Context, tx *sqlx.Tx, token, pubkey, displayN
 	}
 	m := &Member{ID: ulid.Make().String(), MeshID: inv.MeshID, Pubkey: pubkey, DisplayName: displayName,
 		CreatedAt: now, Profile: Profile{Status: StatusIdle, Visible: true, Capabilities: []string{}}}
-	res, err = tx.ExecContext(ctx, s.d.rewrite(`INSERT INTO member (id, mesh_id, pubkey, display_name, created_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (mesh_id, pubkey) DO NOTHING`), m.ID, m.MeshID, m.Pubkey, m.DisplayName, s.d.time(now))
+	res, err = tx.ExecContext(ctx, s.d.rewrite(`INSERT INTO member (id, mesh_id, pubkey, display_name, created_at, name_key)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (mesh_id, pubkey) DO NOTHING`), m.ID, m.MeshID, m.Pubkey, m.DisplayName, s.d.time(now), nameKey)
+	if isNameKeyConflict(err) {
+		return nil, &NameTakenError{Name: displayName}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert member: %w", err)
 	}
@@ -234,15 +248,32 @@ func (s *Store) redeem(ctx context.Context, tx *sqlx.Tx, token, pubkey, displayN
 }
 
 // AddMember registers a member directly, with the given id, without an
-// invite: the daemon's embedded broker registers its own local identity so.
-// An existing member with this pubkey is returned as it is.
+// invite: the daemon's embedded broker registers its own local identities so.
+// An existing member with this pubkey is returned as it is. These are the
+// machine owner's own agents, named by their slugs: one whose name reads
+// the same as another's (agent0, agento) is still registered, without
+// holding its name (logged; `claudemesh send` refuses the ambiguity and
+// `broker member list` reports it), rather than keep the daemon from
+// starting.
 func (s *Store) AddMember(ctx context.Context, meshID, memberID, pubkey, displayName string) (*Member, error) {
 	if m, err := s.MemberByPubkey(ctx, meshID, pubkey); err == nil {
 		return m, nil
 	}
+	var key any
+	if k := messages.NameKey(displayName); k != "" {
+		holder, err := nameHolder(ctx, s.db, s.d, meshID, k, pubkey)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("add member: %w", err)
+		case holder != "":
+			s.log.Warn("member_name_lookalike", "mesh_id", meshID, "member_id", memberID, "name", displayName, "holder", holder)
+		default:
+			key = k
+		}
+	}
 	now := s.clock()
-	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO member (id, mesh_id, pubkey, display_name, created_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (mesh_id, pubkey) DO NOTHING`), memberID, meshID, pubkey, displayName, s.d.time(now)); err != nil {
+	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO member (id, mesh_id, pubkey, display_name, created_at, name_key)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (mesh_id, pubkey) DO NOTHING`), memberID, meshID, pubkey, displayName, s.d.time(now), key); err != nil {
 		return nil, fmt.Errorf("add member: %w", err)
 	}
 	return s.MemberByPubkey(ctx, meshID, pubkey)

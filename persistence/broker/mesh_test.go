@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -103,7 +104,7 @@ func TestInvites(t *testing.T) {
 				}
 			}
 			e.clock.Advance(s.advance)
-			mem, mesh, err := e.s.RedeemInvite(ctx, s.token, s.pubkey, "agent")
+			mem, mesh, err := e.s.RedeemInvite(ctx, s.token, s.pubkey, "agent-"+s.pubkey[:8])
 			if !errors.Is(err, s.want) {
 				t.Fatalf("%s: %v, want %v", s.name, err, s.want)
 			}
@@ -174,7 +175,9 @@ func TestInviteConcurrentRedeem(t *testing.T) {
 		errs := make([]error, 20)
 		var wg sync.WaitGroup
 		for i := range errs {
-			wg.Go(func() { _, _, errs[i] = e.s.RedeemInvite(context.Background(), inv.Token, newPubkey(t), "agent") })
+			wg.Go(func() {
+				_, _, errs[i] = e.s.RedeemInvite(context.Background(), inv.Token, newPubkey(t), fmt.Sprint("agent-", i))
+			})
 		}
 		wg.Wait()
 		ok := 0

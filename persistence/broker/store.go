@@ -119,6 +119,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("migrate broker store: %w", err)
 	}
+	if err = s.fillNameKeys(ctx); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
 	s.log.Info("broker_store_open", "backend", s.d.name, "schema_version", s.version)
 	if s.d.name == sqliteName {
 		if s.rdb, err = persistence.OpenSQLite(ctx, filepath.Join(opts.Dir, FileName), DefaultReadConns); err != nil {

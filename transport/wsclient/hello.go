@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -18,11 +19,11 @@ const SessionAttestationTTL = 12 * time.Hour
 // cfg.Parent is set.
 func (h *handshake) hello() any {
 	cfg := h.cfg
-	ts := cfg.Now().UnixMilli()
 	signer := cfg.Identity
 	if cfg.signWith != nil {
 		signer = cfg.signWith
 	}
+	ts := helloTimestamps.next(signer.PublicKeyHex(), cfg.Now().UnixMilli())
 	pid := cmp.Or(cfg.PID, os.Getpid())
 	if cfg.Parent != nil {
 		session, parent := cfg.Identity.PublicKeyHex(), cfg.Parent.PublicKeyHex()
@@ -39,6 +40,42 @@ func (h *handshake) hello() any {
 		Pubkey: cfg.Identity.PublicKeyHex(), DisplayName: cfg.DisplayName, SessionID: cfg.SessionID,
 		PID: pid, Cwd: cfg.Cwd, Hostname: cfg.Hostname, PeerType: "ai", Channel: "claudemesh-daemon",
 		Timestamp: ts, Signature: meshcrypto.HelloSignature(signer, cfg.MeshID, cfg.MemberID, ts)}
+}
+
+// helloTimestamps hands out hello timestamps (Unix ms) per signing key,
+// each later than the last this process used for that key. Two hellos of
+// one key with one timestamp carry the same signature, and a broker that
+// refuses replays (ours, hello_replayed) would take the second for a
+// replay of the first: two connections opened in the same millisecond (a
+// daemon and a cold-path send, a quick redial) must not collide. A bumped
+// timestamp is ahead by a few milliseconds at most, well inside the ±60 s
+// the broker allows.
+var helloTimestamps = &lastTimestamps{last: map[string]int64{}}
+
+type lastTimestamps struct {
+	mu   sync.Mutex
+	last map[string]int64
+}
+
+// next returns now, or the key's last timestamp plus one when now is not
+// later than it by less than a second (a clock set far back, as in a test,
+// is left alone). Keys whose last timestamp is a minute old are forgotten.
+func (l *lastTimestamps) next(key string, now int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ts := now
+	if last, ok := l.last[key]; ok && now <= last && last-now < time.Second.Milliseconds() {
+		ts = last + 1
+	}
+	l.last[key] = ts
+	if len(l.last) > 64 {
+		for k, t := range l.last {
+			if t < now-time.Minute.Milliseconds() {
+				delete(l.last, k)
+			}
+		}
+	}
+	return ts
 }
 
 // groupsOf parses "@name[:role]" (the leading @ optional) into hello groups.

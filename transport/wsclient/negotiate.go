@@ -10,11 +10,16 @@ import (
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
-// Feature names (spec §15.1).
+// Feature names (spec §15.1), and member_directory, our broker's own: asked
+// for, it makes the peer lists carry the mesh's members that are not
+// connected (peerRole "member", status "offline"), so that a display name
+// resolves against every member (messages.ResolvePeer). The upstream broker
+// does not advertise it; the lists are then the connected peers alone.
 const (
-	FeatureDedupe     = "client_message_id_dedupe"
-	FeatureConcurrent = "concurrent_connection_policy"
-	FeatureMaxPayload = "max_payload"
+	FeatureDedupe          = "client_message_id_dedupe"
+	FeatureConcurrent      = "concurrent_connection_policy"
+	FeatureMaxPayload      = "max_payload"
+	FeatureMemberDirectory = "member_directory"
 )
 
 // Close-reason kinds (spec §15.3).
@@ -51,7 +56,7 @@ const (
 // Required and Optional are the features the daemon asks for.
 var (
 	Required = []string{FeatureDedupe, FeatureConcurrent}
-	Optional = []string{FeatureMaxPayload}
+	Optional = []string{FeatureMaxPayload, FeatureMemberDirectory}
 )
 
 // Session is what the hello and the feature negotiation established.
@@ -77,6 +82,10 @@ type Session struct {
 	// MaxPayloadBytes is max_payload.inline_bytes, else
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
+	// MemberDirectory is true when the broker advertised member_directory:
+	// its peer lists include the members not connected. (Not one of
+	// Features, which are the delivery contract's.)
+	MemberDirectory bool
 	// Warnings are optional parameters that were missing or invalid and
 	// replaced by defaults (feature_optional_param_invalid, spec §15.2).
 	Warnings []string
@@ -223,6 +232,11 @@ func Validate(resp *messages.FeatureNegotiationResponseFrame) (*Session, *messag
 		} else {
 			s.MaxPayloadBytes = int(n)
 			s.Features = append(s.Features, FeatureMaxPayload)
+		}
+	}
+	if f, ok := resp.Supported[FeatureMemberDirectory]; ok {
+		if v, ok := intParam(f.Params, "version"); ok && v == 1 {
+			s.MemberDirectory = true
 		}
 	}
 	slices.Sort(s.Features)

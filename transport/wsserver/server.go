@@ -3,7 +3,10 @@
 // join endpoint). Each accepted WebSocket is a Conn with a reader goroutine
 // handing frames, in order, to the Session the broker opened for it, and a
 // writer goroutine draining a bounded queue, sending pings and enforcing the
-// liveness deadline. It knows nothing of the protocol's meaning.
+// liveness deadline. Until the broker calls Authenticated a connection is
+// pending: it has Limits.HelloTimeout to get there, and the pending
+// connections of one source address, and of all, are capped. It knows
+// nothing of the protocol's meaning.
 package wsserver
 
 import (
@@ -14,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages/fifo"
@@ -35,6 +39,52 @@ const (
 	OutQueue = 4096
 )
 
+// Defaults of Limits.
+const (
+	// HelloTimeout is how long a connection may stay unauthenticated.
+	HelloTimeout = 5 * time.Second
+	// PendingPerSource caps the unauthenticated connections of one source
+	// IP address (a reverse proxy in front of the broker is one source;
+	// loopback sources are exempt unless Limits.CapLoopback).
+	PendingPerSource = 32
+	// Pending caps the unauthenticated connections of all sources.
+	Pending = 1024
+	// CloseHelloTimeout is the close code of a connection that did not
+	// authenticate in time (policy violation), with reason "hello_timeout".
+	CloseHelloTimeout = 1008
+)
+
+// Limits bound the connections that have not authenticated (Conn.Authenticated)
+// yet; zero fields take the defaults above.
+type Limits struct {
+	// HelloTimeout closes a connection still unauthenticated this long
+	// after its upgrade with 1008 "hello_timeout".
+	HelloTimeout time.Duration
+	// PendingPerSource and Pending cap the unauthenticated connections of
+	// one source IP and of all; an upgrade past either is answered 429
+	// with Retry-After.
+	PendingPerSource int
+	Pending          int
+	// CapLoopback applies PendingPerSource to loopback sources too. Off,
+	// local clients (a daemon's embedded broker serves only them, and a
+	// reverse proxy on the same host makes every client one) are bounded
+	// by Pending alone.
+	CapLoopback bool
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.HelloTimeout <= 0 {
+		l.HelloTimeout = HelloTimeout
+	}
+	if l.PendingPerSource <= 0 {
+		l.PendingPerSource = PendingPerSource
+	}
+	if l.Pending <= 0 {
+		l.Pending = Pending
+	}
+	return l
+}
+
 // Session receives one connection's events. Frame is called from the
 // reader goroutine, one frame at a time, in arrival order; Closed exactly
 // once, after the last Frame.
@@ -53,14 +103,21 @@ type Server struct {
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 
+	limits Limits
+
 	mu    sync.Mutex
 	conns map[*Conn]struct{}
+	// pending counts the unauthenticated connections by source address,
+	// and pendingAll all of them.
+	pending    map[string]int
+	pendingAll int
 }
 
 // New returns a server that opens a Session per WebSocket and serves
 // health at /health; extra handlers are mounted at their patterns.
-func New(open Opener, health func() any, extra map[string]http.Handler, log *slog.Logger) *Server {
+func New(open Opener, health func() any, extra map[string]http.Handler, limits Limits, log *slog.Logger) *Server {
 	s := &Server{open: open, mux: http.NewServeMux(), log: log, conns: map[*Conn]struct{}{},
+		limits: limits.withDefaults(), pending: map[string]int{},
 		// Write buffers come from a pool and are held only during a write: an
 		// idle connection (most of an agent session's life) holds none.
 		upgrader: websocket.Upgrader{ReadBufferSize: 4 << 10, WriteBufferSize: 16 << 10, WriteBufferPool: &sync.Pool{},
@@ -107,16 +164,32 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the WebSocket endpoint is /ws, without a query string", http.StatusBadRequest)
 		return
 	}
+	source := sourceOf(r.RemoteAddr)
+	if !s.takePending(source, s.limits.CapLoopback || !isLoopback(source)) {
+		s.log.Warn("ws_pending_cap", "source", source, "per_source", s.limits.PendingPerSource, "all", s.limits.Pending)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many connections awaiting their hello (from this address, or in all); retry later", http.StatusTooManyRequests)
+		return
+	}
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		s.releasePending(source)
 		return // the upgrader has answered
 	}
 	c := &Conn{ws: ws, out: fifo.New[outFrame](OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr}
+	c.unpend = sync.OnceFunc(func() { s.releasePending(source) })
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	c.helloTimer = time.AfterFunc(s.limits.HelloTimeout, func() {
+		if !c.authenticated.Load() {
+			c.Close(CloseHelloTimeout, "hello_timeout")
+		}
+	})
 	go func() {
 		<-c.done
+		c.helloTimer.Stop()
+		c.unpend()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -124,6 +197,49 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	sess := s.open(c)
 	go c.write()
 	go c.read(sess)
+}
+
+// sourceOf is the IP address of a remote address (host:port).
+func sourceOf(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
+func isLoopback(source string) bool {
+	ip := net.ParseIP(source)
+	return ip != nil && ip.IsLoopback()
+}
+
+// takePending counts a new unauthenticated connection from source, unless
+// that would pass the cap of all or, with perSource, the source's.
+func (s *Server) takePending(source string, perSource bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perSource && s.pending[source] >= s.limits.PendingPerSource || s.pendingAll >= s.limits.Pending {
+		return false
+	}
+	s.pending[source]++
+	s.pendingAll++
+	return true
+}
+
+// releasePending uncounts an unauthenticated connection from source.
+func (s *Server) releasePending(source string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[source]--; s.pending[source] <= 0 {
+		delete(s.pending, source)
+	}
+	s.pendingAll--
+}
+
+// PendingCount is the number of connections awaiting authentication.
+func (s *Server) PendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pendingAll
 }
 
 type outFrame struct {
@@ -143,6 +259,18 @@ type Conn struct {
 	done   chan struct{}
 	once   sync.Once
 	Remote string
+
+	authenticated atomic.Bool
+	helloTimer    *time.Timer
+	unpend        func() // uncounts the connection as pending, once
+}
+
+// Authenticated marks the connection as past its hello: the hello
+// deadline no longer applies and it no longer counts as pending.
+func (c *Conn) Authenticated() {
+	c.authenticated.Store(true)
+	c.helloTimer.Stop()
+	c.unpend()
 }
 
 // Send queues a text frame; it never blocks. It reports false when the
