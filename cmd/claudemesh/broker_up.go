@@ -24,7 +24,7 @@ type brokerUpCmd struct {
 	Listen           string `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
 	PublicURL        string `name:"public-url" placeholder:"URL" help:"Base URL joiners reach this broker at (http or https), recorded in its database for claudemesh broker invite. Default: http:// and the address --listen bound (the hostname for a wildcard address)."`
 	MaxPending       int    `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
-	MaxPendingPerIP  int    `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (a reverse proxy is one); past it upgrades are answered 429."`
+	MaxPendingPerIP  int    `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it upgrades are answered 429."`
 	brokerStoreFlags `embed:""`
 	RedisURL         string `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
 	RateLimit        int    `default:"6000" help:"Messages per mesh per rate window."`
