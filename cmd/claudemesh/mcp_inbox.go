@@ -114,7 +114,7 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 			Summary: p.Summary, You: strings.EqualFold(p.Pubkey, me)})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Peers online on mesh %s (you are %s):\n", out.Mesh, out.You)
+	fmt.Fprintf(&b, "Peers on mesh %s (you are %s; a peer whose status is offline is away, and messages to it wait):\n", out.Mesh, out.You)
 	if len(out.Peers) == 0 {
 		b.WriteString("(none)\n")
 	}

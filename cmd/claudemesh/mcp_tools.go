@@ -54,7 +54,7 @@ type (
 	listPeersOut struct {
 		Mesh  string    `json:"mesh" jsonschema:"The mesh you are on."`
 		You   string    `json:"you" jsonschema:"Your own display name."`
-		Peers []peerOut `json:"peers" jsonschema:"Everyone online on the mesh, you included."`
+		Peers []peerOut `json:"peers" jsonschema:"Everyone on the mesh, you included: peers online, and members who are away (status offline; messages to them wait)."`
 	}
 	peerOut struct {
 		Name    string `json:"name" jsonschema:"Display name: send_message takes it as to."`
@@ -211,7 +211,8 @@ func (m *mcpServer) resolve(ctx context.Context, s *agentSession, mesh string, o
 	}
 	for _, p := range list {
 		if strings.EqualFold(p.Pubkey, out.ResolvedTo) {
-			online, out.RecipientName = true, p.DisplayName
+			// The broker's directory lists members who are away too.
+			online, out.RecipientName = p.PeerRole != messages.PeerRoleMember, p.DisplayName
 			break
 		}
 	}

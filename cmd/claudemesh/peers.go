@@ -29,7 +29,7 @@ func (c *peersCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return printList(peers, c.JSON, "no peers connected", "MESH\tNAME\tPUBKEY\tSTATUS\tSUMMARY", func(p ipc.MeshPeer) string {
+	return printList(peers, c.JSON, "no peers (no member or session of the daemon's meshes is known to their brokers)", "MESH\tNAME\tPUBKEY\tSTATUS\tSUMMARY", func(p ipc.MeshPeer) string {
 		return row(p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.Summary)
 	})
 }
