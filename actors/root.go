@@ -46,6 +46,7 @@ type Tree struct {
 	Store  *actor.PID
 	Accept *actor.PID
 	Events *actor.PID
+	Hooks  *actor.PID          // the hook outbox's worker (nil without Deps.HookWorker)
 	Meshes map[string]MeshPIDs // written by Attach and Detach under mu
 
 	mu         *sync.Mutex
@@ -56,9 +57,13 @@ type Tree struct {
 type Deps struct {
 	Outbox *persistence.Outbox
 	Inbox  *persistence.Inbox
-	Meshes []MeshConfig
-	Log    *slog.Logger
-	Fatal  chan<- error
+	// Hooks is hooks.db, the agent-hook outbox (nil: none); HookWorker,
+	// when set, spawns its worker (hooks.go).
+	Hooks      *persistence.Hooks
+	HookWorker *HooksOptions
+	Meshes     []MeshConfig
+	Log        *slog.Logger
+	Fatal      chan<- error
 	// Metrics are the daemon's series (nil: a fresh, unserved set).
 	Metrics *metrics.Daemon
 	// Pressure is measured by the store after its writes (nil: not watched).
@@ -227,10 +232,15 @@ func (r *root) spawnChildren(ctx actor.Context) {
 		return pid
 	}
 	r.tree.Events = spawn("events", workers.InlineProps(NewEvents(r.deps.Metrics, log)))
-	r.tree.Store = spawn("store", workers.Props(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox,
+	r.tree.Store = spawn("store", workers.Props(NewStore(StoreOptions{Outbox: r.deps.Outbox, Inbox: r.deps.Inbox, Hooks: r.deps.Hooks,
 		Pressure: r.deps.Pressure, Fsync: r.deps.Fsync, Retention: r.deps.Retention, Events: r.tree.Events, Faults: r.deps.Faults,
 		Metrics: r.deps.Metrics, Log: log})))
 	r.tree.Accept = spawn("accept", workers.InlineProps(newAcceptRouter(r.tree.Store, log, defaultAcceptTimings)))
+	if w := r.deps.HookWorker; w != nil {
+		opts := *w
+		opts.Log = cmpOrLog(opts.Log, log)
+		r.tree.Hooks = spawn("hooks", workers.Props(NewHooks(r.tree.Store, opts)))
+	}
 	r.meshes = map[string]*actor.PID{}
 	for _, cfg := range r.deps.Meshes {
 		r.meshes[cfg.Slug] = spawn(meshActorName(cfg.Slug), meshProps(cfg, r.tree.Store, &r.deps))

@@ -44,7 +44,8 @@ const OutcomeDelay = 10 * time.Millisecond
 type Store struct {
 	outbox  *persistence.Outbox
 	inbox   *persistence.Inbox
-	events  *actor.PID // every committed event goes there, in id order
+	hooks   *persistence.Hooks // nil: the hook commands fail (store_hooks.go)
+	events  *actor.PID         // every committed event goes there, in id order
 	metrics *metrics.Daemon
 	log     *slog.Logger
 	batch   batching
@@ -107,6 +108,7 @@ type (
 type StoreOptions struct {
 	Outbox   *persistence.Outbox
 	Inbox    *persistence.Inbox
+	Hooks    *persistence.Hooks    // hooks.db, the agent-hook outbox (nil: none)
 	Pressure *persistence.Pressure // measured after writes (nil: not watched)
 	// Fsync is [outbox] fsync_mode (nil: strict).
 	Fsync     *config.FsyncPolicy
@@ -136,7 +138,7 @@ func NewStore(o StoreOptions) actor.Producer {
 		syncs[inboxDB] = o.Inbox.DB.SyncWAL
 	}
 	return func() actor.Actor {
-		return &Store{outbox: o.Outbox, inbox: o.Inbox, events: o.Events, metrics: o.Metrics,
+		return &Store{outbox: o.Outbox, inbox: o.Inbox, hooks: o.Hooks, events: o.Events, metrics: o.Metrics,
 			log: o.Log.With("actor", "store"), batch: batching{max: DefaultMaxBatch},
 			durable: durability{fsync: o.Fsync, sync: syncs}, watch: pressureWatch{pressure: o.Pressure}, kept: kept}
 	}
@@ -268,7 +270,7 @@ func (s *Store) run(ctx actor.Context) {
 		return
 	}
 	replies := s.replyBuffer(len(reqs))
-	var batches [2]*persistence.Batch
+	var batches [databases]*persistence.Batch
 	defer func() {
 		if p := recover(); p != nil {
 			for _, b := range batches {
@@ -302,11 +304,17 @@ func (s *Store) run(ctx actor.Context) {
 // execute runs each command of the batch in its database's transaction,
 // begun at the first command that needs it; a database whose transaction
 // cannot begin fails its commands.
-func (s *Store) execute(reqs []storeRequest, replies []any, batches *[2]*persistence.Batch) {
-	dbs := [2]*persistence.DB{s.outbox.DB, s.inbox.DB}
-	var begun [2]error
+func (s *Store) execute(reqs []storeRequest, replies []any, batches *[databases]*persistence.Batch) {
+	dbs := [databases]*persistence.DB{s.outbox.DB, s.inbox.DB, nil}
+	if s.hooks != nil {
+		dbs[hooksDB] = s.hooks.DB
+	}
+	var begun [databases]error
 	for i, r := range reqs {
 		db := r.cmd.db
+		if dbs[db] == nil && begun[db] == nil {
+			begun[db] = errNoHooksDB
+		}
 		if batches[db] == nil && begun[db] == nil {
 			batches[db], begun[db] = dbs[db].Begin(context.Background())
 		}
@@ -344,7 +352,7 @@ func (s *Store) exec(b *persistence.Batch, r storeRequest) any {
 // commit commits each database's part of the batch and reports which
 // committed, and whether a commit found the disk full; a failed commit
 // fails that part's commands.
-func (s *Store) commit(reqs []storeRequest, replies []any, batches *[2]*persistence.Batch) (committed [2]bool, full bool) {
+func (s *Store) commit(reqs []storeRequest, replies []any, batches *[databases]*persistence.Batch) (committed [databases]bool, full bool) {
 	for db, b := range batches {
 		if b == nil {
 			continue
@@ -366,7 +374,7 @@ func (s *Store) commit(reqs []storeRequest, replies []any, batches *[2]*persiste
 // afterCommit measures the disk after durable batches (at most every
 // pressureEvery) and when the disk filled up, and sees to the fsyncs the
 // batch's replies wait for.
-func (s *Store) afterCommit(ctx actor.Context, reqs []storeRequest, replies []any, committed [2]bool, onOutbox, full bool) {
+func (s *Store) afterCommit(ctx actor.Context, reqs []storeRequest, replies []any, committed [databases]bool, onOutbox, full bool) {
 	durable := false
 	for _, r := range reqs {
 		if r.cmd.promises(outboxDB) {

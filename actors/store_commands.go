@@ -70,21 +70,31 @@ var commands = commandTable(
 		}}),
 	entry(spec[messages.EventsSince, messages.EventsPage]{db: inboxDB, run: (*Store).eventsSince}),
 
+	// The agent-hook outbox (hooks.db, store_hooks.go), for the hooks
+	// worker. Nothing waits for an fsync: a claim or outcome lost in a power
+	// cut has a row handled again, which the handlers tolerate.
+	entry(spec[messages.ClaimHooks, messages.HooksClaimed]{db: hooksDB, run: (*Store).claimHooks}),
+	entry(spec[messages.FinishHooks, messages.HooksFinished]{db: hooksDB, run: (*Store).finishHooks}),
+	entry(spec[messages.HookStats, messages.HookCounts]{db: hooksDB, run: (*Store).hookStats}),
+	entry(spec[messages.PruneHooks, messages.HooksPruned]{db: hooksDB, run: (*Store).pruneHooks}),
+
 	// Retention passes (store_retention.go), sent by the store to itself.
 	entry(spec[messages.PruneInbox, messages.Pruned]{db: inboxDB, savepoint: true, run: (*Store).pruneInbox}),
 	entry(spec[messages.PruneOutbox, messages.Pruned]{db: outboxDB, savepoint: true, run: (*Store).pruneOutbox}),
 )
 
-// database is one of the store's two files.
+// database is one of the store's files.
 type database int
 
 const (
 	outboxDB database = iota
 	inboxDB
+	hooksDB   // the agent-hook outbox: no command promises its fsync
+	databases // how many
 )
 
 // dbNames label the databases in logs and metrics.
-var dbNames = [2]string{outboxDB: "outbox", inboxDB: "inbox"}
+var dbNames = [databases]string{outboxDB: "outbox", inboxDB: "inbox", hooksDB: "hooks"}
 
 // command is one entry of the table, with the message and reply types
 // erased.

@@ -15,7 +15,7 @@ import (
 // command with no reply is run, and the store answers the next request),
 // and a failed command's reply carries the error.
 func TestStoreHandlesEveryMessage(t *testing.T) {
-	system, store, _, _ := spawnStore(t, StoreOptions{})
+	system, store, _, _ := spawnStore(t, StoreOptions{Hooks: openHooksDB(t)})
 	now := time.Now().UnixMilli()
 	body := "hello"
 	cases := []struct {
@@ -42,6 +42,11 @@ func TestStoreHandlesEveryMessage(t *testing.T) {
 		{&messages.EventsSince{After: 0, Limit: 10}, &messages.EventsPage{}},
 		{&messages.PruneInbox{Before: 0, EventsKeep: 100, Limit: 10}, &messages.Pruned{}},
 		{&messages.PruneOutbox{Before: 0, Limit: 10}, &messages.Pruned{}},
+		{&messages.ClaimHooks{Now: now, Cutoff: now - 30_000, Limit: 25, Recover: true}, &messages.HooksClaimed{}},
+		{&messages.FinishHooks{Now: now, Outcomes: []messages.HookOutcome{{ID: 1, Kind: messages.HookDelivered}}},
+			&messages.HooksFinished{}},
+		{&messages.HookStats{Now: now}, &messages.HookCounts{}},
+		{&messages.PruneHooks{Before: now, Limit: 10}, &messages.HooksPruned{}},
 	}
 	// One actor asks every question, as a dispatcher would: DispatchReady
 	// registers it, and the claims the store then sends it are passed over.

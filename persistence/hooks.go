@@ -121,12 +121,26 @@ const deliveredHooksSQL = `UPDATE hook_outbox SET delivered_at = ?, outcome = 'd
  WHERE id IN (SELECT value FROM json_each(?)) AND delivered_at IS NULL`
 
 // Claim runs a worker's claim in the batch's transaction.
+// With Recover, the sessions a previous worker holds a fresh lock in are
+// found first and left out of this claim too: a later row of theirs must
+// not be handled before the locked one.
 func (h *Hooks) Claim(tx *Tx, c *messages.ClaimHooks) (*messages.HooksClaimed, error) {
-	exclude, err := json.Marshal(c.Exclude)
+	out := &messages.HooksClaimed{}
+	skip := slices.Clone(c.Exclude)
+	if c.Recover {
+		var err error
+		if out.Locked, err = h.locked(tx, c.Cutoff); err != nil {
+			return nil, err
+		}
+		for s := range out.Locked {
+			skip = append(skip, s)
+		}
+	}
+	exclude, err := json.Marshal(skip)
 	if err != nil {
 		return nil, err
 	}
-	if c.Exclude == nil {
+	if skip == nil {
 		exclude = []byte("[]")
 	}
 	rows, err := tx.Prepared(h.claim).Query(sql.Named("now", c.Now), sql.Named("cutoff", c.Cutoff),
@@ -135,7 +149,6 @@ func (h *Hooks) Claim(tx *Tx, c *messages.ClaimHooks) (*messages.HooksClaimed, e
 		return nil, fmt.Errorf("claim hook rows: %w", err)
 	}
 	defer rows.Close()
-	out := &messages.HooksClaimed{}
 	for rows.Next() {
 		var r messages.HookRow
 		var payload string
@@ -151,19 +164,14 @@ func (h *Hooks) Claim(tx *Tx, c *messages.ClaimHooks) (*messages.HooksClaimed, e
 	slices.SortFunc(out.Rows, func(a, b messages.HookRow) int {
 		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
-	if c.Recover {
-		if out.Locked, err = h.locked(tx, c.Now, c.Cutoff); err != nil {
-			return nil, err
-		}
-	}
 	return out, nil
 }
 
 // locked maps each session with a row locked at or after cutoff to its
 // newest such lock: rows a previous worker claimed.
-func (h *Hooks) locked(tx *Tx, now, cutoff int64) (map[string]int64, error) {
+func (h *Hooks) locked(tx *Tx, cutoff int64) (map[string]int64, error) {
 	rows, err := tx.Query(`SELECT session_id, MAX(locked_at) FROM hook_outbox
-	  WHERE delivered_at IS NULL AND locked_at >= ? AND locked_at < ? GROUP BY session_id`, cutoff, now)
+	  WHERE delivered_at IS NULL AND locked_at >= ? GROUP BY session_id`, cutoff)
 	if err != nil {
 		return nil, fmt.Errorf("find locked hook rows: %w", err)
 	}

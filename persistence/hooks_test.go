@@ -213,14 +213,16 @@ func TestHooksFinishAndPrune(t *testing.T) {
 }
 
 // TestHooksRecoverLocks: a worker's first claim learns which sessions have
-// rows a previous worker locked less than the cutoff ago.
+// rows a previous worker locked less than the cutoff ago, and leaves their
+// later rows alone.
 func TestHooksRecoverLocks(t *testing.T) {
 	h, w := hooksDB(t)
 	const t0 = 4_000_000
 	appendRow(t, w, "a", "user_prompt_submit", t0)
 	appendRow(t, w, "b", "user_prompt_submit", t0+1)
+	appendRow(t, w, "a", "agent_stop", t0+2)
 	claimHooks(t, h, messages.ClaimHooks{Now: t0 + 5, Cutoff: t0 + 5 - lockCutoff, Limit: 1}) // a:1, then the worker dies
-	got := claimHooks(t, h, messages.ClaimHooks{Now: t0 + 100, Cutoff: t0 + 100 - lockCutoff, Limit: 25, Exclude: []string{"a"}, Recover: true})
+	got := claimHooks(t, h, messages.ClaimHooks{Now: t0 + 100, Cutoff: t0 + 100 - lockCutoff, Limit: 25, Recover: true})
 	if want := []string{"b:2"}; !slices.Equal(hookIDs(got.Rows), want) {
 		t.Fatalf("claim %v", hookIDs(got.Rows))
 	}
