@@ -1,6 +1,7 @@
-// Package daemon assembles a running claudemesh daemon: the pid lock, the
-// identities, the databases and their crash recovery, the actor tree and the
-// IPC listeners, in that order, and takes them down in reverse.
+// Package daemon assembles a running claudemesh daemon: the lock on the
+// daemon directory, the identities, the IPC listeners (bound, not yet
+// served), the databases and their crash recovery, the actor tree, and then
+// serving, in that order, and takes them down in reverse.
 //
 // It decides nothing about the process (detaching, signals, exit codes):
 // cmd/claudemesh does that. Tests start a real daemon in-process with Start.
@@ -14,6 +15,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -31,6 +34,12 @@ import (
 const (
 	RecoveryBackoff = 500 * time.Millisecond // spec §4.13: min_backoff
 	ShutdownTimeout = 5 * time.Second
+	// DrainTimeout is how long a stop waits for the IPC requests already
+	// running before it closes their connections.
+	DrainTimeout = 2 * time.Second
+	// ReleaseTimeout is the stop's own time to return inflight rows to
+	// pending, whatever the steps before it took.
+	ReleaseTimeout = 2 * time.Second
 )
 
 // ErrConfig marks a start-up failure caused by the user's files or flags.
@@ -54,25 +63,34 @@ type Options struct {
 	// it is dropped and dialled again (0: the protocol's 75 s). Tests of
 	// silent failures shorten it.
 	BrokerLiveness time.Duration
+	// BodyTimeout bounds how long an IPC request body may take to arrive
+	// (0: ipc.DefaultBodyTimeout). Tests of slow clients shorten it.
+	BodyTimeout time.Duration
+	// TCPFallback binds another loopback port (the kernel's choice, written
+	// to http.port) when the configured one is taken, e.g. by the daemon of
+	// another directory; without it the start fails. (An address given on
+	// the command line is meant; one from config.toml or the default is not.)
+	TCPFallback bool
 }
 
 // Daemon is a running daemon.
 type Daemon struct {
-	opts     Options
-	log      *slog.Logger
-	lock     *config.PidLock
-	outbox   *persistence.Outbox
-	inbox    *persistence.Inbox
-	pressure *persistence.Pressure
-	fsync    *config.FsyncPolicy
-	embedded *embeddedBroker
-	tree     *actors.Tree
-	server   *ipc.Server
-	tcpAddr  string
-	fatal    chan error
-	system   *actor.ActorSystem // the tree's, which the embedded broker shares
-	sessions *sessions
-	stopReap context.CancelFunc
+	opts      Options
+	log       *slog.Logger
+	lock      *config.PidLock
+	outbox    *persistence.Outbox
+	inbox     *persistence.Inbox
+	pressure  *persistence.Pressure
+	fsync     *config.FsyncPolicy
+	embedded  *embeddedBroker
+	tree      *actors.Tree
+	server    *ipc.Server
+	listeners []net.Listener
+	tcpAddr   string
+	fatal     chan error
+	system    *actor.ActorSystem // the tree's, which the embedded broker shares
+	sessions  *sessions
+	stopReap  context.CancelFunc
 }
 
 // Start brings a daemon up; on error everything it had opened is closed.
@@ -100,10 +118,17 @@ func Start(opts Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Bound before anything starts, so that the commonest failure (a port
+	// or socket in use) leaves no actor and no database to take down.
+	if d.listeners, err = d.listen(); err != nil {
+		return nil, err
+	}
 	if err := d.openStore(); err != nil {
 		return nil, err
 	}
-	system := actors.NewSystem(d.log)
+	// Protoactor reports each message to a stopped actor at info; at a
+	// stop, and after a failed start, those are routine: debug.
+	system := actors.NewSystem(slog.New(deadLettersAtDebug{d.log.Handler()}))
 	d.system = system
 	configs, err := d.meshConfigs(meshes, members)
 	if err != nil {
@@ -130,18 +155,15 @@ func Start(opts Options) (_ *Daemon, err error) {
 		Events: d.tree.Events, MeshActors: conns, Metrics: series,
 		Pressure: d.pressure, Fsync: d.fsync, RotateToken: opts.Paths.RotateLocalToken,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
-		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck, Log: d.log})
+		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck,
+		BodyTimeout: opts.BodyTimeout, Log: d.log})
 	if err := d.sessions.restore(); err != nil {
 		return nil, err
 	}
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	d.stopReap = stopReap
 	go d.sessions.reap(reapCtx, cmp.Or(opts.ReapInterval, DefaultReapInterval))
-	listeners, err := d.listen()
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range listeners {
+	for _, l := range d.listeners {
 		go func() { d.fail(d.server.Serve(l)) }()
 	}
 	d.log.Info("daemon_started", "version", opts.Version, "pid", os.Getpid(), "sock", opts.Paths.Socket(),
@@ -351,20 +373,47 @@ func (d *Daemon) openStore() error {
 	return nil
 }
 
+// listen binds the Unix socket and, when TCP is on, the loopback port,
+// whose number it writes to http.port; both files are claimed as this
+// daemon's, for the stop to remove.
 func (d *Daemon) listen() ([]net.Listener, error) {
 	paths := d.opts.Paths
 	unix, err := ipc.ListenUnix(paths.Socket())
 	if err != nil {
 		return nil, err
 	}
+	if err := d.lock.Claim(filepath.Base(paths.Socket())); err != nil {
+		unix.Close()
+		return nil, err
+	}
+	portFile := filepath.Base(paths.HTTPPort())
 	addr := d.opts.Config.TCPAddr()
 	if addr == "" {
-		os.Remove(paths.HTTPPort())
+		if err := d.lock.RemoveStale(portFile); err != nil { // a killed daemon's
+			d.log.Warn("remove stale http.port", "err", err)
+		}
 		return []net.Listener{unix}, nil
 	}
 	tcp, err := ipc.ListenTCP(addr, paths.HTTPPort())
+	if errors.Is(err, syscall.EADDRINUSE) && d.opts.TCPFallback {
+		host, _, _ := net.SplitHostPort(addr)
+		if tcp, err = ipc.ListenTCP(net.JoinHostPort(host, "0"), paths.HTTPPort()); err == nil {
+			d.log.Warn("tcp_port_in_use", "configured", addr, "tcp", tcp.Addr().String(),
+				"hint", "clients read the port from http.port; set [ipc] http_port or --tcp to choose one")
+		}
+	}
+	if err == nil {
+		err = d.lock.Claim(portFile)
+	}
 	if err != nil {
 		unix.Close()
+		if tcp != nil {
+			tcp.Close()
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: the port is in use (by another daemon directory's daemon or another program); "+
+				"choose another with --tcp 127.0.0.1:PORT (port 0 picks a free one and writes it to http.port), or serve the socket only with --no-tcp", addr)
+		}
 		return nil, fmt.Errorf("listen on %s: %w (use --tcp ADDR or --no-tcp)", addr, err)
 	}
 	d.tcpAddr = tcp.Addr().String()
@@ -380,23 +429,17 @@ func (d *Daemon) fail(err error) {
 	}
 }
 
-// Close shuts down in order: stop serving IPC (running requests finish),
-// let the actors drain their mailboxes, return this process's inflight rows
-// to pending, close the database, remove the socket, http.port and the pid
-// file.
+// Close shuts down in order: stop serving IPC (running requests get
+// DrainTimeout to finish; bodies still arriving and idle connections are
+// cut at once), let the actors drain their mailboxes, return this
+// process's inflight rows to pending (with ReleaseTimeout of its own),
+// close the databases, remove the socket, http.port and the pid file —
+// each only if it is still the one this daemon created — and drop the lock.
 func (d *Daemon) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
 	if d.stopReap != nil {
 		d.stopReap()
 	}
-	if d.server != nil {
-		if err := d.server.Shutdown(ctx); err != nil {
-			d.log.Warn("ipc shutdown", "err", err)
-		}
-		os.Remove(d.opts.Paths.Socket())
-		os.Remove(d.opts.Paths.HTTPPort())
-	}
+	d.stopServing()
 	if d.sessions != nil {
 		d.sessions.close()
 	}
@@ -411,12 +454,45 @@ func (d *Daemon) Close() {
 	if d.system != nil {
 		d.system.Shutdown()
 	}
+	d.closeStore()
+	if err := d.lock.Release(); err != nil {
+		d.log.Warn("release daemon directory lock", "err", err)
+	}
+}
+
+// stopServing stops the listeners and waits up to DrainTimeout for the
+// requests already running, then closes what is left; the socket and
+// http.port go at once, so clients see the daemon gone.
+func (d *Daemon) stopServing() {
+	if d.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+		if err := d.server.Shutdown(ctx); err != nil {
+			d.log.Warn("ipc_shutdown_forced", "err", err, "after", DrainTimeout.String())
+			d.server.Close()
+		}
+		cancel()
+	}
+	for _, l := range d.listeners { // a failed start's were never served
+		l.Close()
+	}
+	for _, name := range []string{d.opts.Paths.Socket(), d.opts.Paths.HTTPPort()} {
+		if err := d.lock.Remove(filepath.Base(name)); err != nil {
+			d.log.Warn("remove "+filepath.Base(name), "err", err)
+		}
+	}
+}
+
+// closeStore returns the inflight rows to pending and closes both
+// databases.
+func (d *Daemon) closeStore() {
 	if d.outbox != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		if n, err := d.outbox.ReleaseInflight(ctx, time.Now()); err != nil {
-			d.log.Warn("release inflight rows", "err", err)
+			d.log.Error("outbox_inflight_release_failed", "err", err, "next", "the next start recovers them, counting an attempt")
 		} else if n > 0 {
 			d.log.Info("outbox_inflight_released", "rows", n)
 		}
+		cancel()
 		if err := d.outbox.Close(); err != nil {
 			d.log.Warn("close outbox", "err", err)
 		}
@@ -426,7 +502,27 @@ func (d *Daemon) Close() {
 			d.log.Warn("close inbox", "err", err)
 		}
 	}
-	if err := d.lock.Release(); err != nil {
-		d.log.Warn("release pid file", "err", err)
+}
+
+// deadLettersAtDebug is a log handler that lowers protoactor's
+// "[DeadLetter]" records (a message to an actor that has stopped) to
+// debug.
+type deadLettersAtDebug struct{ slog.Handler }
+
+func (h deadLettersAtDebug) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "[DeadLetter]" {
+		r.Level = slog.LevelDebug
 	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h deadLettersAtDebug) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return deadLettersAtDebug{h.Handler.WithAttrs(attrs)}
+}
+
+func (h deadLettersAtDebug) WithGroup(name string) slog.Handler {
+	return deadLettersAtDebug{h.Handler.WithGroup(name)}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -18,8 +19,14 @@ import (
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
-// stopWait bounds how long `daemon down` waits for the process to exit.
+// stopWait bounds how long a command waits for the daemon to act on a
+// SIGHUP.
 const stopWait = 5 * time.Second
+
+// downWait bounds how long `daemon down` waits for the process to exit: more
+// than a stop can take (daemon.DrainTimeout for running requests, the
+// actors' drain, daemon.ReleaseTimeout for the inflight rows).
+const downWait = 10 * time.Second
 
 type daemonDownCmd struct{}
 
@@ -43,16 +50,27 @@ func (c *daemonDownCmd) Run() error {
 	if err := syscall.Kill(v.PID, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("signal daemon (pid %d): %w", v.PID, err)
 	}
-	deadline := time.Now().Add(stopWait)
+	deadline := time.Now().Add(downWait)
 	for processAlive(v.PID) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("daemon (pid %d) still running %s after SIGTERM; if it is stuck, `kill -9 %d` is safe: the outbox recovers at the next start",
-				v.PID, stopWait, v.PID)
+				v.PID, downWait, v.PID)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	fmt.Printf("daemon stopped (pid %d)\n", v.PID)
 	return nil
+}
+
+// httpPort is the port in http.port, which a running daemon writes when it
+// binds its TCP listener and removes when TCP is off.
+func httpPort(paths config.Paths) (int, bool) {
+	b, err := os.ReadFile(paths.HTTPPort())
+	if err != nil {
+		return 0, false
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return port, err == nil && port > 0
 }
 
 // processAlive reports whether pid is a running process (EPERM: it runs,
@@ -78,8 +96,11 @@ type daemonStatusCmd struct {
 }
 
 type statusReport struct {
-	Running bool             `json:"running"`
-	Socket  string           `json:"socket"`
+	Running bool   `json:"running"`
+	Socket  string `json:"socket"`
+	// TCPPort is the loopback port of the bearer-token listener (from
+	// http.port), 0 when TCP is off.
+	TCPPort int              `json:"tcp_port"`
 	Health  *messages.Health `json:"health"`
 }
 
@@ -99,6 +120,7 @@ func (c *daemonStatusCmd) Run() error {
 		return err
 	default:
 		r.Running = true
+		r.TCPPort, _ = httpPort(paths)
 	}
 	if c.JSON {
 		if err := json.NewEncoder(os.Stdout).Encode(&r); err != nil {
@@ -118,6 +140,11 @@ func printStatus(r *statusReport) {
 	fmt.Printf("daemon: running, pid %d, up %s, version %s, schema %d\n", h.PID,
 		(time.Duration(h.UptimeS) * time.Second).String(), h.DaemonVersion, h.SchemaVersion)
 	fmt.Printf("socket: %s\n", r.Socket)
+	if r.TCPPort != 0 {
+		fmt.Printf("tcp: loopback port %d (from http.port; bearer token in local-token)\n", r.TCPPort)
+	} else {
+		fmt.Println("tcp: off (the Unix socket only)")
+	}
 	if h.FsyncMode != "" && h.FsyncMode != "strict" {
 		fmt.Printf("outbox fsync_mode: %s (a power cut can take back sends answered 202 since the last fsync)\n", h.FsyncMode)
 	}

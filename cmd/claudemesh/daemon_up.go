@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +33,7 @@ type daemonUpCmd struct {
 	LogFile    string        `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
 	Legacy     bool          `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only."`
 	Liveness   time.Duration `hidden:"" name:"broker-liveness" help:"Drop a broker connection silent for this long (default 75s, the protocol's); for tests of silent failures."`
+	BodyTime   time.Duration `hidden:"" name:"body-timeout" help:"Answer 408 to an IPC request whose body takes longer than this to arrive (default 10s); for tests of slow clients."`
 	// tcpOff is why TCP is off by default here (a container or CI signal),
 	// "" when it is not.
 	tcpOff string
@@ -52,10 +55,81 @@ func (c *daemonUpCmd) Run() error {
 		return &exitError{code: 2, err: err}
 	}
 	if !c.Foreground {
-		return detach(paths, append(os.Args[1:], "--log-file", paths.LogFile()))
+		return c.detach(paths, cfg)
 	}
 	tuneGC(daemonGCPercent)
 	return c.serve(paths, cfg)
+}
+
+// detach starts the daemon in the background (see detach) and says where it
+// listens. A start that fails is reported by its cause alone — the
+// daemon_start_failed record the new process logged — rather than by the
+// log's last lines.
+func (c *daemonUpCmd) detach(paths config.Paths, cfg config.File) error {
+	var from int64
+	if fi, err := os.Stat(paths.LogFile()); err == nil {
+		from = fi.Size()
+	}
+	err := detach(paths, append(os.Args[1:], "--log-file", paths.LogFile()))
+	var exited *exitError
+	if errors.As(err, &exited) {
+		if cause := startFailure(paths.LogFile(), from); cause != "" {
+			return &exitError{code: exited.code, err: errors.New(cause)}
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println(c.tcpReport(paths, cfg))
+	return nil
+}
+
+// startFailure is the err of the last daemon_start_failed record written to
+// the log at path after offset from; "" when there is none.
+func startFailure(path string, from int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return ""
+	}
+	var cause string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Msg string `json:"msg"`
+			Err string `json:"err"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "daemon_start_failed" {
+			cause = rec.Err
+		}
+	}
+	return cause
+}
+
+// tcpReport is the line `daemon up` prints about the TCP listener: off and
+// why, or the address it listens on (the port from http.port, which the
+// daemon writes when it binds).
+func (c *daemonUpCmd) tcpReport(paths config.Paths, cfg config.File) string {
+	if cfg.TCPAddr() == "" {
+		if c.tcpOff != "" {
+			return "tcp: off (" + c.tcpOff + "; enable it with [ipc] tcp_enabled = true in config.toml, or --tcp)"
+		}
+		return "tcp: off (the Unix socket only)"
+	}
+	port, ok := httpPort(paths)
+	if !ok {
+		return "tcp: on, but " + paths.HTTPPort() + " is unreadable; see " + paths.LogFile()
+	}
+	line := fmt.Sprintf("tcp: %s (bearer token in %s)", net.JoinHostPort(cfg.IPC.HTTPBind, strconv.Itoa(port)), paths.TokenFile())
+	if want := cfg.IPC.HTTPPort; want != 0 && want != port {
+		line += fmt.Sprintf("; port %d was in use, so it took a free one (clients read it from http.port)", want)
+	}
+	return line
 }
 
 // load reads config.toml and applies the command line's overrides.
@@ -141,7 +215,7 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 	}
 
 	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy,
-		Faults: faults(), BrokerLiveness: c.Liveness})
+		Faults: faults(), BrokerLiveness: c.Liveness, BodyTimeout: c.BodyTime, TCPFallback: c.TCP == ""})
 	if err != nil {
 		return c.startFailed(log, err)
 	}

@@ -14,7 +14,9 @@ import (
 // ListenUnix binds the daemon socket at path with mode 0600. A path left by
 // an earlier process is dialed first: if something answers, another daemon
 // owns it and ListenUnix refuses; otherwise it is removed, but only if it is
-// a socket.
+// a socket. Closing the listener leaves the socket file: the caller removes
+// it, once it has made sure the file at path is still its own (the path may
+// name another daemon's socket by then).
 func ListenUnix(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
@@ -28,12 +30,14 @@ func ListenUnix(path string) (net.Listener, error) {
 			return nil, fmt.Errorf("remove stale socket: %w", err)
 		}
 	}
-	l, err := net.Listen("unix", path)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, err
 	}
+	l.SetUnlinkOnClose(false)
 	if err := os.Chmod(path, 0o600); err != nil {
 		l.Close()
+		os.Remove(path)
 		return nil, fmt.Errorf("chmod socket: %w", err)
 	}
 	return l, nil

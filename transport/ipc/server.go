@@ -6,19 +6,30 @@
 // is refused (400), the Host must be loopback (403), an Origin not in the
 // allowlist (default: empty) is refused (403), OPTIONS is refused (403), TCP
 // callers must present the bearer (401; GET /v1/health is exempt when
-// public_health_check is on), at most MaxInflight requests run at once
-// (429 daemon_busy; GET /v1/events is bounded by the events actor
-// instead), then the route table answers (404/405 envelopes for
-// unknown paths and methods). Handlers decode, validate, send one message to
-// an actor and render; they never touch SQLite.
+// public_health_check is on), the body is read whole within BodyTimeout
+// (408 body_timeout; it holds no request slot while it arrives), at most
+// DefaultMaxInflight requests run at once (429 daemon_busy; GET /v1/events is
+// bounded by the events actor instead, and the probes — GET /v1/health,
+// /v1/version, /v1/metrics — have DefaultProbeReserve slots of their own, so
+// that they answer however busy the daemon is), then the route table answers
+// (404/405 envelopes for unknown paths and methods). Handlers decode,
+// validate, send one message to an actor and render; they never touch SQLite.
+//
+// Shutdown ends what would hold a stop: bodies still arriving are answered
+// 503 daemon_stopping, connections that have not sent a whole request yet
+// are closed, event streams end; requests already running finish.
 package ipc
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +51,12 @@ const (
 	DefaultMaxInflight    = 64
 	DefaultMaxBodyBytes   = 1 << 20
 	DefaultRequestTimeout = 15 * time.Second
+	// DefaultBodyTimeout bounds how long a request body may take to arrive
+	// once its headers have (local clients send theirs in microseconds).
+	DefaultBodyTimeout = 10 * time.Second
+	// DefaultProbeReserve is the number of slots kept for the probes
+	// beside the DefaultMaxInflight every request shares.
+	DefaultProbeReserve = 16
 )
 
 // Mesh is a joined mesh as the IPC surface needs it: who we are there and
@@ -91,6 +108,10 @@ type Options struct {
 	// RotateToken mints and stores a new bearer token (POST
 	// /v1/token/rotate); nil: the route answers 501.
 	RotateToken func() (string, error)
+	// BodyTimeout bounds the time a request body may take to arrive after
+	// its headers (0: DefaultBodyTimeout); a body that is late is
+	// answered 408 body_timeout.
+	BodyTimeout time.Duration
 
 	keepalive time.Duration    // SSE keepalive; 0: DefaultKeepalive (tests shorten it)
 	now       func() time.Time // the token grace's clock; nil: time.Now (tests move it)
@@ -106,16 +127,27 @@ type Server struct {
 	tokens   atomic.Pointer[bearerTokens]
 	tokenMu  sync.Mutex // one rotation at a time
 	inflight chan struct{}
+	probes   chan struct{} // the probes' own reserve
 	replies  *replies
 	http     *http.Server
+
+	stopping atomic.Bool
+	connMu   sync.Mutex
+	fresh    map[net.Conn]struct{} // connections that have not sent a whole request yet
+	reading  map[net.Conn]struct{} // connections whose request body is arriving
 }
 
-type transportKey struct{}
+type (
+	transportKey struct{}
+	connKey      struct{}
+)
 
 // New returns a server for opts.
 func New(opts Options) *Server {
 	s := &Server{opts: opts, metrics: opts.Metrics, inflight: make(chan struct{}, DefaultMaxInflight),
-		replies: newReplies(opts.Root.ActorSystem(), DefaultMaxInflight+messages.MaxStreams)}
+		probes:  make(chan struct{}, DefaultProbeReserve),
+		replies: newReplies(opts.Root.ActorSystem(), DefaultMaxInflight+DefaultProbeReserve+messages.MaxStreams),
+		fresh:   map[net.Conn]struct{}{}, reading: map[net.Conn]struct{}{}}
 	s.tokens.Store(&bearerTokens{current: []byte(opts.Token)})
 	if s.metrics == nil {
 		s.metrics = metrics.New()
@@ -123,16 +155,21 @@ func New(opts Options) *Server {
 	if s.opts.now == nil {
 		s.opts.now = time.Now
 	}
+	if s.opts.BodyTimeout <= 0 {
+		s.opts.BodyTimeout = DefaultBodyTimeout
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			_, unix := c.(*net.UnixConn)
-			return context.WithValue(ctx, transportKey{}, unix)
+			return context.WithValue(context.WithValue(ctx, transportKey{}, unix), connKey{}, c)
 		},
+		ConnState: s.trackConn,
 	}
 	s.http.RegisterOnShutdown(s.closeStreams)
+	s.http.RegisterOnShutdown(s.stop)
 	return s
 }
 
@@ -205,8 +242,14 @@ func (s *Server) Serve(l net.Listener) error {
 	return err
 }
 
-// Shutdown stops accepting connections and waits for running requests.
+// Shutdown stops accepting connections, ends the bodies still arriving and
+// the connections that have not sent a request, and waits for the running
+// requests until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// Close closes every connection at once, running requests or not (what a
+// Shutdown that ran out of time leaves).
+func (s *Server) Close() error { return s.http.Close() }
 
 // ServeHTTP counts every request (cm_daemon_ipc_request_total, and the
 // duration of all but event streams) and passes it through the gate.
@@ -294,17 +337,168 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if r.URL.Path != eventsPath { // event streams are bounded by the events actor instead
-		select {
-		case s.inflight <- struct{}{}:
-			defer func() { <-s.inflight }()
-		default:
-			writeError(w, &messages.Error{Status: 429, Code: messages.CodeDaemonBusy,
-				Detail: "too many requests in flight; retry shortly"})
-			return
+	if r, err = s.bufferBody(r); err != nil {
+		w.Header().Set("Connection", "close") // what is left of the body must not be read as a request
+		writeError(w, err)
+		return
+	}
+	release, err := s.takeSlot(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	s.route(w, r)
+}
+
+// Answers of the gate's own.
+var (
+	errBusy = &messages.Error{Status: http.StatusTooManyRequests, Code: messages.CodeDaemonBusy,
+		Detail: "too many requests in flight; retry shortly"}
+	errStopping = &messages.Error{Status: http.StatusServiceUnavailable, Code: "daemon_stopping",
+		Detail: "the daemon is stopping; retry once it runs again"}
+)
+
+// bufferBody reads r's body whole (at most DefaultMaxBodyBytes) within
+// BodyTimeout, before r takes a slot: a client that trickles its body holds
+// a connection and a goroutine for BodyTimeout at most, never one of the
+// slots the other requests need. The request returned reads the buffered
+// body; net/http keeps the original (it was read to its end).
+func (s *Server) bufferBody(r *http.Request) (*http.Request, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r, nil
+	}
+	if r.ContentLength > DefaultMaxBodyBytes {
+		return nil, tooLarge
+	}
+	conn, _ := r.Context().Value(connKey{}).(net.Conn)
+	if err := s.watchBody(conn); err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, DefaultMaxBodyBytes+1))
+	stopping := s.unwatchBody(conn, err == nil && len(body) <= DefaultMaxBodyBytes)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) && stopping:
+		return nil, errStopping
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &messages.Error{Status: http.StatusRequestTimeout, Code: "body_timeout",
+			Detail: "the request body did not arrive within " + s.opts.BodyTimeout.String() + "; send the whole body at once"}
+	case err != nil:
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidJSON, Detail: "reading body: " + err.Error()}
+	case len(body) > DefaultMaxBodyBytes:
+		return nil, tooLarge
+	}
+	buffered := r.WithContext(r.Context())
+	buffered.Body = io.NopCloser(bytes.NewReader(body))
+	return buffered, nil
+}
+
+// watchBody puts the body deadline on conn (nil: a connection of no
+// listener of ours, in tests) and lists it for a stop to end.
+func (s *Server) watchBody(conn net.Conn) error {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.stopping.Load() {
+		return errStopping
+	}
+	if conn != nil {
+		s.reading[conn] = struct{}{}
+		conn.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	}
+	return nil
+}
+
+// unwatchBody lifts the body deadline of a body read whole (net/http's
+// background read of the connection must not meet it) and reports whether
+// a stop has begun. After a failed read the deadline stays in the past:
+// net/http would otherwise wait for the rest of the body before it closes
+// the connection.
+func (s *Server) unwatchBody(conn net.Conn, whole bool) (stopping bool) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if conn != nil {
+		delete(s.reading, conn)
+		if whole {
+			conn.SetReadDeadline(time.Time{})
+		} else {
+			conn.SetReadDeadline(time.Now())
 		}
 	}
-	s.route(w, r)
+	return s.stopping.Load()
+}
+
+// takeSlot takes one of the DefaultMaxInflight slots (a probe first tries
+// its own reserve) and returns its release. Event streams take none: the
+// events actor bounds them. Once a stop has begun nothing new starts.
+func (s *Server) takeSlot(r *http.Request) (release func(), err error) {
+	if s.stopping.Load() {
+		return nil, errStopping
+	}
+	if r.URL.Path == eventsPath {
+		return func() {}, nil
+	}
+	if probe(r) {
+		select {
+		case s.probes <- struct{}{}:
+			return func() { <-s.probes }, nil
+		default:
+		}
+	}
+	select {
+	case s.inflight <- struct{}{}:
+		return func() { <-s.inflight }, nil
+	default:
+		return nil, errBusy
+	}
+}
+
+// probe reports whether r is one of the cheap reads that must answer
+// however busy the daemon is: what `daemon status`, `daemon down`, `daemon
+// up` and a metrics scraper ask. None reads a body.
+func probe(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch r.URL.Path {
+	case "/v1/health", "/v1/version", "/v1/metrics":
+		return true
+	}
+	return false
+}
+
+// trackConn keeps the set of connections that have not sent a whole
+// request yet (net/http's StateNew), for a stop to close; one that arrives
+// during a stop is closed at once.
+func (s *Server) trackConn(c net.Conn, state http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if state != http.StateNew {
+		delete(s.fresh, c)
+		return
+	}
+	if s.stopping.Load() {
+		c.Close()
+		return
+	}
+	s.fresh[c] = struct{}{}
+}
+
+// stop runs when Shutdown begins (the listeners are closed): it ends every
+// body still arriving (its request is answered 503 daemon_stopping) and
+// closes the connections that have not sent a request, which Shutdown
+// would otherwise wait for.
+func (s *Server) stop() {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	s.stopping.Store(true)
+	now := time.Now()
+	for c := range s.reading {
+		c.SetReadDeadline(now)
+	}
+	for c := range s.fresh {
+		c.Close()
+	}
+	clear(s.fresh)
 }
 
 // authorized checks the bearer token — the current one, or the one before
