@@ -35,6 +35,9 @@ type MeshConfig struct {
 	// AckTimeout is how long a send waits for the broker's ack before it
 	// counts as a transient failure (0: AckTimeout).
 	AckTimeout time.Duration
+	// Features, when set, is told what the connection negotiated (and
+	// that it has none while it is down), for GET /v1/version.
+	Features *messages.BrokerFeatures
 	// Session, when set, makes this subtree an agent session's: Identity
 	// is the session key, the connection opens with a session_hello the
 	// member key vouches for, and Name is the session's display name.
@@ -212,6 +215,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		b.log.Warn("legacy_broker", "detail", "the broker does not deduplicate; idempotency holds at the daemon only")
 	}
 	b.log.Info("broker_connected", "features", m.session.Features, "max_age", m.session.MaxAge().String())
+	b.cfg.Features.Set(b.cfg.Slug, m.session.Features)
 	b.event(ctx, "broker_status", map[string]any{"mesh": b.cfg.Slug, "connected": true, "features": m.session.Features})
 	if !b.downAt.IsZero() {
 		b.metrics.Reconnects.WithLabelValues(b.cfg.Slug, strconv.Itoa(b.downBy)).Inc()
@@ -253,6 +257,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		code, reason = ce.Code, ce.Reason
 	}
 	b.downAt, b.downBy = time.Now(), code
+	b.cfg.Features.Set(b.cfg.Slug, nil)
 	b.event(ctx, "daemon_disconnect", map[string]any{"mesh": b.cfg.Slug, "code": code, "reason": reason})
 	for id, who := range b.peerReq {
 		ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Err: ErrNotConnected})

@@ -2,14 +2,18 @@ package integration
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // TestSingleInstance: two daemons started together on one directory leave
@@ -248,5 +252,30 @@ func checkDaemonLogs(t *testing.T, e *env) {
 			t.Fatal("daemon logs -f printed no config_reloaded within 10 s")
 		case <-time.After(time.Second): // reload again
 		}
+	}
+}
+
+// TestDaemonVersionFeatures: `daemon version` names the broker features
+// each connected mesh negotiated (it said "none" while the log listed
+// three).
+func TestDaemonVersionFeatures(t *testing.T) {
+	e := localAgentsEnv(t) // the embedded broker's local mesh
+	d := startDaemon(t, e, "--no-tcp")
+	defer d.stop()
+	c := unixClient(e.socket())
+	defer c.CloseIdleConnections()
+	var v messages.Version
+	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "features in GET /v1/version" }, func() bool {
+		st, _, err := getJSON(c, "http://localhost/v1/version", &v)
+		return err == nil && st == http.StatusOK && len(v.BrokerFeaturesNegotiated) > 0
+	})
+	if !slices.Contains(v.BrokerFeaturesNegotiated, "client_message_id_dedupe") || len(v.Meshes) != 1 ||
+		!slices.Equal(v.Meshes[0].BrokerFeatures, v.BrokerFeaturesNegotiated) {
+		t.Fatalf("version: %+v", v)
+	}
+	text := runCLI(t, e, "daemon", "version")
+	if text.code != 0 || !strings.Contains(text.stdout, "broker features negotiated: client_message_id_dedupe") ||
+		!strings.Contains(text.stdout, "mesh local: member") {
+		t.Errorf("daemon version: exit %d\n%s", text.code, text.stdout)
 	}
 }

@@ -37,6 +37,9 @@ type MeshInfo struct {
 	MeshID       string `json:"mesh_id"`
 	MemberID     string `json:"member_id"`
 	MemberPubkey string `json:"member_pubkey"`
+	// BrokerFeatures (GET /v1/version) are the features this mesh's broker
+	// connection negotiated, absent while it is not connected.
+	BrokerFeatures []string `json:"broker_features,omitempty"`
 }
 
 // Version is the body of GET /v1/version. Mesh and MemberPubkey name the
@@ -47,7 +50,7 @@ type Version struct {
 	IPCFeatures              []string   `json:"ipc_features"`
 	Protocol                 string     `json:"protocol"`
 	SchemaVersion            int        `json:"schema_version"`
-	BrokerFeaturesNegotiated []string   `json:"broker_features_negotiated"`
+	BrokerFeaturesNegotiated []string   `json:"broker_features_negotiated"` // every connected mesh's, sorted (each mesh's: Meshes)
 	Mesh                     string     `json:"mesh"`
 	MemberPubkey             string     `json:"member_pubkey"`
 	Meshes                   []MeshInfo `json:"meshes"`
@@ -88,6 +91,8 @@ type Health struct {
 	WALSyncFailed string       `json:"wal_sync_failed,omitempty"`
 	FsyncMode     string       `json:"fsync_mode"` // [outbox] fsync_mode in force: strict | batched_50ms | off
 	Meshes        []MeshHealth `json:"meshes"`
+	// Hooks is the agent-hook outbox (absent when the daemon keeps none).
+	Hooks *HookHealth `json:"hooks,omitempty"`
 }
 
 // MeshHealth is one mesh's part of /v1/health: the broker connection

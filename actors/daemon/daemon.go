@@ -90,6 +90,7 @@ type Daemon struct {
 	fatal     chan error
 	system    *actor.ActorSystem // the tree's, which the embedded broker shares
 	sessions  *sessions
+	features  messages.BrokerFeatures // what each mesh's broker negotiated (GET /v1/version)
 	stopReap  context.CancelFunc
 }
 
@@ -151,7 +152,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 		conns[slug] = m.Conn
 	}
 	d.sessions = newSessions(d)
-	d.server = ipc.New(ipc.Options{Token: token, Sessions: d.sessions, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
+	d.server = ipc.New(ipc.Options{Token: token, Sessions: d.sessions, Features: &d.features, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
 		Events: d.tree.Events, MeshActors: conns, Metrics: series,
 		Pressure: d.pressure, Fsync: d.fsync, RotateToken: opts.Paths.RotateLocalToken,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
@@ -282,7 +283,7 @@ func (d *Daemon) meshConfig(m config.Membership, id *meshcrypto.Identity) actors
 		url = d.embedded.url
 	}
 	cfg := actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: id,
-		Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness}
+		Name: m.Name, URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness, Features: &d.features}
 	return cfg
 }
 

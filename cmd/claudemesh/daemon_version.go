@@ -58,7 +58,11 @@ func (c *daemonVersionCmd) Run() error {
 	}
 	fmt.Printf("broker features negotiated: %s\n", features)
 	for _, m := range d.Meshes {
-		fmt.Printf("mesh %s: member %s\n", m.Mesh, m.MemberPubkey)
+		features := strings.Join(m.BrokerFeatures, ", ")
+		if features == "" {
+			features = "none (not connected)"
+		}
+		fmt.Printf("mesh %s: member %s; broker features: %s\n", m.Mesh, m.MemberPubkey, features)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package ipc
 import (
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -105,8 +106,16 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		SchemaVersion: s.opts.SchemaVersion, BrokerFeaturesNegotiated: []string{}, PID: os.Getpid(),
 	}
 	for _, m := range s.Memberships() {
-		v.Meshes = append(v.Meshes, m.Info)
+		info := m.Info
+		info.BrokerFeatures = s.opts.Features.Of(info.Mesh)
+		for _, f := range info.BrokerFeatures {
+			if !slices.Contains(v.BrokerFeaturesNegotiated, f) {
+				v.BrokerFeaturesNegotiated = append(v.BrokerFeaturesNegotiated, f)
+			}
+		}
+		v.Meshes = append(v.Meshes, info)
 	}
+	slices.Sort(v.BrokerFeaturesNegotiated)
 	if len(v.Meshes) > 0 {
 		v.Mesh, v.MemberPubkey = v.Meshes[0].Mesh, v.Meshes[0].MemberPubkey
 	}

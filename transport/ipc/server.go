@@ -102,6 +102,9 @@ type Options struct {
 	Pressure *persistence.Pressure
 	// Fsync is [outbox] fsync_mode, reported by GET /v1/health (nil: strict).
 	Fsync *config.FsyncPolicy
+	// Features are the broker features each mesh negotiated (GET
+	// /v1/version; nil: none known).
+	Features *messages.BrokerFeatures
 	// Sessions is the agent session registry (nil: the session routes
 	// answer 501).
 	Sessions Sessions
