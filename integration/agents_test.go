@@ -84,8 +84,13 @@ func TestLocalAgents(t *testing.T) {
 	if r := runCLI(t, e, "send", "--mesh", "carol", "--client-message-id", "dm-3", "bob", "carol by name"); r.code != 0 {
 		t.Fatalf("claudemesh send --mesh carol bob: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// The first agent's plain send still goes out as it did before any
+	// agent was added: from local.
+	if r := runCLI(t, e, "send", "--client-message-id", "dm-plain", "bob", "local, no --mesh"); r.code != 0 {
+		t.Fatalf("claudemesh send bob (no --mesh) with agents added: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	want := map[string]map[string]string{
-		"bob":   {"dm-1": "a DM for bob", "topic-1": "to the team", "dm-3": "carol by name"},
+		"bob":   {"dm-1": "a DM for bob", "topic-1": "to the team", "dm-3": "carol by name", "dm-plain": "local, no --mesh"},
 		"carol": {"topic-1": "to the team"},
 		"local": {"dm-2": "bob answers"},
 	}

@@ -37,6 +37,10 @@ type MeshInfo struct {
 	MeshID       string `json:"mesh_id"`
 	MemberID     string `json:"member_id"`
 	MemberPubkey string `json:"member_pubkey"`
+	// Agent marks another agent of this machine (`daemon add-agent`): it is
+	// never a default, so adding one leaves the first agent's plain sends
+	// on the mesh they always went to.
+	Agent bool `json:"agent,omitempty"`
 	// BrokerFeatures (GET /v1/version) are the features this mesh's broker
 	// connection negotiated, absent while it is not connected.
 	BrokerFeatures []string `json:"broker_features,omitempty"`
@@ -108,4 +112,21 @@ type MeshHealth struct {
 	Inflight     int    `json:"inflight"`
 	Dead         int    `json:"dead"`
 	Revoked      bool   `json:"revoked,omitempty"` // the broker refused this member's key as revoked
+}
+
+// DefaultMesh is the mesh a request that names none goes to: the only
+// membership that is not another agent of this machine; "" when there is
+// none or several (the request must name one).
+func DefaultMesh(meshes []MeshInfo) string {
+	def := ""
+	for _, m := range meshes {
+		if m.Agent {
+			continue
+		}
+		if def != "" {
+			return ""
+		}
+		def = m.Mesh
+	}
+	return def
 }

@@ -226,7 +226,7 @@ func (d *Daemon) meshOf(m config.Membership) (ipc.Mesh, error) {
 		return ipc.Mesh{}, fmt.Errorf("%s: mesh %q: secretKey does not match pubkey", d.opts.Paths.ConfigFile(), m.Slug)
 	}
 	return ipc.Mesh{Identity: id, Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
-		MemberPubkey: m.Pubkey}}, nil
+		MemberPubkey: m.Pubkey, Agent: m.BrokerURL == "" && m.Slug != config.LocalMeshSlug}}, nil
 }
 
 // meshConfigs builds each mesh's subtree configuration; memberships

@@ -191,8 +191,8 @@ func (c *sendCmd) daemonMesh(v *messages.Version) (mesh string, use bool, err er
 		fmt.Fprintf(os.Stderr, "claudemesh: the running daemon (pid %d) is not attached to mesh %s (it serves: %s); "+
 			"using the cold path (`kill -HUP %d` or a restart attaches a newly joined mesh)\n", v.PID, c.Mesh, listOrNone(slugs), v.PID)
 		return "", false, nil
-	case len(slugs) == 1:
-		return slugs[0], true, nil
+	case messages.DefaultMesh(v.Meshes) != "":
+		return messages.DefaultMesh(v.Meshes), true, nil
 	case len(slugs) == 0:
 		fmt.Fprintf(os.Stderr, "claudemesh: the running daemon (pid %d) serves no mesh; using the cold path\n", v.PID)
 		return "", false, nil

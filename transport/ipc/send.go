@@ -114,15 +114,20 @@ func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages
 }
 
 // mesh picks the membership a request goes to: the one it names, or the
-// only one. Sessions' routes are not among them (scope reaches those).
+// only one that is not another agent of this machine
+// (messages.DefaultMesh). Sessions' routes are not among them (scope
+// reaches those).
 func (s *Server) mesh(slug string) (*Mesh, error) {
 	meshes := s.Memberships()
 	if slug == "" {
-		if len(meshes) == 1 {
-			return &meshes[0], nil
+		infos := make([]messages.MeshInfo, len(meshes))
+		for i := range meshes {
+			infos[i] = meshes[i].Info
 		}
-		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeMeshRequired,
-			Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(meshes))}
+		if slug = messages.DefaultMesh(infos); slug == "" {
+			return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeMeshRequired,
+				Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(meshes))}
+		}
 	}
 	for i := range meshes {
 		if meshes[i].Info.Mesh == slug {
