@@ -1,6 +1,9 @@
 package actors
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Faults are failures that tests inject into a running daemon. Production
 // code never makes one: Deps.Faults is nil there, and every hook below
@@ -18,6 +21,12 @@ type Faults struct {
 	// SyncOutboxWAL and SyncInboxWAL stand in for the fsync of each
 	// database's WAL (nil: DB.SyncWAL), to make it fail or wait.
 	SyncOutboxWAL, SyncInboxWAL func() error
+	// HookStall names a hook event type whose handler, its work done,
+	// never returns: a hooks worker that dies mid-row once the daemon is
+	// killed. HookLockCutoff replaces the worker's 30 s lock cutoff, so
+	// that the test of that death need not wait it out.
+	HookStall      string
+	HookLockCutoff time.Duration
 }
 
 // inboxPanics says whether mesh's inbox must panic now (once).

@@ -61,6 +61,7 @@ type HooksOptions struct {
 	// Retention is how long delivered rows are kept (0:
 	// persistence.HooksRetention).
 	Retention time.Duration
+	Metrics   *HookMetrics // nil: not counted
 	Log       *slog.Logger
 }
 
@@ -135,8 +136,9 @@ type (
 	hookTick    struct{}
 	hookPrune   struct{}
 	hookHandled struct {
-		row messages.HookRow
-		err error
+		row  messages.HookRow
+		err  error
+		took time.Duration
 	}
 )
 
@@ -261,7 +263,7 @@ func (h *Hooks) take(r messages.HookRow, full map[string]bool) {
 		s.held = nil
 	}
 	if s.held != nil || full[r.SessionID] {
-		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookReleased})
+		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookReleased, EventType: r.EventType})
 		return
 	}
 	dropped, queued := s.q.push(r, h.opts.Queue)
@@ -272,7 +274,7 @@ func (h *Hooks) take(r messages.HookRow, full map[string]bool) {
 	switch {
 	case !queued:
 		full[r.SessionID] = true
-		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookReleased})
+		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookReleased, EventType: r.EventType})
 	case !slices.ContainsFunc(dropped, func(o messages.HookOutcome) bool { return o.ID == r.ID }):
 		h.inHand[r.ID] = true
 	}
@@ -297,7 +299,7 @@ func (h *Hooks) start(ctx actor.Context, id string) {
 		}
 		if err != nil {
 			delete(h.inHand, r.ID)
-			h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookFailed, Error: err.Error()})
+			h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookFailed, EventType: r.EventType, Error: err.Error()})
 			continue
 		}
 		s.running = true
@@ -305,7 +307,9 @@ func (h *Hooks) start(ctx actor.Context, id string) {
 		go func() {
 			hctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			root.Send(self, &hookHandled{row: r, err: handleSafely(hctx, handler, &r, p)})
+			start := time.Now()
+			err := handleSafely(hctx, handler, &r, p)
+			root.Send(self, &hookHandled{row: r, err: err, took: time.Since(start)})
 		}()
 	}
 }
@@ -326,27 +330,29 @@ func handleSafely(ctx context.Context, h HookHandler, r *messages.HookRow, p *ho
 func (h *Hooks) handled(ctx actor.Context, msg *hookHandled) {
 	r := msg.row
 	delete(h.inHand, r.ID)
+	h.opts.Metrics.handled(r.EventType, msg.took)
 	s := h.sessions[r.SessionID]
 	if s != nil {
 		s.running = false
 	}
 	switch {
 	case msg.err == nil:
-		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookDelivered})
+		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookDelivered, EventType: r.EventType})
 	case !hookRetryable(msg.err):
 		h.log.Warn("hook_failed", "id", r.ID, "session", r.SessionID, "event_type", r.EventType, "err", msg.err)
-		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookFailed, Error: msg.err.Error()})
+		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookFailed, EventType: r.EventType, Error: msg.err.Error()})
 	default:
 		next := h.now() + HookBackoff(r.Attempts+1).Milliseconds()
 		h.log.Info("hook_retry", "id", r.ID, "session", r.SessionID, "event_type", r.EventType, "attempt", r.Attempts+1,
 			"next_attempt_at", next, "err", msg.err)
-		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookRetry, Error: msg.err.Error(), NextAttempt: next})
+		h.outcome(messages.HookOutcome{ID: r.ID, Kind: messages.HookRetry, EventType: r.EventType, Error: msg.err.Error(),
+			NextAttempt: next})
 		if s != nil {
 			held := r
 			s.held = &held
 			for _, later := range s.q.drain() {
 				delete(h.inHand, later.ID)
-				h.outcome(messages.HookOutcome{ID: later.ID, Kind: messages.HookReleased})
+				h.outcome(messages.HookOutcome{ID: later.ID, Kind: messages.HookReleased, EventType: later.EventType})
 			}
 		}
 	}
@@ -383,7 +389,10 @@ func hookRetryable(err error) bool {
 	return true
 }
 
-func (h *Hooks) outcome(o messages.HookOutcome) { h.outcomes = append(h.outcomes, o) }
+func (h *Hooks) outcome(o messages.HookOutcome) {
+	h.opts.Metrics.outcome(o.EventType, o.Kind)
+	h.outcomes = append(h.outcomes, o)
+}
 
 // finish sends the outcomes gathered so far, unless a FinishHooks is in
 // flight (its answer sends the next).

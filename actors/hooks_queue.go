@@ -24,7 +24,7 @@ type hookQueue struct {
 func (q *hookQueue) push(r messages.HookRow, capacity int) (dropped []messages.HookOutcome, queued bool) {
 	bursty := !hookevent.Critical(r.EventType)
 	if n := len(q.rows); bursty && n > 0 && !hookevent.Critical(q.rows[n-1].EventType) {
-		dropped = append(dropped, messages.HookOutcome{ID: q.rows[n-1].ID, Kind: messages.HookCoalesced,
+		dropped = append(dropped, messages.HookOutcome{ID: q.rows[n-1].ID, Kind: messages.HookCoalesced, EventType: q.rows[n-1].EventType,
 			Error: fmt.Sprintf("coalesced: superseded by hook row %d", r.ID)})
 		q.rows[n-1] = r
 		return dropped, true
@@ -38,11 +38,11 @@ func (q *hookQueue) push(r messages.HookRow, capacity int) (dropped []messages.H
 		if !hookevent.Critical(old.EventType) {
 			q.rows = append(q.rows[:i], q.rows[i+1:]...)
 			q.rows = append(q.rows, r)
-			return []messages.HookOutcome{{ID: old.ID, Kind: messages.HookEvicted, Error: note}}, true
+			return []messages.HookOutcome{{ID: old.ID, Kind: messages.HookEvicted, EventType: old.EventType, Error: note}}, true
 		}
 	}
 	if bursty {
-		return []messages.HookOutcome{{ID: r.ID, Kind: messages.HookEvicted, Error: note}}, true
+		return []messages.HookOutcome{{ID: r.ID, Kind: messages.HookEvicted, EventType: r.EventType, Error: note}}, true
 	}
 	return nil, false
 }

@@ -531,7 +531,10 @@ func TestHookQueue(t *testing.T) {
 	for i, s := range steps {
 		dropped, queued := q.push(s.r, 3)
 		for j := range dropped {
-			dropped[j].Error = ""
+			if dropped[j].Error == "" || dropped[j].EventType == "" {
+				t.Fatalf("step %d: an outcome without its note or type: %+v", i, dropped[j])
+			}
+			dropped[j].Error, dropped[j].EventType = "", ""
 		}
 		var left []int64
 		for _, r := range q.rows {

@@ -60,8 +60,9 @@ const (
 
 // HookOutcome is what became of one claimed row.
 type HookOutcome struct {
-	ID   int64
-	Kind string
+	ID        int64
+	Kind      string
+	EventType string // the row's, for the worker's counts (not written)
 	// Error is the failure (HookFailed, HookRetry) or the note of a row
 	// coalesced or evicted.
 	Error string

@@ -65,6 +65,9 @@ type SessionInfo struct {
 	RegisteredAt int64           `json:"registeredAt"`        // Unix ms
 	Presence     SessionPresence `json:"presence"`
 	TokenPrefix  string          `json:"token_prefix"`
+	// Live is what the session's hooks say it is doing (absent before
+	// its first hook; GET /v1/sessions only).
+	Live *AgentState `json:"live,omitempty"`
 }
 
 // SessionPresence is the public half of a session's identity on its mesh.

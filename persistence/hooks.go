@@ -260,3 +260,10 @@ func (h *Hooks) Prune(tx *Tx, before int64, limit int) (int64, error) {
 	}
 	return n, nil
 }
+
+// ReleaseLocks frees every row a claim holds: at the daemon's stop, once
+// its worker is gone, so that the next start need not wait out the lock
+// cutoff. (After a crash nothing frees them: the cutoff does.)
+func (h *Hooks) ReleaseLocks(ctx context.Context) (int64, error) {
+	return affected(h.db.ExecContext(ctx, `UPDATE hook_outbox SET locked_at = NULL WHERE locked_at IS NOT NULL AND delivered_at IS NULL`))
+}

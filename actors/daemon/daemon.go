@@ -90,6 +90,7 @@ type Daemon struct {
 	fatal     chan error
 	system    *actor.ActorSystem // the tree's, which the embedded broker shares
 	sessions  *sessions
+	hooks     *hooks
 	features  messages.BrokerFeatures // what each mesh's broker negotiated (GET /v1/version)
 	stopReap  context.CancelFunc
 }
@@ -127,6 +128,9 @@ func Start(opts Options) (_ *Daemon, err error) {
 	if err := d.openStore(); err != nil {
 		return nil, err
 	}
+	if err := d.openHooks(); err != nil {
+		return nil, err
+	}
 	// Protoactor reports each message to a stopped actor at info; at a
 	// stop, and after a failed start, those are routine: debug.
 	system := actors.NewSystem(slog.New(deadLettersAtDebug{d.log.Handler()}))
@@ -143,7 +147,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 		d.log.Warn("measure disk pressure", "err", err)
 	}
 	d.fsync = config.NewFsyncPolicy(opts.Config.Fsync())
-	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Meshes: configs, Log: d.log, Fatal: d.fatal,
+	if d.tree, err = actors.Start(system, actors.Deps{Outbox: d.outbox, Inbox: d.inbox, Hooks: d.hooks.db, HookWorker: d.hooks.worker(series), Meshes: configs, Log: d.log, Fatal: d.fatal,
 		Metrics: series, Pressure: d.pressure, Fsync: d.fsync, Retention: retentionOf(opts.Config), Faults: opts.Faults}); err != nil {
 		return nil, err
 	}
@@ -152,7 +156,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 		conns[slug] = m.Conn
 	}
 	d.sessions = newSessions(d)
-	d.server = ipc.New(ipc.Options{Token: token, Sessions: d.sessions, Features: &d.features, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
+	d.server = ipc.New(ipc.Options{Token: token, Sessions: d.sessions, Hooks: d.hooks, Features: &d.features, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
 		Events: d.tree.Events, MeshActors: conns, Metrics: series,
 		Pressure: d.pressure, Fsync: d.fsync, RotateToken: opts.Paths.RotateLocalToken,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
@@ -167,6 +171,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 	for _, l := range d.listeners {
 		go func() { d.fail(d.server.Serve(l)) }()
 	}
+	d.hooks.serve()
 	d.log.Info("daemon_started", "version", opts.Version, "pid", os.Getpid(), "sock", opts.Paths.Socket(),
 		"tcp", d.tcpAddr, "meshes", len(meshes), "fsync_mode", d.fsync.Mode().String())
 	return d, nil
@@ -441,6 +446,9 @@ func (d *Daemon) Close() {
 		d.stopReap()
 	}
 	d.stopServing()
+	if d.hooks != nil {
+		d.hooks.close()
+	}
 	if d.sessions != nil {
 		d.sessions.close()
 	}
@@ -454,6 +462,9 @@ func (d *Daemon) Close() {
 	}
 	if d.system != nil {
 		d.system.Shutdown()
+	}
+	if d.hooks != nil {
+		d.hooks.closeDB()
 	}
 	d.closeStore()
 	if err := d.lock.Release(); err != nil {

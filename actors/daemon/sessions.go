@@ -63,6 +63,9 @@ func (s *sessions) List() []messages.SessionInfo {
 		out = append(out, sess.Info)
 	}
 	s.byMu.RUnlock()
+	for i := range out {
+		out[i].Live = s.d.hooks.liveState(out[i].SessionID) // hooks.go
+	}
 	slices.SortFunc(out, func(a, b messages.SessionInfo) int {
 		return cmp.Or(cmp.Compare(a.RegisteredAt, b.RegisteredAt), cmp.Compare(a.SessionID, b.SessionID))
 	})

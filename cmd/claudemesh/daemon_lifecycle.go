@@ -170,6 +170,7 @@ func printStatus(r *statusReport) {
 			strconv.Itoa(m.QueueDepth), strconv.Itoa(m.Inflight), strconv.Itoa(m.Dead)))
 	}
 	tw.Flush()
+	printHookStatus(h.Hooks) // hook_status.go
 }
 
 type daemonAcceptHostCmd struct{}

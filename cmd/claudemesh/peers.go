@@ -7,8 +7,6 @@ import (
 	"os"
 	"text/tabwriter"
 	"time"
-
-	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 type peersCmd struct {
@@ -29,8 +27,9 @@ func (c *peersCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return printList(peers, c.JSON, "no peers (no member or session of the daemon's meshes is known to their brokers)", "MESH\tNAME\tPUBKEY\tSTATUS\tSUMMARY", func(p ipc.MeshPeer) string {
-		return row(p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.Summary)
+	live := liveStates(ctx, client) // hook_status.go: the local sessions' live state
+	return printList(withLive(peers, live), c.JSON, "no peers (no member or session of the daemon's meshes is known to their brokers)", "MESH\tNAME\tPUBKEY\tSTATUS\tSTATE\tDOING\tSUMMARY", func(p livePeer) string {
+		return row(p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.state(), p.doing(), p.Summary)
 	})
 }
 

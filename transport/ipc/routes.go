@@ -172,5 +172,8 @@ func (s *Server) currentHealth() (*messages.Health, error) {
 		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
 			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})
 	}
+	if s.opts.Hooks != nil {
+		h.Hooks = s.opts.Hooks.Health()
+	}
 	return s.withMeshStatus(h), nil
 }

@@ -105,6 +105,9 @@ type Options struct {
 	// Features are the broker features each mesh negotiated (GET
 	// /v1/version; nil: none known).
 	Features *messages.BrokerFeatures
+	// Hooks reports the agent-hook outbox in GET /v1/health (nil: the
+	// health has no hooks part).
+	Hooks interface{ Health() *messages.HookHealth }
 	// Sessions is the agent session registry (nil: the session routes
 	// answer 501).
 	Sessions Sessions
