@@ -23,10 +23,10 @@ import (
 // demo's reach their recipients (reviewer, bob), and `claudemesh send
 // --wait` follows demo's row, not local's. A retry is a duplicate and a
 // changed body a conflict, per sender. reviewer shares local's broker
-// mesh, whose dedupe is keyed by mesh and id alone: its message is never
-// taken for local's there either (it is refused, and its row says why).
-// A send through the cold path and its retry through the daemon are one
-// request to the broker.
+// mesh, whose dedupe is keyed by (mesh, sender, id) since broker migration
+// 0005: there too its message is its own (201), and reaches local. A send
+// through the cold path and its retry through the daemon are one request
+// to the broker.
 func TestSendIDPerSender(t *testing.T) {
 	t.Parallel()
 	m := newE2EMesh(t) // demo: alice and bob joined; the invite has a use left
@@ -112,12 +112,15 @@ func TestSendIDPerSender(t *testing.T) {
 		t.Fatalf("demo's message was recorded as local's (%s)", localID)
 	}
 	var rev *messages.OutboxItem
-	waitFor(t, e2eDeliverDeadline, "reviewer's row to be done or dead", func() bool {
-		rev = rowOf("reviewer")
-		return rev != nil && (rev.Status == messages.StatusDone || rev.Status == messages.StatusDead)
+	waitFor(t, e2eDeliverDeadline, "reviewer's row to be done and its xm-1 at local", func() bool {
+		if rev = rowOf("reviewer"); rev != nil && rev.Status == messages.StatusDead {
+			t.Fatalf("reviewer's row is dead (%s): local's broker took its xm-1 for local's", messages.Deref(rev.LastError))
+		}
+		return rev != nil && rev.Status == messages.StatusDone && received(c, "local", "from local") == 1
 	})
-	if rev.Status == messages.StatusDone && messages.Deref(rev.BrokerMessageID) == localID {
-		t.Fatalf("reviewer's message was recorded as local's (%s): swallowed as its duplicate", localID)
+	reviewerID := messages.Deref(rev.BrokerMessageID)
+	if reviewerID == localID || reviewerID == demoID {
+		t.Fatalf("reviewer's message was recorded as another sender's (%s): swallowed as its duplicate", reviewerID)
 	}
 	var all messages.OutboxPage
 	if st, _, err := getJSON(c, "http://localhost/v1/outbox?client_message_id=xm-1", &all); err != nil || st != 200 || len(all.Items) != 3 {
@@ -127,6 +130,9 @@ func TestSendIDPerSender(t *testing.T) {
 	// Retries and conflicts, per sender.
 	if st, resp := send("local", "from local"); st != 200 || resp["broker_message_id"] != localID {
 		t.Errorf("local's retry: %d %v, want 200 duplicate %s", st, resp, localID)
+	}
+	if st, resp := send("reviewer", "from local"); st != 200 || resp["broker_message_id"] != reviewerID {
+		t.Errorf("reviewer's retry: %d %v, want 200 duplicate %s", st, resp, reviewerID)
 	}
 	if st, resp := send("demo", "from demo"); st != 200 || resp["broker_message_id"] != demoID {
 		t.Errorf("demo's retry: %d %v, want 200 duplicate %s", st, resp, demoID)
@@ -150,9 +156,12 @@ func TestSendIDPerSender(t *testing.T) {
 	if n := received(c, "reviewer", "from local"); n != 1 {
 		t.Errorf("reviewer holds local's xm-1 %d times", n)
 	}
+	if n := received(c, "local", "from local"); n != 1 {
+		t.Errorf("local holds reviewer's xm-1 %d times", n)
+	}
 	if n := received(m.bob.c, "demo", "from demo"); n != 1 {
 		t.Errorf("bob holds demo's xm-1 %d times", n)
 	}
-	t.Logf("checked: one id from three senders is three messages (local's at reviewer, demo's at bob, send --wait on demo's row); "+
-		"retries and conflicts per sender; reviewer's row at local's broker ended %s (%s)", rev.Status, messages.Deref(rev.LastError))
+	t.Logf("checked: one id from three senders is three messages (local's at reviewer, reviewer's at local, demo's at bob, " +
+		"send --wait on demo's row); retries and conflicts per sender")
 }

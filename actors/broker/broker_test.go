@@ -237,7 +237,7 @@ func TestBadFrames(t *testing.T) {
 		if ack := c.next("ack"); ack["code"] != float64(404) || ack["error"] != "unknown_recipient" {
 			t.Errorf("DM to a non-member: %v", ack)
 		}
-		if row, _ := e.store.LookupDedupe(t.Context(), e.mesh.ID, "b-2"); row != nil {
+		if row, _ := e.store.LookupDedupe(t.Context(), e.mesh.ID, alice.id.PublicKeyHex(), "b-2"); row != nil {
 			t.Error("a rejected send left a dedupe row")
 		}
 	})

@@ -16,7 +16,9 @@ import (
 // send runs the accept path: validation, B0 (a committed id answers from the
 // dedupe table and spends no rate budget), B1 (the idempotent limiter), the
 // recipients, then B2/B3 in the accepts batcher; the ack goes out after the
-// commit and the push to live recipients right after it.
+// commit and the push to live recipients right after it. The id is this
+// connection's sender's (c.sender, the key the push carries): dedupe and
+// limiter are keyed by (mesh, sender, id).
 func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	id := f.ClientMessageID
 	if id == "" {
@@ -32,7 +34,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		return
 	}
 	bg := context.Background()
-	row, err := c.store.LookupDedupe(bg, c.mesh.ID, id)
+	row, err := c.store.LookupDedupe(bg, c.mesh.ID, c.sender, id)
 	if err != nil {
 		c.failedSend(ack, err)
 		return
@@ -42,7 +44,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		c.reply(answer(ack, &res))
 		return
 	}
-	decision, err := c.limiter.Consume(bg, c.mesh.ID, id)
+	decision, err := c.limiter.Consume(bg, c.mesh.ID, c.sender, id)
 	if err != nil {
 		c.failedSend(ack, err)
 		return

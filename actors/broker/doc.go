@@ -32,7 +32,15 @@
 //   - A DM reaches the key it names; a DM to a session key is accepted while
 //     the hub knows that session (live, or within its grace), as its member.
 //   - A push goes to every live connection receiving for the recipient key,
-//     except the sending connection; receivers dedupe by client_message_id.
+//     except the sending connection; receivers dedupe by (sender,
+//     client_message_id).
+//   - A client_message_id is its sender's: B0, the rate limiter's "already
+//     paid" mark and the accept key it by (mesh, sender, id), the sender
+//     being the key the push carries (conn.sender: the member key, or the
+//     session key of a session_hello or of a hello with a sessionPubkey).
+//     Two agents or sessions using one id send two messages. A client_ack
+//     naming only the client's id marks the recipient's pushed rows with
+//     that id (upstream's rule); ours names the message.
 //   - A recipient whose status is working or dnd is pushed only `now`
 //     messages live; the rest wait in the queue until it is idle again. A
 //     session's set_status and set_summary are its own (in memory, shown in

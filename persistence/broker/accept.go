@@ -39,13 +39,16 @@ type AcceptRequest struct {
 	RequestFingerprint messages.Fingerprint // as sent by the client; compared byte for byte
 	DestinationKind    string               // KindTopic, KindDM or KindQueue
 	DestinationRef     string               // topic name, recipient pubkey hex, queue id
-	SenderPubkey       string               // the pubkey the push will carry as senderPubkey
-	TargetSpec         string
-	Priority           string // now, next or low
-	Nonce              string // base64, stored and pushed as sent
-	Ciphertext         string // base64, stored and pushed as sent
-	ReplyToID          string // "" when not a reply
-	Meta               []byte // JSON object as sent, nil when absent
+	// SenderPubkey is the pubkey the push will carry as senderPubkey, and
+	// the sender the id belongs to: the dedupe key is (MeshID,
+	// SenderPubkey, ClientMessageID).
+	SenderPubkey string
+	TargetSpec   string
+	Priority     string // now, next or low
+	Nonce        string // base64, stored and pushed as sent
+	Ciphertext   string // base64, stored and pushed as sent
+	ReplyToID    string // "" when not a reply
+	Meta         []byte // JSON object as sent, nil when absent
 	// Recipients are the pubkeys (64 lowercase hex, distinct: a repeated
 	// key fails the request) that get a delivery_queue row, resolved by the
 	// WebSocket layer. For a DM every recipient must be an active member of
@@ -109,7 +112,11 @@ func (r *AcceptResult) Status() int {
 // DedupeRow is one row of client_message_dedupe plus the history_id of its
 // message while that exists.
 type DedupeRow struct {
-	MeshID             string
+	MeshID string
+	// SenderPubkey is the sender the id belongs to; "" for a row from
+	// before migration 0005 whose message was already gone, which answers
+	// its id for every sender of the mesh.
+	SenderPubkey       string
 	ClientMessageID    string
 	BrokerMessageID    string
 	RequestFingerprint messages.Fingerprint
@@ -132,7 +139,7 @@ func (r *DedupeRow) Answer(fp messages.Fingerprint) AcceptResult {
 }
 
 // dedupeSelect reads dedupe rows with the history_id of their message.
-const dedupeSelect = `SELECT d.mesh_id, d.client_message_id, d.broker_message_id, d.request_fingerprint,
+const dedupeSelect = `SELECT d.mesh_id, d.sender_pubkey, d.client_message_id, d.broker_message_id, d.request_fingerprint,
 	       d.destination_kind, d.destination_ref, d.first_seen_at, d.expires_at, d.history_available, h.history_id
 	  FROM client_message_dedupe d LEFT JOIN message_history h ON h.message_id = d.broker_message_id`
 
@@ -140,7 +147,7 @@ func scanDedupe(row interface{ Scan(...any) error }) (*DedupeRow, error) {
 	var r DedupeRow
 	var fp []byte
 	var historyID sql.NullString
-	err := row.Scan(&r.MeshID, &r.ClientMessageID, &r.BrokerMessageID, &fp, &r.DestinationKind, &r.DestinationRef,
+	err := row.Scan(&r.MeshID, &r.SenderPubkey, &r.ClientMessageID, &r.BrokerMessageID, &fp, &r.DestinationKind, &r.DestinationRef,
 		(*dbTime)(&r.FirstSeenAt), nullTime{&r.ExpiresAt}, &r.HistoryAvailable, &historyID)
 	if err != nil {
 		return nil, err
@@ -154,9 +161,11 @@ func scanDedupe(row interface{ Scan(...any) error }) (*DedupeRow, error) {
 }
 
 // LookupDedupe is the B0 fast path: a plain, non-locking primary-key read
-// of the dedupe row. It returns nil, nil when the id was never accepted.
-func (s *Store) LookupDedupe(ctx context.Context, meshID, clientMessageID string) (*DedupeRow, error) {
-	row, err := scanDedupe(s.lookup.QueryRowxContext(ctx, meshID, clientMessageID))
+// of the dedupe row of this sender's id (or of the id's row of unknown
+// sender, from before migration 0005). It returns nil, nil when the sender
+// never had the id accepted.
+func (s *Store) LookupDedupe(ctx context.Context, meshID, senderPubkey, clientMessageID string) (*DedupeRow, error) {
+	row, err := scanDedupe(s.lookup.QueryRowxContext(ctx, meshID, senderPubkey, clientMessageID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -176,10 +185,10 @@ func (s *Store) LookupDedupe(ctx context.Context, meshID, clientMessageID string
 // The batch first runs set-wise: a few multi-row statements for all
 // requests, which write nothing for a request they do not create. Should
 // one of them fail (a constraint violation, a deadlock), or should two
-// requests share an id, the batch runs again one request per SAVEPOINT, so
-// that only the culprit fails. Requests are applied in (mesh_id,
-// client_message_id) order, stable, so concurrent batches never wait on
-// each other's keys in a cycle.
+// requests share a key (mesh, sender, id), the batch runs again one request
+// per SAVEPOINT, so that only the culprit fails. Requests are applied in
+// (mesh_id, sender_pubkey, client_message_id) order, stable, so concurrent
+// batches never wait on each other's keys in a cycle.
 func (s *Store) AcceptBatch(ctx context.Context, reqs []*AcceptRequest) []AcceptResult {
 	b := &batch{reqs: reqs, results: make([]AcceptResult, len(reqs)), order: lockOrder(reqs), now: s.clock()}
 	if len(reqs) == 0 {
@@ -221,8 +230,7 @@ type batch struct {
 
 func (b *batch) distinctKeys() bool {
 	for k := 1; k < len(b.order); k++ {
-		prev, cur := b.reqs[b.order[k-1]], b.reqs[b.order[k]]
-		if prev.MeshID == cur.MeshID && prev.ClientMessageID == cur.ClientMessageID {
+		if b.reqs[b.order[k-1]].key() == b.reqs[b.order[k]].key() {
 			return false
 		}
 	}
@@ -236,6 +244,9 @@ func lockOrder(reqs []*AcceptRequest) []int {
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		if c := strings.Compare(reqs[a].MeshID, reqs[b].MeshID); c != 0 {
+			return c
+		}
+		if c := strings.Compare(reqs[a].SenderPubkey, reqs[b].SenderPubkey); c != 0 {
 			return c
 		}
 		return strings.Compare(reqs[a].ClientMessageID, reqs[b].ClientMessageID)

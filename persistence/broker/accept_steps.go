@@ -18,16 +18,26 @@ import (
 // allows 32766, PostgreSQL 65535); longer row lists are split.
 const maxParams = 8000
 
-// key is a dedupe primary key.
-type key struct{ meshID, clientMessageID string }
+// dedupeKey is a dedupe primary key.
+type dedupeKey struct{ meshID, senderPubkey, clientMessageID string }
 
-func (r *AcceptRequest) key() key { return key{r.MeshID, r.ClientMessageID} }
+func (r *AcceptRequest) key() dedupeKey {
+	return dedupeKey{r.MeshID, r.SenderPubkey, r.ClientMessageID}
+}
+
+// memberKey is a member of a mesh.
+type memberKey struct{ meshID, pubkey string }
+
+// idKey is a client_message_id in a mesh, whoever sent it.
+type idKey struct{ meshID, clientMessageID string }
 
 // accept runs steps 2–6 of spec §4.9.4 for the requests idx of b, whose
 // keys are distinct, with one multi-row statement per step:
 //
 //	B2     read the meshes and the active members among the DM recipients
-//	claim  INSERT the dedupe rows of the requests that passed B2,
+//	old    while rows of unknown sender are left (from before migration
+//	       0005), find the ids that have one: those are taken
+//	claim  INSERT the dedupe rows of the other requests that passed B2,
 //	       ON CONFLICT DO NOTHING, RETURNING the keys that were free
 //	answer read the rows holding the other keys (FOR SHARE on PostgreSQL):
 //	       Duplicate or Conflict; a B2 failure with no row is Rejected
@@ -56,7 +66,12 @@ func (s *Store) accept(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int) er
 	if err != nil {
 		return fmt.Errorf("B2 check: %w", err)
 	}
-	brokerIDs, claimed, err := s.claim(ctx, tx, b, pass, expiry)
+	unknown, err := s.unknownSenderRows(ctx, tx, b, valid)
+	if err != nil {
+		return fmt.Errorf("read dedupe rows of unknown sender: %w", err)
+	}
+	free := slices.DeleteFunc(slices.Clone(pass), func(i int) bool { return unknown[i] })
+	brokerIDs, claimed, err := s.claim(ctx, tx, b, free, expiry)
 	if err != nil {
 		return fmt.Errorf("insert dedupe rows: %w", err)
 	}
@@ -68,7 +83,7 @@ func (s *Store) accept(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int) er
 			taken = append(taken, i)
 		}
 	}
-	if err := s.answer(ctx, tx, b, append(taken, keysOf(rejected)...), rejected); err != nil {
+	if err := s.answer(ctx, tx, b, append(taken, keysOf(rejected)...), rejected, unknown); err != nil {
 		return fmt.Errorf("read dedupe rows: %w", err)
 	}
 	return s.write(ctx, tx, b, created, brokerIDs)
@@ -95,7 +110,7 @@ func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, e
 			}
 		}
 	}
-	active := map[key]bool{}
+	active := map[memberKey]bool{}
 	if len(pubkeys) > 0 {
 		var rows []struct {
 			MeshID string `db:"mesh_id"`
@@ -106,7 +121,7 @@ func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, e
 			return nil, nil, err
 		}
 		for _, r := range rows {
-			active[key{r.MeshID, r.Pubkey}] = true
+			active[memberKey{r.MeshID, r.Pubkey}] = true
 		}
 	}
 	rejected = map[int]*messages.Error{}
@@ -126,9 +141,9 @@ func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, e
 	return pass, rejected, nil
 }
 
-func allActive(active map[key]bool, r *AcceptRequest) bool {
+func allActive(active map[memberKey]bool, r *AcceptRequest) bool {
 	for _, p := range r.Recipients {
-		if !active[key{r.MeshID, r.memberOf(p)}] {
+		if !active[memberKey{r.MeshID, r.memberOf(p)}] {
 			return false
 		}
 	}
@@ -147,28 +162,29 @@ func (r *AcceptRequest) memberOf(p string) string {
 // claim is step 2: insert a dedupe row per request, each with a fresh
 // broker_message_id; it returns those ids and the keys that were free.
 func (s *Store) claim(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, expiry map[string]*time.Time) (
-	map[int]string, map[key]bool, error) {
+	map[int]string, map[dedupeKey]bool, error) {
 	brokerIDs := make(map[int]string, len(idx))
 	rows := make([][]any, 0, len(idx))
 	for _, i := range idx {
 		r := b.reqs[i]
 		brokerIDs[i] = ulid.Make().String()
-		rows = append(rows, []any{r.MeshID, r.ClientMessageID, brokerIDs[i], r.RequestFingerprint[:],
+		rows = append(rows, []any{r.MeshID, r.SenderPubkey, r.ClientMessageID, brokerIDs[i], r.RequestFingerprint[:],
 			r.DestinationKind, r.DestinationRef, s.d.time(b.now), s.d.timeOrNull(expiry[r.MeshID])})
 	}
-	claimed := make(map[key]bool, len(idx))
-	err := rowChunks("(?, ?, ?, ?, ?, ?, ?, ?, TRUE)", rows, func(values string, args []any) error {
+	claimed := make(map[dedupeKey]bool, len(idx))
+	err := rowChunks("(?, ?, ?, ?, ?, ?, ?, ?, ?, TRUE)", rows, func(values string, args []any) error {
 		var keys []struct {
 			MeshID          string `db:"mesh_id"`
+			SenderPubkey    string `db:"sender_pubkey"`
 			ClientMessageID string `db:"client_message_id"`
 		}
-		err := s.txSelect(ctx, tx, &keys, s.d.rewrite(`INSERT INTO client_message_dedupe (mesh_id,
+		err := s.txSelect(ctx, tx, &keys, s.d.rewrite(`INSERT INTO client_message_dedupe (mesh_id, sender_pubkey,
 			client_message_id, broker_message_id, request_fingerprint, destination_kind, destination_ref,
 			first_seen_at, expires_at, history_available) VALUES `+values+`
-			ON CONFLICT (mesh_id, client_message_id) DO NOTHING
-			RETURNING mesh_id, client_message_id`), args...)
+			ON CONFLICT (mesh_id, sender_pubkey, client_message_id) DO NOTHING
+			RETURNING mesh_id, sender_pubkey, client_message_id`), args...)
 		for _, k := range keys {
-			claimed[key{k.MeshID, k.ClientMessageID}] = true
+			claimed[dedupeKey{k.MeshID, k.SenderPubkey, k.ClientMessageID}] = true
 		}
 		return err
 	})
@@ -223,21 +239,68 @@ type meshDedupe struct {
 	Days int    `db:"dedupe_retention_days"`
 }
 
-// answer is steps 3–4 for the requests whose key is taken, and the B2
-// verdict for those that failed it: a stored row answers Duplicate or
-// Conflict (claim precedes B2); no row means Rejected.
-func (s *Store) answer(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, rejected map[int]*messages.Error) error {
-	if len(idx) == 0 {
-		return nil
+// unknownSenderRows returns which of the requests idx have a dedupe row of
+// unknown sender (from before migration 0005): such a row holds its id for
+// every sender of the mesh, so the request is answered from it and claims
+// nothing. It reads only while the store found such rows at open.
+func (s *Store) unknownSenderRows(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int) (map[int]bool, error) {
+	if !s.unknownSenders || len(idx) == 0 {
+		return nil, nil
 	}
 	rows := make([][]any, len(idx))
 	for n, i := range idx {
 		rows[n] = []any{b.reqs[i].MeshID, b.reqs[i].ClientMessageID}
 	}
-	stored := map[key]*DedupeRow{}
+	found := map[idKey]bool{}
 	err := rowChunks("(?, ?)", rows, func(values string, args []any) error {
+		var keys []struct {
+			MeshID          string `db:"mesh_id"`
+			ClientMessageID string `db:"client_message_id"`
+		}
+		err := s.txSelect(ctx, tx, &keys, s.d.rewrite(`SELECT d.mesh_id, d.client_message_id FROM client_message_dedupe d
+			 WHERE d.sender_pubkey = '' AND (d.mesh_id, d.client_message_id) IN (VALUES `+values+`) /*FOR SHARE*/`), args...)
+		for _, k := range keys {
+			found[idKey{k.MeshID, k.ClientMessageID}] = true
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	unknown := map[int]bool{}
+	for _, i := range idx {
+		if found[idKey{b.reqs[i].MeshID, b.reqs[i].ClientMessageID}] {
+			unknown[i] = true
+		}
+	}
+	return unknown, nil
+}
+
+// answer is steps 3–4 for the requests whose key is taken, and the B2
+// verdict for those that failed it: a stored row answers Duplicate or
+// Conflict (claim precedes B2); no row means Rejected. The row of a
+// request in unknown is its id's row of unknown sender.
+func (s *Store) answer(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, rejected map[int]*messages.Error,
+	unknown map[int]bool) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	keyOf := func(i int) dedupeKey {
+		k := b.reqs[i].key()
+		if unknown[i] {
+			k.senderPubkey = ""
+		}
+		return k
+	}
+	rows := make([][]any, len(idx))
+	for n, i := range idx {
+		k := keyOf(i)
+		rows[n] = []any{k.meshID, k.senderPubkey, k.clientMessageID}
+	}
+	stored := map[dedupeKey]*DedupeRow{}
+	err := rowChunks("(?, ?, ?)", rows, func(values string, args []any) error {
 		rs, err := s.txQuery(ctx, tx, s.d.rewrite(dedupeSelect+
-			" WHERE (d.mesh_id, d.client_message_id) IN (VALUES "+values+") /*FOR SHARE*/"), args...)
+			" WHERE (d.mesh_id, d.sender_pubkey, d.client_message_id) IN (VALUES "+values+") /*FOR SHARE*/"), args...)
 		if err != nil {
 			return err
 		}
@@ -247,7 +310,7 @@ func (s *Store) answer(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, re
 			if err != nil {
 				return err
 			}
-			stored[key{row.MeshID, row.ClientMessageID}] = row
+			stored[dedupeKey{row.MeshID, row.SenderPubkey, row.ClientMessageID}] = row
 		}
 		return rs.Err()
 	})
@@ -255,7 +318,7 @@ func (s *Store) answer(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, re
 		return err
 	}
 	for _, i := range idx {
-		row, rej := stored[b.reqs[i].key()], rejected[i]
+		row, rej := stored[keyOf(i)], rejected[i]
 		switch {
 		case row != nil:
 			b.results[i] = row.Answer(b.reqs[i].RequestFingerprint)

@@ -75,7 +75,7 @@ func TestLookupDedupe(t *testing.T) {
 		m := e.mesh(t, Mesh{})
 		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
 		first := e.accept(t, dm(m, alice, bob, "cm-1", "hello"))[0]
-		row, err := e.s.LookupDedupe(ctx, m.ID, "cm-1")
+		row, err := e.s.LookupDedupe(ctx, m.ID, alice.Pubkey, "cm-1")
 		if err != nil || row == nil {
 			t.Fatalf("LookupDedupe = %v, %v", row, err)
 		}
@@ -93,7 +93,7 @@ func TestLookupDedupe(t *testing.T) {
 		if b0 := row.Answer(fingerprint("other")); b0.Outcome != Conflict || b0.BrokerFingerprintPrefix != fingerprint("hello").Prefix() {
 			t.Errorf("B0 answer to another fingerprint %+v", b0)
 		}
-		if row, err := e.s.LookupDedupe(ctx, m.ID, "never-sent"); row != nil || err != nil {
+		if row, err := e.s.LookupDedupe(ctx, m.ID, alice.Pubkey, "never-sent"); row != nil || err != nil {
 			t.Errorf("LookupDedupe(unknown) = %+v, %v; want nil, nil", row, err)
 		}
 	})
@@ -208,7 +208,7 @@ func TestAcceptB2Rejection(t *testing.T) {
 			if res.Outcome != Rejected || !errors.As(res.Err, &me) || me.Code != CodeUnknownRecipient || res.Status() != http.StatusNotFound {
 				t.Fatalf("%s: outcome %d status %d err %v, want Rejected 404 unknown_recipient", c.name, res.Outcome, res.Status(), res.Err)
 			}
-			if row, err := e.s.LookupDedupe(ctx, m.ID, c.req.ClientMessageID); row != nil || err != nil {
+			if row, err := e.s.LookupDedupe(ctx, m.ID, c.req.SenderPubkey, c.req.ClientMessageID); row != nil || err != nil {
 				t.Errorf("%s: dedupe row %+v left behind (%v)", c.name, row, err)
 			}
 			retry := dm(m, alice, bob, c.req.ClientMessageID, "x")
@@ -292,7 +292,7 @@ func TestAcceptFailureMidTransaction(t *testing.T) {
 			if res[1].Outcome != Failed || res[1].Err == nil || res[1].Status() != http.StatusInternalServerError {
 				t.Fatalf("%s: outcome %d (%v), want Failed", c.name, res[1].Outcome, res[1].Err)
 			}
-			if row, err := e.s.LookupDedupe(ctx, m.ID, c.bad.ClientMessageID); row != nil || err != nil {
+			if row, err := e.s.LookupDedupe(ctx, m.ID, c.bad.SenderPubkey, c.bad.ClientMessageID); row != nil || err != nil {
 				t.Errorf("%s: dedupe row %+v left behind (%v)", c.name, row, err)
 			}
 			if n := e.count(t, "message WHERE client_message_id = ?", c.bad.ClientMessageID); n != 0 {
@@ -422,7 +422,7 @@ func TestAcceptRetention(t *testing.T) {
 			m := e.mesh(t, c.mesh)
 			alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
 			res := e.accept(t, dm(m, alice, bob, "ret", "x"))[0]
-			row, err := e.s.LookupDedupe(ctx, m.ID, "ret")
+			row, err := e.s.LookupDedupe(ctx, m.ID, alice.Pubkey, "ret")
 			if err != nil || row == nil {
 				t.Fatalf("%s: %v %v", c.name, row, err)
 			}

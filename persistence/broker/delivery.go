@@ -151,31 +151,35 @@ func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
 
 // ack marks delivered the rows the acks name, inside tx, and returns how
 // many it marked now.
+//
+// The push named the message (its messageId), and an ack that names it is
+// a lookup by message_id, never a scan of the recipient's queue. An ack
+// with only the client's id cannot say whose id it means (ids are per
+// sender): it marks the recipients' pushed (leased) rows whose message has
+// that id — one, unless two senders' messages with one id are out to them
+// at once, when it marks both (upstream's rule; a client that wants exact
+// acks names the message, as ours does). A row never pushed is left.
 func (s *Store) ack(ctx context.Context, tx *sqlx.Tx, acks []Ack) (int64, error) {
 	var total int64
-	update := s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
+	byMessage := s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
 		 WHERE message_id = ? AND mesh_id = ? AND delivered_at IS NULL
 		   AND recipient_pubkey IN (SELECT value FROM EACH(?))`)
+	byClientID := s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
+		 WHERE id IN (SELECT d.id FROM delivery_queue d JOIN message m ON m.id = d.message_id
+		               WHERE d.mesh_id = ? AND d.recipient_pubkey IN (SELECT value FROM EACH(?))
+		                 AND d.delivered_at IS NULL AND d.lease_expires_at IS NOT NULL
+		                 AND m.client_message_id = ?)`)
 	for _, a := range acks {
-		if a.ClientMessageID == "" && a.BrokerMessageID == "" {
+		var res sql.Result
+		var err error
+		switch {
+		case a.BrokerMessageID != "":
+			res, err = s.txExec(ctx, tx, byMessage, s.d.time(s.clock()), a.BrokerMessageID, a.MeshID, jsonArray(a.RecipientPubkeys))
+		case a.ClientMessageID != "":
+			res, err = s.txExec(ctx, tx, byClientID, s.d.time(s.clock()), a.MeshID, jsonArray(a.RecipientPubkeys), a.ClientMessageID)
+		default:
 			continue
 		}
-		// The push named the message; an ack with only the client's id
-		// finds it through the dedupe row. Either way the update is a
-		// lookup by message_id, never a scan of the recipient's queue.
-		messageID := a.BrokerMessageID
-		if messageID == "" {
-			err := s.txGet(ctx, tx, &messageID, s.d.rewrite(
-				`SELECT broker_message_id FROM client_message_dedupe WHERE mesh_id = ? AND client_message_id = ?`),
-				a.MeshID, a.ClientMessageID)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return 0, err
-			}
-		}
-		res, err := s.txExec(ctx, tx, update, s.d.time(s.clock()), messageID, a.MeshID, jsonArray(a.RecipientPubkeys))
 		if err != nil {
 			return 0, err
 		}

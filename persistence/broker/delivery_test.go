@@ -311,10 +311,11 @@ func TestAckRelaxed(t *testing.T) {
 		ctx := context.Background()
 		m := e.mesh(t, Mesh{})
 		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
-		if r := e.accept(t, dm(m, alice, bob, "w-1", "x")); r[0].Outcome != Created {
+		r := e.accept(t, dm(m, alice, bob, "w-1", "x"))
+		if r[0].Outcome != Created {
 			t.Fatalf("accept w-1: %d (%v)", r[0].Outcome, r[0].Err)
 		}
-		ack := Ack{MeshID: m.ID, RecipientPubkeys: []string{bob.Pubkey}, ClientMessageID: "w-1"}
+		ack := Ack{MeshID: m.ID, RecipientPubkeys: []string{bob.Pubkey}, BrokerMessageID: r[0].BrokerMessageID}
 		if n, err := e.s.AckDeliveries(ctx, []Ack{ack, ack}); n != 1 || err != nil {
 			t.Fatalf("AckDeliveries = %d, %v; want 1", n, err)
 		}
@@ -324,7 +325,7 @@ func TestAckRelaxed(t *testing.T) {
 				t.Errorf("synchronous after acks = %d, %v; want 2 (FULL)", mode, err)
 			}
 		}
-		if r := e.accept(t, dm(m, alice, bob, "w-2", "y")); r[0].Outcome != Created {
+		if r = e.accept(t, dm(m, alice, bob, "w-2", "y")); r[0].Outcome != Created {
 			t.Fatalf("accept after acks: %d (%v)", r[0].Outcome, r[0].Err)
 		}
 	})

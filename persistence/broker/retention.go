@@ -15,13 +15,13 @@ const retentionChunk = 1000
 // SweepDedupe deletes the dedupe rows whose expires_at is before now (the
 // nightly job of spec §4.9.1) and returns how many it deleted. Rows of
 // permanent meshes (expires_at NULL) are never deleted. After the sweep the
-// id is free again in its mesh.
+// id is free again for its sender.
 func (s *Store) SweepDedupe(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
 	for {
 		res, err := s.db.ExecContext(ctx, s.d.rewrite(`DELETE FROM client_message_dedupe
-			 WHERE (mesh_id, client_message_id) IN (
-			       SELECT mesh_id, client_message_id FROM client_message_dedupe
+			 WHERE (mesh_id, sender_pubkey, client_message_id) IN (
+			       SELECT mesh_id, sender_pubkey, client_message_id FROM client_message_dedupe
 			        WHERE expires_at IS NOT NULL AND expires_at < ? LIMIT ?)`), s.d.time(now), retentionChunk)
 		if err != nil {
 			return total, fmt.Errorf("sweep dedupe rows: %w", err)
@@ -71,8 +71,8 @@ func (s *Store) pruneChunk(ctx context.Context, tx *sqlx.Tx, olderThan time.Time
 	}
 	idSet := jsonArray(ids)
 	if _, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE client_message_dedupe SET history_available = FALSE
-		 WHERE (mesh_id, client_message_id) IN (SELECT mesh_id, client_message_id FROM message
-		                                         WHERE id IN (SELECT value FROM EACH(?)))
+		 WHERE (mesh_id, sender_pubkey, client_message_id) IN (
+		       SELECT mesh_id, sender_pubkey, client_message_id FROM message WHERE id IN (SELECT value FROM EACH(?)))
 		   AND broker_message_id IN (SELECT value FROM EACH(?))`), idSet, idSet); err != nil {
 		return 0, fmt.Errorf("flip history_available: %w", err)
 	}
@@ -104,8 +104,8 @@ func (s *Store) OrphanCheck(ctx context.Context) (Orphans, error) {
 		    AND NOT EXISTS (SELECT 1 FROM message m WHERE m.id = d.broker_message_id)),
 		(SELECT COUNT(*) FROM message_history h JOIN message m ON m.id = h.message_id
 		  WHERE NOT EXISTS (SELECT 1 FROM client_message_dedupe d
-		                     WHERE d.mesh_id = m.mesh_id AND d.client_message_id = m.client_message_id
-		                       AND d.broker_message_id = m.id))`).Scan(&o.Dedupe, &o.History)
+		                     WHERE d.mesh_id = m.mesh_id AND d.sender_pubkey = m.sender_pubkey
+		                       AND d.client_message_id = m.client_message_id AND d.broker_message_id = m.id))`).Scan(&o.Dedupe, &o.History)
 	if err != nil {
 		return Orphans{}, fmt.Errorf("orphan check: %w", err)
 	}

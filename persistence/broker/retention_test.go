@@ -13,8 +13,10 @@ func TestSweepDedupe(t *testing.T) {
 		ctx := context.Background()
 		short, long, forever := e.mesh(t, Mesh{DedupeRetentionDays: 3}), e.mesh(t, Mesh{DedupeRetentionDays: 30}),
 			e.mesh(t, Mesh{DedupeMode: DedupePermanent})
+		senders := map[*Mesh]*Member{}
 		for _, m := range []*Mesh{short, long, forever} {
 			alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
+			senders[m] = alice
 			if r := e.accept(t, dm(m, alice, bob, "sw", "x"))[0]; r.Outcome != Created {
 				t.Fatalf("accept: %d (%v)", r.Outcome, r.Err)
 			}
@@ -41,7 +43,7 @@ func TestSweepDedupe(t *testing.T) {
 				t.Errorf("%s: %d rows left, want %d", s.name, got, len(s.remaining))
 			}
 			for _, m := range s.remaining {
-				if row, err := e.s.LookupDedupe(ctx, m.ID, "sw"); row == nil || err != nil {
+				if row, err := e.s.LookupDedupe(ctx, m.ID, senders[m].Pubkey, "sw"); row == nil || err != nil {
 					t.Errorf("%s: mesh %s lost its row (%v)", s.name, m.Slug, err)
 				}
 			}

@@ -25,6 +25,13 @@
 //   - Delivery rows stay after their ack (delivered_at set) until their
 //     message is pruned; a lease is the claimer's promise to push, and an
 //     expired lease makes the row claimable again.
+//   - A client_message_id belongs to its sender: the dedupe key is
+//     (mesh_id, sender_pubkey, client_message_id), where sender_pubkey is
+//     the key the push carries as senderPubkey (a member key, or a session
+//     key), not the spec's (mesh_id, client_message_id): two senders of
+//     one mesh may use one id. A row from before migration 0005 whose
+//     message was already gone has an empty sender_pubkey and answers its id
+//     for every sender of the mesh, as all rows did then.
 //   - Redeeming an invite for a pubkey that is already an active member of
 //     the mesh returns that membership and does not consume a use (a retried
 //     `claudemesh join` must not fail); a revoked pubkey is refused.
@@ -87,6 +94,12 @@ type Store struct {
 	lookup  *sqlx.Stmt // the B0 read, on rdb
 	stmts   *stmtCache // SQLite: the write path's statements
 	url     string     // PostgreSQL: the URL, for the LISTEN connection
+	// unknownSenders is set when, at open, the dedupe table held rows of
+	// unknown sender (from before migration 0005, their message gone):
+	// while it is, the accept looks for an id's such row before claiming
+	// it. No such row is written any more, so a store that found none
+	// never needs to look.
+	unknownSenders bool
 	// dedupeOf caches each mesh's dedupe settings (id → meshDedupe) for
 	// the accept path: a mesh row is never changed after its creation, so
 	// a cached one never goes stale. A mesh not found is not cached.
@@ -130,8 +143,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err = s.db.GetContext(ctx, &s.unknownSenders,
+		"SELECT EXISTS (SELECT 1 FROM client_message_dedupe WHERE sender_pubkey = '')"); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("look for dedupe rows of unknown sender: %w", err)
+	}
 	if s.lookup, err = s.rdb.PreparexContext(ctx, s.d.rewrite(dedupeSelect+
-		" WHERE d.mesh_id = ? AND d.client_message_id = ?")); err != nil {
+		" WHERE d.mesh_id = ? AND d.sender_pubkey IN (?, '') AND d.client_message_id = ?")); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("prepare the dedupe lookup: %w", err)
 	}

@@ -33,7 +33,7 @@ func BenchmarkConsume(b *testing.B) {
 			b.Run("denied", func(b *testing.B) {
 				// A frozen clock: the window never rolls during the run.
 				l := im.open(b, Options{Limit: 1, Window: testWindow, Now: func() time.Time { return epoch }})
-				if _, err := l.Consume(context.Background(), mesh(1), "first"); err != nil {
+				if _, err := l.Consume(context.Background(), mesh(1), sender, "first"); err != nil {
 					b.Fatal(err)
 				}
 				benchSerial(b, l, func(i int) string { return "d" + strconv.Itoa(i) }, false)
@@ -46,7 +46,7 @@ func BenchmarkConsume(b *testing.B) {
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						d, err := l.Consume(ctx, mesh(1), "p"+strconv.FormatInt(next.Add(1), 10))
+						d, err := l.Consume(ctx, mesh(1), sender, "p"+strconv.FormatInt(next.Add(1), 10))
 						if err != nil || !d.Allowed {
 							b.Errorf("Consume = %+v, %v", d, err)
 							return
@@ -65,7 +65,7 @@ func benchSerial(b *testing.B, l Limiter, idOf func(int) string, wantAllowed boo
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		d, err := l.Consume(ctx, m, idOf(i))
+		d, err := l.Consume(ctx, m, sender, idOf(i))
 		if err != nil || d.Allowed != wantAllowed {
 			b.Fatalf("Consume = %+v, %v; want allowed=%v", d, err, wantAllowed)
 		}

@@ -18,10 +18,10 @@ type Memory struct {
 
 type memBucket struct {
 	used map[string]int       // mesh -> messages charged in this bucket
-	paid map[paidKey]struct{} // (mesh, cmid) that paid in this bucket
+	paid map[paidKey]struct{} // (mesh, sender, cmid) that paid in this bucket
 }
 
-type paidKey struct{ mesh, cmid string }
+type paidKey struct{ mesh, sender, cmid string }
 
 var _ Limiter = (*Memory)(nil)
 
@@ -31,8 +31,8 @@ func NewMemory(opts Options) *Memory {
 }
 
 // Consume implements Limiter.
-func (m *Memory) Consume(ctx context.Context, meshID, clientMessageID string) (Decision, error) {
-	if err := validate(meshID, clientMessageID); err != nil {
+func (m *Memory) Consume(ctx context.Context, meshID, sender, clientMessageID string) (Decision, error) {
+	if err := validate(meshID, sender, clientMessageID); err != nil {
 		return Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -51,7 +51,7 @@ func (m *Memory) Consume(ctx context.Context, meshID, clientMessageID string) (D
 		b = m.buckets[m.newest]
 		remaining = m.opts.Window
 	}
-	k := paidKey{meshID, clientMessageID}
+	k := paidKey{meshID, sender, clientMessageID}
 	if _, ok := b.paid[k]; ok {
 		return Decision{Allowed: true}, nil
 	}

@@ -1,9 +1,12 @@
 // Package ratelimit owns the broker's idempotent per-mesh rate limiter: the
 // external authority consulted in phase B1 (spec §4.8, §4.9.5, ARCHITECTURE
-// §5). Budget is consumed at most once per (mesh_id, client_message_id,
+// §5). Budget is consumed at most once per (mesh_id, sender, client_message_id,
 // window_bucket): a retry of a send whose id already paid in the current
 // window passes free, even when the mesh's budget is exhausted, so a daemon
-// retry during a saturated window is never turned into a permanent 4xx.
+// retry during a saturated window is never turned into a permanent 4xx. A
+// client_message_id belongs to its sender (the key the broker stamps as the
+// message's sender, as in the broker's dedupe table): another sender's
+// message with the same id is another message, and pays.
 //
 // Two implementations share the Limiter interface and the same semantics:
 //
@@ -33,15 +36,15 @@
 //   - Redis keys are exactly the spec's, behind an optional Options.Prefix:
 //     `<prefix>rl:<mesh>:<bucket>` (the counter; INCR, expiry 2×Window set when
 //     the counter is created; DECR refunds a denied attempt) and
-//     `<prefix>rli:<mesh>:<cmid>:<bucket>` (the "already paid" marker, SET with
-//     expiry 2×Window). Expiries are set in milliseconds (PEXPIRE / SET PX),
+//     `<prefix>rli:<mesh>:<sender>:<cmid>:<bucket>` (the "already paid"
+//     marker, SET with expiry 2×Window; the spec's key has no sender). Expiries are set in milliseconds (PEXPIRE / SET PX),
 //     which equals the spec's EX for whole-second windows and also allows
 //     sub-second windows. The two keys of one call live in different hash
 //     slots, so the Redis variant needs a single Redis node (or a primary
 //     with replicas), not Redis Cluster.
-//   - Mesh IDs must be non-empty and free of ':' (they are ULIDs/UUIDs), so
-//     the keys above are unambiguous; client_message_id must be non-empty.
-//     Anything else is ErrInvalidID.
+//   - Mesh IDs and senders must be non-empty and free of ':' (they are
+//     ULIDs/UUIDs and hex keys), so the keys above are unambiguous;
+//     client_message_id must be non-empty. Anything else is ErrInvalidID.
 //   - Memory keeps the current and the previous bucket only; older buckets
 //     are dropped as windows roll, so it holds at most 2 × Σ(Limit per mesh)
 //     paid ids. A clock that steps back by more than one window is charged
@@ -68,16 +71,17 @@ const (
 var (
 	// ErrClosed is returned by Consume after Close.
 	ErrClosed = errors.New("ratelimit: limiter closed")
-	// ErrInvalidID is returned for an empty mesh ID, a mesh ID containing
-	// ':' or an empty client_message_id.
-	ErrInvalidID = errors.New("ratelimit: invalid mesh_id or client_message_id")
+	// ErrInvalidID is returned for an empty mesh ID or sender, one
+	// containing ':', or an empty client_message_id.
+	ErrInvalidID = errors.New("ratelimit: invalid mesh_id, sender or client_message_id")
 )
 
 // Limiter is the broker's B1 rate-limit authority.
 type Limiter interface {
-	// Consume charges one message of meshID/clientMessageID against the mesh's budget in the
-	// current window. A second call with the same id in the same window is free and allowed.
-	Consume(ctx context.Context, meshID, clientMessageID string) (Decision, error)
+	// Consume charges one message of sender's clientMessageID against meshID's budget in the
+	// current window. A second call with the same sender and id in the same window is free
+	// and allowed.
+	Consume(ctx context.Context, meshID, sender, clientMessageID string) (Decision, error)
 	Close() error
 }
 
@@ -116,8 +120,9 @@ func (o Options) normalized() Options {
 	return o
 }
 
-func validate(meshID, clientMessageID string) error {
-	if meshID == "" || clientMessageID == "" || strings.IndexByte(meshID, ':') >= 0 {
+func validate(meshID, sender, clientMessageID string) error {
+	if meshID == "" || sender == "" || clientMessageID == "" ||
+		strings.IndexByte(meshID, ':') >= 0 || strings.IndexByte(sender, ':') >= 0 {
 		return ErrInvalidID
 	}
 	return nil

@@ -112,9 +112,17 @@ const testWindow = 60 * time.Second
 
 func newClock(offset time.Duration) *brokertest.Clock { return brokertest.NewClock(epoch.Add(offset)) }
 
+// sender is the sender of the tests' ids, unless one says otherwise.
+const sender = "5e4de7"
+
 func consume(t *testing.T, l Limiter, mesh, id string) Decision {
 	t.Helper()
-	d, err := l.Consume(context.Background(), mesh, id)
+	return consumeAs(t, l, mesh, sender, id)
+}
+
+func consumeAs(t *testing.T, l Limiter, mesh, from, id string) Decision {
+	t.Helper()
+	d, err := l.Consume(context.Background(), mesh, from, id)
 	if err != nil {
 		t.Fatalf("Consume(%s, %s): %v", mesh, id, err)
 	}
@@ -232,6 +240,32 @@ func TestRetryOfPaidIDIsFree(t *testing.T) {
 	})
 }
 
+// TestIDPerSender: a client_message_id belongs to its sender. Another
+// sender's message with a paid id is another message: it pays, and is
+// denied once the budget is gone; each sender's retry stays free.
+func TestIDPerSender(t *testing.T) {
+	forEach(t, func(t *testing.T, open func(testing.TB, Options) testLimiter) {
+		clk := newClock(time.Second)
+		l := open(t, Options{Limit: 2, Window: testWindow, Now: clk.Now})
+		alice, bob, carol := "a11ce", "b0b", "ca401"
+		for _, from := range []string{alice, bob} {
+			if d := consumeAs(t, l, mesh(1), from, "xm-1"); !d.Allowed {
+				t.Fatalf("%s's xm-1: %+v, want allowed", from, d)
+			}
+		}
+		mustUsed(t, l, mesh(1), clk.Now(), 2)
+		for _, from := range []string{alice, bob} {
+			if d := consumeAs(t, l, mesh(1), from, "xm-1"); !d.Allowed {
+				t.Fatalf("%s's retry of xm-1: %+v, want allowed (paid)", from, d)
+			}
+		}
+		if d := consumeAs(t, l, mesh(1), carol, "xm-1"); d.Allowed {
+			t.Fatalf("carol's xm-1 with the budget spent: %+v, want denied", d)
+		}
+		mustUsed(t, l, mesh(1), clk.Now(), 2)
+	})
+}
+
 func TestDeniedAttemptDoesNotConsume(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -322,7 +356,7 @@ func TestConcurrentConsume(t *testing.T) {
 		for i := range calls {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = l.Consume(context.Background(), mesh(1), id(i%distinct))
+				results[i], errs[i] = l.Consume(context.Background(), mesh(1), sender, id(i%distinct))
 			})
 		}
 		close(start)
@@ -386,7 +420,7 @@ func TestReplicasShareBudget(t *testing.T) {
 			got := map[string]bool{}
 			for i := range 4 * tc.limit {
 				wg.Go(func() {
-					d, err := replicas[i%2].Consume(context.Background(), mesh(1), id(i/2))
+					d, err := replicas[i%2].Consume(context.Background(), mesh(1), sender, id(i/2))
 					if err != nil {
 						t.Error(err)
 						return
@@ -426,7 +460,7 @@ func TestRedisKeysAndExpiry(t *testing.T) {
 			ctx := context.Background()
 			for _, key := range []string{
 				fmt.Sprintf("%srl:%s:%d", r.opts.Prefix, mesh(1), bucket),
-				fmt.Sprintf("%srli:%s:a:b:%d", r.opts.Prefix, mesh(1), bucket),
+				fmt.Sprintf("%srli:%s:%s:a:b:%d", r.opts.Prefix, mesh(1), sender, bucket),
 			} {
 				ttl, err := r.client.PTTL(ctx, key).Result()
 				if err != nil {
@@ -436,7 +470,7 @@ func TestRedisKeysAndExpiry(t *testing.T) {
 					t.Errorf("PTTL %s = %v, want in (0, %v]", key, ttl, 2*tc.window)
 				}
 			}
-			denied := fmt.Sprintf("%srli:%s:c:%d", r.opts.Prefix, mesh(1), bucket)
+			denied := fmt.Sprintf("%srli:%s:%s:c:%d", r.opts.Prefix, mesh(1), sender, bucket)
 			if n, err := r.client.Exists(ctx, denied).Result(); err != nil || n != 0 {
 				t.Errorf("EXISTS %s = %d, %v; a denied id must not be marked paid", denied, n, err)
 			}
@@ -499,17 +533,19 @@ func TestMemoryClockBackCharged(t *testing.T) {
 
 func TestInvalidInput(t *testing.T) {
 	cases := []struct {
-		name, mesh, cmid string
+		name, mesh, sender, cmid string
 	}{
-		{"empty mesh", "", "x"},
-		{"empty client_message_id", mesh(1), ""},
-		{"colon in mesh", "a:b", "x"},
+		{"empty mesh", "", sender, "x"},
+		{"empty sender", mesh(1), "", "x"},
+		{"empty client_message_id", mesh(1), sender, ""},
+		{"colon in mesh", "a:b", sender, "x"},
+		{"colon in sender", mesh(1), "a:b", "x"},
 	}
 	forEach(t, func(t *testing.T, open func(testing.TB, Options) testLimiter) {
 		l := open(t, Options{Limit: 1, Window: testWindow})
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				d, err := l.Consume(context.Background(), tc.mesh, tc.cmid)
+				d, err := l.Consume(context.Background(), tc.mesh, tc.sender, tc.cmid)
 				if !errors.Is(err, ErrInvalidID) || d.Allowed {
 					t.Fatalf("Consume = %+v, %v; want ErrInvalidID", d, err)
 				}
@@ -525,7 +561,7 @@ func TestClosedAndCancelled(t *testing.T) {
 		l := open(t, Options{Limit: 1, Window: testWindow})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if d, err := l.Consume(ctx, mesh(1), id(1)); err == nil || d.Allowed {
+		if d, err := l.Consume(ctx, mesh(1), sender, id(1)); err == nil || d.Allowed {
 			t.Fatalf("Consume with cancelled context = %+v, %v; want an error", d, err)
 		}
 		mustAllow(t, l, mesh(1), id(1)) // the cancelled call charged nothing
@@ -535,7 +571,7 @@ func TestClosedAndCancelled(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		if d, err := l.Consume(context.Background(), mesh(1), id(1)); !errors.Is(err, ErrClosed) || d.Allowed {
+		if d, err := l.Consume(context.Background(), mesh(1), sender, id(1)); !errors.Is(err, ErrClosed) || d.Allowed {
 			t.Fatalf("Consume after Close = %+v, %v; want ErrClosed", d, err)
 		}
 	})

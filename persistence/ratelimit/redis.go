@@ -14,7 +14,7 @@ import (
 // consumeScript is spec §4.9.5's consume_budget, atomically on the server.
 //
 //	KEYS[1] = <prefix>rl:<mesh>:<bucket>          the mesh's counter
-//	KEYS[2] = <prefix>rli:<mesh>:<cmid>:<bucket>  "this id already paid"
+//	KEYS[2] = <prefix>rli:<mesh>:<sender>:<cmid>:<bucket>  "this sender's id already paid"
 //	ARGV[1] = limit per window, ARGV[2] = expiry in ms (2 × window)
 //
 // Returns 1 (ok) or 0 (denied).
@@ -75,8 +75,8 @@ func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 
 // Consume implements Limiter with one EVALSHA round trip (EVAL once more if
 // the server lost the script, e.g. after a restart or SCRIPT FLUSH).
-func (r *Redis) Consume(ctx context.Context, meshID, clientMessageID string) (Decision, error) {
-	if err := validate(meshID, clientMessageID); err != nil {
+func (r *Redis) Consume(ctx context.Context, meshID, sender, clientMessageID string) (Decision, error) {
+	if err := validate(meshID, sender, clientMessageID); err != nil {
 		return Decision{}, err
 	}
 	if r.closed.Load() {
@@ -86,7 +86,7 @@ func (r *Redis) Consume(ctx context.Context, meshID, clientMessageID string) (De
 	b := strconv.FormatInt(bucket, 10)
 	keys := []string{
 		r.opts.Prefix + "rl:" + meshID + ":" + b,
-		r.opts.Prefix + "rli:" + meshID + ":" + clientMessageID + ":" + b,
+		r.opts.Prefix + "rli:" + meshID + ":" + sender + ":" + clientMessageID + ":" + b,
 	}
 	ok, err := script.Run(ctx, r.client, keys, r.opts.Limit, r.ttlMS).Int64()
 	if err != nil {
