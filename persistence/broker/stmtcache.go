@@ -89,7 +89,7 @@ func (c *stmtCache) close() {
 	}
 }
 
-// txExec, txSelect, txGet and txQuery run query in tx through the cache.
+// txExec, txSelect and txQuery run query in tx through the cache.
 func (s *Store) txExec(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (sql.Result, error) {
 	if st := s.stmt(ctx, tx, query); st != nil {
 		return st.ExecContext(ctx, args...)
@@ -102,13 +102,6 @@ func (s *Store) txSelect(ctx context.Context, tx *sqlx.Tx, dest any, query strin
 		return st.SelectContext(ctx, dest, args...)
 	}
 	return tx.SelectContext(ctx, dest, query, args...)
-}
-
-func (s *Store) txGet(ctx context.Context, tx *sqlx.Tx, dest any, query string, args ...any) error {
-	if st := s.stmt(ctx, tx, query); st != nil {
-		return st.GetContext(ctx, dest, args...)
-	}
-	return tx.GetContext(ctx, dest, query, args...)
 }
 
 func (s *Store) txQuery(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (*sqlx.Rows, error) {
