@@ -303,6 +303,7 @@ func (h *Hooks) start(ctx actor.Context, id string) {
 			continue
 		}
 		s.running = true
+		r.PresenceFollows = s.q.presenceQueued()
 		root, self, handler, timeout := ctx.ActorSystem().Root, ctx.Self(), h.opts.Handler, h.opts.Timeout
 		go func() {
 			hctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -68,3 +68,20 @@ func (q *hookQueue) drain() []messages.HookRow {
 }
 
 func (q *hookQueue) len() int { return len(q.rows) }
+
+// presenceQueued reports whether a queued row sets the session's presence:
+// a session_start, a prompt, or the stop of the session itself (not of a
+// subagent).
+func (q *hookQueue) presenceQueued() bool {
+	for _, r := range q.rows {
+		switch r.EventType {
+		case hookevent.SessionStart, hookevent.UserPromptSubmit:
+			return true
+		case hookevent.AgentStop:
+			if p, err := hookevent.Decode(r.Payload); err == nil && !p.Subagent {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -36,7 +36,7 @@ func hookEnv(t *testing.T) *env {
 }
 
 // hookInput is Claude Code's JSON for event, for session.
-func hookInput(t *testing.T, event, session string) []byte {
+func hookInput(t testing.TB, event, session string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "messages", "hookevent", "testdata", "claude-"+event+".json"))
 	if err != nil {
@@ -78,7 +78,7 @@ type hookRow struct {
 }
 
 // hookRows reads hooks.db (beside the daemon: WAL lets it), by id.
-func hookRows(t *testing.T, e *env) []hookRow {
+func hookRows(t testing.TB, e *env) []hookRow {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+e.file("hooks.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {

@@ -13,6 +13,11 @@ type HookRow struct {
 	Payload   []byte
 	CreatedAt int64 // ms: the FIFO order key, with ID
 	Attempts  int   // attempt_count: failed attempts so far
+	// PresenceFollows says that a later row of the session that sets its
+	// presence waits in the worker's queue behind this one: the handler
+	// may leave the presence to it (presence updates coalesce; the row is
+	// handled all the same).
+	PresenceFollows bool
 }
 
 // ClaimHooks asks the store for up to Limit due rows of hooks.db, oldest

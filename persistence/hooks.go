@@ -31,6 +31,9 @@ type Hooks struct {
 	*DB
 	claim     *sqlx.Stmt
 	delivered *sqlx.Stmt
+	noted     *sqlx.Stmt
+	released  *sqlx.Stmt
+	retry     *sqlx.Stmt
 }
 
 // OpenHooks opens hooks.db, creating it (and its migrations) if needed.
@@ -74,13 +77,16 @@ func CreateHooks(ctx context.Context, path string) error {
 
 func prepareHooks(ctx context.Context, db *DB) (*Hooks, error) {
 	h := &Hooks{DB: db}
-	var err error
-	if h.claim, err = db.db.PreparexContext(ctx, claimHooksSQL); err == nil {
-		h.delivered, err = db.db.PreparexContext(ctx, deliveredHooksSQL)
-	}
-	if err != nil {
-		h.Close()
-		return nil, fmt.Errorf("prepare hooks.db statements: %w", err)
+	for _, st := range []struct {
+		to  **sqlx.Stmt
+		sql string
+	}{{&h.claim, claimHooksSQL}, {&h.delivered, deliveredHooksSQL}, {&h.noted, notedHooksSQL},
+		{&h.released, releasedHooksSQL}, {&h.retry, retryHookSQL}} {
+		var err error
+		if *st.to, err = db.db.PreparexContext(ctx, st.sql); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("prepare hooks.db statements: %w", err)
+		}
 	}
 	return h, nil
 }
@@ -88,7 +94,7 @@ func prepareHooks(ctx context.Context, db *DB) (*Hooks, error) {
 // Close releases the statements and the database.
 func (h *Hooks) Close() error {
 	var errs []error
-	for _, st := range []*sqlx.Stmt{h.claim, h.delivered} {
+	for _, st := range []*sqlx.Stmt{h.claim, h.delivered, h.noted, h.released, h.retry} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -116,9 +122,29 @@ const claimHooksSQL = `UPDATE hook_outbox SET locked_at = :now
    AND delivered_at IS NULL AND (locked_at IS NULL OR locked_at < :cutoff)
  RETURNING id, session_id, agent, event_type, payload, created_at, attempt_count`
 
-// deliveredHooksSQL marks the rows of a JSON array of ids handled.
-const deliveredHooksSQL = `UPDATE hook_outbox SET delivered_at = ?, outcome = 'delivered', locked_at = NULL
+// The outcomes, a statement each for many rows: deliveredHooksSQL marks
+// the rows of a JSON array of ids handled; notedHooksSQL marks delivered
+// the rows of a JSON array of {"i": id, "k": outcome, "e": error or
+// note}; releasedHooksSQL frees the rows of an array of ids;
+// retryHookSQL schedules one row's retry. A row already delivered is
+// left as it is (a stale claim's late outcome).
+const (
+	deliveredHooksSQL = `UPDATE hook_outbox SET delivered_at = ?, outcome = 'delivered', locked_at = NULL
  WHERE id IN (SELECT value FROM json_each(?)) AND delivered_at IS NULL`
+	notedHooksSQL = `UPDATE hook_outbox SET delivered_at = ?1, outcome = o.value ->> 'k', last_error = o.value ->> 'e', locked_at = NULL
+ FROM json_each(?2) AS o WHERE hook_outbox.id = o.value ->> 'i' AND hook_outbox.delivered_at IS NULL`
+	releasedHooksSQL = `UPDATE hook_outbox SET locked_at = NULL
+ WHERE id IN (SELECT value FROM json_each(?)) AND delivered_at IS NULL`
+	retryHookSQL = `UPDATE hook_outbox SET attempt_count = attempt_count + 1, last_error = ?, next_attempt_at = ?, locked_at = NULL
+ WHERE id = ? AND delivered_at IS NULL`
+)
+
+// notedOutcome is an outcome as notedHooksSQL reads it.
+type notedOutcome struct {
+	ID   int64  `json:"i"`
+	Kind string `json:"k"`
+	Note string `json:"e"`
+}
 
 // Claim runs a worker's claim in the batch's transaction.
 // With Recover, the sessions a previous worker holds a fresh lock in are
@@ -188,40 +214,52 @@ func (h *Hooks) locked(tx *Tx, cutoff int64) (map[string]int64, error) {
 	return locked, rows.Err()
 }
 
-// Finish applies a batch of outcomes: the handled rows in one statement,
-// the rest one by one (they are few). A row already delivered is left as
-// it is (a stale claim's late outcome).
+// Finish applies a batch of outcomes, in four statements at most: the
+// rows handled, those marked delivered with a note (failed, coalesced,
+// evicted), those handed back, and each retry (they are few).
 func (h *Hooks) Finish(tx *Tx, m *messages.FinishHooks) (int64, error) {
-	var ids []int64
+	var delivered, released []int64
+	var noted []notedOutcome
 	var n int64
 	for _, o := range m.Outcomes {
-		var c int64
-		var err error
 		switch o.Kind {
 		case messages.HookDelivered:
-			ids = append(ids, o.ID)
-			continue
+			delivered = append(delivered, o.ID)
 		case messages.HookFailed, messages.HookCoalesced, messages.HookEvicted:
-			c, err = affected(tx.Exec(`UPDATE hook_outbox SET delivered_at = ?, outcome = ?, last_error = ?, locked_at = NULL
-			  WHERE id = ? AND delivered_at IS NULL`, m.Now, o.Kind, o.Error, o.ID))
-		case messages.HookRetry:
-			c, err = affected(tx.Exec(`UPDATE hook_outbox SET attempt_count = attempt_count + 1, last_error = ?,
-			  next_attempt_at = ?, locked_at = NULL WHERE id = ? AND delivered_at IS NULL`, o.Error, o.NextAttempt, o.ID))
+			noted = append(noted, notedOutcome{ID: o.ID, Kind: o.Kind, Note: o.Error})
 		case messages.HookReleased:
-			c, err = affected(tx.Exec(`UPDATE hook_outbox SET locked_at = NULL WHERE id = ? AND delivered_at IS NULL`, o.ID))
+			released = append(released, o.ID)
+		case messages.HookRetry:
+			c, err := affected(tx.Prepared(h.retry).Exec(o.Error, o.NextAttempt, o.ID))
+			if err != nil {
+				return n, fmt.Errorf("hook row %d retry: %w", o.ID, err)
+			}
+			n += c
 		default:
-			err = fmt.Errorf("unknown hook outcome %q", o.Kind)
+			return n, fmt.Errorf("hook row %d: unknown outcome %q", o.ID, o.Kind)
 		}
-		if err != nil {
-			return n, fmt.Errorf("hook row %d %s: %w", o.ID, o.Kind, err)
-		}
-		n += c
 	}
-	if len(ids) > 0 {
-		list, _ := json.Marshal(ids)
-		c, err := affected(tx.Prepared(h.delivered).Exec(m.Now, string(list)))
+	for _, set := range []struct {
+		what string
+		stmt *sqlx.Stmt
+		list any
+		len  int
+	}{{"mark hook rows delivered", h.delivered, delivered, len(delivered)}, {"mark hook rows done", h.noted, noted, len(noted)},
+		{"release hook rows", h.released, released, len(released)}} {
+		if set.len == 0 {
+			continue
+		}
+		list, err := json.Marshal(set.list)
 		if err != nil {
-			return n, fmt.Errorf("mark hook rows delivered: %w", err)
+			return n, err
+		}
+		args := []any{m.Now, string(list)}
+		if set.stmt == h.released {
+			args = args[1:]
+		}
+		c, err := affected(tx.Prepared(set.stmt).Exec(args...))
+		if err != nil {
+			return n, fmt.Errorf("%s: %w", set.what, err)
 		}
 		n += c
 	}

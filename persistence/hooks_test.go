@@ -16,7 +16,9 @@ import (
 )
 
 // hooksDB is a fresh hooks.db in a temp dir and a receiver's writer of it.
-func hooksDB(t *testing.T) (*Hooks, *hookoutbox.Writer) {
+func hooksDB(t *testing.T) (*Hooks, *hookoutbox.Writer) { return hooksDBB(t) }
+
+func hooksDBB(t testing.TB) (*Hooks, *hookoutbox.Writer) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "hooks.db")
 	h, err := OpenHooks(context.Background(), path, slog.Default())

@@ -168,7 +168,7 @@ func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookev
 			}
 		}
 	}
-	if profile != nil {
+	if profile != nil && !row.PresenceFollows { // a later row sets it: presence updates coalesce
 		for _, s := range sessions {
 			if _, err := h.client.AsSession(s.Token).SetProfile(ctx, profile); err != nil {
 				return fmt.Errorf("set the presence of session %s on %s: %w", row.SessionID, s.Mesh, err)

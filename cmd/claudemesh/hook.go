@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,110 +66,26 @@ func hookFastPath(args []string) bool {
 	return true
 }
 
-// receiveHook is the receiver (spec "Receiver"): it reads the hook's JSON
-// (the payload argument, else stdin), normalises it, drops an event no
-// handler takes, appends one row to hooks.db and pokes the daemon. It
-// never fails the hook: a failure is one line on stderr, recorded in
-// hooks.errors for the daemon to count.
+// receiveHook wires the receiver (hookoutbox.Receiver, which does the
+// work) to the daemon directory and the agent's environment.
 func receiveHook(agent, event, payload string, stdin io.Reader, stderr io.Writer) {
 	now := time.Now()
-	if strings.HasPrefix(strings.TrimSpace(event), "{") { // Codex's notify: the JSON is the only argument
-		event, payload = "", event
-	}
 	paths, err := config.ResolvePaths()
 	if err != nil {
 		fmt.Fprintf(stderr, "claudemesh hook: %v (event not recorded)\n", err)
 		return
 	}
-	fail := func(err error) {
-		where := "counted in " + paths.HookErrors()
-		if rerr := hookoutbox.RecordFailure(paths.HookErrors(), now, agent, event, err); rerr != nil {
-			where = "not counted: " + rerr.Error()
-		}
-		fmt.Fprintf(stderr, "claudemesh hook: %v (event not recorded; %s)\n", err, where)
-	}
-	raw := []byte(payload)
-	if payload == "" {
-		if raw, err = readHookInput(stdin); err != nil {
-			fail(err)
-			return
-		}
-	}
-	row, err := hookevent.Normalize(agent, event, raw, hookevent.Env{SessionID: os.Getenv(envSessionID),
-		Mesh: os.Getenv(envMesh), DisplayName: os.Getenv(envDisplayName), PID: agentPID()})
-	if errors.Is(err, hookevent.ErrDropped) {
-		return
-	}
-	if err != nil {
-		fail(err)
-		return
-	}
-	w, err := hookoutbox.Open(paths.HooksDB(), func(ctx context.Context, path string) error {
-		if err := paths.EnsureDaemonDir(); err != nil {
-			return err
-		}
-		return persistence.CreateHooks(ctx, path)
-	})
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*hookoutbox.BusyTimeout)
-		err = w.Append(ctx, hookoutbox.Row{SessionID: row.SessionID, Agent: row.Agent, EventType: row.EventType,
-			Payload: row.Payload}, now)
-		cancel()
-	}
-	if err != nil {
-		fail(err)
-		return
-	}
-	_ = hookoutbox.Poke(paths.HookWake()) // a daemon that is down reads the row when it starts
-	// w is not closed: see hookoutbox.Writer.Close.
-}
-
-// readHookInput reads the hook's JSON from stdin, at most
-// hookevent.MaxInput bytes (a tool's output can be large; the rest is
-// drained so that the agent's write does not fail).
-func readHookInput(stdin io.Reader) ([]byte, error) {
-	if f, ok := stdin.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return nil, errors.New("no hook JSON: the receiver reads it on stdin (the agent's hook pipes it there)")
-		}
-	}
-	raw, err := io.ReadAll(io.LimitReader(stdin, hookevent.MaxInput+1))
-	if err != nil {
-		return nil, fmt.Errorf("read the hook JSON: %w", err)
-	}
-	if len(raw) > hookevent.MaxInput {
-		_, _ = io.Copy(io.Discard, stdin)
-	}
-	return raw, nil
-}
-
-// shells are the programs an agent may run a hook command through; the
-// agent is the shell's parent.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "fish": true, "ksh": true}
-
-// agentPID is the agent's process: the hook's parent, or its grandparent
-// when the parent is the shell the agent ran the hook command with. A
-// session the hook registers is tied to it (the daemon's reaper drops the
-// session when it exits). Without /proc it is the parent.
-func agentPID() int {
-	ppid := os.Getppid()
-	comm, err := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/comm")
-	if err != nil || !shells[strings.TrimSpace(string(comm))] {
-		return ppid
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/stat")
-	if err != nil {
-		return ppid
-	}
-	// pid (comm) state ppid …: comm may hold spaces and parentheses.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(fields) < 2 {
-		return ppid
-	}
-	if gp, err := strconv.Atoi(fields[1]); err == nil && gp > 1 {
-		return gp
-	}
-	return ppid
+	r := hookoutbox.Receiver{DB: paths.HooksDB(), Wake: paths.HookWake(), Errors: paths.HookErrors(),
+		Create: func(ctx context.Context, path string) error {
+			if err := paths.EnsureDaemonDir(); err != nil {
+				return err
+			}
+			return persistence.CreateHooks(ctx, path)
+		},
+		Env: hookevent.Env{SessionID: os.Getenv(envSessionID), Mesh: os.Getenv(envMesh), DisplayName: os.Getenv(envDisplayName),
+			PID: hookoutbox.AgentPID()},
+		Stderr: stderr}
+	r.Receive(agent, event, payload, stdin, now)
 }
 
 // envClaudeSessionID is the session id Claude Code puts in the environment
