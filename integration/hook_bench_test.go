@@ -17,16 +17,20 @@ import (
 // variants taking turns so that they share the machine's load: the
 // claudemesh binary (`claudemesh hook PreToolUse`) with a daemon running
 // and with none; the same receiver code linked alone
-// (testdata/hookreceiver); and two floors: `claudemesh --version` (the
-// binary's start-up: its page faults and package inits) and /bin/true
-// (starting any process). Each reports p50 and p99 wall time in ms.
+// (testdata/hookreceiver); and three floors: `claudemesh --version` (the
+// binary's start-up: its page faults and package inits, and kong's
+// parser), a Go program that does nothing (testdata/gohello) and
+// /bin/true (starting any process). Each reports p50 and p99 wall time
+// in ms.
 //
 //	go test -run='^$' -bench=BenchmarkHookReceiver -benchtime=1000x ./integration/
 func BenchmarkHookReceiver(b *testing.B) {
 	e := benchHookEnv(b)
-	alone := filepath.Join(b.TempDir(), "hookreceiver")
-	if out, err := exec.Command("go", "build", "-o", alone, "./testdata/hookreceiver").CombinedOutput(); err != nil {
-		b.Fatalf("build hookreceiver: %v\n%s", err, out)
+	alone, hello := filepath.Join(b.TempDir(), "hookreceiver"), filepath.Join(b.TempDir(), "gohello")
+	for bin, pkg := range map[string]string{alone: "./testdata/hookreceiver", hello: "./testdata/gohello"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			b.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
 	}
 	input := hookInput(b, "PreToolUse", "bench-receiver")
 	variants := []struct {
@@ -37,6 +41,7 @@ func BenchmarkHookReceiver(b *testing.B) {
 		{"claudemesh_hook", []string{binPath, "hook", "PreToolUse"}, input},
 		{"receiver_alone", []string{alone, "PreToolUse"}, input},
 		{"claudemesh_version", []string{binPath, "--version"}, nil},
+		{"go_empty_main", []string{hello}, nil},
 		{"bin_true", []string{"/bin/true"}, nil},
 	}
 	stop := benchDaemon(b, e)
