@@ -240,12 +240,12 @@ var hookPattern = []string{"UserPromptSubmit", "PreToolUse", "PostToolUse", "Pre
 // written in order by receiver processes, the sessions concurrently; the
 // daemon starts when half are written. No event is lost, each session's
 // order is kept, no critical event is dropped, and the bursty ones that
-// piled up are coalesced. The suite runs 8 × 100 (4,000 processes of this
+// piled up are coalesced. The suite runs 8 × 60 (4,000 processes of this
 // binary take four minutes of a 2-core machine);
 // CLAUDEMESH_TEST_HOOK_EVENTS=500 runs the full 8 × 500.
 func TestHookReceiversConcurrent(t *testing.T) {
 	t.Parallel()
-	sessions, perSession := 8, 100
+	sessions, perSession := 8, 60
 	if n, err := strconv.Atoi(os.Getenv("CLAUDEMESH_TEST_HOOK_EVENTS")); err == nil && n > 0 {
 		perSession = n
 	}
