@@ -120,8 +120,16 @@ func TestOfflineDMIsQueued(t *testing.T) {
 		b2 := e.connect(bob, "b")
 		a.send(sendFrame("q-2", bob.id.PublicKeyHex(), "hello"))
 		a.next("ack")
-		if next := b2.push(); next["client_message_id"] != "q-2" {
-			t.Fatalf("after the ack bob got %v, want q-2 only", next)
+		// q-1 may come once more: the new connection's admission frees its
+		// key's leases, and b's client_ack of q-1 can still be waiting in
+		// the acks batcher (AckDelay) — at least once, the receiver
+		// dedupes. Nothing else may come before q-2.
+		next := b2.push()
+		if next["client_message_id"] == "q-1" {
+			next = b2.push()
+		}
+		if next["client_message_id"] != "q-2" {
+			t.Fatalf("after the ack bob got %v, want q-2 (after at most one repeat of q-1)", next)
 		}
 	})
 }
