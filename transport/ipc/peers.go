@@ -125,28 +125,6 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &body)
 }
 
-// ownProfile is one mesh's part of GET /v1/profile: this daemon's member
-// as the mesh's broker lists it, in the field names POST /v1/profile takes.
-type ownProfile struct {
-	Mesh         string   `json:"mesh"`
-	MemberPubkey string   `json:"member_pubkey"`
-	DisplayName  string   `json:"display_name"`
-	Status       string   `json:"status"`
-	Summary      string   `json:"summary"`
-	Visible      bool     `json:"visible"`
-	Avatar       string   `json:"avatar"`
-	Title        string   `json:"title"`
-	Bio          string   `json:"bio"`
-	Capabilities []string `json:"capabilities"`
-}
-
-// ownProfilesBody is the 200 body of GET /v1/profile. Failed names the
-// meshes whose broker could not say (absent when none failed).
-type ownProfilesBody struct {
-	Profiles []ownProfile      `json:"profiles"`
-	Failed   map[string]string `json:"failed,omitempty"`
-}
-
 // ownProfiles answers GET /v1/profile[?mesh=]: this daemon's profile on the
 // named mesh or on every mesh, read from the broker's peer list (the broker
 // keeps the profile; it lists the requester even when invisible). A mesh
@@ -169,7 +147,7 @@ func (s *Server) ownProfiles(w http.ResponseWriter, r *http.Request) {
 	for i, m := range meshes {
 		slugs[i], pubkeys[m.Info.Mesh] = m.Info.Mesh, m.Info.MemberPubkey
 	}
-	own, errs := perMesh(slugs, func(slug string) (*ownProfile, error) {
+	own, errs := perMesh(slugs, func(slug string) (*messages.OwnProfile, error) {
 		pid, err := s.meshActor(slug)
 		if err != nil {
 			return nil, err
@@ -180,7 +158,7 @@ func (s *Server) ownProfiles(w http.ResponseWriter, r *http.Request) {
 		}
 		return findOwn(slug, pubkeys[slug], list.Peers)
 	})
-	body := ownProfilesBody{Profiles: []ownProfile{}}
+	body := messages.OwnProfiles{Profiles: []messages.OwnProfile{}}
 	for i, slug := range slugs {
 		if errs[i] == nil {
 			body.Profiles = append(body.Profiles, *own[i])
@@ -200,7 +178,7 @@ func (s *Server) ownProfiles(w http.ResponseWriter, r *http.Request) {
 }
 
 // findOwn picks this member's entry out of a mesh's peer list.
-func findOwn(slug, memberPubkey string, peers []messages.Peer) (*ownProfile, error) {
+func findOwn(slug, memberPubkey string, peers []messages.Peer) (*messages.OwnProfile, error) {
 	for _, p := range peers {
 		if p.MemberPubkey != memberPubkey && p.Pubkey != memberPubkey {
 			continue
@@ -209,7 +187,7 @@ func findOwn(slug, memberPubkey string, peers []messages.Peer) (*ownProfile, err
 		if caps == nil {
 			caps = []string{}
 		}
-		return &ownProfile{Mesh: slug, MemberPubkey: memberPubkey, DisplayName: p.DisplayName, Status: p.Status,
+		return &messages.OwnProfile{Mesh: slug, MemberPubkey: memberPubkey, DisplayName: p.DisplayName, Status: p.Status,
 			Summary: p.Summary, Visible: p.Visible, Avatar: p.Avatar, Title: p.Title, Bio: p.Bio, Capabilities: caps}, nil
 	}
 	return nil, &messages.Error{Status: http.StatusBadGateway, Code: "profile_not_listed",
