@@ -219,16 +219,7 @@ func TestSessionsShareAnID(t *testing.T) {
 	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
 	tokB, _ := register(t, c, "sess-b", "beta", os.Getpid())
 	ca, cb := c.AsSession(tokA), c.AsSession(tokB)
-	waitFor(t, "both sessions connected", func() bool {
-		peers, err := ca.Peers(ctx, "")
-		n := 0
-		for _, p := range peers {
-			if p.DisplayName == "alpha" || p.DisplayName == "beta" {
-				n++
-			}
-		}
-		return err == nil && n == 2
-	})
+	waitListed(t, ca, "alpha", "beta")
 	for name, cl := range map[string]*ipc.Client{"alpha": ca, "beta": cb} {
 		res, err := cl.Send(ctx, &messages.SendRequest{To: "#builds", Message: ptr("m"), ClientMessageID: "xm-1"}, "")
 		if err != nil || res.Accepted == nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,16 +271,7 @@ func TestSessionScoping(t *testing.T) {
 	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
 	tokB, b := register(t, c, "sess-b", "beta", os.Getpid())
 	ca, cb := c.AsSession(tokA), c.AsSession(tokB)
-	waitFor(t, "both sessions listed as peers", func() bool {
-		peers, err := ca.Peers(ctx, "")
-		n := 0
-		for _, p := range peers {
-			if p.DisplayName == "alpha" || p.DisplayName == "beta" {
-				n++
-			}
-		}
-		return err == nil && n == 2
-	})
+	waitListed(t, ca, "alpha", "beta")
 	if _, err := ca.Send(ctx, &messages.SendRequest{To: b.SessionPubkey, Message: ptr("for beta"), ClientMessageID: "dm-1"}, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -449,4 +441,20 @@ func TestSessionStreamShare(t *testing.T) {
 		t.Fatalf("beta's first stream while alpha holds its share: %v", err)
 	}
 	s.Close()
+}
+
+// waitListed waits until c's peer list names every one of names (their
+// sessions' broker connections are up).
+func waitListed(t *testing.T, c *ipc.Client, names ...string) {
+	t.Helper()
+	waitFor(t, fmt.Sprint(names, " listed as peers"), func() bool {
+		peers, err := c.Peers(context.Background(), "")
+		n := 0
+		for _, p := range peers {
+			if slices.Contains(names, p.DisplayName) {
+				n++
+			}
+		}
+		return err == nil && n == len(names)
+	})
 }
