@@ -27,13 +27,14 @@ const (
 // A missing file means every default. Unknown keys are refused, so that a
 // typo never silently leaves a default in place.
 type File struct {
-	Daemon DaemonSection `toml:"daemon"`
-	IPC    IPCSection    `toml:"ipc"`
-	Log    LogSection    `toml:"log"`
-	Clone  CloneSection  `toml:"clone"`
-	Outbox OutboxSection `toml:"outbox"`
-	Inbox  InboxSection  `toml:"inbox"`
-	Disk   DiskSection   `toml:"disk"`
+	Daemon   DaemonSection   `toml:"daemon"`
+	IPC      IPCSection      `toml:"ipc"`
+	Log      LogSection      `toml:"log"`
+	Clone    CloneSection    `toml:"clone"`
+	Outbox   OutboxSection   `toml:"outbox"`
+	Inbox    InboxSection    `toml:"inbox"`
+	Disk     DiskSection     `toml:"disk"`
+	Features FeaturesSection `toml:"features"`
 	// tcpSet says the file sets [ipc] tcp_enabled; when it does not, the
 	// daemon turns TCP off in containers and CI (TCPSet).
 	tcpSet bool
@@ -64,6 +65,14 @@ type DiskSection struct {
 	// ReservedMB is the free space the daemon directory's filesystem keeps:
 	// pressure is reserve / free, with the thresholds of [outbox].
 	ReservedMB int64 `toml:"reserved_mb"`
+}
+
+// FeaturesSection is [features].
+type FeaturesSection struct {
+	// LegacyBroker accepts a broker that does not negotiate the delivery
+	// contract (the upstream broker), as --legacy-broker does: for the
+	// daemon and for `claudemesh send`'s cold path.
+	LegacyBroker bool `toml:"legacy_broker"`
 }
 
 // DaemonSection is [daemon].

@@ -85,6 +85,9 @@ retention_days = 90
 
 [disk]
 reserved_mb = 0
+
+[features]
+legacy_broker = true
 `)
 	f, err := LoadFile(path)
 	if err != nil {
@@ -94,12 +97,13 @@ reserved_mb = 0
 		Daemon: DaemonSection{LogLevel: "debug"},
 		IPC: IPCSection{TCPEnabled: false, HTTPBind: "::1", HTTPPort: 0, PublicHealthCheck: true,
 			OriginAllowlist: []string{"http://localhost:3000", "https://app.example:8443"}},
-		Log:    LogSection{MaxSizeMB: 7, MaxAgeDays: 2},
-		Clone:  CloneSection{Policy: ClonePolicyWarn},
-		Outbox: OutboxSection{MaxSizeMB: 64, FsyncMode: "batched_50ms", RetentionDays: 7},
-		Inbox:  InboxSection{RetentionDays: 90},
-		Disk:   DiskSection{ReservedMB: 0},
-		tcpSet: true,
+		Log:      LogSection{MaxSizeMB: 7, MaxAgeDays: 2},
+		Clone:    CloneSection{Policy: ClonePolicyWarn},
+		Outbox:   OutboxSection{MaxSizeMB: 64, FsyncMode: "batched_50ms", RetentionDays: 7},
+		Inbox:    InboxSection{RetentionDays: 90},
+		Features: FeaturesSection{LegacyBroker: true},
+		Disk:     DiskSection{ReservedMB: 0},
+		tcpSet:   true,
 	}
 	if !reflect.DeepEqual(f, want) {
 		t.Errorf("loaded:\n got %+v\nwant %+v", f, want)
