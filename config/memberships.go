@@ -30,6 +30,9 @@ type Membership struct {
 	SecretKey string `json:"secretKey"`
 	BrokerURL string `json:"brokerUrl"`
 	JoinedAt  string `json:"joinedAt,omitempty"`
+	// DisplayName is the name `claudemesh join --name` registered (not
+	// the mesh's: that is Name); see HelloName.
+	DisplayName string `json:"displayName,omitempty"`
 }
 
 // LoadMemberships reads the meshes of config.json. A missing file means
