@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/cmd/claudemesh/internal/bench"
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 type benchCmd struct {
@@ -56,6 +56,7 @@ func (c *benchCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var rep *bench.Report
+	var d *ipc.Daemon // the running daemon measured, when it is one
 	var err error
 	switch {
 	case c.SelfContained:
@@ -66,7 +67,7 @@ func (c *benchCmd) Run() error {
 		rep, err = bench.RunSelfContained(ctx, opts, bin, c.DatabaseURL)
 	default:
 		var t bench.Target
-		if t, err = c.target(); err != nil {
+		if t, d, err = c.target(); err != nil {
 			return err
 		}
 		rep, err = bench.Run(ctx, opts, t)
@@ -78,39 +79,43 @@ func (c *benchCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(rep)
+		return printWithDaemon(rep, d)
 	}
 	printReport(rep)
 	return nil
 }
 
 // target is what a run without --self-contained measures: the running
-// daemon (accept; e2e with --receiver and --to), or the broker of a joined
-// mesh as its member (broker).
-func (c *benchCmd) target() (bench.Target, error) {
+// daemon, ours or upstream's (accept; e2e with --receiver and --to), or the
+// broker of a joined mesh as its member (broker).
+func (c *benchCmd) target() (bench.Target, *ipc.Daemon, error) {
 	paths, err := config.ResolvePaths()
 	if err != nil {
-		return bench.Target{}, &exitError{code: 2, err: err}
+		return bench.Target{}, nil, &exitError{code: 2, err: err}
 	}
 	t := bench.Target{Socket: paths.Socket(), Mesh: c.Mesh, To: c.To, Receiver: c.Receiver}
 	switch c.Mode {
 	case bench.ModeStartup, bench.ModeSessions:
-		return t, usageErr("--mode %s needs --self-contained (it starts the daemon it measures)", c.Mode)
+		return t, nil, usageErr("--mode %s needs --self-contained (it starts the daemon it measures)", c.Mode)
 	case bench.ModeE2E:
 		if c.Receiver == "" || c.To == "" {
-			return t, usageErr("--mode e2e needs --self-contained, or --receiver <socket> and --to <its member pubkey>")
+			return t, nil, usageErr("--mode e2e needs --self-contained, or --receiver <socket> and --to <its member pubkey>")
 		}
 	case bench.ModeBroker:
 		s := &sendCmd{Mesh: c.Mesh}
 		if t.Member, err = s.coldMembership(paths); err != nil {
-			return t, err
+			return t, nil, err
 		}
-		return t, nil
+		return t, nil, nil
 	}
-	if _, err := probeDaemon(paths.Socket()); err != nil {
-		return t, &exitError{code: 1, err: fmt.Errorf("no daemon answers on %s (start one with `claudemesh daemon up`, or use --self-contained): %w", paths.Socket(), err)}
+	d, err := detectDaemon(paths.Socket())
+	if err != nil {
+		return t, nil, &exitError{code: 1, err: fmt.Errorf("no usable daemon answers on %s (start one with `claudemesh daemon up`, or use --self-contained): %w", paths.Socket(), err)}
 	}
-	return t, nil
+	if err := d.Require("send", "bench --mode "+c.Mode); err != nil {
+		return t, nil, &exitError{code: 1, err: err}
+	}
+	return t, d, nil
 }
 
 func printReport(r *bench.Report) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +27,9 @@ type daemonInboxCmd struct {
 	From   string `placeholder:"PUBKEY" help:"Only messages from this sender."`
 	Limit  int    `default:"1000" help:"Show at most this many messages (the oldest of the window first)."`
 	Follow bool   `short:"f" help:"Then keep printing messages as they arrive, until interrupted."`
-	JSON   bool   `name:"json" help:"Print each message as one JSON object per line."`
+	JSON   bool   `name:"json" help:"Print each message as one JSON object per line, with the daemon that answered."`
+
+	daemon *ipc.Daemon // the daemon that answers: ours or upstream's
 }
 
 func (c *daemonInboxCmd) Run() error {
@@ -44,10 +48,15 @@ func (c *daemonInboxCmd) Run() error {
 			q.Set(k, v)
 		}
 	}
-	client, err := daemonClient()
+	needs := []string{"inbox"}
+	if c.Follow {
+		needs = append(needs, "events")
+	}
+	client, d, err := connectDaemon("claudemesh inbox", needs...)
 	if err != nil {
 		return err
 	}
+	c.daemon = d
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var stream *ipc.EventStream
@@ -82,13 +91,29 @@ func (c *daemonInboxCmd) Run() error {
 			return err
 		}
 		last = ev.ID
-		var it messages.InboxItem
-		if ev.Name != "message" || json.Unmarshal(ev.Data, &it) != nil || shown[it.ID] || !c.matches(&it) {
+		it, ok := messageEvent(ev)
+		if !ok || shown[it.ID] || !c.matches(it) {
 			continue
 		}
 		shown[it.ID] = true
-		c.print(&it)
+		c.print(it)
 	}
+}
+
+// messageEvent reads the inbox item a "message" event carries. Upstream's
+// says when the message was made (created_at) and when the event was (ts),
+// not when it was received: the first of them stands in for received_at.
+func messageEvent(ev ipc.Event) (*messages.InboxItem, bool) {
+	var it struct {
+		messages.InboxItem
+		CreatedAt string `json:"created_at"`
+		TS        string `json:"ts"`
+	}
+	if ev.Name != "message" || json.Unmarshal(ev.Data, &it) != nil {
+		return nil, false
+	}
+	it.ReceivedAt = cmp.Or(it.ReceivedAt, it.CreatedAt, it.TS)
+	return &it.InboxItem, true
 }
 
 // window prints the messages of the --since window, page after page, up to
@@ -102,6 +127,9 @@ func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.V
 		cancel()
 		if err != nil {
 			return nil, err
+		}
+		if c.daemon.Kind == ipc.DaemonUpstream { // newest first, and no cursor: one page
+			slices.Reverse(page.Items)
 		}
 		for i := range page.Items {
 			shown[page.Items[i].ID] = true
@@ -119,16 +147,17 @@ func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.V
 	return shown, nil
 }
 
-// matches applies --topic and --from to a live message (--mesh is the
-// stream's own filter).
+// matches applies --mesh, --topic and --from to a live message (--mesh is
+// also the stream's own filter on our daemon; upstream's stream has none).
 func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
-	return (c.Topic == "" || it.Topic == c.Topic) && (c.From == "" || strings.EqualFold(it.SenderPubkey, c.From))
+	return (c.Mesh == "" || it.Mesh == c.Mesh) && (c.Topic == "" || it.Topic == c.Topic) &&
+		(c.From == "" || strings.EqualFold(it.SenderPubkey, c.From))
 }
 
 // print writes one message: as its JSON, exact, or as inboxLine.
 func (c *daemonInboxCmd) print(it *messages.InboxItem) {
 	if c.JSON {
-		_ = json.NewEncoder(os.Stdout).Encode(it)
+		_ = printWithDaemon(it, c.daemon)
 		return
 	}
 	fmt.Println(inboxLine(it))
@@ -160,11 +189,14 @@ func receivedAt(s string) string {
 }
 
 // inboxDestination is where a message was sent as `send` takes it: dm,
-// #topic, @group or * (a broadcast).
+// #topic, @group or * (a broadcast); "-" for an item that says neither its
+// kind nor its topic (upstream's DMs and untopical broadcasts look alike).
 func inboxDestination(it *messages.InboxItem) string {
 	switch {
 	case it.Kind == messages.KindDM:
 		return "dm"
+	case it.Kind == "" && it.Topic == "":
+		return "-"
 	case it.Topic == "*", strings.HasPrefix(it.Topic, "@"), strings.HasPrefix(it.Topic, "#"):
 		return it.Topic
 	}

@@ -31,7 +31,7 @@ type daemonUpCmd struct {
 	NoTCP      bool          `name:"no-tcp" help:"Serve only the Unix socket. (In a container or under CI that is the default unless config.toml sets [ipc] tcp_enabled.)"`
 	LogLevel   string        `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
 	LogFile    string        `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
-	Legacy     bool          `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only."`
+	Legacy     bool          `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only (also [features] legacy_broker = true in config.toml)."`
 	Liveness   time.Duration `hidden:"" name:"broker-liveness" help:"Drop a broker connection silent for this long (default 75s, the protocol's); for tests of silent failures."`
 	BodyTime   time.Duration `hidden:"" name:"body-timeout" help:"Answer 408 to an IPC request whose body takes longer than this to arrive (default 10s); for tests of slow clients."`
 	// tcpOff is why TCP is off by default here (a container or CI signal),
@@ -214,7 +214,7 @@ func (c *daemonUpCmd) serve(paths config.Paths, cfg config.File) error {
 		log.Info("tcp_off_by_default", "because", c.tcpOff, "enable_with", "[ipc] tcp_enabled = true in config.toml, or --tcp")
 	}
 
-	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy,
+	d, err := daemon.Start(daemon.Options{Paths: paths, Config: cfg, Version: version, Log: log.Logger, LegacyBroker: c.Legacy || cfg.Features.LegacyBroker,
 		Faults: faults(), BrokerLiveness: c.Liveness, BodyTimeout: c.BodyTime, TCPFallback: c.TCP == ""})
 	if err != nil {
 		return c.startFailed(log, err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -43,7 +42,7 @@ func (c *outboxListCmd) status() string {
 }
 
 func (c *outboxListCmd) Run() error {
-	client, err := daemonClient()
+	client, d, err := connectDaemon("claudemesh daemon outbox list", "outbox")
 	if err != nil {
 		return err
 	}
@@ -54,7 +53,7 @@ func (c *outboxListCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(page)
+		return printWithDaemon(page, d)
 	}
 	if len(page.Items) == 0 {
 		fmt.Println("no outbox rows")

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 type outboxRequeueCmd struct {
@@ -30,9 +30,12 @@ func (c *outboxRequeueCmd) Run() error {
 			return &exitError{code: 2, err: fmt.Errorf("%s: %w", c.PatchPayload, err)}
 		}
 	}
-	client, err := daemonClient()
+	client, d, err := connectDaemon("claudemesh daemon outbox requeue", "outbox")
 	if err != nil {
 		return err
+	}
+	if req.Patch != nil && d.Kind != ipc.DaemonOurs {
+		return usageErr("--patch-payload is this claudemesh's own extension; the running %s would ignore it and requeue the row unchanged", d)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -41,7 +44,7 @@ func (c *outboxRequeueCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
+		return printWithDaemon(res, d)
 	}
 	fmt.Printf("row %s aborted; new row %s queued with client_message_id %s\n",
 		res.AbortedRowID, res.NewRowID, res.NewClientMessageID)
@@ -56,9 +59,12 @@ type outboxDropCmd struct {
 // Run gives up on a dead or pending row: it is never sent, and its
 // client_message_id stays taken (a retry of it is refused).
 func (c *outboxDropCmd) Run() error {
-	client, err := daemonClient()
+	client, d, err := connectDaemon("claudemesh daemon outbox drop", "outbox")
 	if err != nil {
 		return err
+	}
+	if d.Kind != ipc.DaemonOurs {
+		return fmt.Errorf("outbox drop is this claudemesh's own route; the running %s has none (requeue is what it offers)", d)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -67,7 +73,7 @@ func (c *outboxDropCmd) Run() error {
 		return err
 	}
 	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
+		return printWithDaemon(res, d)
 	}
 	fmt.Printf("row %s dropped (aborted, not sent); client_message_id %s stays taken\n", res.AbortedRowID, res.ClientMessageID)
 	return nil

@@ -7,6 +7,9 @@ import (
 	"os"
 	"text/tabwriter"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 type peersCmd struct {
@@ -15,9 +18,10 @@ type peersCmd struct {
 }
 
 // Run lists the peers the daemon's brokers report (GET /v1/peers): the
-// names and keys `claudemesh send` takes.
+// names and keys `claudemesh send` takes. With --json each peer names the
+// daemon that answered.
 func (c *peersCmd) Run() error {
-	client, err := daemonClient()
+	client, d, err := connectDaemon("claudemesh peers", "peers")
 	if err != nil {
 		return err
 	}
@@ -27,8 +31,19 @@ func (c *peersCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	live := liveStates(ctx, client) // hook_status.go: the local sessions' live state
-	return printList(withLive(peers, live), c.JSON, "no peers (no member or session of the daemon's meshes is known to their brokers)", "MESH\tNAME\tPUBKEY\tSTATUS\tSTATE\tDOING\tSUMMARY", func(p livePeer) string {
+	var live map[string]*messages.AgentState
+	if d.Kind == ipc.DaemonOurs { // hook_status.go: the local sessions' live state, ours alone keeps
+		live = liveStates(ctx, client)
+	}
+	list := withLive(peers, live)
+	if c.JSON {
+		out, err := listWithDaemon(list, d)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(out)
+	}
+	return printList(list, false, "no peers (no member or session of the daemon's meshes is known to their brokers)", "MESH\tNAME\tPUBKEY\tSTATUS\tSTATE\tDOING\tSUMMARY", func(p livePeer) string {
 		return row(p.Mesh, p.DisplayName, p.Pubkey, p.Status, p.state(), p.doing(), p.Summary)
 	})
 }

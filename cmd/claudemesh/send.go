@@ -46,6 +46,7 @@ type sendCmd struct {
 	Meta            string        `placeholder:"JSON" help:"A JSON object carried with the message."`
 	JSON            bool          `name:"json" help:"Print the answer as one JSON object."`
 	NoDaemon        bool          `name:"no-daemon" help:"Do not use a running daemon: connect to the broker directly (cold path)."`
+	LegacyBroker    bool          `name:"legacy-broker" help:"Cold path: accept a broker that does not negotiate the delivery contract (the upstream broker; also [features] legacy_broker = true in config.toml). It cannot dedupe, so a retry after a lost ack may deliver twice."`
 	Wait            time.Duration `placeholder:"DURATION" help:"Through the daemon: wait up to this long (e.g. 10s) for the broker to accept the message, then say so (exit 0), or that it went dead (exit 1) or is still queued (exit 3; it stays queued). With --json, print its outbox row. The cold path always waits for the broker."`
 }
 
@@ -72,14 +73,18 @@ func (c *sendCmd) Run() error {
 		return c.asSession(ipc.NewClient(paths.Socket()).AsSession(tok), direct)
 	}
 	if !c.NoDaemon {
-		v, err := probeDaemon(paths.Socket())
+		d, err := detectDaemon(paths.Socket())
+		var unusable *unusableDaemon
+		if errors.As(err, &unusable) {
+			fmt.Fprintf(os.Stderr, "claudemesh: %v; using the cold path\n", err)
+		}
 		if err == nil {
-			mesh, use, err := c.daemonMesh(v)
+			mesh, use, err := c.daemonMesh(d)
 			if err != nil {
 				return err
 			}
 			if use {
-				return c.viaDaemon(ipc.NewClient(paths.Socket()), mesh, direct)
+				return c.viaDaemon(ipc.NewClient(paths.Socket()), d, mesh, direct)
 			}
 		}
 	}
@@ -99,7 +104,14 @@ func (c *sendCmd) asSession(client *ipc.Client, direct bool) error {
 	if c.Mesh != "" && c.Mesh != me.Mesh {
 		return usageErr("this agent session belongs to mesh %s; --mesh %s needs a shell outside the session", me.Mesh, c.Mesh)
 	}
-	return c.viaDaemon(client, me.Mesh, direct)
+	d, err := client.Daemon(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.Require("send", "claudemesh send"); err != nil {
+		return err
+	}
+	return c.viaDaemon(client, d, me.Mesh, direct)
 }
 
 // check validates everything that needs neither the daemon nor the broker;
@@ -136,10 +148,47 @@ func (c *sendCmd) request(to string) *messages.SendRequest {
 	return req
 }
 
-// probeDaemon is the detection handshake (spec §8.1): connect to the socket
-// within 100 ms, then GET /v1/version on that connection. Any failure means
-// no usable daemon. The pid file is never consulted.
+// unusableDaemon is a daemon that answered the detection handshake in a
+// way this CLI cannot use (not a claudemesh answer, another ipc_api).
+type unusableDaemon struct{ err error }
+
+func (u *unusableDaemon) Error() string { return u.err.Error() }
+
+// detectDaemon is the detection handshake (spec §8.1, versionHandshake)
+// and the identification of the daemon that answered: ours, or upstream's
+// (ipc.Client.Identify). Any failure means no usable daemon
+// (*unusableDaemon when something did answer).
+func detectDaemon(sock string) (*ipc.Daemon, error) {
+	v, err := versionHandshake(sock)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sendProbeAnswer)
+	defer cancel()
+	d, err := ipc.NewClient(sock).Identify(ctx, v)
+	if err != nil {
+		return nil, &unusableDaemon{fmt.Errorf("%s: %w", sock, err)}
+	}
+	return d, nil
+}
+
+// probeDaemon is versionHandshake answered by our own daemon, the one that
+// names its pid (the lifecycle commands signal it).
 func probeDaemon(sock string) (*messages.Version, error) {
+	v, err := versionHandshake(sock)
+	if err != nil {
+		return nil, err
+	}
+	if v.IPCAPI == "" || v.PID == 0 {
+		return nil, errors.New("GET /v1/version: not this claudemesh's daemon (no ipc_api or pid)")
+	}
+	return v, nil
+}
+
+// versionHandshake is the detection handshake (spec §8.1): connect to the
+// socket within 100 ms, then GET /v1/version on that connection. The pid
+// file is never consulted.
+func versionHandshake(sock string) (*messages.Version, error) {
 	conn, err := net.DialTimeout("unix", sock, sendProbeConnect)
 	if err != nil {
 		return nil, err
@@ -164,37 +213,44 @@ func probeDaemon(sock string) (*messages.Version, error) {
 	}
 	var v messages.Version
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return nil, fmt.Errorf("GET /v1/version: %w", err)
-	}
-	if v.IPCAPI == "" || v.PID == 0 {
-		return nil, errors.New("GET /v1/version: not a claudemesh daemon answer")
+		return nil, &unusableDaemon{fmt.Errorf("GET /v1/version on %s: %w", sock, err)}
 	}
 	return &v, nil
 }
 
 // daemonMesh decides whether the answering daemon takes this send and on
-// which mesh. A daemon that is incompatible or not attached to the mesh
-// asked for is passed over, with a note, for the cold path.
-func (c *sendCmd) daemonMesh(v *messages.Version) (mesh string, use bool, err error) {
-	if !strings.HasPrefix(v.IPCAPI, "v1") || !slices.Contains(v.IPCFeatures, "send") {
-		fmt.Fprintf(os.Stderr, "claudemesh: the daemon (pid %d, ipc %s) cannot take sends; using the cold path\n", v.PID, v.IPCAPI)
+// which mesh. A daemon that cannot take sends or is not attached to the
+// mesh asked for is passed over, with a note, for the cold path. An
+// upstream daemon that does not say which meshes it serves (no health
+// feature) is given the send with --mesh as asked: it picks its only mesh,
+// or refuses.
+func (c *sendCmd) daemonMesh(d *ipc.Daemon) (mesh string, use bool, err error) {
+	if !d.Offers("send") {
+		fmt.Fprintf(os.Stderr, "claudemesh: the running %s does not offer the \"send\" ipc feature; using the cold path\n", d)
 		return "", false, nil
 	}
-	slugs := make([]string, len(v.Meshes))
-	for i, m := range v.Meshes {
+	if d.Meshes == nil {
+		return c.Mesh, true, nil
+	}
+	slugs := make([]string, len(d.Meshes))
+	for i, m := range d.Meshes {
 		slugs[i] = m.Mesh
 	}
 	switch {
 	case c.Mesh != "" && slices.Contains(slugs, c.Mesh):
 		return c.Mesh, true, nil
 	case c.Mesh != "":
-		fmt.Fprintf(os.Stderr, "claudemesh: the running daemon (pid %d) is not attached to mesh %s (it serves: %s); "+
-			"using the cold path (`kill -HUP %d` or a restart attaches a newly joined mesh)\n", v.PID, c.Mesh, listOrNone(slugs), v.PID)
+		attach := "a restart"
+		if d.PID != 0 {
+			attach = fmt.Sprintf("`kill -HUP %d` or a restart", d.PID)
+		}
+		fmt.Fprintf(os.Stderr, "claudemesh: the running %s is not attached to mesh %s (it serves: %s); "+
+			"using the cold path (%s attaches a newly joined mesh)\n", d, c.Mesh, listOrNone(slugs), attach)
 		return "", false, nil
-	case messages.DefaultMesh(v.Meshes) != "":
-		return messages.DefaultMesh(v.Meshes), true, nil
+	case messages.DefaultMesh(d.Meshes) != "":
+		return messages.DefaultMesh(d.Meshes), true, nil
 	case len(slugs) == 0:
-		fmt.Fprintf(os.Stderr, "claudemesh: the running daemon (pid %d) serves no mesh; using the cold path\n", v.PID)
+		fmt.Fprintf(os.Stderr, "claudemesh: the running %s serves no mesh; using the cold path\n", d)
 		return "", false, nil
 	}
 	return "", false, usageErr("the daemon serves several meshes (%s): name one with --mesh", strings.Join(slugs, ", "))
@@ -207,12 +263,19 @@ func listOrNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// viaDaemon sends through POST /v1/send.
-func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error {
+// viaDaemon sends through POST /v1/send of d. A peer's name is resolved
+// here when d lists peers, so that the request names the key; a daemon that
+// does not list them is given the name to resolve itself.
+func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, direct bool) error {
+	if c.Wait > 0 {
+		if err := d.Require("outbox", "send --wait (it follows the message's outbox row)"); err != nil {
+			return usageErr("%v", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
 	defer cancel()
 	to := c.To
-	if direct {
+	if direct && d.Offers("peers") {
 		peers, err := client.Peers(ctx, mesh)
 		if err != nil {
 			return fmt.Errorf("cannot resolve %q through the daemon's peer list of mesh %s: %w", c.To, mesh, err)
@@ -232,7 +295,7 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 	switch {
 	case errors.As(err, &ce):
 		if c.JSON {
-			os.Stdout.Write(withNewline(ce.Body))
+			os.Stdout.Write(append(withDaemon(ce.Body, d), '\n'))
 		}
 		return err
 	case err != nil:
@@ -245,10 +308,10 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 		} else if res.Accepted != nil {
 			cid = res.Accepted.ClientMessageID
 		}
-		return c.waitDone(client, mesh, cid, c.target(to))
+		return c.waitDone(client, d, mesh, cid, c.target(to))
 	}
 	if c.JSON {
-		_, err := os.Stdout.Write(withNewline(res.Body))
+		_, err := os.Stdout.Write(append(withDaemon(res.Body, d), '\n'))
 		return err
 	}
 	if res.Duplicate != nil {
@@ -263,7 +326,7 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, mesh string, direct bool) error 
 // waitDone follows the outbox row of cid sent on mesh for --wait: done
 // (the broker has it), dead or aborted (it will not be sent: exit 1), or
 // still queued when the wait runs out (exit 3).
-func (c *sendCmd) waitDone(client *ipc.Client, mesh, cid, target string) error {
+func (c *sendCmd) waitDone(client *ipc.Client, d *ipc.Daemon, mesh, cid, target string) error {
 	deadline := time.Now().Add(c.Wait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
@@ -278,7 +341,7 @@ func (c *sendCmd) waitDone(client *ipc.Client, mesh, cid, target string) error {
 		final := row.Status == messages.StatusDone || row.Status == messages.StatusDead || row.Status == messages.StatusAborted
 		if final || time.Now().After(deadline) {
 			if c.JSON {
-				if err := json.NewEncoder(os.Stdout).Encode(row); err != nil {
+				if err := printWithDaemon(row, d); err != nil {
 					return err
 				}
 			}
@@ -317,13 +380,6 @@ func (c *sendCmd) target(resolved string) string {
 // orUnknown is what output shows for a value the daemon or broker did not
 // give.
 func orUnknown(s *string) string { return cmp.Or(messages.Deref(s), "unknown") }
-
-func withNewline(b []byte) []byte {
-	if len(b) == 0 || b[len(b)-1] != '\n' {
-		b = append(b, '\n')
-	}
-	return b
-}
 
 // coldMembership picks the mesh of a cold send from config.json.
 func (c *sendCmd) coldMembership(paths config.Paths) (*config.Membership, error) {
@@ -365,7 +421,11 @@ func (c *sendCmd) cold(paths config.Paths, direct bool) error {
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), sendDialTimeout)
 	defer cancel()
-	session, err := coldpath.Dial(dctx, m, "cli-"+strconv.Itoa(os.Getpid()))
+	legacy, err := c.legacyBroker(paths)
+	if err != nil {
+		return err
+	}
+	session, err := coldpath.Dial(dctx, m, coldpath.Options{SessionID: "cli-" + strconv.Itoa(os.Getpid()), Legacy: legacy})
 	if errors.Is(err, coldpath.ErrIdentity) {
 		return &exitError{code: 2, err: fmt.Errorf("%s: %w", paths.ConfigFile(), err)}
 	}
@@ -398,6 +458,19 @@ func (c *sendCmd) cold(paths config.Paths, direct bool) error {
 	return c.report(ack, cid, to)
 }
 
+// legacyBroker is whether the cold path accepts a broker that does not
+// negotiate: --legacy-broker, or [features] legacy_broker in config.toml.
+func (c *sendCmd) legacyBroker(paths config.Paths) (bool, error) {
+	if c.LegacyBroker {
+		return true, nil
+	}
+	f, err := config.LoadFile(paths.ConfigTOML())
+	if err != nil {
+		return false, &exitError{code: 2, err: err}
+	}
+	return f.Features.LegacyBroker, nil
+}
+
 // report prints the broker's ack of a cold send.
 func (c *sendCmd) report(ack *messages.AckFrame, cid, to string) error {
 	code := ack.Code
@@ -424,9 +497,9 @@ func (c *sendCmd) report(ack *messages.AckFrame, cid, to string) error {
 		return fmt.Errorf("%s: %s (client_message_id %s, broker fingerprint prefix %s, broker_message_id %s)",
 			messages.CodeIdempotencyReused, ack.Conflict, cid, ack.BrokerFingerprintPrefix, cmp.Or(ack.BrokerMessageID, "unknown"))
 	}
-	reason := ack.Error
-	if reason == "" {
-		reason = "rejected"
+	reason := cmp.Or(ack.Error, "rejected")
+	if code == 0 { // a broker without the extended ack says why in words only
+		return fmt.Errorf("the broker refused %s: %s", cid, reason)
 	}
 	return fmt.Errorf("the broker refused %s: %s (code %d)", cid, reason, code)
 }

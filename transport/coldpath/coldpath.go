@@ -13,6 +13,11 @@
 // Pushes that arrive while a Session waits are not acknowledged, so the
 // broker keeps them for the member's daemon.
 //
+// A broker that does not negotiate the delivery contract (the upstream
+// broker) is refused unless Options.Legacy (send --legacy-broker, or
+// [features] legacy_broker in config.toml), as the daemon refuses it: a
+// retry of a lost ack is then a second message, not a duplicate.
+//
 // The session connects with the member key (hello, session id "cli-<pid>"),
 // not with an ephemeral session key as the spec's table of cold-path
 // behaviour has it: a reply to the sender then goes to the member, whose
@@ -22,6 +27,7 @@
 package coldpath
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,10 +54,17 @@ type Session struct {
 	mesh string
 }
 
-// Dial connects to m's broker as m's member; sessionID names this
-// connection in the peer list. ctx bounds the connect, hello and
-// negotiation.
-func Dial(ctx context.Context, m *config.Membership, sessionID string) (*Session, error) {
+// Options shape one session.
+type Options struct {
+	SessionID string // names this connection in the peer list
+	// Legacy accepts a broker that does not negotiate the delivery
+	// contract: no feature negotiation, the broker's plain ack.
+	Legacy bool
+}
+
+// Dial connects to m's broker as m's member. ctx bounds the connect, hello
+// and negotiation.
+func Dial(ctx context.Context, m *config.Membership, opts Options) (*Session, error) {
 	if m.BrokerURL == "" {
 		return nil, fmt.Errorf("mesh %s is served by the daemon's embedded broker: the local mesh needs the daemon: start it with `claudemesh daemon up`", m.Slug)
 	}
@@ -60,7 +73,14 @@ func Dial(ctx context.Context, m *config.Membership, sessionID string) (*Session
 		return nil, fmt.Errorf("mesh %s: %w: %w", m.Slug, ErrIdentity, err)
 	}
 	conn, _, err := wsclient.Dial(ctx, wsclient.Config{URL: m.BrokerURL, MeshID: m.MeshID, MemberID: m.MemberID,
-		Identity: id, DisplayName: m.Name, SessionID: sessionID})
+		Identity: id, DisplayName: m.Name, SessionID: opts.SessionID, Legacy: opts.Legacy})
+	var ne *wsclient.NegotiationError
+	if errors.As(err, &ne) {
+		return nil, fmt.Errorf("mesh %s: the broker at %s does not negotiate the delivery contract (%s: %s), "+
+			"so a retried send could be delivered twice; to send to it anyway, pass --legacy-broker or set "+
+			"[features] legacy_broker = true in config.toml", m.Slug, m.BrokerURL, ne.Reason.Feature,
+			cmp.Or(ne.Reason.Detail, ne.Reason.Kind))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mesh %s: cannot reach the broker at %s: %w", m.Slug, m.BrokerURL, err)
 	}

@@ -65,7 +65,7 @@ func dial(t *testing.T, m *config.Membership) *Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := Dial(ctx, m, "test-"+m.Name)
+	s, err := Dial(ctx, m, Options{SessionID: "test-" + m.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestDialRefusals(t *testing.T) {
 
 	bad := *ms["alice"]
 	bad.SecretKey = "not hex"
-	if _, err := Dial(ctx, &bad, "test"); !errors.Is(err, ErrIdentity) {
+	if _, err := Dial(ctx, &bad, Options{SessionID: "test"}); !errors.Is(err, ErrIdentity) {
 		t.Errorf("bad secret key: %v, want ErrIdentity", err)
 	}
 	other, err := meshcrypto.GenerateIdentity()
@@ -142,12 +142,12 @@ func TestDialRefusals(t *testing.T) {
 	}
 	stranger := *ms["alice"]
 	stranger.SecretKey, stranger.Pubkey = other.SecretKeyHex(), other.PublicKeyHex()
-	if _, err := Dial(ctx, &stranger, "test"); err == nil || !strings.Contains(err.Error(), "cannot reach the broker") {
+	if _, err := Dial(ctx, &stranger, Options{SessionID: "test"}); err == nil || !strings.Contains(err.Error(), "cannot reach the broker") {
 		t.Errorf("unknown key: %v, want a refused hello", err)
 	}
 	local := *ms["alice"]
 	local.BrokerURL = ""
-	if _, err := Dial(ctx, &local, "test"); err == nil || !strings.Contains(err.Error(), "needs the daemon") {
+	if _, err := Dial(ctx, &local, Options{SessionID: "test"}); err == nil || !strings.Contains(err.Error(), "needs the daemon") {
 		t.Errorf("embedded mesh: %v", err)
 	}
 }

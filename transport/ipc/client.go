@@ -78,17 +78,21 @@ func (c *Client) ListOutbox(ctx context.Context, status string, limit int, befor
 
 // OutboxRow asks GET /v1/outbox for the row of a client_message_id sent on
 // mesh (ids are per sender; a session's client names its mesh, which the
-// daemon takes for the session's route); nil when there is none.
+// daemon takes for the session's route); nil when there is none. The page
+// is searched for the id, not taken on trust: a daemon that does not know
+// the filter (upstream's) answers with its newest rows.
 func (c *Client) OutboxRow(ctx context.Context, mesh, clientMessageID string) (*messages.OutboxItem, error) {
 	var page messages.OutboxPage
 	q := url.Values{"client_message_id": {clientMessageID}, "mesh": {mesh}}
 	if err := c.do(ctx, http.MethodGet, "/v1/outbox?"+q.Encode(), nil, &page); err != nil {
 		return nil, err
 	}
-	if len(page.Items) == 0 {
-		return nil, nil
+	for i := range page.Items {
+		if page.Items[i].ClientMessageID == clientMessageID {
+			return &page.Items[i], nil
+		}
 	}
-	return &page.Items[0], nil
+	return nil, nil
 }
 
 // Requeue asks POST /v1/outbox/requeue.
@@ -246,7 +250,7 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 		return res, nil
 	case http.StatusConflict:
 		ce := &SendConflictError{Body: data}
-		if json.Unmarshal(data, &ce.SendConflict) == nil && ce.SendConflict.Error != "" {
+		if json.Unmarshal(data, &ce.SendConflict) == nil && ce.SendConflict.Error == messages.CodeIdempotencyReused {
 			return nil, ce
 		}
 	}
