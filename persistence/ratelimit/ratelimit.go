@@ -15,6 +15,9 @@
 //     round trip per Consume), loaded with SCRIPT LOAD at start; every broker
 //     replica pointed at the same Redis shares one budget per mesh.
 //
+// A third, Bucket, is the upstream broker's token bucket, for the broker's
+// legacy test mode only: per sender, not idempotent, no retry-after.
+//
 // This package owns only the accept/deny decision and its counters. It does
 // not own the dedupe fast path (B0, persistence/broker), metrics (the caller
 // counts cm_broker_rate_limit_rejection_total and
