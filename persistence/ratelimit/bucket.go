@@ -49,6 +49,9 @@ func NewBucket(opts Options, burst int) *Bucket {
 // Burst is the bucket size.
 func (b *Bucket) Burst() int { return int(b.burst) }
 
+// PerMinute is the refill rate in messages a minute (rounded down).
+func (b *Bucket) PerMinute() int { return int(int64(b.opts.Limit) * int64(time.Minute) / int64(b.opts.Window)) }
+
 // Consume implements Limiter: it takes a token of sender's bucket, if one
 // is left. clientMessageID is checked, not remembered.
 func (b *Bucket) Consume(ctx context.Context, meshID, sender, clientMessageID string) (Decision, error) {

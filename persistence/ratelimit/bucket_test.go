@@ -23,6 +23,9 @@ func TestBucket(t *testing.T) {
 		}
 		return d
 	}
+	if b.PerMinute() != 60 || b.Burst() != 10 {
+		t.Fatalf("PerMinute %d, Burst %d; want 60, 10", b.PerMinute(), b.Burst())
+	}
 	for i := range 10 {
 		if d := consume("alice", fmt.Sprint(i)); !d.Allowed {
 			t.Fatalf("send %d of the burst refused", i)
