@@ -94,3 +94,12 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// The environment an agent session is described by: `claudemesh launch`
+// sets these in its child's environment; `claudemesh mcp` and the hook
+// receiver read them.
+const (
+	EnvSessionID   = "CLAUDEMESH_SESSION_ID"
+	EnvMesh        = "CLAUDEMESH_MESH"
+	EnvDisplayName = "CLAUDEMESH_DISPLAY_NAME"
+)

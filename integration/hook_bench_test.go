@@ -14,23 +14,20 @@ import (
 
 // BenchmarkHookReceiver times the receiver as a hook runs it — a process
 // started with the hook JSON on stdin, waited for — b.N times each, the
-// variants taking turns so that they share the machine's load: the
-// claudemesh binary (`claudemesh hook PreToolUse`) with a daemon running
-// and with none; the same receiver code linked alone
-// (testdata/hookreceiver); and three floors: `claudemesh --version` (the
-// binary's start-up: its page faults and package inits, and kong's
-// parser), a Go program that does nothing (testdata/gohello) and
-// /bin/true (starting any process). Each reports p50 and p99 wall time
-// in ms.
+// variants taking turns so that they share the machine's load: the lean
+// receiver (`claudemesh-hook PreToolUse`, what `hook install` writes) and
+// `claudemesh hook PreToolUse`, with a daemon running, and the lean one
+// with none; and three floors: `claudemesh --version` (the binary's
+// start-up: its page faults and package inits, and kong's parser), a Go
+// program that does nothing (testdata/gohello) and /bin/true (starting
+// any process). Each reports p50 and p99 wall time in ms.
 //
 //	go test -run='^$' -bench=BenchmarkHookReceiver -benchtime=1000x ./integration/
 func BenchmarkHookReceiver(b *testing.B) {
 	e := benchHookEnv(b)
-	alone, hello := filepath.Join(b.TempDir(), "hookreceiver"), filepath.Join(b.TempDir(), "gohello")
-	for bin, pkg := range map[string]string{alone: "./testdata/hookreceiver", hello: "./testdata/gohello"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			b.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
+	hello := filepath.Join(b.TempDir(), "gohello")
+	if out, err := exec.Command("go", "build", "-o", hello, "./testdata/gohello").CombinedOutput(); err != nil {
+		b.Fatalf("build gohello: %v\n%s", err, out)
 	}
 	input := hookInput(b, "PreToolUse", "bench-receiver")
 	variants := []struct {
@@ -38,8 +35,8 @@ func BenchmarkHookReceiver(b *testing.B) {
 		args []string
 		in   []byte
 	}{
+		{"claudemesh_hook_lean", []string{hookBinPath, "PreToolUse"}, input},
 		{"claudemesh_hook", []string{binPath, "hook", "PreToolUse"}, input},
-		{"receiver_alone", []string{alone, "PreToolUse"}, input},
 		{"claudemesh_version", []string{binPath, "--version"}, nil},
 		{"go_empty_main", []string{hello}, nil},
 		{"bin_true", []string{"/bin/true"}, nil},
@@ -70,9 +67,9 @@ func BenchmarkHookReceiver(b *testing.B) {
 	for i, v := range variants {
 		reportPercentiles(b, v.name, took[i])
 	}
-	reportPercentiles(b, "claudemesh_hook_daemon_down", down)
+	reportPercentiles(b, "claudemesh_hook_lean_daemon_down", down)
 	if n := len(hookRows(b, e)); n != 3*b.N {
-		b.Fatalf("%d rows, want %d", n, 4*b.N)
+		b.Fatalf("%d rows, want %d", n, 3*b.N)
 	}
 }
 

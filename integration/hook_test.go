@@ -52,11 +52,15 @@ func hookInput(t testing.TB, event, session string) []byte {
 	return out
 }
 
-// runHook runs the receiver as a hook does: the JSON on stdin. It must
-// exit 0 and print nothing.
+// runHook runs the receiver as a hook does: the JSON on stdin. bin is
+// hookBinPath (`claudemesh-hook <event>`, what install writes) or binPath
+// (`claudemesh hook <event>`). It must exit 0 and print nothing.
 func runHook(t *testing.T, e *env, bin, event string, input []byte) {
 	t.Helper()
 	cmd := exec.Command(bin, "hook", event)
+	if bin == hookBinPath {
+		cmd = exec.Command(bin, event)
+	}
 	cmd.Env = e.environ()
 	cmd.Stdin = bytes.NewReader(input)
 	var out bytes.Buffer
@@ -266,7 +270,7 @@ func TestHookReceiversConcurrent(t *testing.T) {
 				if k > 0 {
 					ev = hookPattern[(k-1)%len(hookPattern)]
 				}
-				runHook(t, e, binPath, ev, bytes.ReplaceAll(inputs[ev], []byte("SESSION"), []byte(s)))
+				runHook(t, e, hookBinPath, ev, bytes.ReplaceAll(inputs[ev], []byte("SESSION"), []byte(s)))
 				if written.Add(1) >= int64(sessions*perSession/2) {
 					once.Do(func() { close(half) })
 				}
@@ -337,9 +341,9 @@ func TestHookWorkerKilledMidRow(t *testing.T) {
 	const a, b = "killed-a", "killed-b"
 	stalled := withEnv(e, "CLAUDEMESH_FAULT_HOOK_STALL=user_prompt_submit", "CLAUDEMESH_FAULT_HOOK_LOCK_CUTOFF=3s")
 	d := startDaemon(t, stalled, "--no-tcp")
-	runHook(t, e, binPath, "SessionStart", hookInput(t, "SessionStart", a))
-	runHook(t, e, binPath, "UserPromptSubmit", hookInput(t, "UserPromptSubmit", a))
-	runHook(t, e, binPath, "Stop", hookInput(t, "Stop", a))
+	runHook(t, e, hookBinPath, "SessionStart", hookInput(t, "SessionStart", a))
+	runHook(t, e, hookBinPath, "UserPromptSubmit", hookInput(t, "UserPromptSubmit", a))
+	runHook(t, e, hookBinPath, "Stop", hookInput(t, "Stop", a))
 	var prompt hookRow
 	waitFor(t, 20*time.Second, "the prompt's handler holding its row", func() bool {
 		rows := hookRows(t, e)
@@ -368,7 +372,7 @@ func TestHookWorkerKilledMidRow(t *testing.T) {
 
 	restarted := withEnv(e, "CLAUDEMESH_FAULT_HOOK_LOCK_CUTOFF=3s")
 	startDaemon(t, restarted, "--no-tcp")
-	runHook(t, e, binPath, "PreToolUse", hookInput(t, "PreToolUse", b)) // handled at its first attempt: no broker in the way
+	runHook(t, e, hookBinPath, "PreToolUse", hookInput(t, "PreToolUse", b)) // handled at its first attempt: no broker in the way
 	waitFor(t, 20*time.Second, "the other session's row delivered", func() bool {
 		rows := hookRows(t, e)
 		return len(rows) == 4 && rows[3].deliveredAt.Valid
@@ -464,7 +468,7 @@ func TestHookInstallCLI(t *testing.T) {
 		t.Fatalf("install: %d %s", r.code, r.stderr)
 	}
 	installed, _ := os.ReadFile(settings)
-	for _, want := range []string{`"~/guard.sh"`, `"echo bye"`, `"theme": "dark"`, binPath + ` hook PreToolUse"`, binPath + ` hook Stop"`} {
+	for _, want := range []string{`"~/guard.sh"`, `"echo bye"`, `"theme": "dark"`, hookBinPath + ` PreToolUse"`, hookBinPath + ` Stop"`} {
 		if !bytes.Contains(installed, []byte(want)) {
 			t.Errorf("installed settings lack %s:\n%s", want, installed)
 		}

@@ -27,13 +27,16 @@ import (
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
-// binPath is the claudemesh binary TestMain builds; faultsBinPath the same
-// built with `-tags faults` (it reads the fault injections from the
-// environment), which a test that needs it builds (faultsBinary).
+// binPath is the claudemesh binary TestMain builds, hookBinPath the lean
+// receiver it builds beside it (cmd/claudemesh-hook, which `claudemesh
+// hook install` then uses); faultsBinPath is claudemesh built with `-tags
+// faults` (it reads the fault injections from the environment), which a
+// test that needs it builds (faultsBinary).
 var (
-	binPath, faultsBinPath string
-	faultsBuild            sync.Once
-	faultsBuildErr         error
+	binPath, hookBinPath string
+	faultsBinPath        string
+	faultsBuild          sync.Once
+	faultsBuildErr       error
 )
 
 // Deadlines. Polls run every pollInterval until their deadline.
@@ -56,8 +59,13 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binPath, faultsBinPath = filepath.Join(dir, "claudemesh"), filepath.Join(dir, "claudemesh-faults")
+	hookBinPath = filepath.Join(dir, "claudemesh-hook")
 	if err := buildBinary(binPath); err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	if out, err := exec.Command("go", "build", "-o", hookBinPath, "github.com/claudemesh/claudemesh-go/cmd/claudemesh-hook").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: go build ./cmd/claudemesh-hook: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()

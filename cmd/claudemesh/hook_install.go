@@ -77,7 +77,7 @@ func installedBinary() (string, error) {
 		return "", fmt.Errorf("the path of this binary: %w", err)
 	}
 	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
-		fmt.Fprintf(os.Stderr, "claudemesh: warning: %s is a temporary build (go run); install the binary (go install ./cmd/claudemesh) and run install from it\n", exe)
+		fmt.Fprintf(os.Stderr, "claudemesh: warning: %s is a temporary build (go run); install the binaries (go install ./cmd/...) and run install from them\n", exe)
 	}
 	return exe, nil
 }
@@ -98,7 +98,11 @@ func editClaudeHooks(exe string, dry bool) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
-	out, changed, err := setClaudeHooks(doc, exe)
+	receiver := ""
+	if exe != "" {
+		receiver = hookReceiver(exe)
+	}
+	out, changed, err := setClaudeHooks(doc, receiver)
 	if err != nil {
 		return fmt.Errorf("%s: %w; nothing was changed", path, err)
 	}
@@ -128,8 +132,20 @@ func editClaudeHooks(exe string, dry bool) error {
 	return nil
 }
 
-// hookCommand is the command line of the receiver of exe for event.
-func hookCommand(exe, event string) string { return shellQuote(exe) + " hook " + event }
+// leanReceiver is the receiver's own binary (cmd/claudemesh-hook), which
+// starts in a third of claudemesh's time.
+const leanReceiver = "claudemesh-hook"
+
+// hookReceiver is the command line that runs the receiver of exe, before
+// the event's name: claudemesh-hook when it is installed beside exe, else
+// `exe hook`.
+func hookReceiver(exe string) string {
+	lean := filepath.Join(filepath.Dir(exe), leanReceiver)
+	if st, err := os.Stat(lean); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		return shellQuote(lean)
+	}
+	return shellQuote(exe) + " hook"
+}
 
 // shellQuote quotes s for a POSIX shell when it needs it.
 func shellQuote(s string) string {
@@ -142,14 +158,17 @@ func shellQuote(s string) string {
 }
 
 // isOurHook reports whether a settings.json hook runs the claudemesh
-// receiver (a binary named claudemesh*, any event): what install
-// replaces and uninstall removes.
+// receiver (`claudemesh-hook <event>`, or `claudemesh* hook <event>`, any
+// event): what install replaces and uninstall removes.
 func isOurHook(raw json.RawMessage) bool {
 	var h claudeHook
 	if json.Unmarshal(raw, &h) != nil || h.Type != "command" {
 		return false
 	}
 	words := shellWords(h.Command)
+	if len(words) >= 2 && filepath.Base(words[0]) == leanReceiver {
+		return true
+	}
 	return len(words) >= 2 && strings.HasPrefix(filepath.Base(words[0]), "claudemesh") && words[1] == "hook" &&
 		(len(words) < 3 || words[2] != "install" && words[2] != "uninstall")
 }
@@ -191,12 +210,12 @@ func shellWords(s string) []string {
 }
 
 // setClaudeHooks returns doc (Claude Code's settings.json; empty: an empty
-// object) with the receiver of exe installed for every event of
-// claudeHookEvents, or with every claudemesh receiver removed when exe is
-// "". Every other key, hook and matcher group is kept as written (values
-// unchanged but for whitespace); changed is false when doc already says
-// what was asked, and then out is nil.
-func setClaudeHooks(doc []byte, exe string) (out []byte, changed bool, err error) {
+// object) with the receiver (hookReceiver's command line) installed for
+// every event of claudeHookEvents, or with every claudemesh receiver
+// removed when receiver is "". Every other key, hook and matcher group is
+// kept as written (values unchanged but for whitespace); changed is false
+// when doc already says what was asked, and then out is nil.
+func setClaudeHooks(doc []byte, receiver string) (out []byte, changed bool, err error) {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		doc = []byte("{}")
 	}
@@ -219,15 +238,15 @@ func setClaudeHooks(doc []byte, exe string) (out []byte, changed bool, err error
 	}
 	for _, ev := range claudeHookEvents {
 		var want json.RawMessage
-		if exe != "" {
-			want, _ = json.Marshal(&claudeHook{Type: "command", Command: hookCommand(exe, ev.name), Timeout: hookTimeout})
+		if receiver != "" {
+			want, _ = json.Marshal(&claudeHook{Type: "command", Command: receiver + " " + ev.name, Timeout: hookTimeout})
 		}
 		if events, err = setEventHook(events, ev.name, ev.matcher, want); err != nil {
 			return nil, false, err
 		}
 	}
 	switch {
-	case hi >= 0 && len(events) == 0 && exe == "":
+	case hi >= 0 && len(events) == 0 && receiver == "":
 		top = append(top[:hi], top[hi+1:]...)
 	case hi >= 0:
 		top[hi].value = joinMembers(events)

@@ -254,11 +254,46 @@ func TestDiffHunks(t *testing.T) {
 	}
 }
 
-func TestHookFastPathDeclines(t *testing.T) {
-	for _, args := range [][]string{{"install"}, {"uninstall", "--dry-run"}, {"--help"}, {"Stop", "-h"},
-		{"Stop", "--agent", "gemini"}, {"a", "b", "c"}, {"receive", "Stop"}} {
-		if hookFastPath(args) {
-			t.Errorf("%q ran the receiver", args)
-		}
+// TestHookInstallPrefersLeanReceiver: with claudemesh-hook installed beside
+// claudemesh, the hooks run it; installing so over hooks of the older form
+// (`claudemesh hook <event>`) replaces them, one receiver per event.
+func TestHookInstallPrefersLeanReceiver(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "claudemesh")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := hookReceiver(exe); got != exe+" hook" {
+		t.Fatalf("without claudemesh-hook: %q", got)
+	}
+	lean := filepath.Join(dir, leanReceiver)
+	if err := os.WriteFile(lean, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := hookReceiver(exe); got != exe+" hook" {
+		t.Fatalf("with a claudemesh-hook that is not executable: %q", got)
+	}
+	if err := os.Chmod(lean, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := hookReceiver(exe); got != lean {
+		t.Fatalf("with claudemesh-hook: %q", got)
+	}
+	old, _, err := setClaudeHooks(nil, exe+" hook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := claudeSettings(t, string(old))
+	if err := editClaudeHooks(exe, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := commands(t, path, "Stop"); !slices.Equal(got, []string{" → " + lean + " Stop"}) {
+		t.Fatalf("Stop after install: %q", got)
+	}
+	if err := editClaudeHooks("", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := hooksOf(t, path); len(got) != 0 {
+		t.Fatalf("after uninstall: %v", got)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 )
 
 type installCmd struct {
@@ -42,15 +41,9 @@ type claudeServer struct {
 const claudeServerName = "claudemesh"
 
 func (c *installClaudeCodeCmd) Run() error {
-	exe, err := os.Executable()
+	exe, err := installedBinary() // hook_install.go
 	if err != nil {
-		return fmt.Errorf("the path of this binary: %w", err)
-	}
-	if exe, err = filepath.EvalSymlinks(exe); err != nil {
-		return fmt.Errorf("the path of this binary: %w", err)
-	}
-	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
-		fmt.Fprintf(os.Stderr, "claudemesh: warning: %s is a temporary build (go run); install the binary (go install ./cmd/claudemesh) and run install from it\n", exe)
+		return err
 	}
 	entry, err := json.Marshal(&claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{}})
 	if err != nil {

@@ -71,8 +71,8 @@ func (c *launchCmd) Run() error {
 
 	cmd := exec.Command(c.Command[0], c.Command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(withoutSessionEnv(os.Environ()), envTokenFile+"="+tokenFile, envSessionID+"="+reg.SessionID,
-		envMesh+"="+reg.Mesh, envDisplayName+"="+reg.DisplayName)
+	cmd.Env = append(withoutSessionEnv(os.Environ()), envTokenFile+"="+tokenFile, config.EnvSessionID+"="+reg.SessionID,
+		config.EnvMesh+"="+reg.Mesh, config.EnvDisplayName+"="+reg.DisplayName)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
@@ -155,7 +155,7 @@ func withoutSessionEnv(env []string) []string {
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case envTokenFile, envToken, envSessionID, envMesh, envDisplayName:
+		case envTokenFile, envToken, config.EnvSessionID, config.EnvMesh, config.EnvDisplayName:
 			continue
 		}
 		out = append(out, kv)

@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/claudemesh/claudemesh-go/cmd/internal/hookcmd"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -80,7 +82,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	if len(os.Args) > 2 && os.Args[1] == "hook" && hookFastPath(os.Args[2:]) {
+	if len(os.Args) > 2 && os.Args[1] == "hook" && hookcmd.Run(os.Args[2:], os.Stdin, os.Stderr) {
 		return // the hook receiver, which exits 0 whatever happens (hook.go)
 	}
 	var c cli

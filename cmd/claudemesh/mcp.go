@@ -135,7 +135,7 @@ func (l *sessionLink) establish(ctx context.Context) (*agentSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	if id := os.Getenv(envClaudeSessionID); os.Getenv(envSessionID) == "" && hookevent.ValidSessionID(id) {
+	if id := os.Getenv(envClaudeSessionID); os.Getenv(config.EnvSessionID) == "" && hookevent.ValidSessionID(id) {
 		reg.SessionID = id // the id Claude Code's hooks report (hook.go): their events are this session's
 	}
 	return register(ctx, daemon, reg)

@@ -15,19 +15,18 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
-// The environment an agent session is described by. `claudemesh launch`
-// sets the first four in its child's environment; `claudemesh mcp` reads
-// them (CLAUDEMESH_IPC_TOKEN, the token itself, is for tests).
+// The IPC token of an agent session: `claudemesh launch` puts the file's
+// path in its child's environment, beside config.EnvSessionID, EnvMesh and
+// EnvDisplayName; `claudemesh mcp` reads them (CLAUDEMESH_IPC_TOKEN, the
+// token itself, is for tests).
 const (
-	envTokenFile   = "CLAUDEMESH_IPC_TOKEN_FILE"
-	envToken       = "CLAUDEMESH_IPC_TOKEN"
-	envSessionID   = "CLAUDEMESH_SESSION_ID"
-	envMesh        = "CLAUDEMESH_MESH"
-	envDisplayName = "CLAUDEMESH_DISPLAY_NAME"
+	envTokenFile = "CLAUDEMESH_IPC_TOKEN_FILE"
+	envToken     = "CLAUDEMESH_IPC_TOKEN"
 )
 
 // sessionRequestTimeout bounds one session request to the daemon.
@@ -91,7 +90,7 @@ func insideSession() bool { return os.Getenv(envTokenFile) != "" || os.Getenv(en
 // CLAUDEMESH_MESH), else the daemon's only mesh.
 func chooseMesh(asked string, v *messages.Version) (string, error) {
 	if asked == "" {
-		asked = os.Getenv(envMesh)
+		asked = os.Getenv(config.EnvMesh)
 	}
 	slugs := make([]string, len(v.Meshes))
 	for i, m := range v.Meshes {
@@ -110,7 +109,7 @@ func chooseMesh(asked string, v *messages.Version) (string, error) {
 	case len(slugs) == 0:
 		return "", fmt.Errorf("the daemon (pid %d) serves no mesh: join one with `claudemesh join <invite-url>`", v.PID)
 	}
-	return "", fmt.Errorf("the daemon serves several meshes (%s): name one with --mesh or %s", strings.Join(slugs, ", "), envMesh)
+	return "", fmt.Errorf("the daemon serves several meshes (%s): name one with --mesh or %s", strings.Join(slugs, ", "), config.EnvMesh)
 }
 
 // newRegistration is the registration of a session minted here: the token
@@ -132,13 +131,13 @@ func newRegistration(token, mesh, name string, inherit bool) (*messages.Register
 	}
 	var id string
 	if inherit {
-		id = os.Getenv(envSessionID)
+		id = os.Getenv(config.EnvSessionID)
 	}
 	if id == "" {
 		id = ulid.Make().String()
 	}
 	if name == "" && inherit {
-		name = os.Getenv(envDisplayName)
+		name = os.Getenv(config.EnvDisplayName)
 	}
 	if name == "" {
 		name = defaultDisplayName(cwd)

@@ -1,0 +1,79 @@
+// Package hookcmd is the agent-hook receiver's command line, shared by
+// `claudemesh hook <event>` and the lean `claudemesh-hook <event>`: it
+// parses the arguments and wires the receiver (persistence/hookoutbox)
+// to the daemon directory and the agent session's environment.
+//
+// It links no more than the receiver needs (config, the SQLite driver, the
+// hooks.db schema), so that claudemesh-hook, which Claude Code starts at
+// every tool call, pays for nothing else: see docs/BENCHMARKS.md.
+package hookcmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages/hookevent"
+	"github.com/claudemesh/claudemesh-go/persistence"
+	"github.com/claudemesh/claudemesh-go/persistence/hookoutbox"
+)
+
+// Run receives one hook event when args are `<event> [--agent A]
+// [payload]` (the receiver's command line after `hook`) and reports true;
+// it reports false, doing nothing, for anything else (a subcommand such
+// as install, a help flag, an unknown flag, no event), which the caller
+// then parses or refuses.
+func Run(args []string, stdin io.Reader, stderr io.Writer) bool {
+	agent, positional := hookevent.Claude, []string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--agent" && i+1 < len(args):
+			agent = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--agent="):
+			agent = strings.TrimPrefix(a, "--agent=")
+		case strings.HasPrefix(a, "-"):
+			return false
+		default:
+			positional = append(positional, a)
+		}
+	}
+	if len(positional) == 0 || len(positional) > 2 || positional[0] == "install" || positional[0] == "uninstall" ||
+		positional[0] == "receive" || agent != hookevent.Claude && agent != hookevent.Codex {
+		return false
+	}
+	payload := ""
+	if len(positional) == 2 {
+		payload = positional[1]
+	}
+	Receive(agent, positional[0], payload, stdin, stderr)
+	return true
+}
+
+// Receive runs the receiver for one event of agent: payload is the event's
+// JSON when the agent passes it as an argument (Codex), else it is read
+// from stdin. It never fails the hook (see hookoutbox.Receiver.Receive).
+func Receive(agent, event, payload string, stdin io.Reader, stderr io.Writer) {
+	now := time.Now()
+	paths, err := config.ResolvePaths()
+	if err != nil {
+		fmt.Fprintf(stderr, "claudemesh hook: %v (event not recorded)\n", err)
+		return
+	}
+	r := hookoutbox.Receiver{DB: paths.HooksDB(), Wake: paths.HookWake(), Errors: paths.HookErrors(),
+		Create: func(ctx context.Context, path string) error {
+			if err := paths.EnsureDaemonDir(); err != nil {
+				return err
+			}
+			return persistence.CreateHooks(ctx, path)
+		},
+		Env: hookevent.Env{SessionID: os.Getenv(config.EnvSessionID), Mesh: os.Getenv(config.EnvMesh),
+			DisplayName: os.Getenv(config.EnvDisplayName), PID: hookoutbox.AgentPID()},
+		Stderr: stderr}
+	r.Receive(agent, event, payload, stdin, now)
+}
