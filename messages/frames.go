@@ -276,8 +276,8 @@ const (
 // DecodeClientFrame decodes one frame a client sends to the broker into
 // its pointer struct: *HelloFrame, *SessionHelloFrame, *SendFrame,
 // *ClientAckFrame, *ListPeersFrame, *SetStatusFrame, *SetSummaryFrame,
-// *SetVisibleFrame, *SetProfileFrame or *FeatureNegotiationRequestFrame.
-// Failures are *FrameError.
+// *SetVisibleFrame, *SetProfileFrame, *FeatureNegotiationRequestFrame or
+// a topic request (topic_frames.go). Failures are *FrameError.
 func DecodeClientFrame(data []byte) (any, error) {
 	typ, v, err := DecodeFrame(data, newClientFrame)
 	if err == nil && v == nil {
@@ -309,7 +309,7 @@ func newClientFrame(typ string) any {
 	case TypeFeatureNegotiationRequest:
 		return new(FeatureNegotiationRequestFrame)
 	}
-	return nil
+	return newTopicClientFrame(typ)
 }
 
 // DecodeFrame reads the "type" of a frame, asks newFrame for a pointer to

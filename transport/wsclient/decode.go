@@ -18,8 +18,8 @@ type UnknownFrame struct {
 // pointer struct: *messages.HelloAckFrame, *messages.AckFrame,
 // *messages.PushFrame, *messages.PeersListFrame, *messages.ErrorFrame,
 // *messages.FeatureNegotiationResponseFrame,
-// *messages.FeatureNegotiationFailedFrame, or *UnknownFrame for any other
-// type. Failures are *messages.FrameError.
+// *messages.FeatureNegotiationFailedFrame, a topic answer
+// (messages.NewTopicBrokerFrame), or *UnknownFrame for any other type. Failures are *messages.FrameError.
 func DecodeBrokerFrame(data []byte) (any, error) {
 	typ, v, err := messages.DecodeFrame(data, newBrokerFrame)
 	if err == nil && v == nil {
@@ -45,5 +45,5 @@ func newBrokerFrame(typ string) any {
 	case messages.TypeFeatureNegotiationFailed:
 		return new(messages.FeatureNegotiationFailedFrame)
 	}
-	return nil
+	return messages.NewTopicBrokerFrame(typ)
 }
