@@ -16,6 +16,9 @@ type Error struct {
 	Status int    // HTTP status
 	Code   string // machine-readable, stable
 	Detail string // human-readable, may change
+	// Candidates are the peers an ambiguous recipient names (409
+	// ambiguous_recipient); the envelope carries them.
+	Candidates []PeerCandidate
 }
 
 func (e *Error) Error() string {

@@ -60,29 +60,37 @@ func invisible(r rune) bool {
 }
 
 // ResolvePeer turns a display name or a unique pubkey prefix of at least
-// MinPeerPrefix hex digits into the full pubkey of a peer. A name matches
-// every peer whose display name has its NameKey (case, width and
-// look-alike letters do not tell names apart), so "alice" also finds an
-// "аlice" (Cyrillic а): two keys matching are an ambiguity, refused with
-// the candidates' key prefixes, never a guess. The list is what the broker
-// gives: the connected peers and, from a broker with the member_directory
-// feature, the members not connected (PeerRole "member", status
-// "offline"), so that a name still resolves to a member that is offline
-// and the message queues for it. Unlike upstream, control-plane rows
-// count: a member's daemon connects as one, and a DM to its member key is
-// what reaches that daemon's inbox. Several presences of one key (a daemon
-// and a cold-path CLI) are one match. mesh only names the mesh in errors.
+// MinPeerPrefix hex digits into the full pubkey of a peer (MatchPeers):
+// two keys matching are an ambiguity, refused with the candidates' key
+// prefixes, never a guess. mesh only names the mesh in errors.
 func ResolvePeer(to, mesh string, peers []Peer) (string, error) {
-	var usable []Peer
-	for _, p := range peers {
-		if p.Pubkey != "" {
-			usable = append(usable, p)
-		}
+	found := MatchPeers(to, peers)
+	switch len(found) {
+	case 1:
+		return strings.ToLower(found[0].Pubkey), nil
+	case 0:
+		return "", fmt.Errorf("no peer matches %q on mesh %s; %s", to, mesh, seenPeers(peers))
 	}
+	return "", fmt.Errorf("%q is ambiguous on mesh %s: it matches %s (names that look alike count as one); use the full pubkey", to, mesh, describePeers(found))
+}
+
+// MatchPeers is the peers, one per key, that `to` may name: those whose
+// display name has its NameKey (case, width and look-alike letters do not
+// tell names apart, so "alice" also finds an "аlice" with a Cyrillic а),
+// or else, for MinPeerPrefix or more hex digits, those whose pubkey or
+// member pubkey begins with them. The list is what the broker gives: the
+// connected peers and, from a broker with the member_directory feature,
+// the members not connected (PeerRole "member", status "offline"), so
+// that a name still resolves to a member that is offline and the message
+// queues for it. Unlike upstream, control-plane rows count: a member's
+// daemon connects as one, and a DM to its member key is what reaches that
+// daemon's inbox. Several presences of one key (a daemon and a cold-path
+// CLI) are one match.
+func MatchPeers(to string, peers []Peer) []Peer {
 	match := func(ok func(p Peer) bool) []Peer {
 		var out []Peer
-		for _, p := range usable {
-			if ok(p) && !slices.ContainsFunc(out, func(q Peer) bool { return q.Pubkey == p.Pubkey }) {
+		for _, p := range peers {
+			if p.Pubkey != "" && ok(p) && !slices.ContainsFunc(out, func(q Peer) bool { return q.Pubkey == p.Pubkey }) {
 				out = append(out, p)
 			}
 		}
@@ -98,16 +106,17 @@ func ResolvePeer(to, mesh string, peers []Peer) (string, error) {
 			return strings.HasPrefix(strings.ToLower(p.Pubkey), prefix) || strings.HasPrefix(strings.ToLower(p.MemberPubkey), prefix)
 		})
 	}
-	switch len(found) {
-	case 1:
-		return strings.ToLower(found[0].Pubkey), nil
-	case 0:
-		if len(usable) == 0 {
-			return "", fmt.Errorf("no peer matches %q on mesh %s: no peers are connected and the broker lists no offline members (use the 64-hex pubkey)", to, mesh)
-		}
-		return "", fmt.Errorf("no peer matches %q on mesh %s; peers seen: %s", to, mesh, describePeers(usable))
+	return found
+}
+
+// seenPeers says which peers a name could have named, for the error of a
+// name that names none.
+func seenPeers(peers []Peer) string {
+	usable := slices.DeleteFunc(slices.Clone(peers), func(p Peer) bool { return p.Pubkey == "" })
+	if len(usable) == 0 {
+		return "no peers are connected and the broker lists no offline members (use the 64-hex pubkey)"
 	}
-	return "", fmt.Errorf("%q is ambiguous on mesh %s: it matches %s (names that look alike count as one); use the full pubkey", to, mesh, describePeers(found))
+	return "peers seen: " + describePeers(usable)
 }
 
 func describePeers(peers []Peer) string {

@@ -69,14 +69,24 @@ type SendRequest struct {
 //	*           → topic, ref = "*",              targetSpec = "*"
 //
 // Groups and broadcast keep their sigil in the ref so that `#x` and `@x`
-// never share a fingerprint. Display names are not accepted here: the
-// fingerprint must cover the resolved key, so `claudemesh send` resolves a
-// name through the peer list before it calls the daemon.
+// never share a fingerprint. Anything else with something visible in it
+// (at most MaxPeerNameBytes) names a peer — a display name or a pubkey
+// prefix — and is not a wire destination (ParseDestination refuses it):
+//
+//	name        → dm,    ref = the name as typed, targetSpec = "" until
+//	              the daemon resolves it (NamesPeer)
+//
+// so that the fingerprint covers the `to` as typed (wire protocol §3.6).
 type Destination struct {
 	Kind       string
 	Ref        string
 	TargetSpec string
 }
+
+// NamesPeer reports a `to` that names a peer and is not resolved yet: the
+// IPC server sets TargetSpec to the one key the mesh's peer list gives
+// it, or refuses the send (CodeUnknownRecipient, CodeAmbiguousRecipient).
+func (d Destination) NamesPeer() bool { return d.Kind == KindDM && d.TargetSpec == "" }
 
 // Send is a send request that passed phase A validation. Meta is the RFC 8785
 // form of the request's meta object, nil when meta was absent, null or {}.
@@ -235,7 +245,10 @@ func (r *SendRequest) Validate() (*Send, error) {
 	}
 	var err error
 	if s.Destination, err = ParseDestination(r.To); err != nil {
-		return nil, err
+		if !namesPeer(r.To) {
+			return nil, err
+		}
+		s.Destination = Destination{Kind: KindDM, Ref: r.To}
 	}
 	if r.Message == nil || *r.Message == "" {
 		return nil, badRequest(CodeMissingMessage, "message is required and must not be empty")
@@ -277,7 +290,8 @@ func ParseDestination(to string) (Destination, error) {
 		return Destination{Kind: KindDM, Ref: ref, TargetSpec: ref}, nil
 	}
 	return Destination{}, badRequest(CodeInvalidTo,
-		"to must be a 64-hex pubkey, #topic, @group or *, got %q (display names are resolved by `claudemesh send`)", to)
+		"to must be a 64-hex pubkey, #topic, @group, * or a peer's name (at most %d bytes, something visible), got %q",
+		MaxPeerNameBytes, to)
 }
 
 // CanonicalMeta validates meta as a JSON object and returns its RFC 8785

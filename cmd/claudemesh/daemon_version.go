@@ -22,6 +22,7 @@ type versionReport struct {
 	CLIVersion string            `json:"cli_version"`
 	Protocol   string            `json:"protocol"`
 	Running    bool              `json:"running"`
+	DaemonKind string            `json:"daemon_kind,omitempty"` // ipc.DaemonOurs or ipc.DaemonUpstream
 	Daemon     *messages.Version `json:"daemon"`
 }
 
@@ -40,7 +41,11 @@ func (c *daemonVersionCmd) Run() error {
 	case err != nil:
 		return err
 	default:
-		r.Running = true
+		d, err := ipc.IdentifyDaemon(r.Daemon)
+		if err != nil {
+			return err
+		}
+		r.Running, r.DaemonKind = true, d.Kind
 	}
 	if c.JSON {
 		return json.NewEncoder(os.Stdout).Encode(&r)
@@ -51,6 +56,11 @@ func (c *daemonVersionCmd) Run() error {
 		return nil
 	}
 	d := r.Daemon
+	if r.DaemonKind == ipc.DaemonUpstream {
+		fmt.Printf("daemon: upstream %s (ipc %s, schema %d)\nipc features: %s\n", d.DaemonVersion, d.IPCAPI, d.SchemaVersion,
+			strings.Join(d.IPCFeatures, ", "))
+		return nil
+	}
 	fmt.Printf("daemon: %s (pid %d, ipc %s, schema %d)\n", d.DaemonVersion, d.PID, d.IPCAPI, d.SchemaVersion)
 	features := strings.Join(d.BrokerFeaturesNegotiated, ", ")
 	if features == "" {

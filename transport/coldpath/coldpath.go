@@ -121,9 +121,10 @@ func (s *Session) Peers(ctx context.Context) ([]messages.Peer, error) {
 	return peers, err
 }
 
-// Send sends the validated request and returns its client_message_id (the
-// request's, or a fresh ULID) and the broker's ack, which may be a refusal
-// (see messages.AckFrame). A DM is sealed with the member key, and the
+// Send sends the validated request, its recipient resolved (a name is
+// refused), and returns its client_message_id (the request's, or a fresh
+// ULID) and the broker's ack, which may be a refusal (see
+// messages.AckFrame). A DM is sealed with the member key, and the
 // fingerprint scoped to the membership's slug, as the daemon does for a
 // send on that mesh: a retry of the id through the daemon is the same
 // request to the broker. ctx bounds the wait for the ack.
@@ -133,9 +134,12 @@ func (s *Session) Send(ctx context.Context, send *messages.Send) (cid string, ac
 		cid = ulid.Make().String()
 	}
 	var nonce, ciphertext string
-	if send.Destination.Kind == messages.KindDM {
-		nonce, ciphertext, err = s.id.SealDM(send.Destination.Ref, send.Body)
-	} else {
+	switch {
+	case send.Destination.NamesPeer():
+		return cid, nil, fmt.Errorf("%q names a peer: resolve it through Peers first", send.Destination.Ref)
+	case send.Destination.Kind == messages.KindDM:
+		nonce, ciphertext, err = s.id.SealDM(send.Destination.TargetSpec, send.Body)
+	default:
 		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
 	}
 	if err != nil {

@@ -135,6 +135,7 @@ type Server struct {
 	inflight chan struct{}
 	probes   chan struct{} // the probes' own reserve
 	replies  *replies
+	names    peerDirectory // peer lists for sends by name (names.go)
 	http     *http.Server
 
 	stopping atomic.Bool

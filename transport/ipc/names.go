@@ -1,0 +1,98 @@
+package ipc
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// PeerListMaxAge is how long a mesh's peer list, once asked of its broker
+// connection, answers display names in POST /v1/send without asking again.
+// A name the kept list does not give exactly once asks at once.
+const PeerListMaxAge = 30 * time.Second
+
+// peerDirectory keeps the peer list of each mesh (a membership's slug or a
+// session's route) that a send by name needed, so that a stream of sends to
+// "bob" costs one broker round trip every PeerListMaxAge, not one each, and
+// a known name still resolves while the broker is away. The zero value is
+// ready; the HTTP handlers share it, the store never sees it.
+type peerDirectory struct {
+	mu    sync.Mutex
+	lists map[string]keptPeers
+}
+
+// keptPeers is a mesh's peer list and when its broker gave it.
+type keptPeers struct {
+	peers []messages.Peer
+	at    time.Time
+}
+
+// resolve returns the peers `to` names on mesh (messages.MatchPeers) and
+// the list they were matched in: the kept list when it is younger than
+// PeerListMaxAge and names exactly one; else a list fetched now, kept for
+// the next; else — fetch failing, the broker away — the kept list however
+// old. With no list at all, fetch's error.
+func (d *peerDirectory) resolve(mesh, to string, now time.Time, fetch func() ([]messages.Peer, error)) (list, found []messages.Peer, err error) {
+	d.mu.Lock()
+	kept, ok := d.lists[mesh]
+	d.mu.Unlock()
+	if ok && now.Sub(kept.at) < PeerListMaxAge {
+		if found := messages.MatchPeers(to, kept.peers); len(found) == 1 {
+			return kept.peers, found, nil
+		}
+	}
+	fresh, err := fetch()
+	switch {
+	case err != nil && !ok:
+		return nil, nil, err
+	case err != nil:
+		fresh = kept.peers
+	default:
+		d.mu.Lock()
+		if d.lists == nil {
+			d.lists = map[string]keptPeers{}
+		}
+		d.lists[mesh] = keptPeers{peers: fresh, at: now}
+		d.mu.Unlock()
+	}
+	return fresh, messages.MatchPeers(to, fresh), nil
+}
+
+// resolveRecipient resolves a send whose `to` names a peer (a display name
+// or a pubkey prefix) to the one key the peer list of mesh gives it, after
+// phase A and before the accept, and sets the destination's targetSpec;
+// the fingerprint keeps the `to` as typed. No peer or several is a refusal
+// (404 unknown_recipient, 409 ambiguous_recipient with the candidates),
+// and nothing is stored. A mesh whose broker never gave a list (it is not
+// connected) answers 503.
+func (s *Server) resolveRecipient(mesh *Mesh, send *messages.Send) error {
+	if !send.Destination.NamesPeer() {
+		return nil
+	}
+	slug, to := mesh.Info.Mesh, send.Destination.Ref
+	list, found, err := s.names.resolve(slug, to, s.opts.now(), func() ([]messages.Peer, error) {
+		pid, err := s.meshActor(slug)
+		if err != nil {
+			return nil, err
+		}
+		list, err := ask[*messages.PeersList](s, pid, &messages.ListPeers{})
+		if err != nil {
+			return nil, err
+		}
+		return list.Peers, nil
+	})
+	if err != nil {
+		return &messages.Error{Status: http.StatusServiceUnavailable, Code: CodeBrokerUnavailable,
+			Detail: fmt.Sprintf("cannot resolve the name %q: mesh %s's broker did not give its peer list (%v); "+
+				"nothing was stored: retry, or send to the 64-hex pubkey", to, slug, err)}
+	}
+	if len(found) != 1 {
+		return messages.RecipientError(to, slug, list, found)
+	}
+	send.Destination.TargetSpec = strings.ToLower(found[0].Pubkey)
+	return nil
+}
