@@ -24,9 +24,11 @@
 //     session key only (it never claims the member's rows). A hello with a
 //     sessionPubkey (legacy CLI) receives for both keys and counts as its
 //     member.
-//   - `*` and `#topic` reach every active member of the mesh and every live
+//   - `*` reaches every active member of the mesh and every live
 //     session_hello connection, but the sender's keys (queued for members
-//     offline); `@group` reaches the live connections claiming the group in
+//     offline); `#<id>` the same among the members joined to the topic
+//     with that id (any other `#` target is refused: topic_not_found);
+//     `@group` reaches the live connections claiming the group in
 //     their hello, by their own keys (group membership is not stored);
 //     `@all` is `*`.
 //   - A DM reaches the key it names; a DM to a session key is accepted while

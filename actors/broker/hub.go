@@ -103,9 +103,11 @@ type (
 	// hubResolve asks for a send's recipients; the reply is *hubResolved.
 	// senderKeys are the sending connection's keys: no broadcast, topic or
 	// group send reaches them (a DM goes to the key it names).
+	// topicMembers are, for a `#<id>` target, the member keys of the
+	// topic's members (read from the store by the connection).
 	hubResolve struct {
 		meshID, senderConn, targetSpec, priority string
-		senderKeys                               []string
+		senderKeys, topicMembers                 []string
 	}
 	hubResolved struct {
 		kind, ref  string
@@ -337,7 +339,7 @@ func (h *hub) resolve(q *hubResolve) *hubResolved {
 		r.recipients = h.everyone(q.meshID, q.senderKeys)
 	case strings.HasPrefix(t, "#"):
 		r.ref = t[1:]
-		r.recipients = h.everyone(q.meshID, q.senderKeys)
+		r.recipients = h.topicMembers(q.meshID, q.topicMembers, q.senderKeys)
 	case strings.HasPrefix(t, "@"):
 		r.recipients = h.groupMembers(q.meshID, t[1:], q.senderKeys)
 	default:
@@ -352,7 +354,7 @@ func (h *hub) resolve(q *hubResolve) *hubResolved {
 	return r
 }
 
-// everyone is the recipients of a broadcast or topic: every active member
+// everyone is the recipients of a broadcast: every active member
 // key of the mesh and the session key of every live session_hello
 // connection of an active member, but the sender's keys.
 func (h *hub) everyone(meshID string, sender []string) []string {
@@ -363,6 +365,22 @@ func (h *hub) everyone(meshID string, sender []string) []string {
 	}
 	for _, p := range h.byMesh[meshID] {
 		if !p.offline && p.sessionHello && members[p.member.Pubkey] != nil {
+			keys[p.sessionPubkey] = true
+		}
+	}
+	return sortedBut(keys, sender)
+}
+
+// topicMembers is the recipients of a topic: the member keys of its
+// members and the session key of every live session_hello connection of
+// one of them, but the sender's keys.
+func (h *hub) topicMembers(meshID string, members, sender []string) []string {
+	keys := make(map[string]bool, len(members))
+	for _, pk := range members {
+		keys[pk] = true
+	}
+	for _, p := range h.byMesh[meshID] {
+		if !p.offline && p.sessionHello && keys[p.member.Pubkey] {
 			keys[p.sessionPubkey] = true
 		}
 	}

@@ -27,6 +27,7 @@ type cli struct {
 	Inbox     daemonInboxCmd   `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive."`
 	Sessions  sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
 	Profile   profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
+	Topic     topicCmd         `cmd:"" help:"Create, list, join and leave the mesh's topics, and read their members and history (send to one with claudemesh send '#name')."`
 	Bench     benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
 	MCP       mcpCmd           `cmd:"" name:"mcp" help:"Serve the Model Context Protocol on stdin/stdout for an AI agent (Claude Code): tools to message peers, and arriving messages pushed live."`
 	Launch    launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`

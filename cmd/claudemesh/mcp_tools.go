@@ -132,6 +132,7 @@ func (m *mcpServer) addTools() {
 			p["summary"].MaxLength = jsonschema.Ptr(512)
 		}),
 	}, m.setStatus)
+	m.addTopicTools() // mcp_topics.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or

@@ -17,7 +17,7 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions"}
+	"sessions", "topics"}
 
 type route struct {
 	method string
@@ -58,6 +58,12 @@ var routes = []route{
 	{http.MethodGet, sessionMePath, anyListener, (*Server).sessionsMe},
 	{http.MethodPost, "/v1/sessions/register", anyListener, (*Server).sessionsRegister},
 	{http.MethodPost, "/v1/token/rotate", unixOnly, (*Server).rotateToken},
+	{http.MethodGet, "/v1/topics", anyListener, (*Server).topicsList},
+	{http.MethodPost, "/v1/topics", anyListener, (*Server).topicsCreate},
+	{http.MethodGet, "/v1/topics/history", anyListener, (*Server).topicsHistory},
+	{http.MethodPost, "/v1/topics/join", anyListener, (*Server).topicsJoin},
+	{http.MethodPost, "/v1/topics/leave", anyListener, (*Server).topicsLeave},
+	{http.MethodGet, "/v1/topics/members", anyListener, (*Server).topicsMembers},
 	{http.MethodGet, "/v1/version", anyListener, (*Server).version},
 }
 

@@ -19,7 +19,8 @@ type UnknownFrame struct {
 // *messages.PushFrame, *messages.PeersListFrame, *messages.ErrorFrame,
 // *messages.FeatureNegotiationResponseFrame,
 // *messages.FeatureNegotiationFailedFrame, a topic answer
-// (messages.NewTopicBrokerFrame), or *UnknownFrame for any other type. Failures are *messages.FrameError.
+// (messages.NewTopicBrokerFrame), or *UnknownFrame for any other type.
+// Failures are *messages.FrameError.
 func DecodeBrokerFrame(data []byte) (any, error) {
 	typ, v, err := messages.DecodeFrame(data, newBrokerFrame)
 	if err == nil && v == nil {

@@ -1,0 +1,171 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+)
+
+// Topics (wire protocol §2.7). A connection acts for its member: a
+// session_hello connection joins, leaves and reads as the member it
+// belongs to. Requests answer in upstream's shapes; topic_join,
+// topic_leave and topic_mark_read answer nothing but an error. Errors
+// carry the request's _reqId in both id and _reqId (upstream puts it in
+// id).
+
+// Error frame codes of the topic requests, besides topic_not_found.
+const (
+	codeInvalidArgs = "invalid_args"
+	codeInternal    = "internal"
+)
+
+// topicCreate creates the topic (its creator joined as lead) or, for a
+// name the mesh has, answers that topic with created false and joins it.
+func (c *conn) topicCreate(f *messages.TopicCreateFrame) {
+	t, created, err := c.store.CreateTopic(context.Background(), c.mesh.ID, c.member.ID,
+		broker.NewTopic{Name: f.Name, Description: f.Description, Visibility: f.Visibility})
+	if err != nil {
+		c.topicError(f.ReqID, f.Name, err)
+		return
+	}
+	c.log.Info("topic_create", "conn", c.id, "topic", t.ID, "created", created)
+	c.sendFrame(&messages.TopicCreatedFrame{Type: messages.TypeTopicCreated, Created: created, ReqID: f.ReqID,
+		Topic: messages.TopicRef{ID: t.ID, Name: t.Name, Visibility: t.Visibility}})
+}
+
+func (c *conn) topicList(f *messages.TopicListFrame) {
+	topics, err := c.store.Topics(context.Background(), c.mesh.ID)
+	if err != nil {
+		c.topicError(f.ReqID, "", err)
+		return
+	}
+	out := &messages.TopicListResponseFrame{Type: messages.TypeTopicListResponse, Topics: make([]messages.TopicInfo, len(topics)),
+		ReqID: f.ReqID}
+	for i, t := range topics {
+		out.Topics[i] = messages.TopicInfo{ID: t.ID, Name: t.Name, Description: t.Description, Visibility: t.Visibility,
+			MemberCount: t.MemberCount, CreatedAt: isoTime(t.CreatedAt)}
+	}
+	c.sendFrame(out)
+}
+
+func (c *conn) topicJoin(f *messages.TopicJoinFrame) {
+	t, ok := c.topic(f.ReqID, f.Topic)
+	if !ok {
+		return
+	}
+	if err := c.store.JoinTopic(context.Background(), t.ID, c.member.ID, f.Role); err != nil {
+		c.topicError(f.ReqID, f.Topic, err)
+	}
+}
+
+// topicRef answers the requests that name only a topic: topic_leave,
+// topic_members and topic_mark_read.
+func (c *conn) topicRef(f *messages.TopicRefFrame) {
+	t, ok := c.topic(f.ReqID, f.Topic)
+	if !ok {
+		return
+	}
+	bg := context.Background()
+	switch f.Type {
+	case messages.TypeTopicLeave:
+		if err := c.store.LeaveTopic(bg, t.ID, c.member.ID); err != nil {
+			c.topicError(f.ReqID, f.Topic, err)
+		}
+	case messages.TypeTopicMarkRead:
+		if err := c.store.MarkTopicRead(bg, t.ID, c.member.ID); err != nil {
+			c.topicError(f.ReqID, f.Topic, err)
+		}
+	case messages.TypeTopicMembers:
+		members, err := c.store.TopicMembers(bg, t.ID)
+		if err != nil {
+			c.topicError(f.ReqID, f.Topic, err)
+			return
+		}
+		out := &messages.TopicMembersResponseFrame{Type: messages.TypeTopicMembersResponse, Topic: f.Topic,
+			Members: make([]messages.TopicMemberInfo, len(members)), ReqID: f.ReqID}
+		for i, m := range members {
+			out.Members[i] = messages.TopicMemberInfo{MemberID: m.MemberID, Pubkey: m.Pubkey, DisplayName: m.DisplayName,
+				Role: m.Role, JoinedAt: isoTime(m.JoinedAt)}
+			if m.LastReadAt != nil {
+				at := isoTime(*m.LastReadAt)
+				out.Members[i].LastReadAt = &at
+			}
+		}
+		c.sendFrame(out)
+	}
+}
+
+func (c *conn) topicHistory(f *messages.TopicHistoryFrame) {
+	t, ok := c.topic(f.ReqID, f.Topic)
+	if !ok {
+		return
+	}
+	history, err := c.store.TopicHistory(context.Background(), c.mesh.ID, t.ID, f.Limit, f.BeforeID)
+	if err != nil {
+		c.topicError(f.ReqID, f.Topic, err)
+		return
+	}
+	out := &messages.TopicHistoryResponseFrame{Type: messages.TypeTopicHistoryResponse, Topic: f.Topic,
+		Messages: make([]messages.TopicMessage, len(history)), ReqID: f.ReqID}
+	for i, m := range history {
+		out.Messages[i] = messages.TopicMessage{ID: m.ID, SenderPubkey: m.SenderPubkey, SenderMemberID: m.SenderMemberID,
+			SenderName: m.SenderName, Nonce: m.Nonce, Ciphertext: m.Ciphertext, ReplyToID: m.ReplyToID,
+			CreatedAt: isoTime(m.CreatedAt)}
+	}
+	c.sendFrame(out)
+}
+
+// topic resolves ref (an id, else a name) in the connection's mesh, or
+// answers the request's error and reports false.
+func (c *conn) topic(reqID, ref string) (*broker.Topic, bool) {
+	t, err := c.store.Topic(context.Background(), c.mesh.ID, ref)
+	if err != nil {
+		c.topicError(reqID, ref, err)
+		return nil, false
+	}
+	return t, true
+}
+
+// topicError answers a failed topic request: topic_not_found, invalid_args
+// for a refused field, internal (logged) for a store failure.
+func (c *conn) topicError(reqID, ref string, err error) {
+	code, msg := codeInternal, "the broker could not read or write its topics; try again"
+	switch {
+	case errors.Is(err, broker.ErrTopicNotFound):
+		code, msg = messages.CodeTopicNotFound, fmt.Sprintf("topic %q not found", ref)
+	case errors.Is(err, broker.ErrInvalid):
+		code, msg = codeInvalidArgs, err.Error()
+	default:
+		c.log.Error("topic_request_failed", "conn", c.id, "err", err)
+	}
+	c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: code, Message: msg, ID: reqID, ReqID: reqID})
+}
+
+// topicRecipients is the topic step of a send: for a `#<id>` target, the
+// member keys of the topic's members (the hub adds their live sessions);
+// ok is false when the send was answered (no such topic: refused, never
+// stored; a store failure: 503).
+func (c *conn) topicRecipients(ack *messages.AckFrame, targetSpec string) (members []string, ok bool) {
+	id, isTopic := strings.CutPrefix(targetSpec, "#")
+	if !isTopic {
+		return nil, true
+	}
+	members, err := c.store.TopicRecipients(context.Background(), c.mesh.ID, id)
+	switch {
+	case errors.Is(err, broker.ErrTopicNotFound):
+		c.reply(rejected(ack, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeTopicNotFound}))
+		return nil, false
+	case err != nil:
+		c.failedSend(ack, err)
+		return nil, false
+	}
+	return members, true
+}
+
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

@@ -1,0 +1,202 @@
+package ipc
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+)
+
+// Topic routes: each relays one request to the mesh's broker connection,
+// which speaks the §2.7 frames to the broker (ours or upstream's). The
+// mesh is the request's (?mesh= or "mesh"), a session's own, or the only
+// one.
+
+// topicAsk relays req to the broker connection of the mesh the request
+// acts on, and returns the mesh as the answer names it and the reply.
+func (s *Server) topicAsk(r *http.Request, named string, req *messages.TopicRequest) (string, *messages.TopicReply, error) {
+	mesh, err := s.scope(r, named)
+	if err != nil {
+		return "", nil, err
+	}
+	slug := mesh.Info.Mesh
+	pid, err := s.meshActor(slug)
+	if err != nil {
+		return "", nil, err
+	}
+	reply, err := ask[*messages.TopicReply](s, pid, req)
+	if err != nil {
+		return "", nil, brokerError(slug, err)
+	}
+	label := slug
+	if sess := sessionOf(r); sess != nil {
+		label = sess.Mesh // a session's topics are its mesh's
+	}
+	return label, reply, nil
+}
+
+// topicsList answers GET /v1/topics[?mesh=].
+func (s *Server) topicsList(w http.ResponseWriter, r *http.Request) {
+	mesh, reply, err := s.topicAsk(r, r.URL.Query().Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicList})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, &messages.TopicList{Mesh: mesh, Topics: nonNil(reply.Topics)})
+}
+
+// topicsCreate answers POST /v1/topics: 201 with the new topic, 200 with
+// the existing topic of that name (joined).
+func (s *Server) topicsCreate(w http.ResponseWriter, r *http.Request) {
+	var req messages.TopicCreateRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeError(w, err)
+		return
+	}
+	mesh, reply, err := s.topicAsk(r, req.Mesh, &messages.TopicRequest{Op: messages.TypeTopicCreate, Name: req.Name,
+		Description: req.Description, Visibility: req.Visibility})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if reply.Created.Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, &messages.TopicCreated{Mesh: mesh, Topic: reply.Created.Topic, Created: reply.Created.Created})
+}
+
+func (s *Server) topicsJoin(w http.ResponseWriter, r *http.Request) {
+	s.topicMembership(w, r, messages.TypeTopicJoin)
+}
+func (s *Server) topicsLeave(w http.ResponseWriter, r *http.Request) {
+	s.topicMembership(w, r, messages.TypeTopicLeave)
+}
+
+// topicMembership answers POST /v1/topics/join and /leave with the topic's
+// members after the change.
+func (s *Server) topicMembership(w http.ResponseWriter, r *http.Request, op string) {
+	var req messages.TopicMembershipRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if op == messages.TypeTopicLeave && req.Role != "" {
+		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTopic, Detail: "leave takes no role"})
+		return
+	}
+	mesh, reply, err := s.topicAsk(r, req.Mesh, &messages.TopicRequest{Op: op, Topic: req.Topic, Role: req.Role})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, &messages.TopicMembers{Mesh: mesh, Topic: req.Topic, Members: nonNil(reply.Members)})
+}
+
+// topicsMembers answers GET /v1/topics/members?topic=[&mesh=].
+func (s *Server) topicsMembers(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	topic, err := topicParam(q.Get("topic"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	mesh, reply, err := s.topicAsk(r, q.Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicMembers, Topic: topic})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, &messages.TopicMembers{Mesh: mesh, Topic: topic, Members: nonNil(reply.Members)})
+}
+
+// topicsHistory answers GET /v1/topics/history?topic=[&limit=][&before=][&mesh=]:
+// newest first, each body decoded.
+func (s *Server) topicsHistory(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	topic, err := topicParam(q.Get("topic"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 500 {
+			writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTopic,
+				Detail: "limit must be a number from 1 to 500, got " + strconv.Quote(v)})
+			return
+		}
+	}
+	mesh, reply, err := s.topicAsk(r, q.Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicHistory, Topic: topic,
+		Limit: limit, BeforeID: q.Get("before")})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := &messages.TopicHistory{Mesh: mesh, Topic: topic, Messages: make([]messages.TopicHistoryItem, len(reply.Messages))}
+	for i, m := range reply.Messages {
+		out.Messages[i].TopicMessage = m
+		if body, err := meshcrypto.DecodePlain(m.Ciphertext); err == nil && m.BodyVersion < 2 {
+			text := string(body)
+			out.Messages[i].Body = &text
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func topicParam(v string) (string, error) {
+	v = strings.TrimPrefix(v, "#")
+	if v == "" {
+		return "", &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTopic,
+			Detail: "name the topic: ?topic=<id or name>"}
+	}
+	return v, nil
+}
+
+// decodeBody reads a JSON request body strictly into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	defer bufPool.Put(body)
+	return messages.DecodeJSON(body.Bytes(), v)
+}
+
+// nonNil renders an absent list as [].
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// resolveTopic turns the `#name` target of a send into the topic's id
+// through the mesh's broker connection (its cache, else a topic_list);
+// the fingerprint keeps the `to` as typed (Destination.Ref). A name no
+// topic has is a 404 topic_not_found, and nothing is stored.
+func (s *Server) resolveTopic(mesh *Mesh, send *messages.Send) error {
+	d := &send.Destination
+	if d.Kind != messages.KindTopic || !strings.HasPrefix(d.TargetSpec, "#") {
+		return nil
+	}
+	pid, err := s.meshActor(mesh.Info.Mesh)
+	if err != nil {
+		return err
+	}
+	res, err := ask[*messages.TopicResolved](s, pid, &messages.ResolveTopic{Ref: d.Ref})
+	if err != nil {
+		return brokerError(mesh.Info.Mesh, err)
+	}
+	d.TargetSpec = "#" + res.ID
+	return nil
+}
