@@ -282,7 +282,7 @@ func TestBrokerProcess(t *testing.T) {
 	r = runCLI(t, brokerEnv, "broker", "invite", "demo", "--uses", "2", "--dir", dir, "--broker-url", base)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	inviteURL := lines[len(lines)-1]
-	if inv, err := join.ParseInviteURL(inviteURL); r.code != 0 || err != nil || !strings.HasPrefix(inv.JoinURL, base+"/join/") {
+	if _, err := join.ParseLink(inviteURL); r.code != 0 || err != nil || !strings.HasPrefix(inviteURL, base+"/join/") {
 		t.Fatalf("broker invite: exit %d, %v\nstdout %q\nstderr %s", r.code, err, r.stdout, r.stderr)
 	}
 	for _, j := range []struct {

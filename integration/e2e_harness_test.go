@@ -95,7 +95,7 @@ func (m *e2eMesh) provision() *e2eMesh {
 	r = m.brokerCLI("invite", "demo", "--uses", "3", "--broker-url", base)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	m.invite = lines[len(lines)-1]
-	if _, err := join.ParseInviteURL(m.invite); r.code != 0 || err != nil {
+	if _, err := join.ParseLink(m.invite); r.code != 0 || err != nil {
 		t.Fatalf("broker invite: exit %d, %v\nstdout %q\nstderr %s", r.code, err, r.stdout, r.stderr)
 	}
 	m.alice, m.bob = m.join("alice"), m.join("bob")

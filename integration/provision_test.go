@@ -67,14 +67,14 @@ func provisionFlow(t *testing.T, storeFlags []string, opts broker.Options) {
 		t.Helper()
 		r := cli(withStore(append([]string{"broker", "invite", "demo", "--broker-url", srv.URL}, extra...)...)...)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-		inv, err := join.ParseInviteURL(lines[len(lines)-1])
-		if r.code != 0 || err != nil || !strings.HasPrefix(inv.JoinURL, srv.URL+"/join/") {
+		link := lines[len(lines)-1]
+		if _, err := join.ParseLink(link); r.code != 0 || err != nil || !strings.HasPrefix(link, srv.URL+"/join/") {
 			t.Fatalf("broker invite: exit %d, %v\nstdout %q\nstderr %s", r.code, err, r.stdout, r.stderr)
 		}
 		if !strings.Contains(r.stderr, "use") || !strings.Contains(r.stderr, "expires") {
 			t.Errorf("broker invite stderr %q: want the uses and the expiry", r.stderr)
 		}
-		return inv.JoinURL
+		return link
 	}
 	inviteURL := invite()
 
@@ -123,24 +123,24 @@ func provisionFlow(t *testing.T, storeFlags []string, opts broker.Options) {
 	written, _ := os.ReadFile(paths.ConfigFile())
 
 	// The invite had one use: a second join fails and says why.
-	if r := cli("join", inviteURL, "--name", "bob"); r.code != 1 || !strings.Contains(r.stderr, "used up") {
-		t.Errorf("join with a used-up invite: exit %d, stderr %q; want 1 and 'used up'", r.code, r.stderr)
+	if r := cli("join", inviteURL, "--name", "bob"); r.code != 1 || !strings.Contains(r.stderr, "no uses left") {
+		t.Errorf("join with a used-up invite: exit %d, stderr %q; want 1 and 'no uses left'", r.code, r.stderr)
 	}
 	// A new invite to a mesh already joined: refused, the key is not replaced.
 	// (Under another name: the broker refuses a second "alice" itself.)
 	if r := cli("join", invite(), "--name", "alice-again"); r.code != 1 || !strings.Contains(r.stderr, "already records mesh demo") {
 		t.Errorf("join of a mesh already joined: exit %d, stderr %q; want 1 and 'already records mesh demo'", r.code, r.stderr)
 	}
-	if r := cli("join", invite("--ttl", "1ms"), "--name", "late"); r.code != 1 || !strings.Contains(r.stderr, "expired") {
-		t.Errorf("join with an expired invite: exit %d, stderr %q; want 1 and 'expired'", r.code, r.stderr)
+	if r := cli("join", expiredInviteVector(t), "--name", "late"); r.code != 12 || !strings.Contains(r.stderr, "invite expired") {
+		t.Errorf("join with an expired invite: exit %d, stderr %q; want 12 and 'invite expired'", r.code, r.stderr)
 	}
 	if now, _ := os.ReadFile(paths.ConfigFile()); string(now) != string(written) {
 		t.Errorf("a failed join changed config.json:\n%s", now)
 	}
 
 	for _, bad := range []string{"demo", "ftp://h/join/x", srv.URL + "/nojoin/x"} {
-		if r := cli("join", bad); r.code != 2 || !strings.Contains(r.stderr, "invite URL") {
-			t.Errorf("join %s: exit %d, stderr %q; want 2 and a word on the invite URL", bad, r.code, r.stderr)
+		if r := cli("join", bad); r.code != 10 || !strings.Contains(r.stderr, "not a claudemesh invite link") {
+			t.Errorf("join %s: exit %d, stderr %q; want 10 and a word on the invite link", bad, r.code, r.stderr)
 		}
 	}
 	srv.Close()

@@ -136,15 +136,15 @@ func (e *env) member(name string) *member {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	inv, err := e.store.CreateInvite(context.Background(), e.mesh.Slug, 1, time.Hour)
+	inv, err := e.store.CreateInvite(context.Background(), broker.InviteRequest{MeshSlug: e.mesh.Slug, BrokerURL: "ws://127.0.0.1/ws", Uses: 1, TTL: time.Hour})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	row, _, err := e.store.RedeemInvite(context.Background(), inv.Token, id.PublicKeyHex(), name)
+	joined, err := e.store.RedeemInvite(context.Background(), inv.Token, id.PublicKeyHex(), name)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &member{id: id, row: row}
+	return &member{id: id, row: joined.Member}
 }
 
 // client is one WebSocket to the broker.

@@ -2,19 +2,14 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/jmoiron/sqlx"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -25,9 +20,6 @@ var (
 	ErrMeshNotFound   = errors.New("mesh not found")
 	ErrMemberNotFound = errors.New("no active member with this pubkey in the mesh")
 	ErrMemberRevoked  = errors.New("member revoked")
-	ErrInviteUnknown  = errors.New("invite token unknown")
-	ErrInviteExpired  = errors.New("invite expired")
-	ErrInviteUsedUp   = errors.New("invite has no uses left")
 )
 
 // Mesh defaults (spec §15.1 feature params).
@@ -116,135 +108,6 @@ func (s *Store) MeshBySlug(ctx context.Context, slug string) (*Mesh, error) {
 // MeshByID returns the mesh with this id, or ErrMeshNotFound.
 func (s *Store) MeshByID(ctx context.Context, id string) (*Mesh, error) {
 	return scanMesh(s.rdb.QueryRowxContext(ctx, s.d.rewrite("SELECT "+meshColumns+" FROM mesh WHERE id = ?"), id))
-}
-
-// Invite is a freshly minted invite. Token is shown once; only its SHA-256
-// is stored.
-type Invite struct {
-	Token     string // 32 random bytes, base64url without padding
-	MeshID    string
-	MeshSlug  string
-	UsesLeft  int
-	ExpiresAt time.Time
-}
-
-// CreateInvite mints an invite to the mesh that joins up to uses members
-// until ttl from now.
-func (s *Store) CreateInvite(ctx context.Context, meshSlug string, uses int, ttl time.Duration) (*Invite, error) {
-	if uses < 1 || ttl <= 0 {
-		return nil, fmt.Errorf("%w: an invite needs at least one use and a positive lifetime", ErrInvalid)
-	}
-	mesh, err := s.MeshBySlug(ctx, meshSlug)
-	if err != nil {
-		return nil, err
-	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return nil, fmt.Errorf("mint invite token: %w", err)
-	}
-	now := s.clock()
-	inv := &Invite{Token: base64.RawURLEncoding.EncodeToString(raw), MeshID: mesh.ID, MeshSlug: mesh.Slug,
-		UsesLeft: uses, ExpiresAt: now.Add(ttl).Truncate(time.Millisecond)}
-	hash := sha256.Sum256([]byte(inv.Token))
-	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO invite (token_hash, mesh_id, uses_left, expires_at, created_at)
-		VALUES (?, ?, ?, ?, ?)`), hash[:], mesh.ID, uses, s.d.time(inv.ExpiresAt), s.d.time(now)); err != nil {
-		return nil, fmt.Errorf("store invite: %w", err)
-	}
-	return inv, nil
-}
-
-// RedeemInvite joins pubkey to the invite's mesh under displayName and uses
-// up one use of the invite, atomically. It fails with ErrInviteUnknown,
-// ErrInviteExpired, ErrInviteUsedUp, ErrMemberRevoked, or a
-// *NameTakenError when an active member's name reads the same
-// (messages.NameKey; nothing is consumed then). A pubkey that is already an
-// active member gets its existing membership back and no use is consumed.
-func (s *Store) RedeemInvite(ctx context.Context, token, pubkey, displayName string) (*Member, *Mesh, error) {
-	pubkey, displayName = strings.ToLower(pubkey), strings.TrimSpace(displayName)
-	if !pubkeyPattern.MatchString(pubkey) {
-		return nil, nil, fmt.Errorf("%w: pubkey must be 64 hex characters", ErrInvalid)
-	}
-	if displayName == "" || len(displayName) > 128 {
-		return nil, nil, fmt.Errorf("%w: display name must be 1-128 bytes", ErrInvalid)
-	}
-	key, err := nameKeyOf(displayName)
-	if err != nil {
-		return nil, nil, err
-	}
-	var member *Member
-	var mesh *Mesh
-	err = s.inTx(ctx, func(tx *sqlx.Tx) (err error) {
-		member, err = s.redeem(ctx, tx, token, pubkey, displayName, key)
-		if err != nil {
-			return err
-		}
-		mesh, err = scanMesh(tx.QueryRowxContext(ctx, s.d.rewrite("SELECT "+meshColumns+" FROM mesh WHERE id = ?"), member.MeshID))
-		return err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("redeem invite: %w", err)
-	}
-	return member, mesh, nil
-}
-
-func (s *Store) redeem(ctx context.Context, tx *sqlx.Tx, token, pubkey, displayName, nameKey string) (*Member, error) {
-	hash := sha256.Sum256([]byte(token))
-	var inv struct {
-		MeshID    string `db:"mesh_id"`
-		ExpiresAt dbTime `db:"expires_at"`
-	}
-	err := tx.GetContext(ctx, &inv, s.d.rewrite(`SELECT mesh_id, expires_at FROM invite
-		WHERE token_hash = ? /*FOR UPDATE*/`), hash[:])
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrInviteUnknown
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read invite: %w", err)
-	}
-	now := s.clock()
-	if !now.Before(time.Time(inv.ExpiresAt)) {
-		return nil, ErrInviteExpired
-	}
-	existing, err := scanMember(tx.QueryRowxContext(ctx, s.d.rewrite("SELECT "+memberColumns+
-		" FROM member WHERE mesh_id = ? AND pubkey = ?"), inv.MeshID, pubkey))
-	switch {
-	case err == nil && existing.Revoked():
-		return nil, ErrMemberRevoked
-	case err == nil:
-		return existing, nil
-	case !errors.Is(err, ErrMemberNotFound):
-		return nil, err
-	}
-	if holder, err := nameHolder(ctx, tx, s.d, inv.MeshID, nameKey, pubkey); err != nil {
-		return nil, err
-	} else if holder != "" {
-		return nil, &NameTakenError{Name: displayName, Holder: holder}
-	}
-	res, err := tx.ExecContext(ctx, s.d.rewrite("UPDATE invite SET uses_left = uses_left - 1 WHERE token_hash = ? AND uses_left > 0"), hash[:])
-	if err != nil {
-		return nil, fmt.Errorf("use invite: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, fmt.Errorf("use invite: %w", err)
-	} else if n == 0 {
-		return nil, ErrInviteUsedUp
-	}
-	m := &Member{ID: ulid.Make().String(), MeshID: inv.MeshID, Pubkey: pubkey, DisplayName: displayName,
-		CreatedAt: now, Profile: Profile{Status: StatusIdle, Visible: true, Capabilities: []string{}}}
-	res, err = tx.ExecContext(ctx, s.d.rewrite(`INSERT INTO member (id, mesh_id, pubkey, display_name, created_at, name_key)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (mesh_id, pubkey) DO NOTHING`), m.ID, m.MeshID, m.Pubkey, m.DisplayName, s.d.time(now), nameKey)
-	if isNameKeyConflict(err) {
-		return nil, &NameTakenError{Name: displayName}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("insert member: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, fmt.Errorf("insert member: %w", err)
-	} else if n == 0 {
-		return nil, errors.New("the pubkey joined through another invite at the same moment; retry")
-	}
-	return m, nil
 }
 
 // AddMember registers a member directly, with the given id, without an

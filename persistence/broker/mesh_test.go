@@ -2,11 +2,8 @@ package broker
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 )
@@ -61,74 +58,6 @@ func TestCreateMesh(t *testing.T) {
 	})
 }
 
-func TestInvites(t *testing.T) {
-	backends(t, func(t *testing.T, e *env) {
-		ctx := context.Background()
-		m := e.mesh(t, Mesh{})
-		if _, err := e.s.CreateInvite(ctx, "no-such-mesh", 1, time.Hour); !errors.Is(err, ErrMeshNotFound) {
-			t.Errorf("invite to unknown mesh: %v", err)
-		}
-		twoUses, err := e.s.CreateInvite(ctx, m.Slug, 2, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if raw, err := base64.RawURLEncoding.DecodeString(twoUses.Token); err != nil || len(raw) != 32 {
-			t.Fatalf("token %q is not 32 bytes base64url: %v", twoUses.Token, err)
-		}
-		expiring, err := e.s.CreateInvite(ctx, m.Slug, 5, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		revokedKey, keptKey := newPubkey(t), newPubkey(t)
-		steps := []struct {
-			name    string
-			token   string
-			pubkey  string
-			advance time.Duration
-			revoke  string
-			want    error
-		}{
-			{"first use", twoUses.Token, keptKey, 0, "", nil},
-			{"second use", twoUses.Token, revokedKey, 0, "", nil},
-			{"member again: existing membership, no use", twoUses.Token, keptKey, 0, "", nil},
-			{"used up", twoUses.Token, newPubkey(t), 0, "", ErrInviteUsedUp},
-			{"unknown token", "bm90LWEtdG9rZW4", newPubkey(t), 0, "", ErrInviteUnknown},
-			{"revoked member", expiring.Token, revokedKey, 0, revokedKey, ErrMemberRevoked},
-			{"expired", expiring.Token, newPubkey(t), time.Minute, "", ErrInviteExpired},
-		}
-		joined := map[string]*Member{}
-		for _, s := range steps {
-			if s.revoke != "" {
-				if err := e.s.RevokeMember(ctx, m.ID, s.revoke); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e.clock.Advance(s.advance)
-			mem, mesh, err := e.s.RedeemInvite(ctx, s.token, s.pubkey, "agent-"+s.pubkey[:8])
-			if !errors.Is(err, s.want) {
-				t.Fatalf("%s: %v, want %v", s.name, err, s.want)
-			}
-			if err != nil {
-				continue
-			}
-			if mesh.ID != m.ID || mem.MeshID != m.ID || mem.Pubkey != s.pubkey || mem.Revoked() {
-				t.Errorf("%s: member %+v mesh %+v", s.name, mem, mesh)
-			}
-			if prev := joined[s.pubkey]; prev != nil && prev.ID != mem.ID {
-				t.Errorf("%s: second membership %s, want %s", s.name, mem.ID, prev.ID)
-			}
-			joined[s.pubkey] = mem
-		}
-		revoked, err := e.s.MemberByPubkey(ctx, m.ID, revokedKey)
-		if err != nil || !revoked.Revoked() {
-			t.Errorf("revoked member reads as %+v, %v", revoked, err)
-		}
-		if _, _, err := e.s.RedeemInvite(ctx, expiring.Token, "xyz", "agent"); !errors.Is(err, ErrInvalid) {
-			t.Errorf("bad pubkey: %v", err)
-		}
-	})
-}
-
 func TestRevokeMember(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -159,38 +88,6 @@ func TestRevokeMember(t *testing.T) {
 			if err != nil || len(got) != c.want || (c.want == 1 && got[0] != (Recipient{MeshID: m.ID, Pubkey: alice.Pubkey})) {
 				t.Errorf("RevokedSince(%v) = %v, %v; want %d (alice)", c.since, got, err, c.want)
 			}
-		}
-	})
-}
-
-// TestInviteConcurrentRedeem: an invite with n uses joins exactly n of many
-// concurrent redeemers.
-func TestInviteConcurrentRedeem(t *testing.T) {
-	backends(t, func(t *testing.T, e *env) {
-		m := e.mesh(t, Mesh{})
-		inv, err := e.s.CreateInvite(context.Background(), m.Slug, 3, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		errs := make([]error, 20)
-		var wg sync.WaitGroup
-		for i := range errs {
-			wg.Go(func() {
-				_, _, errs[i] = e.s.RedeemInvite(context.Background(), inv.Token, newPubkey(t), fmt.Sprint("agent-", i))
-			})
-		}
-		wg.Wait()
-		ok := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				ok++
-			case !errors.Is(err, ErrInviteUsedUp):
-				t.Errorf("redeem: %v", err)
-			}
-		}
-		if ok != 3 || e.count(t, "member") != 3 {
-			t.Errorf("%d joined, %d member rows; want 3", ok, e.count(t, "member"))
 		}
 	})
 }

@@ -19,25 +19,23 @@ func TestNamesUniquePerMesh(t *testing.T) {
 		ctx := context.Background()
 		m := e.mesh(t, Mesh{})
 		e.join(t, m, "alice")
-		inv, err := e.s.CreateInvite(ctx, m.Slug, 1, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
+		inv := e.invite(t, m.Slug, 1)
 		for _, name := range []string{"alice", "аlice" /* Cyrillic а */, "ALICE", "Ａｌｉｃｅ", "a1ice", "ali\u200bce", " alice "} {
-			_, _, err := e.s.RedeemInvite(ctx, inv.Token, newPubkey(t), name)
+			_, err := e.s.RedeemInvite(ctx, inv.Token, newPubkey(t), name)
 			var taken *NameTakenError
 			if !errors.Is(err, ErrNameTaken) || !errors.Is(err, ErrInvalid) || !errors.As(err, &taken) || taken.Holder != "alice" {
 				t.Errorf("join as %q: %v, want the name taken by alice", name, err)
 			}
 		}
-		if _, _, err := e.s.RedeemInvite(ctx, inv.Token, newPubkey(t), "\u200b\u200d"); !errors.Is(err, ErrInvalid) {
+		if _, err := e.s.RedeemInvite(ctx, inv.Token, newPubkey(t), "\u200b\u200d"); !errors.Is(err, ErrInvalid) {
 			t.Errorf("a name of invisible characters: %v", err)
 		}
 		// Nothing above used the invite's one use.
-		bob, _, err := e.s.RedeemInvite(ctx, inv.Token, newPubkey(t), "bob")
+		joined, err := e.s.RedeemInvite(ctx, inv.Token, newPubkey(t), "bob")
 		if err != nil {
 			t.Fatalf("bob: %v", err)
 		}
+		bob := joined.Member
 		other := e.mesh(t, Mesh{})
 		e.join(t, other, "аlice") // names are unique per mesh
 		if err := e.s.RevokeMember(ctx, m.ID, bob.Pubkey); err != nil {
@@ -77,7 +75,9 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 		ctx := context.Background()
 		m := e.mesh(t, Mesh{})
 		undo := []string{"DROP INDEX member_name_key_idx", "ALTER TABLE member DROP COLUMN name_key",
-			"DROP TABLE hello_seen", "DROP TABLE broker_setting", "DELETE FROM schema_migrations WHERE version >= 4"}
+			"DROP TABLE hello_seen", "DROP TABLE broker_setting", "DROP TABLE mesh_owner_key", "ALTER TABLE member DROP COLUMN role",
+			"DROP TABLE topic_member", "DROP TABLE topic", "DROP INDEX message_topic_idx",
+			"DELETE FROM schema_migrations WHERE version >= 4"}
 		if e.s.Backend() == postgresName { // 0005 too (SQLite's rebuilds the table, and runs again as it is)
 			undo = append(undo, "ALTER TABLE client_message_dedupe DROP COLUMN sender_pubkey",
 				"ALTER TABLE client_message_dedupe ADD PRIMARY KEY (mesh_id, client_message_id)")
@@ -118,11 +118,8 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 		if n := again.logs.count("member_name_lookalikes_kept"); n != 1 {
 			t.Errorf("member_name_lookalikes_kept logged %d times", n)
 		}
-		inv, err := again.s.CreateInvite(ctx, m.Slug, 1, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := again.s.RedeemInvite(ctx, inv.Token, newPubkey(t), "ALICE"); !errors.Is(err, ErrNameTaken) {
+		inv := again.invite(t, m.Slug, 1)
+		if _, err := again.s.RedeemInvite(ctx, inv.Token, newPubkey(t), "ALICE"); !errors.Is(err, ErrNameTaken) {
 			t.Errorf("a third look-alike after the migration: %v", err)
 		}
 		if err := again.s.RevokeMember(ctx, m.ID, alice); err != nil {

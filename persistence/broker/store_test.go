@@ -109,15 +109,11 @@ func (e *env) mesh(t testing.TB, m Mesh) *Mesh {
 // join adds a member with a fresh pubkey through an invite.
 func (e *env) join(t testing.TB, m *Mesh, name string) *Member {
 	t.Helper()
-	inv, err := e.s.CreateInvite(context.Background(), m.Slug, 1, time.Hour)
+	joined, err := e.s.RedeemInvite(context.Background(), e.invite(t, m.Slug, 1).Token, newPubkey(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, _, err := e.s.RedeemInvite(context.Background(), inv.Token, newPubkey(t), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mem
+	return joined.Member
 }
 
 // count runs SELECT COUNT(*) FROM <from> with args.

@@ -3,7 +3,6 @@ package join
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,20 +13,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
-// DefaultTimeout bounds one join request when the context has no deadline.
+// DefaultTimeout bounds one Resolve or Join when the context has no
+// deadline.
 const DefaultTimeout = 30 * time.Second
 
-// Errors Redeem's callers branch on (errors.Is). A broker's refusal is an
-// *Error that matches one of the first five, or ErrRejected.
+// Errors callers branch on (errors.Is). A broker's refusal is an *Error;
+// its Unwrap names the condition. The offline checks' errors are
+// messages.ErrInviteMalformed, ErrInviteExpired and ErrInviteSignature;
+// a broker that finds the invite expired or its signature bad matches
+// those too.
 var (
-	ErrInviteUnknown = errors.New("the broker does not know this invite")
-	ErrInviteExpired = errors.New("the invite has expired")
-	ErrInviteUsedUp  = errors.New("the invite has no uses left")
-	ErrMemberRevoked = errors.New("this key was revoked from the mesh")
-	ErrBadRequest    = errors.New("the broker refused the join request")
+	ErrInviteCodeUnknown = errors.New("the short invite code is unknown")
+	ErrInviteUnknown     = errors.New("the broker does not know this invite")
+	ErrInviteRevoked     = errors.New("the invite was revoked")
+	ErrInviteUsedUp      = errors.New("the invite has no uses left")
+	ErrMemberRevoked     = errors.New("this key was revoked from the mesh")
+	ErrNameTaken         = errors.New("the display name is taken in this mesh")
+	ErrBadRequest        = errors.New("the broker refused the join request")
 	// ErrRejected is any other answer that is not a membership: a 5xx, a
 	// redirect, a body that is not ours (a proxy, something that is not a
 	// claudemesh broker).
@@ -37,10 +43,10 @@ var (
 	ErrUnreachable = errors.New("broker unreachable")
 )
 
-// Error is an answer from the broker other than 200.
+// Error is an answer from the broker other than a membership.
 type Error struct {
 	Status int    // HTTP status
-	Code   string // the envelope's error code; "" when the body was not ours
+	Code   string // the answer's error; "" when the body was not ours
 	Detail string
 }
 
@@ -56,17 +62,12 @@ func (e *Error) Error() string {
 	return msg
 }
 
-// Unwrap maps the envelope's code to the sentinel callers branch on.
+// Unwrap maps the answer's code to the sentinel callers branch on.
 func (e *Error) Unwrap() error {
-	switch e.Code {
-	case CodeInviteUnknown:
-		return ErrInviteUnknown
-	case CodeInviteExpired:
-		return ErrInviteExpired
-	case CodeInviteUsedUp:
-		return ErrInviteUsedUp
-	case CodeMemberRevoked:
-		return ErrMemberRevoked
+	if err, ok := map[string]error{CodeNotFound: ErrInviteUnknown, CodeRevoked: ErrInviteRevoked,
+		CodeExhausted: ErrInviteUsedUp, CodeExpired: messages.ErrInviteExpired, CodeBadSignature: messages.ErrInviteSignature,
+		CodeMemberRevoked: ErrMemberRevoked, CodeNameTaken: ErrNameTaken}[e.Code]; ok {
+		return err
 	}
 	if e.Code != "" && e.Status >= 400 && e.Status < 500 {
 		return ErrBadRequest
@@ -74,60 +75,103 @@ func (e *Error) Unwrap() error {
 	return ErrRejected
 }
 
-// Joined is the membership a successful join registered.
+// Joined is the membership a join registered.
 type Joined struct {
-	MeshID      string
-	MemberID    string
-	Slug        string
-	Name        string
-	DisplayName string
-	BrokerURL   string // ws(s)://…/ws, derived from the invite URL
+	MeshID        string
+	MemberID      string
+	Slug          string
+	Name          string // the slug: our broker has no mesh display name
+	Role          string
+	BrokerURL     string // ws(s)://…/ws, from the invite
+	AlreadyMember bool   // the key was a member already; no use was consumed
 }
 
 // Retries.
 const (
-	// DefaultAttempts is how often Redeem sends the same signed request when
-	// no answer or a 5xx comes back. Retrying is safe: the broker answers a
-	// key that already joined with its membership and uses no invite.
+	// DefaultAttempts is how often Join sends the same request when no
+	// answer or a 5xx comes back. Retrying is safe: the broker answers a
+	// key that already joined with its membership and uses nothing.
 	DefaultAttempts = 3
 	retryBackoff    = 500 * time.Millisecond
 )
 
-// Client redeems invites. The zero value is ready to use.
+// Client resolves links and joins. The zero value is ready to use.
 type Client struct {
 	// HTTP is the client to send with; nil means one on
 	// http.DefaultTransport. Its redirect policy is ignored: a join never
 	// follows a redirect.
 	HTTP *http.Client
-	// Attempts bounds the sends of one Redeem; 0 means DefaultAttempts.
+	// Attempts bounds the sends of one Join; 0 means DefaultAttempts.
 	Attempts int
+	// Now is the clock expiry is checked against; nil means time.Now.
+	Now func() time.Time
 }
 
-// Redeem is (&Client{}).Redeem.
-func Redeem(ctx context.Context, inviteURL string, id *meshcrypto.Identity, displayName string) (*Joined, error) {
-	return (&Client{}).Redeem(ctx, inviteURL, id, displayName)
-}
-
-// Redeem registers id's public key under displayName with the invite at
-// inviteURL and returns the membership. Errors wrap ErrBadInviteURL,
-// ErrUnreachable or an *Error (see its Unwrap). Without a deadline on ctx,
-// DefaultTimeout bounds the whole call.
-func (c *Client) Redeem(ctx context.Context, inviteURL string, id *meshcrypto.Identity, displayName string) (*Joined, error) {
-	inv, err := ParseInviteURL(inviteURL)
+// Resolve reads an invite link of any form and checks the invite offline
+// (Check). Only a short link makes a request: the lookup of its code.
+func (c *Client) Resolve(ctx context.Context, link string) (*Invite, error) {
+	l, err := ParseLink(link)
 	if err != nil {
 		return nil, err
 	}
-	pub := id.PublicKeyHex()
-	body, err := json.Marshal(Request{Pubkey: pub, DisplayName: displayName,
-		Signature: hex.EncodeToString(id.Sign(SignatureMessage(inv.Token, pub)))})
+	tok := l.Token
+	if l.CodeURL != "" {
+		if tok, err = c.lookupCode(ctx, l.CodeURL); err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	return Check(tok, now())
+}
+
+// codeAnswer is the short-code lookup's answer.
+type codeAnswer struct {
+	Found *bool  `json:"found"`
+	Token string `json:"token"`
+}
+
+func (c *Client) lookupCode(ctx context.Context, codeURL string) (string, error) {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, codeURL, nil)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadInviteLink, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	raw, resp, err := c.do(req)
+	if err != nil {
+		return "", err
+	}
+	var a codeAnswer
+	switch {
+	case resp.StatusCode != http.StatusOK || !isJSON(resp) || json.Unmarshal(raw, &a) != nil || a.Found == nil:
+		return "", &Error{Status: resp.StatusCode, Detail: "the short-link lookup at " + req.URL.Host +
+			" did not answer {found, token}; use the full invite link"}
+	case !*a.Found:
+		return "", fmt.Errorf("%w at %s; ask for a new invite", ErrInviteCodeUnknown, req.URL.Host)
+	case !token.MatchString(a.Token):
+		return "", fmt.Errorf("%w: the short-link lookup answered a token that is not base64url", messages.ErrInviteMalformed)
+	}
+	return a.Token, nil
+}
+
+// Join enrolls id's public key under displayName with the invite's
+// broker. Errors wrap ErrUnreachable or are an *Error (see its Unwrap).
+func (c *Client) Join(ctx context.Context, inv *Invite, id *meshcrypto.Identity, displayName string) (*Joined, error) {
+	payload, err := json.Marshal(inv.Payload)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
+	body, err := json.Marshal(Request{InviteToken: inv.Token, InvitePayload: payload,
+		PeerPubkey: id.PublicKeyHex(), DisplayName: displayName})
+	if err != nil {
+		return nil, err
 	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
 	attempts := c.Attempts
 	if attempts <= 0 {
 		attempts = DefaultAttempts
@@ -148,71 +192,70 @@ func (c *Client) Redeem(ctx context.Context, inviteURL string, id *meshcrypto.Id
 // retryable: no answer, or a server-side failure (a proxy's 502-504
 // included).
 func retryable(err error) bool {
-	var e *Error
-	return errors.Is(err, ErrUnreachable) || errors.As(err, &e) && e.Status >= 500
+	e, ok := errors.AsType[*Error](err)
+	return errors.Is(err, ErrUnreachable) || ok && e.Status >= 500
 }
 
-// post sends the signed request once.
+// post sends the request once.
 func (c *Client) post(ctx context.Context, inv *Invite, body []byte) (*Joined, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, inv.JoinURL, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadInviteURL, err)
+		return nil, fmt.Errorf("%w: %w", messages.ErrInviteMalformed, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.httpClient().Do(req)
+	raw, resp, err := c.do(req)
 	if err != nil {
-		// *url.Error names the URL, and with it the token: keep only the cause.
-		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, redactURL(inv.JoinURL), unwrapURLError(err))
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
-	if err != nil {
-		return nil, fmt.Errorf("%w at %s: reading the answer: %w", ErrUnreachable, redactURL(inv.JoinURL), err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, answerError(resp, raw)
+		return nil, err
 	}
 	var out Response
-	if err := json.Unmarshal(raw, &out); err != nil || !isJSON(resp) || out.MeshID == "" || out.MemberID == "" || out.Slug == "" {
-		return nil, &Error{Status: resp.StatusCode, Detail: "the answer is not a claudemesh membership; is this a claudemesh broker's invite URL?"}
+	ours := isJSON(resp) && json.Unmarshal(raw, &out) == nil
+	if resp.StatusCode == http.StatusOK && ours && out.OK && out.MemberID != "" {
+		p := inv.Payload
+		return &Joined{MeshID: p.MeshID, MemberID: out.MemberID, Slug: p.MeshSlug, Name: p.MeshSlug, Role: p.Role,
+			BrokerURL: p.BrokerURL, AlreadyMember: out.AlreadyMember}, nil
 	}
-	if out.Name == "" {
-		out.Name = out.Slug
+	e := &Error{Status: resp.StatusCode}
+	switch {
+	case ours && !out.OK && out.Error != "":
+		e.Code, e.Detail = out.Error, out.Detail
+	case resp.StatusCode == http.StatusOK:
+		e.Detail = "the answer is not a claudemesh membership; is broker_url a claudemesh broker?"
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		e.Detail = "the broker redirects the join"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			e.Detail += " to " + loc
+		}
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed:
+		e.Detail = "no claudemesh join endpoint at " + inv.JoinURL
+	default:
+		e.Detail = strings.TrimSpace(http.StatusText(resp.StatusCode))
 	}
-	return &Joined{MeshID: out.MeshID, MemberID: out.MemberID, Slug: out.Slug, Name: out.Name,
-		DisplayName: out.DisplayName, BrokerURL: inv.BrokerURL}, nil
+	return nil, e
 }
 
-func (c *Client) httpClient() *http.Client {
+// do sends req without following redirects and reads at most
+// MaxResponseBytes of the answer.
+func (c *Client) do(req *http.Request) ([]byte, *http.Response, error) {
 	hc := http.Client{}
 	if c.HTTP != nil {
 		hc = *c.HTTP
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &hc
-}
-
-// answerError turns a non-200 answer into an *Error.
-func answerError(resp *http.Response, raw []byte) error {
-	e := &Error{Status: resp.StatusCode}
-	var body ErrorBody
-	if isJSON(resp) && json.Unmarshal(raw, &body) == nil && body.Error != "" {
-		e.Code, e.Detail = body.Error, body.Detail
-		return e
-	}
-	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		e.Detail = "the broker redirects the invite"
-		if loc := resp.Header.Get("Location"); loc != "" {
-			e.Detail += " to " + redactURL(loc) + "; use that URL if you trust it"
+	resp, err := hc.Do(req)
+	if err != nil {
+		// *url.Error repeats the URL: keep only the cause.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
 		}
-	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed:
-		e.Detail = "no claudemesh join endpoint there; check the invite URL"
-	default:
-		e.Detail = strings.TrimSpace(http.StatusText(resp.StatusCode))
+		return nil, nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, req.URL.Host, err)
 	}
-	return e
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w at %s: reading the answer: %w", ErrUnreachable, req.URL.Host, err)
+	}
+	return raw, resp, nil
 }
 
 func isJSON(resp *http.Response) bool {
@@ -220,9 +263,9 @@ func isJSON(resp *http.Response) bool {
 	return err == nil && mt == "application/json"
 }
 
-func unwrapURLError(err error) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
 	}
-	return err
+	return context.WithTimeout(ctx, DefaultTimeout)
 }

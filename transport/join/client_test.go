@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
 const tok = "GW8yOZwRycaHHjib6OzTPuXgakItFefRWp_vfJ-wdI8"
@@ -17,166 +20,210 @@ const tok = "GW8yOZwRycaHHjib6OzTPuXgakItFefRWp_vfJ-wdI8"
 // once sends every request once, so that failure cases take no backoff.
 var once = &Client{Attempts: 1}
 
-func TestParseInviteURL(t *testing.T) {
+func TestParseLink(t *testing.T) {
 	cases := []struct {
-		in, join, broker string // broker "" = must fail
+		in, token, code string // both "" = must fail
 	}{
-		{"http://127.0.0.1:7900/join/" + tok, "http://127.0.0.1:7900/join/" + tok, "ws://127.0.0.1:7900/ws"},
-		{"https://mesh.example/join/" + tok, "https://mesh.example/join/" + tok, "wss://mesh.example/ws"},
-		{"https://mesh.example:8443/cm/join/" + tok, "https://mesh.example:8443/cm/join/" + tok, "wss://mesh.example:8443/cm/ws"},
-		{"  http://[::1]:7900/join/" + tok + "/\n", "http://[::1]:7900/join/" + tok, "ws://[::1]:7900/ws"},
-		{"http://h/join/join/" + tok, "http://h/join/join/" + tok, "ws://h/join/ws"},
-		{in: "ws://127.0.0.1:7900/join/" + tok},
-		{in: "ftp://h/join/" + tok},
-		{in: "127.0.0.1:7900/join/" + tok},
-		{in: "/join/" + tok},
-		{in: "http:///join/" + tok},
-		{in: "http://h/" + tok},
-		{in: "http://h/join/"},
-		{in: "http://h/join/a/b"},
-		{in: "http://h/join/a.b"},
-		{in: "http://h/join/" + tok + "?x=1"},
-		{in: "http://h/join/" + tok + "#frag"},
-		{in: "http://u:p@h/join/" + tok},
-		{in: "http://h/join/" + strings.Repeat("a", 257)},
+		{in: "ic://join/" + tok, token: tok},
+		{in: "ic://join/" + tok + "/", token: tok},
+		{in: "http://127.0.0.1:7900/join/" + tok, token: tok},
+		{in: "  https://claudemesh.com/en/join/" + tok + "/\n", token: tok},
+		{in: tok, token: tok},
+		{in: "https://claudemesh.com/i/AbC12", code: "https://claudemesh.com/api/public/invite-code/AbC12"},
+		{in: "https://claudemesh.com/de/i/AbC12/", code: "https://claudemesh.com/api/public/invite-code/AbC12"},
+		{in: "http://claudemesh.com/i/AbC12"}, // a short link is https
+		{in: "https://claudemesh.com/cm/x/join/" + tok},
+		{in: "https://claudemesh.com/EN/join/" + tok},
+		{in: "https://u@h/join/" + tok},
+		{in: "https://h/join/" + tok + "?x=1"},
+		{in: "ws://h/join/" + tok},
+		{in: "ic://join/"},
+		{in: "ic://join/a.b"},
+		{in: "short-token"},
 		{in: ""},
-		{in: "%zz"},
 	}
-	for _, tc := range cases {
-		inv, err := ParseInviteURL(tc.in)
-		if tc.broker == "" {
-			if !errors.Is(err, ErrBadInviteURL) {
-				t.Errorf("ParseInviteURL(%q) = %+v, %v; want ErrBadInviteURL", tc.in, inv, err)
+	for _, c := range cases {
+		l, err := ParseLink(c.in)
+		if c.token == "" && c.code == "" {
+			if !errors.Is(err, ErrBadInviteLink) {
+				t.Errorf("ParseLink(%q) = %+v, %v; want ErrBadInviteLink", c.in, l, err)
 			}
 			continue
 		}
-		if err != nil {
-			t.Errorf("ParseInviteURL(%q): %v", tc.in, err)
-			continue
-		}
-		if inv.JoinURL != tc.join || inv.BrokerURL != tc.broker || !strings.HasSuffix(tc.join, "/"+inv.Token) {
-			t.Errorf("ParseInviteURL(%q) = %+v; want join %s broker %s", tc.in, inv, tc.join, tc.broker)
+		if err != nil || l.Token != c.token || l.CodeURL != c.code {
+			t.Errorf("ParseLink(%q) = %+v, %v; want token %q code %q", c.in, l, err, c.token, c.code)
 		}
 	}
 }
 
-func TestInviteURL(t *testing.T) {
-	cases := []struct{ base, want string }{
-		{"http://127.0.0.1:7900", "http://127.0.0.1:7900/join/" + tok},
-		{"http://127.0.0.1:7900/", "http://127.0.0.1:7900/join/" + tok},
-		{"https://mesh.example/cm/", "https://mesh.example/cm/join/" + tok},
-		{"wss://mesh.example/cm/ws", "https://mesh.example/cm/join/" + tok},
-		{"ws://127.0.0.1:7900/ws", "http://127.0.0.1:7900/join/" + tok},
-		{base: "ftp://h"},
-		{base: "127.0.0.1:7900"},
-		{base: "http://h?x=1"},
-		{base: "http://u@h"},
-		{base: ""},
-	}
-	for _, tc := range cases {
-		got, err := InviteURL(tc.base, tok)
-		if tc.want == "" {
-			if err == nil {
-				t.Errorf("InviteURL(%q) = %s, want an error", tc.base, got)
-			}
-			continue
+func TestJoinURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"ws://127.0.0.1:7900/ws", "http://127.0.0.1:7900/join"},
+		{"wss://mesh.example/ws", "https://mesh.example/join"},
+		{"wss://mesh.example/cm/ws", "https://mesh.example/cm/join"},
+		{"wss://mesh.example", "https://mesh.example/join"},
+		{in: "https://mesh.example/ws"},
+		{in: "wss:///ws"},
+		{in: "wss://u@h/ws"},
+		{in: "wss://h/ws?x=1"},
+	} {
+		got, err := JoinURL(c.in)
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("JoinURL(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("InviteURL(%q) = %s, %v; want %s", tc.base, got, err, tc.want)
-			continue
-		}
-		if _, err := ParseInviteURL(got); err != nil {
-			t.Errorf("InviteURL(%q) = %s does not parse back: %v", tc.base, got, err)
-		}
-	}
-	if _, err := InviteURL("http://h", "a/b"); err == nil {
-		t.Error("InviteURL accepted a token with a slash")
 	}
 }
 
-func TestRedeem(t *testing.T) {
+func TestBrokerURLs(t *testing.T) {
+	for _, c := range []struct{ in, ws, origin string }{
+		{"http://127.0.0.1:7900", "ws://127.0.0.1:7900/ws", "http://127.0.0.1:7900"},
+		{"https://mesh.example/cm/", "wss://mesh.example/cm/ws", "https://mesh.example"},
+		{"wss://mesh.example/cm/ws", "wss://mesh.example/cm/ws", "https://mesh.example"},
+		{in: "ftp://h"},
+		{in: "127.0.0.1:7900"},
+		{in: "http://h?x=1"},
+		{in: "http://u@h"},
+		{in: ""},
+	} {
+		ws, origin, err := BrokerURLs(c.in)
+		if ws != c.ws || origin != c.origin || (err == nil) != (c.ws != "") {
+			t.Errorf("BrokerURLs(%q) = %q, %q, %v; want %q, %q", c.in, ws, origin, err, c.ws, c.origin)
+		}
+		if err == nil {
+			if j, err := JoinURL(ws); err != nil || !strings.HasPrefix(j, origin) {
+				t.Errorf("JoinURL(%q) = %q, %v; want it under %s", ws, j, err, origin)
+			}
+		}
+	}
+}
+
+// TestClientJoin: our client through the real handler and store.
+func TestClientJoin(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		token := e.invite(t, 1, time.Hour)
-		alice := newIdentity(t)
-		j, err := Redeem(ctx, e.inviteURL(t, token), alice, "alice")
+		c := &Client{Now: e.clock.Now}
+		_, origin, err := BrokerURLs(e.srv.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantWS := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/ws"
-		if j.MeshID != e.mesh.ID || j.Slug != "demo" || j.Name != "demo" || j.DisplayName != "alice" || j.BrokerURL != wantWS {
-			t.Errorf("Joined %+v; want mesh %s, broker %s", j, e.mesh.ID, wantWS)
-		}
-		m, err := e.store.MemberByPubkey(ctx, e.mesh.ID, alice.PublicKeyHex())
-		if err != nil || m.ID != j.MemberID || m.DisplayName != "alice" {
-			t.Errorf("stored member %+v, %v; want id %s", m, err, j.MemberID)
-		}
-		again, err := Redeem(ctx, e.inviteURL(t, token), alice, "alice")
-		if err != nil || *again != *j {
-			t.Errorf("retry = %+v, %v; want %+v", again, err, j)
-		}
-
-		_, err = Redeem(ctx, e.inviteURL(t, token), newIdentity(t), "bob")
-		wantRefusal(t, err, ErrInviteUsedUp, http.StatusGone, token)
-
-		_, err = Redeem(ctx, e.inviteURL(t, strings.Repeat("A", 43)), newIdentity(t), "bob")
-		wantRefusal(t, err, ErrInviteUnknown, http.StatusNotFound, token)
-
-		if err := e.store.RevokeMember(ctx, e.mesh.ID, alice.PublicKeyHex()); err != nil {
+		inv, err := c.Resolve(ctx, LinkURL(origin, e.invite(t, 1, time.Hour).Token))
+		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Redeem(ctx, e.inviteURL(t, token), alice, "alice")
-		wantRefusal(t, err, ErrMemberRevoked, http.StatusForbidden, token)
-
-		late := e.invite(t, 1, time.Minute)
+		alice := newIdentity(t)
+		j, err := c.Join(ctx, inv, alice, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.MeshID != e.mesh.ID || j.Slug != "demo" || j.Name != "demo" || j.Role != "member" || j.BrokerURL != e.wsURL() || j.AlreadyMember {
+			t.Errorf("Joined %+v", j)
+		}
+		if m, err := e.store.MemberByPubkey(ctx, e.mesh.ID, alice.PublicKeyHex()); err != nil || m.ID != j.MemberID {
+			t.Errorf("stored member %+v, %v; want %s", m, err, j.MemberID)
+		}
+		if again, err := c.Join(ctx, inv, alice, "alice"); err != nil || again.MemberID != j.MemberID || !again.AlreadyMember {
+			t.Errorf("join again = %+v, %v; want the same member, already a member", again, err)
+		}
+		if _, err := once.Join(ctx, inv, newIdentity(t), "bob"); !errors.Is(err, ErrInviteUsedUp) {
+			t.Errorf("used up: %v", err)
+		}
+		revoked := e.invite(t, 1, time.Hour)
+		if err := e.store.RevokeInvite(ctx, e.mesh.Slug, revoked.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := once.Join(ctx, resolved(t, c, revoked.Token), newIdentity(t), "bob"); !errors.Is(err, ErrInviteRevoked) {
+			t.Errorf("revoked: %v", err)
+		}
+		late := resolved(t, c, e.invite(t, 1, time.Minute).Token)
 		e.clock.Advance(time.Minute)
-		_, err = Redeem(ctx, e.inviteURL(t, late), newIdentity(t), "late")
-		wantRefusal(t, err, ErrInviteExpired, http.StatusGone, late)
-
-		_, err = Redeem(ctx, e.inviteURL(t, e.invite(t, 1, time.Hour)), newIdentity(t), " ")
-		wantRefusal(t, err, ErrBadRequest, http.StatusBadRequest, "")
+		if _, err := once.Join(ctx, late, newIdentity(t), "bob"); !errors.Is(err, messages.ErrInviteExpired) {
+			t.Errorf("expired at the broker: %v", err)
+		}
+		fresh := resolved(t, c, e.invite(t, 1, time.Hour).Token)
+		if _, err := once.Join(ctx, fresh, newIdentity(t), "ALICE"); !errors.Is(err, ErrNameTaken) || !strings.Contains(err.Error(), "not used") {
+			t.Errorf("name taken: %v", err)
+		}
 	})
 }
 
-// wantRefusal checks that err is an *Error matching sentinel with status
-// and does not carry token.
-func wantRefusal(t *testing.T, err, sentinel error, status int, token string) {
+func resolved(t *testing.T, c *Client, token string) *Invite {
 	t.Helper()
-	var je *Error
-	if !errors.Is(err, sentinel) || !errors.As(err, &je) || je.Status != status {
-		t.Errorf("error %v; want %v with HTTP %d", err, sentinel, status)
-		return
+	inv, err := c.Resolve(context.Background(), token)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if token != "" && strings.Contains(err.Error(), token) {
-		t.Errorf("error %q carries the token", err)
-	}
+	return inv
 }
 
-func TestRedeemTLSAndBasePath(t *testing.T) {
-	e := newEnv(t, brokerOptionsSQLite(t))
+// TestClientBasePath: a broker behind a reverse proxy at /cm, over TLS.
+func TestClientBasePath(t *testing.T) {
+	e := newEnv(t, broker.Options{Dir: t.TempDir()})
 	mux := http.NewServeMux()
-	mux.Handle("/cm/join/", http.StripPrefix("/cm", Handler(e.store, nil)))
+	mux.Handle("/cm"+Path, http.StripPrefix("/cm", Handler(e.store, nil)))
 	srv := httptest.NewTLSServer(mux)
 	defer srv.Close()
-	token := e.invite(t, 1, time.Hour)
-	u, err := InviteURL(srv.URL+"/cm", token)
+	ws, _, err := BrokerURLs(srv.URL + "/cm")
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := (&Client{HTTP: srv.Client()}).Redeem(context.Background(), u, newIdentity(t), "alice")
+	inv, err := e.store.CreateInvite(context.Background(), broker.InviteRequest{MeshSlug: "demo", BrokerURL: ws, Uses: 1, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "wss" + strings.TrimPrefix(srv.URL, "https") + "/cm/ws"; j.BrokerURL != want {
-		t.Errorf("BrokerURL %s, want %s", j.BrokerURL, want)
+	c := &Client{HTTP: srv.Client(), Now: e.clock.Now}
+	checked := resolved(t, c, inv.Token)
+	if j, err := c.Join(context.Background(), checked, newIdentity(t), "alice"); err != nil || j.BrokerURL != ws {
+		t.Fatalf("Join = %+v, %v; want broker %s", j, err, ws)
 	}
 	// Without the server's certificate the broker is unreachable.
-	if _, err := Redeem(context.Background(), u, newIdentity(t), "bob"); !errors.Is(err, ErrUnreachable) {
+	if _, err := once.Join(context.Background(), checked, newIdentity(t), "bob"); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("untrusted certificate: %v, want ErrUnreachable", err)
 	}
 }
 
-func TestRedeemAnswers(t *testing.T) {
+// TestResolveShortLink: an https://host/i/<code> link is looked up at
+// the host, then checked like any other.
+func TestResolveShortLink(t *testing.T) {
+	v := loadVectors(t)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case CodePath + "good":
+			io.WriteString(w, `{"found":true,"token":"`+v.Vectors[0].Token+`"}`)
+		case CodePath + "expired":
+			io.WriteString(w, `{"found":true,"token":"`+v.Vectors[2].Token+`"}`)
+		case CodePath + "gone":
+			io.WriteString(w, `{"found":false}`)
+		default:
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html>landing page</html>")
+		}
+	}))
+	defer srv.Close()
+	c := &Client{HTTP: srv.Client(), Now: func() time.Time { return vectorNow }}
+	host := strings.TrimPrefix(srv.URL, "https://")
+	for _, tc := range []struct {
+		link string
+		want error
+	}{
+		{"https://" + host + "/i/good", nil},
+		{"https://" + host + "/en/i/good/", nil},
+		{"https://" + host + "/i/expired", messages.ErrInviteExpired},
+		{"https://" + host + "/i/gone", ErrInviteCodeUnknown},
+		{"https://" + host + "/i/other", ErrRejected},
+	} {
+		inv, err := c.Resolve(context.Background(), tc.link)
+		if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			t.Errorf("Resolve(%s) = %v, want %v", tc.link, err, tc.want)
+		} else if err == nil && inv.Token != v.Vectors[0].Token {
+			t.Errorf("Resolve(%s) token %.20s…", tc.link, inv.Token)
+		}
+	}
+}
+
+// TestClientAnswers: answers that are not a membership.
+func TestClientAnswers(t *testing.T) {
+	v := loadVectors(t)
 	cases := []struct {
 		name    string
 		status  int
@@ -188,22 +235,20 @@ func TestRedeemAnswers(t *testing.T) {
 	}{
 		{name: "proxy 502 html", status: 502, ctype: "text/html", body: "<html>bad gateway</html>", want: ErrRejected, contain: "502"},
 		{name: "plain 404", status: 404, ctype: "text/plain", body: "404 page not found", want: ErrRejected, contain: "no claudemesh join endpoint"},
-		{name: "redirect", status: 302, ctype: "text/html", header: map[string]string{"Location": "https://elsewhere.example/join/" + tok},
-			want: ErrRejected, contain: "https://elsewhere.example/join/…"},
-		{name: "500 envelope", status: 500, ctype: "application/json", body: `{"error":"internal","detail":"retry later"}`, want: ErrRejected, contain: "retry later"},
-		{name: "400 envelope", status: 400, ctype: "application/json", body: `{"error":"bad_signature","detail":"no"}`, want: ErrBadRequest, contain: "bad_signature"},
-		{name: "410 used up", status: 410, ctype: "application/json; charset=utf-8", body: `{"error":"invite_used_up"}`, want: ErrInviteUsedUp},
-		{name: "410 expired", status: 410, ctype: "application/json", body: `{"error":"invite_expired"}`, want: ErrInviteExpired},
-		{name: "404 unknown", status: 404, ctype: "application/json", body: `{"error":"invite_unknown"}`, want: ErrInviteUnknown},
-		{name: "403 revoked", status: 403, ctype: "application/json", body: `{"error":"member_revoked"}`, want: ErrMemberRevoked},
+		{name: "redirect", status: 302, ctype: "text/html", header: map[string]string{"Location": "https://elsewhere.example/join"},
+			want: ErrRejected, contain: "https://elsewhere.example/join"},
+		{name: "500 upstream", status: 500, ctype: "application/json", body: `{"ok":false,"error":"db down"}`, want: ErrRejected, contain: "db down"},
+		{name: "400 unknown code", status: 400, ctype: "application/json", body: `{"ok":false,"error":"mesh_not_found"}`, want: ErrBadRequest, contain: "mesh_not_found"},
+		{name: "400 exhausted", status: 400, ctype: "application/json; charset=utf-8", body: `{"ok":false,"error":"invite_exhausted"}`, want: ErrInviteUsedUp},
+		{name: "400 bad signature", status: 400, ctype: "application/json", body: `{"ok":false,"error":"invite_bad_signature"}`, want: messages.ErrInviteSignature},
 		{name: "200 not ours", status: 200, ctype: "text/html", body: "<html>welcome</html>", want: ErrRejected, contain: "not a claudemesh membership"},
-		{name: "200 incomplete", status: 200, ctype: "application/json", body: `{"mesh_id":"m"}`, want: ErrRejected},
+		{name: "200 without memberId", status: 200, ctype: "application/json", body: `{"ok":true}`, want: ErrRejected},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var followed atomic.Bool
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != "/join/"+tok {
+				if r.URL.Path != Path {
 					followed.Store(true)
 				}
 				for k, v := range tc.header {
@@ -214,12 +259,10 @@ func TestRedeemAnswers(t *testing.T) {
 				io.WriteString(w, tc.body)
 			}))
 			defer srv.Close()
-			j, err := once.Redeem(context.Background(), srv.URL+"/join/"+tok, newIdentity(t), "alice")
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("Redeem = %+v, %v; want %v", j, err, tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.contain) || strings.Contains(err.Error(), tok) {
-				t.Errorf("error %q: want it to contain %q and not the token", err, tc.contain)
+			inv := vectorInviteAt(t, v, srv.URL)
+			j, err := once.Join(context.Background(), inv, newIdentity(t), "alice")
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.contain) {
+				t.Fatalf("Join = %+v, %v; want %v containing %q", j, err, tc.want, tc.contain)
 			}
 			if followed.Load() {
 				t.Error("the client followed a redirect")
@@ -228,32 +271,38 @@ func TestRedeemAnswers(t *testing.T) {
 	}
 }
 
-func TestRedeemUnreachable(t *testing.T) {
+// vectorInviteAt is the valid vector's invite, posted to srvURL instead.
+func vectorInviteAt(t *testing.T, v *vectors, srvURL string) *Invite {
+	t.Helper()
+	inv, err := Check(v.Vectors[0].Token, vectorNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.JoinURL = srvURL + Path
+	return inv
+}
+
+func TestClientUnreachable(t *testing.T) {
+	v := loadVectors(t)
 	srv := httptest.NewServer(http.NotFoundHandler())
-	u := srv.URL + "/join/" + tok
+	inv := vectorInviteAt(t, v, srv.URL)
 	srv.Close()
-	_, err := once.Redeem(context.Background(), u, newIdentity(t), "alice")
-	if !errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), tok) {
+	if _, err := once.Join(context.Background(), inv, newIdentity(t), "alice"); !errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), inv.Token) {
 		t.Errorf("closed server: %v; want ErrUnreachable without the token", err)
 	}
-
 	hang := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
 	defer slow.Close()
 	defer close(hang)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := Redeem(ctx, slow.URL+"/join/"+tok, newIdentity(t), "alice"); !errors.Is(err, ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := once.Join(ctx, vectorInviteAt(t, v, slow.URL), newIdentity(t), "alice"); !errors.Is(err, ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("hanging server: %v; want ErrUnreachable wrapping the deadline", err)
-	}
-
-	if _, err := Redeem(context.Background(), "ftp://h/join/"+tok, newIdentity(t), "alice"); !errors.Is(err, ErrBadInviteURL) {
-		t.Errorf("bad URL: %v; want ErrBadInviteURL", err)
 	}
 }
 
-func TestRedeemRetries(t *testing.T) {
-	e := newEnv(t, brokerOptionsSQLite(t))
+func TestClientRetries(t *testing.T) {
+	e := newEnv(t, broker.Options{Dir: t.TempDir()})
 	inner := Handler(e.store, nil)
 	var calls atomic.Int32
 	// The first answer is lost after the member was committed; the retry
@@ -272,34 +321,31 @@ func TestRedeemRetries(t *testing.T) {
 		inner.ServeHTTP(w, r)
 	}))
 	defer lost.Close()
-	token := e.invite(t, 1, time.Hour)
+	c := &Client{Now: e.clock.Now}
+	inv := resolved(t, c, e.invite(t, 1, time.Hour).Token)
+	inv.JoinURL = lost.URL + Path
 	alice := newIdentity(t)
-	j, err := Redeem(context.Background(), lost.URL+"/join/"+token, alice, "alice")
-	if err != nil || calls.Load() != 2 {
-		t.Fatalf("Redeem after a lost answer = %+v, %v after %d calls; want success on the second", j, err, calls.Load())
+	j, err := c.Join(context.Background(), inv, alice, "alice")
+	if err != nil || calls.Load() != 2 || !j.AlreadyMember {
+		t.Fatalf("Join after a lost answer = %+v, %v after %d calls; want success, already a member, on the second", j, err, calls.Load())
 	}
-	if m, err := e.store.MemberByPubkey(context.Background(), e.mesh.ID, alice.PublicKeyHex()); err != nil || m.ID != j.MemberID {
-		t.Errorf("stored member %+v, %v; want %s", m, err, j.MemberID)
-	}
-
 	for _, tc := range []struct {
 		status    int
 		wantCalls int32
 		want      error
 	}{
 		{http.StatusServiceUnavailable, DefaultAttempts, ErrRejected},
-		{http.StatusBadRequest, 1, ErrBadRequest},
-		{http.StatusGone, 1, ErrInviteUsedUp},
+		{http.StatusBadRequest, 1, ErrInviteUsedUp},
 	} {
 		calls.Store(0)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(tc.status)
-			code := map[int]string{503: "unavailable", 400: CodeBadSignature, 410: CodeInviteUsedUp}[tc.status]
-			io.WriteString(w, `{"error":"`+code+`"}`)
+			io.WriteString(w, `{"ok":false,"error":"`+map[int]string{503: "unavailable", 400: CodeExhausted}[tc.status]+`"}`)
 		}))
-		_, err := Redeem(context.Background(), srv.URL+"/join/"+tok, newIdentity(t), "alice")
+		inv.JoinURL = srv.URL + Path
+		_, err := c.Join(context.Background(), inv, newIdentity(t), "alice")
 		srv.Close()
 		if !errors.Is(err, tc.want) || calls.Load() != tc.wantCalls {
 			t.Errorf("HTTP %d: %v after %d calls; want %v after %d", tc.status, err, calls.Load(), tc.want, tc.wantCalls)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,24 +75,44 @@ func newEnv(t *testing.T, opts broker.Options) *env {
 	return e
 }
 
-// invite mints an invite to the env's mesh and returns its token.
-func (e *env) invite(t *testing.T, uses int, ttl time.Duration) string {
+// wsURL is the broker_url of the env's server.
+func (e *env) wsURL() string { return "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/ws" }
+
+// invite issues an invite to the env's mesh on its server and returns it.
+func (e *env) invite(t *testing.T, uses int, ttl time.Duration) *broker.Invite {
 	t.Helper()
-	inv, err := e.store.CreateInvite(context.Background(), e.mesh.Slug, uses, ttl)
+	inv, err := e.store.CreateInvite(context.Background(), broker.InviteRequest{MeshSlug: e.mesh.Slug,
+		BrokerURL: e.wsURL(), Uses: uses, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return inv.Token
+	return inv
 }
 
-// inviteURL is the invite URL of token on the env's server.
-func (e *env) inviteURL(t *testing.T, token string) string {
+// members counts the mesh's active members.
+func (e *env) members(t *testing.T) int {
 	t.Helper()
-	u, err := InviteURL(e.srv.URL, token)
+	ms, err := e.store.Members(context.Background(), e.mesh.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u
+	return len(ms)
+}
+
+// usesLeft is what the store lists for the invite.
+func (e *env) usesLeft(t *testing.T, id string) int {
+	t.Helper()
+	list, err := e.store.Invites(context.Background(), e.mesh.Slug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range list {
+		if inv.ID == id {
+			return inv.UsesLeft
+		}
+	}
+	t.Fatalf("invite %s not listed", id)
+	return 0
 }
 
 func newIdentity(t *testing.T) *meshcrypto.Identity {
@@ -101,8 +122,4 @@ func newIdentity(t *testing.T) *meshcrypto.Identity {
 		t.Fatal(err)
 	}
 	return id
-}
-
-func brokerOptionsSQLite(t *testing.T) broker.Options {
-	return broker.Options{Dir: t.TempDir()}
 }

@@ -2,25 +2,23 @@ package join
 
 import (
 	"bytes"
-	"context"
-	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
-	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
-// Handler serves POST /join/{token} against store. Mount it at "/join/"
-// (after stripping any base path the broker runs under); it answers every
-// other path with a 404 envelope and every other method with 405.
+// Handler serves POST /join against store. Mount it at Path (after
+// stripping any base path the broker runs under); it answers another
+// method with 405.
 func Handler(store *broker.Store, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -33,131 +31,138 @@ type handler struct {
 	log   *slog.Logger
 }
 
-// apiError is an answer other than 200.
-type apiError struct {
-	status int
-	body   ErrorBody
+// refusal is an answer other than 200.
+type refusal struct {
+	status       int
+	code, detail string
 }
 
-func (e *apiError) Error() string { return e.body.Error + ": " + e.body.Detail }
+func (r *refusal) Error() string { return r.code + ": " + r.detail }
 
-func fail(status int, code, detail string) *apiError {
-	return &apiError{status: status, body: ErrorBody{Error: code, Detail: detail}}
+func refuse(code, detail string) *refusal {
+	return &refusal{status: http.StatusBadRequest, code: code, detail: detail}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	token, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
-	if !ok || token == "" || strings.Contains(token, "/") {
-		writeJSON(w, http.StatusNotFound, ErrorBody{Error: CodeNotFound, Detail: "POST /join/<token>"})
-		return
-	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: CodeMethodNotAllowed, Detail: "use POST"})
+		writeJSON(w, http.StatusMethodNotAllowed, Response{Error: CodeMethod, Detail: "use POST " + Path})
 		return
 	}
-	resp, err := h.join(r.Context(), w, r, token)
+	resp, err := h.join(w, r)
 	if err != nil {
-		var ae *apiError
-		if !errors.As(err, &ae) {
+		rf, ok := errors.AsType[*refusal](err)
+		if !ok {
 			// The store's errors carry no token (it keeps only hashes).
 			h.log.Error("join_failed", "err", err)
-			ae = fail(http.StatusInternalServerError, CodeInternal, "the broker could not redeem the invite; retry later")
+			rf = &refusal{status: http.StatusInternalServerError, code: CodeInternal, detail: "the broker could not enroll the key; retry later"}
+		} else {
+			h.log.Info("join_refused", "error", rf.code)
 		}
-		writeJSON(w, ae.status, ae.body)
+		writeJSON(w, rf.status, Response{Error: rf.code, Detail: rf.detail})
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
 // join decodes and checks the request, then redeems the invite.
-func (h *handler) join(ctx context.Context, w http.ResponseWriter, r *http.Request, token string) (*Response, error) {
+func (h *handler) join(w http.ResponseWriter, r *http.Request) (*Response, error) {
 	req, err := decodeRequest(w, r)
 	if err != nil {
 		return nil, err
 	}
-	if err := req.verify(token); err != nil {
-		return nil, err
+	token, err := messages.DecodeInviteToken(req.InviteToken)
+	if err != nil {
+		return nil, refuse(CodeMalformed, err.Error())
 	}
-	if !validToken(token) {
-		return nil, fail(http.StatusNotFound, CodeInviteUnknown, "no such invite on this broker")
+	sent, err := messages.DecodeInvitePayload(req.InvitePayload)
+	if err != nil || *sent != *token {
+		return nil, refuse(CodePayloadMismatch, "invite_payload must be the payload invite_token encodes")
 	}
-	member, mesh, err := h.store.RedeemInvite(ctx, token, req.Pubkey, req.DisplayName)
-	switch {
-	case errors.Is(err, broker.ErrInviteUnknown):
-		return nil, fail(http.StatusNotFound, CodeInviteUnknown, "no such invite on this broker")
-	case errors.Is(err, broker.ErrInviteExpired):
-		return nil, fail(http.StatusGone, CodeInviteExpired, "the invite has expired; ask the mesh owner for a new one")
-	case errors.Is(err, broker.ErrInviteUsedUp):
-		return nil, fail(http.StatusGone, CodeInviteUsedUp, "the invite has no uses left; ask the mesh owner for a new one")
-	case errors.Is(err, broker.ErrMemberRevoked):
-		return nil, fail(http.StatusForbidden, CodeMemberRevoked, "this key was revoked from the mesh; join with a new key")
-	case errors.Is(err, broker.ErrInvalid):
-		return nil, fail(http.StatusBadRequest, CodeInvalidRequest, err.Error())
-	case err != nil:
-		return nil, err
+	red, err := h.store.RedeemInvite(r.Context(), req.InviteToken, req.PeerPubkey, req.DisplayName)
+	if err != nil {
+		return nil, redeemRefusal(err)
 	}
-	h.log.Info("member_joined", "mesh", mesh.Slug, "member_id", member.ID, "pubkey_prefix", member.Pubkey[:16])
-	return &Response{MeshID: mesh.ID, MemberID: member.ID, Slug: mesh.Slug, Name: mesh.Slug,
-		DisplayName: member.DisplayName}, nil
+	h.log.Info("member_joined", "mesh", red.Mesh.Slug, "member_id", red.Member.ID,
+		"pubkey_prefix", red.Member.Pubkey[:16], "already_member", red.AlreadyMember)
+	return &Response{OK: true, MemberID: red.Member.ID, AlreadyMember: red.AlreadyMember}, nil
 }
 
-// decodeRequest reads at most MaxRequestBytes and decodes exactly one JSON
-// object with no unknown fields.
+// redeemRefusal names the store's refusals; anything else is the
+// broker's failure.
+func redeemRefusal(err error) error {
+	if taken, ok := errors.AsType[*broker.NameTakenError](err); ok {
+		return refuse(CodeNameTaken, taken.Error()+" (the invite was not used)")
+	}
+	for _, c := range []struct {
+		err          error
+		code, detail string
+	}{
+		{messages.ErrInviteSignature, CodeBadSignature, "the invite's signature does not verify: the link was changed; ask for a new one"},
+		{messages.ErrInviteMalformed, CodeMalformed, "the invite token is not a v1 invite"},
+		{broker.ErrInviteUnknown, CodeNotFound, "this broker did not issue this invite; check that the link was copied whole"},
+		{broker.ErrInviteOwnerMismatch, CodeOwnerMismatch, "the invite is not signed by this mesh's owner key; ask for a new one"},
+		{broker.ErrInviteRevoked, CodeRevoked, "the invite was revoked; ask the mesh owner for a new one"},
+		{broker.ErrInviteExpired, CodeExpired, "the invite has expired; ask the mesh owner for a new one"},
+		{broker.ErrInviteUsedUp, CodeExhausted, "the invite has no uses left; ask the mesh owner for a new one"},
+		{broker.ErrMemberRevoked, CodeMemberRevoked, "this key was revoked from the mesh; join with a new key"},
+		{broker.ErrInvalid, CodeInvalidName, err.Error()},
+	} {
+		if errors.Is(err, c.err) {
+			return refuse(c.code, c.detail)
+		}
+	}
+	return err
+}
+
+var hexPubkey = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// decodeRequest reads at most MaxRequestBytes, decodes one JSON object and
+// checks its fields as upstream does, and the display name as our store
+// will.
 func decodeRequest(w http.ResponseWriter, r *http.Request) (*Request, error) {
-	tooLarge := fail(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
-		"the request body exceeds "+strconv.Itoa(MaxRequestBytes)+" bytes")
+	tooLarge := &refusal{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge,
+		detail: "the request body exceeds " + strconv.Itoa(MaxRequestBytes) + " bytes"}
 	if r.ContentLength > MaxRequestBytes {
 		return nil, tooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
+	switch _, isMax := errors.AsType[*http.MaxBytesError](err); {
+	case isMax:
 		return nil, tooLarge
 	case err != nil:
-		return nil, fail(http.StatusBadRequest, CodeInvalidJSON, "reading the body: "+err.Error())
+		return nil, refuse(CodeInvalidJSON, "reading the body: "+err.Error())
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var req Request
 	if err := dec.Decode(&req); err != nil {
-		return nil, fail(http.StatusBadRequest, CodeInvalidJSON, err.Error())
+		return nil, refuse(CodeInvalidJSON, "the body must be one JSON object: "+err.Error())
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fail(http.StatusBadRequest, CodeInvalidJSON, "trailing data after the JSON object")
+		return nil, refuse(CodeInvalidJSON, "trailing data after the JSON object")
+	}
+	if req.InviteToken == "" || req.PeerPubkey == "" || req.DisplayName == "" || !isObject(req.InvitePayload) {
+		return nil, refuse(CodeRequired, "invite_payload is the token's payload as a JSON object")
+	}
+	if !hexPubkey.MatchString(req.PeerPubkey) {
+		return nil, refuse(CodeInvalidPubkey, "the member key being enrolled, ed25519")
+	}
+	if name := strings.TrimSpace(req.DisplayName); name == "" || len(name) > MaxDisplayNameBytes || !utf8.ValidString(name) {
+		return nil, refuse(CodeInvalidName, "display_name must be 1-"+strconv.Itoa(MaxDisplayNameBytes)+" bytes of UTF-8")
 	}
 	return &req, nil
 }
 
-// verify checks the fields and that the signature over the token and pubkey
-// verifies under that pubkey.
-func (req *Request) verify(token string) error {
-	pub, err := meshcrypto.ParsePublicKey(req.Pubkey)
-	if err != nil {
-		return fail(http.StatusBadRequest, CodeInvalidPubkey, "pubkey must be a valid ed25519 public key in 64 hex characters")
-	}
-	req.DisplayName = strings.TrimSpace(req.DisplayName)
-	if req.DisplayName == "" || len(req.DisplayName) > MaxDisplayNameBytes || !utf8.ValidString(req.DisplayName) {
-		return fail(http.StatusBadRequest, CodeInvalidDisplayName,
-			"display_name must be 1-"+strconv.Itoa(MaxDisplayNameBytes)+" bytes of UTF-8")
-	}
-	sig, err := hex.DecodeString(req.Signature)
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return fail(http.StatusBadRequest, CodeBadSignature, "signature must be 128 hex characters")
-	}
-	if !ed25519.Verify(pub, SignatureMessage(token, req.Pubkey), sig) {
-		return fail(http.StatusBadRequest, CodeBadSignature,
-			"signature does not verify: sign claudemesh-join|<token>|<pubkey> with the key being registered")
-	}
-	return nil
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // writeJSON renders v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","detail":"response could not be encoded"}`)
+		status, b = http.StatusInternalServerError, []byte(`{"ok":false,"error":"internal","detail":"the answer could not be encoded"}`)
 	}
 	b = append(b, '\n')
 	h := w.Header()

@@ -2,65 +2,58 @@ package join
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
-// signedBody is a join request for token signed by id.
-func signedBody(id *meshcrypto.Identity, token, name string) string {
-	pub := id.PublicKeyHex()
-	b, _ := json.Marshal(Request{Pubkey: pub, DisplayName: name,
-		Signature: hex.EncodeToString(id.Sign(SignatureMessage(token, pub)))})
-	return string(b)
-}
+// The requests below are what the upstream CLI sends, built here with the
+// standard library alone: no code of this package makes them.
 
-// answer is one HTTP answer of the handler.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (a *answer) errorBody(t *testing.T) ErrorBody {
+// upstreamBody is the upstream CLI's join request for token: the token, its
+// decoded payload, a fresh ed25519 public key and the name.
+func upstreamBody(t *testing.T, token, name string) map[string]any {
 	t.Helper()
-	var eb ErrorBody
-	if err := json.Unmarshal(a.body, &eb); err != nil {
-		t.Fatalf("error body %q: %v", a.body, err)
-	}
-	return eb
-}
-
-func (a *answer) response(t *testing.T) Response {
-	t.Helper()
-	if a.status != http.StatusOK {
-		t.Fatalf("status %d, body %s", a.status, a.body)
-	}
-	var r Response
-	dec := json.NewDecoder(strings.NewReader(string(a.body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		t.Fatalf("response %q: %v", a.body, err)
-	}
-	return r
-}
-
-// send makes a request to the env's server. A body reader that is not a
-// *strings.Reader is sent chunked (no Content-Length).
-func (e *env) send(t *testing.T, method, path string, body io.Reader) *answer {
-	t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.srv.Client().Do(req)
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{"invite_token": token, "invite_payload": json.RawMessage(raw),
+		"peer_pubkey": hex.EncodeToString(pub), "display_name": name}
+}
+
+// upstreamAnswer is a decoded answer: the status and the JSON body.
+type upstreamAnswer struct {
+	status int
+	body   map[string]any
+}
+
+// postJoin POSTs body (JSON-encoded unless a string) to the server's /join.
+func postJoin(t *testing.T, srvURL string, body any) upstreamAnswer {
+	t.Helper()
+	raw, ok := body.(string)
+	if !ok {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = string(b)
+	}
+	resp, err := http.Post(srvURL+"/join", "application/json", strings.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,207 +62,188 @@ func (e *env) send(t *testing.T, method, path string, body io.Reader) *answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type %q, want application/json", ct)
+	a := upstreamAnswer{status: resp.StatusCode}
+	if err := json.Unmarshal(b, &a.body); err != nil || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("answer %d %q (%s): %v", resp.StatusCode, b, resp.Header.Get("Content-Type"), err)
 	}
-	return &answer{status: resp.StatusCode, header: resp.Header, body: b}
+	return a
 }
 
-func (e *env) post(t *testing.T, token, body string) *answer {
+// tamperToken re-encodes token's payload with one field changed, keeping
+// the signature.
+func tamperToken(t *testing.T, token, field string, value any) string {
 	t.Helper()
-	return e.send(t, http.MethodPost, "/join/"+token, strings.NewReader(body))
-}
-
-func (e *env) memberCount(t *testing.T) int {
-	t.Helper()
-	members, err := e.store.Members(context.Background(), e.mesh.ID)
+	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(members)
+	var p map[string]any
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	p[field] = value
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// chunked hides a reader's length so the request goes out without a
-// Content-Length.
-type chunked struct{ io.Reader }
-
-func TestHandlerRequests(t *testing.T) {
+// TestJoinUpstreamShape: one member per use, a key that joined again
+// answered alreadyMember without a use, and the member stored as sent.
+func TestJoinUpstreamShape(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		alice, mallory := newIdentity(t), newIdentity(t)
-		smallOrder := "01" + strings.Repeat("00", 31) // the identity point
-		cases := []struct {
-			name   string
-			method string
-			path   func(token string) string
-			body   func(token string) io.Reader
-			status int
-			code   string
-		}{
-			{name: "success", body: func(tok string) io.Reader { return strings.NewReader(signedBody(alice, tok, "alice")) },
-				status: 200},
-			{name: "signed by another key", body: func(tok string) io.Reader {
-				b := signedBody(mallory, tok, "alice")
-				return strings.NewReader(strings.Replace(b, mallory.PublicKeyHex(), alice.PublicKeyHex(), 1))
-			}, status: 400, code: CodeBadSignature},
-			{name: "signature over another token", body: func(string) io.Reader {
-				return strings.NewReader(signedBody(alice, "another-token", "alice"))
-			}, status: 400, code: CodeBadSignature},
-			{name: "malformed signature", body: func(tok string) io.Reader {
-				return strings.NewReader(`{"pubkey":"` + alice.PublicKeyHex() + `","display_name":"alice","signature":"zz"}`)
-			}, status: 400, code: CodeBadSignature},
-			{name: "missing signature", body: func(tok string) io.Reader {
-				return strings.NewReader(`{"pubkey":"` + alice.PublicKeyHex() + `","display_name":"alice"}`)
-			}, status: 400, code: CodeBadSignature},
-			{name: "pubkey not hex", body: func(tok string) io.Reader {
-				return strings.NewReader(`{"pubkey":"xyz","display_name":"alice","signature":"00"}`)
-			}, status: 400, code: CodeInvalidPubkey},
-			{name: "pubkey 63 hex", body: func(tok string) io.Reader {
-				return strings.NewReader(`{"pubkey":"` + alice.PublicKeyHex()[1:] + `","display_name":"alice","signature":"00"}`)
-			}, status: 400, code: CodeInvalidPubkey},
-			{name: "pubkey small order", body: func(tok string) io.Reader {
-				return strings.NewReader(`{"pubkey":"` + smallOrder + `","display_name":"alice","signature":"00"}`)
-			}, status: 400, code: CodeInvalidPubkey},
-			{name: "empty display name", body: func(tok string) io.Reader { return strings.NewReader(signedBody(alice, tok, "  ")) },
-				status: 400, code: CodeInvalidDisplayName},
-			{name: "display name too long", body: func(tok string) io.Reader {
-				return strings.NewReader(signedBody(alice, tok, strings.Repeat("a", MaxDisplayNameBytes+1)))
-			}, status: 400, code: CodeInvalidDisplayName},
-			{name: "unknown field", body: func(tok string) io.Reader {
-				b := signedBody(alice, tok, "alice")
-				return strings.NewReader(strings.TrimSuffix(b, "}") + `,"role":"owner"}`)
-			}, status: 400, code: CodeInvalidJSON},
-			{name: "trailing data", body: func(tok string) io.Reader {
-				return strings.NewReader(signedBody(alice, tok, "alice") + `{}`)
-			}, status: 400, code: CodeInvalidJSON},
-			{name: "not JSON", body: func(string) io.Reader { return strings.NewReader("pubkey=abc") },
-				status: 400, code: CodeInvalidJSON},
-			{name: "empty body", body: func(string) io.Reader { return strings.NewReader("") },
-				status: 400, code: CodeInvalidJSON},
-			{name: "oversize body", body: func(tok string) io.Reader {
-				return strings.NewReader(`{"display_name":"` + strings.Repeat("a", MaxRequestBytes) + `"}`)
-			}, status: 413, code: CodeBodyTooLarge},
-			{name: "oversize body chunked", body: func(tok string) io.Reader {
-				return chunked{strings.NewReader(`{"display_name":"` + strings.Repeat("a", MaxRequestBytes) + `"}`)}
-			}, status: 413, code: CodeBodyTooLarge},
-			{name: "unknown token", path: func(string) string { return "/join/" + strings.Repeat("A", 43) },
-				body: func(string) io.Reader {
-					return strings.NewReader(signedBody(alice, strings.Repeat("A", 43), "alice"))
-				}, status: 404, code: CodeInviteUnknown},
-			{name: "token not base64url", path: func(string) string { return "/join/a.b" },
-				body:   func(string) io.Reader { return strings.NewReader(signedBody(alice, "a.b", "alice")) },
-				status: 404, code: CodeInviteUnknown},
-			{name: "GET", method: http.MethodGet, status: 405, code: CodeMethodNotAllowed},
-			{name: "PUT", method: http.MethodPut, status: 405, code: CodeMethodNotAllowed},
-			{name: "no token", path: func(string) string { return "/join/" }, status: 404, code: CodeNotFound},
-			{name: "extra segment", path: func(tok string) string { return "/join/" + tok + "/x" }, status: 404, code: CodeNotFound},
-			{name: "other path", path: func(string) string { return "/ws" }, status: 404, code: CodeNotFound},
+		inv := e.invite(t, 2, time.Hour)
+		alice := upstreamBody(t, inv.Token, "alice")
+		first := postJoin(t, e.srv.URL, alice)
+		id, _ := first.body["memberId"].(string)
+		if first.status != 200 || first.body["ok"] != true || id == "" || first.body["alreadyMember"] != nil {
+			t.Fatalf("first join: %d %v", first.status, first.body)
 		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				token := e.invite(t, 1, time.Hour)
-				method, path, body := http.MethodPost, "/join/"+token, io.Reader(http.NoBody)
-				if tc.method != "" {
-					method = tc.method
-				}
-				if tc.path != nil {
-					path = tc.path(token)
-				}
-				if tc.body != nil {
-					body = tc.body(token)
-				}
-				before := e.memberCount(t)
-				a := e.send(t, method, path, body)
-				if a.status != tc.status {
-					t.Fatalf("status %d, want %d; body %s", a.status, tc.status, a.body)
-				}
-				if tc.status == http.StatusOK {
-					r := a.response(t)
-					if r.MeshID != e.mesh.ID || r.Slug != "demo" || r.Name != "demo" || r.DisplayName != "alice" || r.MemberID == "" {
-						t.Errorf("response %+v", r)
-					}
-					m, err := e.store.MemberByPubkey(context.Background(), e.mesh.ID, alice.PublicKeyHex())
-					if err != nil || m.ID != r.MemberID {
-						t.Errorf("stored member %+v, %v; want id %s", m, err, r.MemberID)
-					}
-					return
-				}
-				if eb := a.errorBody(t); eb.Error != tc.code || eb.Detail == "" {
-					t.Errorf("error body %+v, want code %s with a detail", eb, tc.code)
-				}
-				if tc.status == http.StatusMethodNotAllowed && a.header.Get("Allow") != http.MethodPost {
-					t.Errorf("Allow %q, want POST", a.header.Get("Allow"))
-				}
-				if after := e.memberCount(t); after != before {
-					t.Errorf("a refused request changed the member count from %d to %d", before, after)
-				}
-			})
+		m, err := e.store.MemberByPubkey(context.Background(), e.mesh.ID, alice["peer_pubkey"].(string))
+		if err != nil || m.ID != id || m.DisplayName != "alice" {
+			t.Errorf("stored member %+v, %v; want id %s named alice", m, err, id)
 		}
-		if strings.Contains(e.logs.String(), "/join/") {
-			t.Errorf("the handler logged a path:\n%s", e.logs)
+		again := postJoin(t, e.srv.URL, alice)
+		if again.status != 200 || again.body["memberId"] != id || again.body["alreadyMember"] != true {
+			t.Errorf("join again: %d %v; want the same member, alreadyMember", again.status, again.body)
+		}
+		if got := e.usesLeft(t, inv.ID); got != 1 {
+			t.Errorf("%d uses left after one member; want 1", got)
+		}
+		if a := postJoin(t, e.srv.URL, upstreamBody(t, inv.Token, "bob")); a.status != 200 {
+			t.Errorf("second use: %d %v", a.status, a.body)
+		}
+		used := postJoin(t, e.srv.URL, upstreamBody(t, inv.Token, "carol"))
+		if used.status != 400 || used.body["ok"] != false || used.body["error"] != CodeExhausted {
+			t.Errorf("third use: %d %v; want 400 %s", used.status, used.body, CodeExhausted)
+		}
+		if n := e.members(t); n != 2 {
+			t.Errorf("%d members; want 2", n)
 		}
 	})
 }
 
-func TestHandlerRetryAndUsedUp(t *testing.T) {
+// TestJoinRefusals: each bad request gets its status and error, and
+// changes nothing: no member, no use.
+func TestJoinRefusals(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		token := e.invite(t, 1, time.Hour)
-		alice, bob := newIdentity(t), newIdentity(t)
-		first := e.post(t, token, signedBody(alice, token, "alice")).response(t)
-		again := e.post(t, token, signedBody(alice, token, "alice again")).response(t)
-		if again != first {
-			t.Errorf("retry answered %+v, want the first answer %+v", again, first)
-		}
-		a := e.post(t, token, signedBody(bob, token, "bob"))
-		if a.status != http.StatusGone || a.errorBody(t).Error != CodeInviteUsedUp {
-			t.Fatalf("second key: %d %s, want 410 invite_used_up", a.status, a.body)
-		}
-		members, err := e.store.Members(context.Background(), e.mesh.ID)
-		if err != nil || len(members) != 1 || members[0].Pubkey != alice.PublicKeyHex() {
-			t.Errorf("members %+v, %v; want alice only", members, err)
-		}
-		if logs := e.logs.String(); strings.Contains(logs, token) || !strings.Contains(logs, "member_joined") {
-			t.Errorf("logs hold the token or lack member_joined:\n%s", logs)
-		}
-	})
-}
-
-func TestHandlerExpired(t *testing.T) {
-	backends(t, func(t *testing.T, e *env) {
-		token := e.invite(t, 5, time.Hour)
-		e.clock.Advance(time.Hour)
-		a := e.post(t, token, signedBody(newIdentity(t), token, "late"))
-		if a.status != http.StatusGone || a.errorBody(t).Error != CodeInviteExpired {
-			t.Fatalf("expired invite: %d %s, want 410 invite_expired", a.status, a.body)
-		}
-	})
-}
-
-func TestHandlerRevoked(t *testing.T) {
-	backends(t, func(t *testing.T, e *env) {
-		token := e.invite(t, 5, time.Hour)
-		alice := newIdentity(t)
-		e.post(t, token, signedBody(alice, token, "alice")).response(t)
-		if err := e.store.RevokeMember(context.Background(), e.mesh.ID, alice.PublicKeyHex()); err != nil {
+		ctx := context.Background()
+		inv := e.invite(t, 5, time.Hour)
+		revoked := e.invite(t, 5, time.Hour)
+		if err := e.store.RevokeInvite(ctx, e.mesh.Slug, revoked.ID); err != nil {
 			t.Fatal(err)
 		}
-		a := e.post(t, token, signedBody(alice, token, "alice"))
-		if a.status != http.StatusForbidden || a.errorBody(t).Error != CodeMemberRevoked {
-			t.Fatalf("revoked key: %d %s, want 403 member_revoked", a.status, a.body)
+		expiring := e.invite(t, 5, time.Minute)
+		other := newEnv(t, broker.Options{Dir: t.TempDir()}) // a broker that never issued inv
+		foreign := other.invite(t, 1, time.Hour)
+		takenBody := upstreamBody(t, inv.Token, "alice")
+		if a := postJoin(t, e.srv.URL, takenBody); a.status != 200 {
+			t.Fatalf("alice: %d %v", a.status, a.body)
 		}
-		// Another key still joins with the same invite.
-		e.post(t, token, signedBody(newIdentity(t), token, "alice2")).response(t)
+		revokedKey := upstreamBody(t, inv.Token, "mallory")
+		if a := postJoin(t, e.srv.URL, revokedKey); a.status != 200 {
+			t.Fatalf("mallory: %d %v", a.status, a.body)
+		}
+		if err := e.store.RevokeMember(ctx, e.mesh.ID, revokedKey["peer_pubkey"].(string)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Minute) // expiring is now expired
+
+		with := func(token, name string, change func(map[string]any)) map[string]any {
+			b := upstreamBody(t, token, name)
+			if change != nil {
+				change(b)
+			}
+			return b
+		}
+		tampered := tamperToken(t, inv.Token, "mesh_slug", "other")
+		cases := []struct {
+			name   string
+			body   any
+			status int
+			error  string
+		}{
+			{"expired", with(expiring.Token, "bob", nil), 400, CodeExpired},
+			{"revoked", with(revoked.Token, "bob", nil), 400, CodeRevoked},
+			{"tampered", with(tampered, "bob", nil), 400, CodeBadSignature},
+			{"role raised", with(tamperToken(t, inv.Token, "role", "admin"), "bob", nil), 400, CodeBadSignature},
+			{"issued by another broker", with(foreign.Token, "bob", nil), 400, CodeNotFound},
+			{"opaque token", with("Zm9vYmFyYmF6cXV1eGNvcmdlZ3JhdWx0", "bob", func(b map[string]any) {
+				b["invite_payload"] = map[string]any{"v": 1}
+			}), 400, CodeMalformed},
+			{"payload of another invite", with(inv.Token, "bob", func(b map[string]any) {
+				b["invite_payload"] = json.RawMessage(mustDecode(t, revoked.Token))
+			}), 400, CodePayloadMismatch},
+			{"revoked member", revokedKey, 400, CodeMemberRevoked},
+			{"name taken", with(inv.Token, "ALICE", nil), 400, CodeNameTaken},
+			{"blank name", with(inv.Token, "  ", nil), 400, CodeInvalidName},
+			{"no display_name", with(inv.Token, "", nil), 400, CodeRequired},
+			{"no invite_payload", with(inv.Token, "bob", func(b map[string]any) { delete(b, "invite_payload") }), 400, CodeRequired},
+			{"payload not an object", with(inv.Token, "bob", func(b map[string]any) { b["invite_payload"] = "x" }), 400, CodeRequired},
+			{"short pubkey", with(inv.Token, "bob", func(b map[string]any) { b["peer_pubkey"] = "abcd" }), 400, CodeInvalidPubkey},
+			{"not JSON", `{"invite_token":`, 400, CodeInvalidJSON},
+			{"two objects", `{} {}`, 400, CodeInvalidJSON},
+			{"too large", `{"display_name":"` + strings.Repeat("a", MaxRequestBytes) + `"}`, 413, CodeTooLarge},
+		}
+		for _, c := range cases {
+			a := postJoin(t, e.srv.URL, c.body)
+			if a.status != c.status || a.body["ok"] != false || a.body["error"] != c.error || a.body["detail"] == "" {
+				t.Errorf("%s: %d %v; want %d %q with a detail", c.name, a.status, a.body, c.status, c.error)
+			}
+		}
+		if n, left := e.members(t), e.usesLeft(t, inv.ID); n != 1 || left != 3 {
+			t.Errorf("after the refusals: %d active members, %d uses left; want 1 (alice) and 3", n, left)
+		}
+		resp, err := http.Get(e.srv.URL + "/join")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
+			t.Errorf("GET /join: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+		}
+		if logs := e.logs.String(); strings.Contains(logs, inv.Token[:40]) {
+			t.Errorf("the handler logged a token: %s", logs)
+		}
 	})
 }
 
-func TestHandlerStoreFailure(t *testing.T) {
-	e := newEnv(t, brokerOptionsSQLite(t))
-	token := e.invite(t, 1, time.Hour)
-	e.store.Close()
-	a := e.post(t, token, signedBody(newIdentity(t), token, "alice"))
-	if a.status != http.StatusInternalServerError || a.errorBody(t).Error != CodeInternal {
-		t.Fatalf("closed store: %d %s, want 500 internal", a.status, a.body)
+// TestJoinConcurrentOneUse: many keys racing for a one-use invite; one
+// joins.
+func TestJoinConcurrentOneUse(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		inv := e.invite(t, 1, time.Hour)
+		answers := make([]upstreamAnswer, 16)
+		bodies := make([]map[string]any, len(answers))
+		for i := range bodies {
+			bodies[i] = upstreamBody(t, inv.Token, "agent-"+string(rune('a'+i)))
+		}
+		var wg sync.WaitGroup
+		for i := range answers {
+			wg.Go(func() { answers[i] = postJoin(t, e.srv.URL, bodies[i]) })
+		}
+		wg.Wait()
+		ok := 0
+		for _, a := range answers {
+			switch {
+			case a.status == 200:
+				ok++
+			case a.status != 400 || a.body["error"] != CodeExhausted:
+				t.Errorf("answer %d %v; want 200 or 400 %s", a.status, a.body, CodeExhausted)
+			}
+		}
+		if ok != 1 || e.members(t) != 1 || e.usesLeft(t, inv.ID) != 0 {
+			t.Errorf("%d joined, %d members, %d uses left; want 1, 1, 0", ok, e.members(t), e.usesLeft(t, inv.ID))
+		}
+	})
+}
+
+func mustDecode(t *testing.T, token string) []byte {
+	t.Helper()
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if logs := e.logs.String(); strings.Contains(logs, token) || !strings.Contains(logs, "join_failed") {
-		t.Errorf("logs hold the token or lack join_failed:\n%s", logs)
-	}
+	return raw
 }

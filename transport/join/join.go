@@ -1,183 +1,100 @@
-// Package join owns the broker's HTTP join endpoint and its client: the one
-// step that turns an invite URL into a registered member key.
+// Package join owns the v1 invite flow of wire-protocol §3.7 on both
+// sides: the broker's `POST /join` endpoint (Handler), and the joiner's
+// client, which reads an invite link, checks it offline and enrolls a key
+// with the broker that issued it (Client).
 //
-// An invite URL is `<broker base URL>/join/<token>`, where the token is the
-// broker store's base64url invite token and the base URL is http(s) with an
-// optional path prefix (a broker behind a reverse proxy). The broker's
-// WebSocket is the same base with ws(s) and `/ws`:
+// An invite link carries a token: base64url (no padding) of the invite's
+// JSON payload, signed by the mesh owner's ed25519 key
+// (messages.InvitePayload). The link forms are those of the upstream CLI:
 //
-//	http://127.0.0.1:7900/join/AbC…  →  ws://127.0.0.1:7900/ws
-//	https://mesh.example/cm/join/AbC… →  wss://mesh.example/cm/ws
+//	ic://join/<token>
+//	http(s)://host[/<2-letter locale>]/join/<token>
+//	<token>                               (bare, more than 20 characters)
+//	https://host[/<locale>]/i/<code>      (short: resolved by GET /api/public/invite-code/<code>)
 //
-// The joiner POSTs `{"pubkey","display_name","signature"}` to the invite URL.
-// The signature is ed25519, by the key being registered, over
-// `claudemesh-join|<token>|<pubkey>` (SignatureMessage): proof that the
-// caller holds the secret key, bound to this invite. The broker answers the
-// membership (mesh id, member id, slug, name) or an error envelope
-// `{"error": code, "detail": …}`.
+// The host of a link is only where it points a browser: the joiner POSTs
+// to the broker the signed payload names. `broker_url` `wss://h/ws` gives
+// `https://h/join`, `ws://h:p/ws` `http://h:p/join`; a path before `/ws`
+// is kept (`wss://h/cm/ws` → `https://h/cm/join`, where upstream's CLI
+// would post to `https://h/join`).
+//
+// The request is upstream's: `{invite_token, invite_payload, peer_pubkey,
+// display_name}`; the answer `200 {ok:true, memberId, alreadyMember?}` or
+// `400 {ok:false, error}` (413 for a body over MaxRequestBytes). `error`
+// is upstream's code (invite_expired, invite_exhausted, …; Code*), and
+// our broker adds `detail`, a sentence for the user.
 //
 // Decisions the spec leaves open:
-//   - Our broker has no mesh display name; "name" is the mesh slug.
-//   - A retried join with the same key returns the same membership without
-//     using up the invite (the store's rule), so a client that lost the
-//     answer may simply retry.
-//   - The client never follows redirects: it would re-send the invite to a
-//     host the user did not name. A redirect is reported with its target.
+//   - Our broker has no mesh display name; a membership's name is the
+//     slug.
+//   - A retried join with the same key answers the same membership with
+//     alreadyMember and uses nothing (the store's rule), so a client that
+//     lost the answer retries.
+//   - The client never follows redirects: it would send the invite to a
+//     host the user did not name.
 //
-// This package never logs invite tokens (they are bearer secrets until used
-// up) nor the request path that carries them. Redeem never stores the key
-// it registers: the caller records it with config.Paths.AddMembership, which writes
-// config.json in the upstream format.
+// This package never logs invite tokens (bearer capabilities until used
+// up). Join never stores the key it enrolls: the caller records it with
+// config.Paths.AddMembership.
 package join
 
 import (
+	"encoding/json"
 	"errors"
-	"fmt"
-	"net/url"
-	"strings"
 )
 
 // Limits.
 const (
-	// MaxRequestBytes bounds a join request body.
-	MaxRequestBytes = 16 << 10
-	// MaxResponseBytes bounds the answer the client reads.
+	// MaxRequestBytes bounds a join request body (upstream bounds it by
+	// its message size limit); a larger one is answered 413.
+	MaxRequestBytes = 64 << 10
+	// MaxResponseBytes bounds the answers the client reads.
 	MaxResponseBytes = 64 << 10
 	// MaxDisplayNameBytes is the store's limit on a member's display name.
 	MaxDisplayNameBytes = 128
-
-	signaturePrefix = "claudemesh-join"
-	// PathPrefix starts the path of every invite URL (after any base path).
-	PathPrefix = "/join/"
+	// Path is where the broker serves joins.
+	Path = "/join"
 )
 
-// Error codes of the envelope.
+// Error codes of a refusal (`error`): upstream's where it has one.
 const (
-	CodeInvalidJSON        = "invalid_json"
-	CodeInvalidPubkey      = "invalid_pubkey"
-	CodeInvalidDisplayName = "invalid_display_name"
-	CodeInvalidRequest     = "invalid_request"
-	CodeBadSignature       = "bad_signature"
-	CodeInviteUnknown      = "invite_unknown"
-	CodeInviteExpired      = "invite_expired"
-	CodeInviteUsedUp       = "invite_used_up"
-	CodeMemberRevoked      = "member_revoked"
-	CodeBodyTooLarge       = "body_too_large"
-	CodeMethodNotAllowed   = "method_not_allowed"
-	CodeNotFound           = "not_found"
-	CodeInternal           = "internal"
+	CodeRequired        = "invite_token, invite_payload, peer_pubkey, display_name required"
+	CodeInvalidPubkey   = "peer_pubkey must be 64 hex chars (32 bytes)"
+	CodeTooLarge        = "payload too large"
+	CodeInvalidJSON     = "invalid_json"
+	CodeInvalidName     = "invalid_display_name"
+	CodeMalformed       = "invite_malformed"
+	CodePayloadMismatch = "invite_payload_mismatch"
+	CodeBadSignature    = "invite_bad_signature"
+	CodeOwnerMismatch   = "invite_owner_mismatch"
+	CodeNotFound        = "invite_not_found"
+	CodeRevoked         = "invite_revoked"
+	CodeExpired         = "invite_expired"
+	CodeExhausted       = "invite_exhausted"
+	CodeMemberRevoked   = "member_revoked"
+	CodeNameTaken       = "name_taken"
+	CodeMethod          = "method_not_allowed"
+	CodeInternal        = "internal"
 )
 
-// Request is the body of POST /join/{token}.
+// Request is the body of POST /join.
 type Request struct {
-	Pubkey      string `json:"pubkey"`       // 64 hex, ed25519
-	DisplayName string `json:"display_name"` // 1-128 bytes after trimming
-	Signature   string `json:"signature"`    // 128 hex over SignatureMessage(token, Pubkey)
+	InviteToken string `json:"invite_token"`
+	// InvitePayload is the token's payload as a JSON object; the broker
+	// refuses one that differs from the token's.
+	InvitePayload json.RawMessage `json:"invite_payload"`
+	PeerPubkey    string          `json:"peer_pubkey"`  // 64 hex, ed25519
+	DisplayName   string          `json:"display_name"` // 1-128 bytes after trimming
 }
 
-// Response is the 200 answer: the membership the key now holds.
+// Response is every answer: ok with the membership, or a refusal.
 type Response struct {
-	MeshID      string `json:"mesh_id"`
-	MemberID    string `json:"member_id"`
-	Slug        string `json:"slug"`
-	Name        string `json:"name"`
-	DisplayName string `json:"display_name"`
+	OK            bool   `json:"ok"`
+	MemberID      string `json:"memberId,omitempty"`
+	AlreadyMember bool   `json:"alreadyMember,omitempty"`
+	Error         string `json:"error,omitempty"`
+	Detail        string `json:"detail,omitempty"`
 }
 
-// ErrorBody is every non-200 answer.
-type ErrorBody struct {
-	Error  string `json:"error"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// SignatureMessage is what the joining key signs: the invite token and the
-// pubkey exactly as sent.
-func SignatureMessage(token, pubkey string) []byte {
-	return []byte(signaturePrefix + "|" + token + "|" + pubkey)
-}
-
-// ErrBadInviteURL reports an invite URL that is not http(s)://…/join/<token>.
-var ErrBadInviteURL = errors.New("not a claudemesh invite URL")
-
-// Invite is a parsed invite URL.
-type Invite struct {
-	JoinURL   string // where to POST: the invite URL, normalized
-	Token     string
-	BrokerURL string // the broker's WebSocket URL
-}
-
-// ParseInviteURL parses `http(s)://host[/base]/join/<token>`. Surrounding
-// white space and one trailing slash are tolerated; a query, fragment or
-// user info is not.
-func ParseInviteURL(raw string) (*Invite, error) {
-	s := strings.TrimSuffix(strings.TrimSpace(raw), "/")
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadInviteURL, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%w: %q: the scheme must be http or https", ErrBadInviteURL, redactURL(s))
-	}
-	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return nil, fmt.Errorf("%w: %q: want %s://host/join/<token>", ErrBadInviteURL, redactURL(s), u.Scheme)
-	}
-	i := strings.LastIndex(u.Path, PathPrefix)
-	if i < 0 {
-		return nil, fmt.Errorf("%w: %q: the path must end in /join/<token>", ErrBadInviteURL, redactURL(s))
-	}
-	base, token := u.Path[:i], u.Path[i+len(PathPrefix):]
-	if !validToken(token) {
-		return nil, fmt.Errorf("%w: %q: the token after /join/ must be base64url", ErrBadInviteURL, redactURL(s))
-	}
-	ws := *u
-	ws.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
-	ws.Path, ws.RawPath = base+"/ws", ""
-	return &Invite{JoinURL: u.String(), Token: token, BrokerURL: ws.String()}, nil
-}
-
-// InviteURL builds the invite URL for token on the broker at base, an
-// http(s) base URL; the broker's ws(s)://…/ws URL is accepted too.
-func InviteURL(base, token string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(base))
-	if err != nil {
-		return "", fmt.Errorf("broker URL: %w", err)
-	}
-	switch u.Scheme {
-	case "http", "https":
-	case "ws", "wss":
-		u.Scheme = map[string]string{"ws": "http", "wss": "https"}[u.Scheme]
-		u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/ws")
-	default:
-		return "", fmt.Errorf("broker URL %q: the scheme must be http or https", base)
-	}
-	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", fmt.Errorf("broker URL %q: want http(s)://host[:port][/path]", base)
-	}
-	if !validToken(token) {
-		return "", errors.New("invite token is not base64url")
-	}
-	u.Path, u.RawPath = strings.TrimSuffix(u.Path, "/")+PathPrefix+token, ""
-	return u.String(), nil
-}
-
-// validToken accepts 1-256 base64url characters: anything else cannot be
-// a token the store minted.
-func validToken(t string) bool {
-	if t == "" || len(t) > 256 {
-		return false
-	}
-	for _, c := range t {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// redactURL hides the token part of an invite URL in error messages.
-func redactURL(s string) string {
-	if i := strings.LastIndex(s, PathPrefix); i >= 0 && len(s) > i+len(PathPrefix) {
-		return s[:i+len(PathPrefix)] + "…"
-	}
-	return s
-}
+// ErrBadInviteLink reports input that is none of the link forms.
+var ErrBadInviteLink = errors.New("not a claudemesh invite link")

@@ -67,15 +67,15 @@ func (b *ourBroker) member(name string) *member {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	inv, err := b.store.CreateInvite(context.Background(), b.mesh.Slug, 1, time.Hour)
+	inv, err := b.store.CreateInvite(context.Background(), broker.InviteRequest{MeshSlug: b.mesh.Slug, BrokerURL: "ws://127.0.0.1/ws", Uses: 1, TTL: time.Hour})
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	row, _, err := b.store.RedeemInvite(context.Background(), inv.Token, id.PublicKeyHex(), name)
+	joined, err := b.store.RedeemInvite(context.Background(), inv.Token, id.PublicKeyHex(), name)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	return &member{id: id, row: row}
+	return &member{id: id, row: joined.Member}
 }
 
 func (b *ourBroker) config(m *member) Config {
