@@ -20,8 +20,11 @@
 //     the broker's (Options.Now), not the database's.
 //   - broker_message_id and history_id are ULIDs (TEXT). A history_id sorts
 //     by accept time; it is an opaque token for the daemon.
-//   - Invite tokens are 32 random bytes, base64url without padding; only
-//     their SHA-256 is stored.
+//   - Invites are v1 signed tokens (messages.InvitePayload) signed by a
+//     per-mesh owner key the store makes at the mesh's first invite and
+//     keeps (mesh_owner_key); only a token's SHA-256 is stored. Two
+//     invites alike made in one second would be one token (ed25519 is
+//     deterministic): the later expires a second earlier.
 //   - Delivery rows stay after their ack (delivered_at set) until their
 //     message is pruned; a lease is the claimer's promise to push, and an
 //     expired lease makes the row claimable again.
@@ -34,7 +37,8 @@
 //     for every sender of the mesh, as all rows did then.
 //   - Redeeming an invite for a pubkey that is already an active member of
 //     the mesh returns that membership and does not consume a use (a retried
-//     `claudemesh join` must not fail); a revoked pubkey is refused.
+//     `claudemesh join` must not fail), as upstream's broker does; a revoked
+//     pubkey is refused.
 //
 // This package must never push, authenticate or rate-limit: the WebSocket
 // layer does that with what it reads here. It never logs message contents
