@@ -60,11 +60,11 @@ func (c *brokerUpCmd) Run() error {
 		return &exitError{code: 2, err: errors.New("--max-pending and --max-pending-per-ip must be at least 1")}
 	}
 	if c.PublicURL != "" {
-		if _, err := join.InviteURL(c.PublicURL, "check"); err != nil {
+		if _, _, err := join.BrokerURLs(c.PublicURL); err != nil {
 			return &exitError{code: 2, err: fmt.Errorf("--public-url: %w", err)}
 		}
 	}
-	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{"/join/": join.Handler(store, log)}, Log: log,
+	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{join.Path: join.Handler(store, log)}, Log: log,
 		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP}})
 	if err != nil {
 		return err
