@@ -2,7 +2,8 @@
 //
 // Exit codes: 0 success; 1 a generic failure (daemon already running, not
 // running, I/O); 2 bad usage or configuration; 4 host fingerprint mismatch;
-// 5 broker feature negotiation failed; 8 outbox integrity failure.
+// 5 broker feature negotiation failed; 8 outbox integrity failure; 10-13
+// join refused the invite link (not a link, malformed, expired, tampered).
 package main
 
 import (
@@ -21,7 +22,7 @@ var version = "0.1.0-dev"
 type cli struct {
 	Daemon    daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
 	Broker    brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
-	Join      joinCmd          `cmd:"" help:"Join a mesh with an invite URL: mint a member key, register it, record the mesh in config.json."`
+	Join      joinCmd          `cmd:"" help:"Join a mesh with an invite link (ours or upstream's): check it, mint a member key, enroll it with the broker, record the mesh in config.json."`
 	Send      sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
 	Peers     peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
 	Inbox     daemonInboxCmd   `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive."`
@@ -40,7 +41,7 @@ type cli struct {
 type brokerCmd struct {
 	Up     brokerUpCmd     `cmd:"" help:"Run the broker (SQLite in --dir by default; PostgreSQL with --database-url)."`
 	Mesh   brokerMeshCmd   `cmd:"" help:"Manage meshes on this broker's database."`
-	Invite brokerInviteCmd `cmd:"" help:"Create an invite URL for a mesh (printed on a line of its own)."`
+	Invite brokerInviteCmd `cmd:"" help:"Create a mesh's signed invite links (broker invite <slug>, the link on a line of its own), list and revoke them."`
 	Member brokerMemberCmd `cmd:"" help:"List and revoke a mesh's members."`
 }
 
