@@ -41,6 +41,11 @@ const (
 // credit. Nothing polls: a timer set to the next due row (a retry's backoff)
 // wakes the store. A dropped connection returns the mesh's inflight rows to
 // pending and ends the registration.
+//
+// Claimed rows wait in held, oldest first, until the pacer lets them go
+// (dispatch_pace.go): a rate-limit refusal pauses the whole link and puts
+// the refused row back in held, in its place, without telling the store;
+// `no connected peer` backs off that destination alone.
 type Dispatcher struct {
 	mesh       string
 	store      *actor.PID
@@ -59,6 +64,14 @@ type Dispatcher struct {
 	sent     []*flight
 	ackTimer *time.Timer
 	ackArmed bool
+
+	pacer     *wsclient.Pacer
+	held      []*flight // claimed, not sent yet: by seq
+	seq       uint64    // numbers claimed rows in claim order
+	paceTimer *time.Timer
+	paceAt    time.Time
+	dests     map[string]*destWait // destinations refused with `no connected peer`
+	board     *paceBoard
 }
 
 // dispatchGen numbers registrations across the process, so that outcomes
@@ -66,14 +79,17 @@ type Dispatcher struct {
 var dispatchGen atomic.Uint64
 
 type flight struct {
-	row  messages.ClaimedRow
-	sent time.Time
-	done bool // answered: the deadline queue drops it when it reaches the front
+	row   messages.ClaimedRow
+	seq   uint64
+	sent  time.Time
+	done  bool   // answered: the deadline queue drops it when it reaches the front
+	probe string // the destination this send probes after its `no connected peer` backoff
 }
 
 type (
 	dueTimer    struct{}
 	ackDeadline struct{}
+	paceWake    struct{}
 )
 
 func newDispatcher(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Logger) actor.Producer {
@@ -83,7 +99,8 @@ func newDispatcher(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slo
 	}
 	return func() actor.Actor {
 		return &Dispatcher{mesh: cfg.Slug, store: store, metrics: m, log: log.With("actor", "dispatcher"),
-			inflight: map[string]*flight{}, ackTimeout: ackTimeout}
+			inflight: map[string]*flight{}, ackTimeout: ackTimeout, pacer: wsclient.NewPacer(DispatchWindow, rand.Float64),
+			dests: map[string]*destWait{}}
 	}
 }
 
@@ -94,6 +111,7 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 		d.stopTimers()
 	case *linkUp:
 		d.link, d.gen = m.conn, dispatchGen.Add(1)
+		d.pacer.LinkUp()
 		ctx.Request(d.store, &messages.DispatchReady{Mesh: d.mesh, Gen: d.gen, Window: DispatchWindow,
 			MaxAge: m.maxAge.Milliseconds(), Now: time.Now().UnixMilli()})
 	case *linkDown:
@@ -109,6 +127,9 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	case *ackDeadline:
 		d.ackArmed = false
 		d.expire(ctx)
+	case *paceWake:
+		d.paceAt = time.Time{}
+		d.pump(ctx)
 	case *messages.OutcomeApplied: // DispatchReady's and ReleaseMesh's
 		if m.Err != nil {
 			d.log.Error("register with the store", "err", m.Err)
@@ -129,20 +150,24 @@ func (d *Dispatcher) claimed(ctx actor.Context, r *messages.ClaimedRows) {
 		d.log.Warn("outbox_rows_expired", "rows", r.Expired)
 	}
 	for _, row := range r.Rows {
-		d.transmit(ctx, row)
+		d.seq++
+		d.held = append(d.held, &flight{row: row, seq: d.seq})
 	}
 	if r.HasNext {
 		d.schedule(ctx, time.UnixMilli(r.NextDue))
 	}
+	d.pump(ctx)
 }
 
-func (d *Dispatcher) transmit(ctx actor.Context, row messages.ClaimedRow) {
-	f := &flight{row: row, sent: time.Now()}
-	d.inflight[row.ClientMessageID] = f
+// transmit sends a held row (removed from held by the caller).
+func (d *Dispatcher) transmit(ctx actor.Context, f *flight, now time.Time) {
+	f.sent, f.done = now, false
+	d.inflight[f.row.ClientMessageID] = f
 	d.sent = append(d.sent, f)
 	d.armAckTimer(ctx)
-	if err := d.link.Send(json.RawMessage(row.Payload)); err != nil {
-		d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: err.Error()}, 0)
+	d.pacer.Sent(now)
+	if err := d.link.Send(json.RawMessage(f.row.Payload)); err != nil {
+		d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: err.Error()}, time.Time{})
 	}
 }
 
@@ -166,9 +191,10 @@ func (d *Dispatcher) armAckTimer(ctx actor.Context) {
 func (d *Dispatcher) expire(ctx actor.Context) {
 	now := time.Now()
 	for len(d.sent) > 0 && now.Sub(d.sent[0].sent) >= d.ackTimeout {
-		d.finish(ctx, d.sent[0], &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: "ack_timeout"}, 0)
+		d.finish(ctx, d.sent[0], &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: "ack_timeout"}, time.Time{})
 	}
 	d.armAckTimer(ctx)
+	d.pump(ctx)
 }
 
 // schedule arms the due timer for at, unless it already fires earlier.
@@ -192,25 +218,52 @@ func (d *Dispatcher) ack(ctx actor.Context, a *messages.AckFrame) {
 	if !ok {
 		return // late: the row was already decided
 	}
-	out, retryAfter := classify(a)
-	d.finish(ctx, f, out, retryAfter)
+	out, retryAfter, refusal := classify(a)
+	now := time.Now()
+	switch {
+	case refusal == refusedRateLimit:
+		d.rateLimited(ctx, f, retryAfter, now)
+	case refusal == refusedNoPeer:
+		d.finish(ctx, f, out, d.destRefused(f, now))
+	default:
+		if out.Outcome == messages.OutcomeDone {
+			d.pacer.Accepted()
+			d.destAccepted(f)
+		}
+		d.finish(ctx, f, out, time.Time{})
+	}
+	d.publish(now)
+	d.pump(ctx)
 }
 
-// finish applies one attempt's outcome to its row and frees its slot.
-func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutcome, retryAfter time.Duration) {
+// settle takes an answered (or failed) send out of flight.
+func (d *Dispatcher) settle(f *flight) {
 	f.done = true
 	delete(d.inflight, f.row.ClientMessageID)
 	for len(d.sent) > 0 && d.sent[0].done { // acks mostly come in order: the queue stays the window's size
 		d.sent[0] = nil
 		d.sent = d.sent[1:]
 	}
+	if f.probe != "" {
+		d.probeEnded(f)
+	}
+}
+
+// finish applies one attempt's outcome to its row and frees its slot; a
+// retry is due after the row's backoff, or at next when given (a
+// destination's backoff, which its rows share so that they keep their
+// order).
+func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutcome, next time.Time) {
+	d.settle(f)
 	now := time.Now()
 	d.metrics.Dispatch.WithLabelValues(d.mesh, out.Outcome).Observe(now.Sub(f.sent).Seconds())
 	out.Mesh, out.Gen, out.RowID, out.Now = d.mesh, d.gen, f.row.ID, now.UnixMilli()
 	if out.Outcome == messages.OutcomeRetry {
-		wait := max(persistence.Backoff(f.row.Attempts, rand.Float64), retryAfter)
-		out.Next = now.Add(wait).UnixMilli()
-		d.schedule(ctx, now.Add(wait))
+		if next.IsZero() {
+			next = now.Add(persistence.Backoff(f.row.Attempts, rand.Float64))
+		}
+		out.Next = next.UnixMilli()
+		d.schedule(ctx, next)
 	}
 	if out.Outcome == messages.OutcomeDead {
 		d.log.Warn("outbox_row_dead", "client_message_id", f.row.ClientMessageID, "reason", out.Reason)
@@ -218,9 +271,18 @@ func (d *Dispatcher) finish(ctx actor.Context, f *flight, out *messages.SendOutc
 	ctx.Send(d.store, out) // no reply: the store logs a failure to apply it
 }
 
+// Refusals the dispatcher answers by waiting rather than per row.
+const (
+	notRefused       = iota
+	refusedRateLimit // the link pauses (the pacer)
+	refusedNoPeer    // the destination backs off (destWait)
+)
+
 // classify maps a broker ack to an outbox outcome (spec §4.6), for our
-// broker's extended ack and the upstream broker's plain one.
-func classify(a *messages.AckFrame) (*messages.SendOutcome, time.Duration) {
+// broker's extended ack and the upstream broker's plain one, with the
+// broker's retry-after and the refusal it is, if one the dispatcher waits
+// out (notRefused, refusedRateLimit, refusedNoPeer).
+func classify(a *messages.AckFrame) (*messages.SendOutcome, time.Duration, int) {
 	done := func(bmid string) *messages.SendOutcome {
 		return &messages.SendOutcome{Outcome: messages.OutcomeDone, BrokerMessageID: bmid, HistoryID: a.HistoryID}
 	}
@@ -232,25 +294,27 @@ func classify(a *messages.AckFrame) (*messages.SendOutcome, time.Duration) {
 	}
 	switch {
 	case a.Code == 201 || a.Code == 200:
-		return done(cmp.Or(a.BrokerMessageID, a.MessageID)), 0
+		return done(cmp.Or(a.BrokerMessageID, a.MessageID)), 0, notRefused
 	case a.Code == 409:
-		return dead("idempotency_key_reused: " + a.Conflict), 0
+		return dead("idempotency_key_reused: " + a.Conflict), 0, notRefused
 	case a.Code == 429:
 		var after time.Duration
 		if a.RetryAfterMs != nil {
-			after = time.Duration(*a.RetryAfterMs) * time.Millisecond
+			after = time.Duration(max(*a.RetryAfterMs, 0)) * time.Millisecond
 		}
-		return retry(), after
+		return retry(), after, refusedRateLimit
 	case a.Code >= 500:
-		return retry(), 0
+		return retry(), 0, notRefused
 	case a.Code >= 400:
-		return dead(a.Error), 0
+		return dead(a.Error), 0, notRefused
 	case a.Queued && a.Error == "": // the upstream broker's success
-		return done(a.MessageID), 0
-	case strings.HasPrefix(a.Error, "rate_limit") || strings.Contains(a.Error, "no connected peer"):
-		return retry(), 0
+		return done(a.MessageID), 0, notRefused
+	case strings.HasPrefix(a.Error, "rate_limit"):
+		return retry(), 0, refusedRateLimit
+	case strings.HasPrefix(a.Error, "no connected peer"):
+		return retry(), 0, refusedNoPeer
 	}
-	return dead(a.Error), 0
+	return dead(a.Error), 0, notRefused
 }
 
 func (d *Dispatcher) linkDown(ctx actor.Context) {
@@ -261,6 +325,11 @@ func (d *Dispatcher) linkDown(ctx actor.Context) {
 	clear(d.inflight)
 	clear(d.sent)
 	d.sent = d.sent[:0]
+	clear(d.held)
+	d.held = d.held[:0]
+	for _, w := range d.dests {
+		w.probing = false
+	}
 	ctx.Request(d.store, &messages.ReleaseMesh{Mesh: d.mesh, Now: time.Now().UnixMilli()})
 }
 
@@ -270,5 +339,8 @@ func (d *Dispatcher) stopTimers() {
 	}
 	if d.ackTimer != nil {
 		d.ackTimer.Stop()
+	}
+	if d.paceTimer != nil {
+		d.paceTimer.Stop()
 	}
 }

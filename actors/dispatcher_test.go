@@ -110,7 +110,8 @@ func TestAckTimeout(t *testing.T) {
 }
 
 // TestClassify is the answer table of a send (spec §4.6), for our broker's
-// extended ack and the upstream broker's plain one.
+// extended ack and the upstream broker's plain one (wire protocol §2.3's
+// four error strings as they are written).
 func TestClassify(t *testing.T) {
 	after := int64(1500)
 	for _, c := range []struct {
@@ -120,27 +121,34 @@ func TestClassify(t *testing.T) {
 		bmid    string
 		reason  string
 		wait    time.Duration
+		refusal int
 	}{
-		{"201", messages.AckFrame{Code: 201, BrokerMessageID: "b1", MessageID: "m1", HistoryID: "h1"}, messages.OutcomeDone, "b1", "", 0},
-		{"200 duplicate", messages.AckFrame{Code: 200, MessageID: "m2", Duplicate: true}, messages.OutcomeDone, "m2", "", 0},
+		{"201", messages.AckFrame{Code: 201, BrokerMessageID: "b1", MessageID: "m1", HistoryID: "h1"}, messages.OutcomeDone, "b1", "", 0, notRefused},
+		{"200 duplicate", messages.AckFrame{Code: 200, MessageID: "m2", Duplicate: true}, messages.OutcomeDone, "m2", "", 0, notRefused},
 		{"409", messages.AckFrame{Code: 409, Error: "idempotency_key_reused", Conflict: "broker_fingerprint_mismatch"},
-			messages.OutcomeDead, "", "idempotency_key_reused: broker_fingerprint_mismatch", 0},
+			messages.OutcomeDead, "", "idempotency_key_reused: broker_fingerprint_mismatch", 0, notRefused},
 		{"429 with retry_after_ms", messages.AckFrame{Code: 429, Error: "rate_limited", RetryAfterMs: &after},
-			messages.OutcomeRetry, "", "rate_limited", 1500 * time.Millisecond},
-		{"503", messages.AckFrame{Code: 503, Error: "store_unavailable"}, messages.OutcomeRetry, "", "store_unavailable", 0},
-		{"404", messages.AckFrame{Code: 404, Error: "unknown_recipient"}, messages.OutcomeDead, "", "unknown_recipient", 0},
-		{"413", messages.AckFrame{Code: 413, Error: "payload_too_large"}, messages.OutcomeDead, "", "payload_too_large", 0},
-		{"upstream success", messages.AckFrame{Queued: true, MessageID: "m3"}, messages.OutcomeDone, "m3", "", 0},
-		{"upstream rate limit", messages.AckFrame{Error: "rate_limit exceeded"}, messages.OutcomeRetry, "", "rate_limit exceeded", 0},
-		{"upstream no peer", messages.AckFrame{Error: "no connected peer for target"}, messages.OutcomeRetry, "", "no connected peer for target", 0},
-		{"upstream other error", messages.AckFrame{Error: "forbidden"}, messages.OutcomeDead, "", "forbidden", 0},
+			messages.OutcomeRetry, "", "rate_limited", 1500 * time.Millisecond, refusedRateLimit},
+		{"503", messages.AckFrame{Code: 503, Error: "store_unavailable"}, messages.OutcomeRetry, "", "store_unavailable", 0, notRefused},
+		{"404", messages.AckFrame{Code: 404, Error: "unknown_recipient"}, messages.OutcomeDead, "", "unknown_recipient", 0, notRefused},
+		{"413", messages.AckFrame{Code: 413, Error: "payload_too_large"}, messages.OutcomeDead, "", "payload_too_large", 0, notRefused},
+		{"upstream success", messages.AckFrame{Queued: true, MessageID: "m3"}, messages.OutcomeDone, "m3", "", 0, notRefused},
+		{"upstream rate limit", messages.AckFrame{Error: "rate_limit: max 60 msg/min (burst 10) — slow down"}, messages.OutcomeRetry, "",
+			"rate_limit: max 60 msg/min (burst 10) — slow down", 0, refusedRateLimit},
+		{"upstream no peer", messages.AckFrame{Error: upstreamNoPeer}, messages.OutcomeRetry, "", upstreamNoPeer, 0, refusedNoPeer},
+		{"upstream too large", messages.AckFrame{Error: "payload too large: 70000 bytes > MAX_MESSAGE_BYTES=65536"}, messages.OutcomeDead, "",
+			"payload too large: 70000 bytes > MAX_MESSAGE_BYTES=65536", 0, notRefused},
+		{"upstream grants", messages.AckFrame{Error: "blocked by recipient grants (sender lacks dm capability)"}, messages.OutcomeDead, "",
+			"blocked by recipient grants (sender lacks dm capability)", 0, notRefused},
 	} {
-		out, wait := classify(&c.ack)
-		if out.Outcome != c.outcome || out.BrokerMessageID != c.bmid || out.Reason != c.reason || wait != c.wait {
-			t.Errorf("%s: %+v, wait %s; want %s %q %q %s", c.name, out, wait, c.outcome, c.bmid, c.reason, c.wait)
+		out, wait, refusal := classify(&c.ack)
+		if out.Outcome != c.outcome || out.BrokerMessageID != c.bmid || out.Reason != c.reason || wait != c.wait || refusal != c.refusal {
+			t.Errorf("%s: %+v, wait %s, refusal %d; want %s %q %q %s %d", c.name, out, wait, refusal, c.outcome, c.bmid, c.reason, c.wait, c.refusal)
 		}
 		if c.name == "201" && out.HistoryID != "h1" {
 			t.Errorf("201: history id %q", out.HistoryID)
 		}
 	}
 }
+
+const upstreamNoPeer = "no connected peer for target (not online, or targetSpec is your own key without another session)"

@@ -357,6 +357,7 @@ type MeshStatusReply struct {
 	LagMs     int64
 	Revoked   bool // the broker refused the member key as revoked
 	Features  []string
+	Pace      SendPace
 	Err       error
 }
 

@@ -20,6 +20,9 @@ type Daemon struct {
 	Connected   *prometheus.GaugeVec // cm_daemon_connected{mesh}
 	Lag         *prometheus.GaugeVec // cm_daemon_lag_ms{mesh}
 	OutboxDepth *prometheus.GaugeVec // cm_daemon_outbox_depth{mesh,status}
+	SendPaused  *prometheus.GaugeVec // cm_daemon_send_paused_seconds{mesh}
+	SendPace    *prometheus.GaugeVec // cm_daemon_send_pace_seconds{mesh}
+	DestBackoff *prometheus.GaugeVec // cm_daemon_destination_backoffs{mesh}
 
 	Send           *prometheus.CounterVec   // cm_daemon_send_total{mesh,kind,status}
 	Dedupe         *prometheus.CounterVec   // cm_daemon_dedupe_total{mesh,direction}
@@ -27,6 +30,7 @@ type Daemon struct {
 	Undecrypted    *prometheus.CounterVec   // cm_daemon_decrypt_failed_total{mesh}
 	Reconnects     *prometheus.CounterVec   // cm_daemon_reconnects_total{mesh,reason}
 	Dispatch       *prometheus.HistogramVec // cm_daemon_dispatch_seconds{mesh,outcome}
+	Refused        *prometheus.CounterVec   // cm_daemon_send_refused_total{mesh,reason}
 	IPCRequests    *prometheus.CounterVec   // cm_daemon_ipc_request_total{endpoint,status,transport}
 	IPCDuration    *prometheus.HistogramVec // cm_daemon_ipc_duration_seconds{endpoint}
 	SSEStreams     prometheus.Gauge         // cm_daemon_sse_streams
@@ -52,6 +56,15 @@ func New() *Daemon {
 		Help: "Round trip of the last answered ping to the mesh's broker."}, []string{"mesh"})
 	d.OutboxDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_outbox_depth",
 		Help: "Outbox rows by status: pending, inflight, dead (done and aborted rows are history)."}, []string{"mesh", "status"})
+	d.SendPaused = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_send_paused_seconds",
+		Help: "Time left in the pause of the mesh's sends after a broker's rate-limit refusal (0: not paused)."}, []string{"mesh"})
+	d.SendPace = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_send_pace_seconds",
+		Help: "Least interval between two of the mesh's sends since the broker limited their rate (0: not paced)."}, []string{"mesh"})
+	d.DestBackoff = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_destination_backoffs",
+		Help: "Destinations of the mesh whose sends wait out a backoff after the broker answered `no connected peer`."}, []string{"mesh"})
+	d.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_send_refused_total",
+		Help: "Sends the broker refused and the daemon waits out rather than retry at once, by reason (rate_limit, no_connected_peer)."},
+		[]string{"mesh", "reason"})
 	d.Send = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_send_total",
 		Help: "POST /v1/send answers by destination kind (dm, topic, group, broadcast) and outcome."}, []string{"mesh", "kind", "status"})
 	d.Dedupe = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_dedupe_total",
@@ -91,6 +104,6 @@ func New() *Daemon {
 		Help: "What retention let go: inbox rows, events, outbox payloads."}, []string{"kind"})
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
-		d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
+		d.SendPaused, d.SendPace, d.DestBackoff, d.Refused, d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
 	return d
 }
