@@ -79,7 +79,7 @@ func TestLocalAgents(t *testing.T) {
 		return out
 	}
 	send("local", key["bob"], "a DM for bob", "dm-1")
-	send("local", "#team", "to the team", "topic-1")
+	send("local", "*", "to the team", "topic-1")
 	send("bob", key["local"], "bob answers", "dm-2")
 	if r := runCLI(t, e, "send", "--mesh", "carol", "--client-message-id", "dm-3", "bob", "carol by name"); r.code != 0 {
 		t.Fatalf("claudemesh send --mesh carol bob: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -121,7 +121,7 @@ func TestLocalAgents(t *testing.T) {
 	}
 	waitFor(t, e2eConnectDeadline, "dave on the embedded broker", func() bool { return meshConnected(c, "dave") })
 	send("local", key["dave"], "welcome dave", "dm-4")
-	send("dave", "#team", "dave joins the team", "topic-2")
+	send("dave", "*", "dave joins the team", "topic-2")
 	waitFor(t, e2eDeliverDeadline, "dave's DM and his topic message at the others", func() bool {
 		return inbox("dave")["dm-4"] == "welcome dave" && inbox("bob")["topic-2"] == "dave joins the team" &&
 			inbox("local")["topic-2"] == "dave joins the team"
@@ -157,7 +157,7 @@ func TestLocalAgents(t *testing.T) {
 		getJSON(c, "http://localhost/v1/version", &v)
 		return len(v.Meshes) == 3 && !slices.ContainsFunc(v.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == "carol" })
 	})
-	b, _ := json.Marshal(map[string]string{"mesh": "carol", "to": "#team", "message": "gone"})
+	b, _ := json.Marshal(map[string]string{"mesh": "carol", "to": "*", "message": "gone"})
 	if resp, err := c.Post("http://localhost/v1/send", "application/json", bytes.NewReader(b)); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("send on a detached agent: %v %v", resp, err)
 	} else {

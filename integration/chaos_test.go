@@ -45,7 +45,7 @@ func TestChaosKills(t *testing.T) {
 				if n%2 == 0 {
 					return fmt.Sprintf("ck-dm-%05d", n), m.bob.pubkey
 				}
-				return fmt.Sprintf("ck-t-%05d", n), "#chaos"
+				return fmt.Sprintf("ck-t-%05d", n), "*"
 			})
 			c.run(append(c.daemonVictims(), chaosVictim{name: "broker", stop: func(sig syscall.Signal) { stopBroker(t, m.broker, sig) }, restart: func() {
 				m.restartBroker()

@@ -13,7 +13,7 @@ import (
 
 // streamBody is the /v1/send body of stream id.
 func streamBody(id string) string {
-	return fmt.Sprintf(`{"to":"#load","message":"body of %s","client_message_id":%q}`, id, id)
+	return fmt.Sprintf(`{"to":"@load","message":"body of %s","client_message_id":%q}`, id, id)
 }
 
 // acceptStream runs workers goroutines that POST unique ids over the socket
@@ -157,12 +157,12 @@ func TestKill9DuringAcceptStream(t *testing.T) {
 		t.Errorf("resend of %s with the same body: %d %s, want 202 queued", id, r.status, r.body)
 	}
 	// The id may also come in the Idempotency-Key header: same fingerprint.
-	req := newRequest(t, http.MethodPost, "http://localhost/v1/send", []byte(fmt.Sprintf(`{"to":"#load","message":"body of %s"}`, id)))
+	req := newRequest(t, http.MethodPost, "http://localhost/v1/send", []byte(fmt.Sprintf(`{"to":"@load","message":"body of %s"}`, id)))
 	req.Header.Set("Idempotency-Key", id)
 	if r := do(t, c2, req); r.status != http.StatusAccepted || str(r.json(t), "status") != "queued" {
 		t.Errorf("resend of %s through Idempotency-Key: %d %s, want 202 queued", id, r.status, r.body)
 	}
-	r := post(t, c2, []byte(fmt.Sprintf(`{"to":"#load","message":"another body","client_message_id":%q}`, id)))
+	r := post(t, c2, []byte(fmt.Sprintf(`{"to":"@load","message":"another body","client_message_id":%q}`, id)))
 	if r.status != http.StatusConflict {
 		t.Fatalf("resend of %s with another body: %d %s, want 409", id, r.status, r.body)
 	}

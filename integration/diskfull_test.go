@@ -46,7 +46,7 @@ func TestDiskFull(t *testing.T) {
 	refused := map[string]bool{}
 	for i := 0; i < 400 && len(refused) < 5; i++ {
 		id := fmt.Sprintf("full-%d", i)
-		st, raw, err := trySend(c, "#fill", body, id)
+		st, raw, err := trySend(c, "@fill", body, id)
 		switch {
 		case err != nil:
 			t.Fatalf("send %s: %v", id, err)
@@ -81,7 +81,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	var st int
 	waitFor(t, e2eDeliverDeadline, "a send to be accepted once there is space", func() bool {
-		st, _, _ = trySend(c, "#fill", "small", "after-space")
+		st, _, _ = trySend(c, "@fill", "small", "after-space")
 		return st == http.StatusAccepted
 	})
 	if d.exited() {

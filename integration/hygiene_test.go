@@ -103,14 +103,14 @@ func TestTCPAuthAndHygiene(t *testing.T) {
 		{name: "GET on requeue", client: tc, method: "GET", url: base + "/v1/outbox/requeue", header: bearer,
 			status: 405, errCode: "method_not_allowed", validate: allowIs("POST")},
 		{name: "send over TCP", client: tc, method: "POST", url: base + "/v1/send", header: bearer,
-			body: []byte(`{"to":"#ops","message":"over tcp","client_message_id":"tcp-1"}`), status: 202,
+			body: []byte(`{"to":"@ops","message":"over tcp","client_message_id":"tcp-1"}`), status: 202,
 			validate: func(t *testing.T, r *response) {
 				if m := r.json(t); str(m, "status") != "queued" || str(m, "client_message_id") != "tcp-1" {
 					t.Errorf("202 body %s", r.body)
 				}
 			}},
 		{name: "send over TCP without token", client: tc, method: "POST", url: base + "/v1/send",
-			body: []byte(`{"to":"#ops","message":"no token","client_message_id":"tcp-unauth"}`), status: 401, errCode: "unauthorized"},
+			body: []byte(`{"to":"@ops","message":"no token","client_message_id":"tcp-unauth"}`), status: 401, errCode: "unauthorized"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,7 +253,7 @@ func allowIs(want string) func(t *testing.T, r *response) {
 // padding, far above the message limit).
 func paddedSend(t *testing.T, id string, n int) []byte {
 	t.Helper()
-	head := fmt.Sprintf(`{"to":"#ops","client_message_id":%q,"message":"`, id)
+	head := fmt.Sprintf(`{"to":"@ops","client_message_id":%q,"message":"`, id)
 	tail := `"}`
 	pad := n - len(head) - len(tail)
 	if pad <= 0 {

@@ -17,7 +17,7 @@ import (
 // TestSendIDPerSender: one daemon serves three senders — the embedded
 // broker's `local` mesh, an agent `reviewer` of it (`daemon add-agent`),
 // and a mesh `demo` on a broker of its own (`join`) — and each sends
-// "#builds" under the client_message_id xm-1 (issue 16, defect 1: the
+// "*" under the client_message_id xm-1 (issue 16, defect 1: the
 // second answered 200 duplicate with the first's broker id and was never
 // sent). Each send is its own message: 202, a row of its own; local's and
 // demo's reach their recipients (reviewer, bob), and `claudemesh send
@@ -50,7 +50,7 @@ func TestSendIDPerSender(t *testing.T) {
 
 	send := func(mesh, body string) (int, map[string]any) {
 		t.Helper()
-		b, _ := json.Marshal(map[string]string{"to": "#builds", "message": body, "mesh": mesh, "client_message_id": "xm-1"})
+		b, _ := json.Marshal(map[string]string{"to": "*", "message": body, "mesh": mesh, "client_message_id": "xm-1"})
 		resp, err := c.Post("http://localhost/v1/send", "application/json", bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
@@ -101,8 +101,8 @@ func TestSendIDPerSender(t *testing.T) {
 		t.Fatalf("reviewer with local's id and body: %d %v, want 202", st, resp)
 	}
 	// The same id from demo, through the CLI, which waits for demo's row.
-	r := runCLI(t, e, "send", "--mesh", "demo", "--client-message-id", "xm-1", "--wait", "10s", "#builds", "from demo")
-	if r.code != 0 || !regexp.MustCompile(`^delivered xm-1 to #builds: the broker accepted it as [0-9A-Z]{26}\n$`).MatchString(r.stdout) ||
+	r := runCLI(t, e, "send", "--mesh", "demo", "--client-message-id", "xm-1", "--wait", "10s", "*", "from demo")
+	if r.code != 0 || !regexp.MustCompile(`^delivered xm-1 to \*: the broker accepted it as [0-9A-Z]{26}\n$`).MatchString(r.stdout) ||
 		strings.Contains(r.stdout, localID) {
 		t.Fatalf("send --mesh demo --wait: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
 	}
@@ -145,11 +145,11 @@ func TestSendIDPerSender(t *testing.T) {
 	}
 
 	// The cold path and the daemon send one request for one id and mesh.
-	if r := runCLI(t, e, "send", "--no-daemon", "--mesh", "demo", "--client-message-id", "cold-1", "#builds", "cold"); r.code != 0 {
+	if r := runCLI(t, e, "send", "--no-daemon", "--mesh", "demo", "--client-message-id", "cold-1", "*", "cold"); r.code != 0 {
 		t.Fatalf("cold send: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, e, "send", "--mesh", "demo", "--client-message-id", "cold-1", "--wait", "10s", "#builds", "cold")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "delivered cold-1 to #builds") {
+	r = runCLI(t, e, "send", "--mesh", "demo", "--client-message-id", "cold-1", "--wait", "10s", "*", "cold")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "delivered cold-1 to *") {
 		t.Errorf("the cold send's retry through the daemon: exit %d\nstdout %q\nstderr %s; want the broker's duplicate", r.code, r.stdout, r.stderr)
 	}
 

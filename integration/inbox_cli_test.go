@@ -36,7 +36,7 @@ func TestDaemonInboxCommand(t *testing.T) {
 	})
 	send := func(body string) {
 		t.Helper()
-		if r := runCLI(t, e, "send", "--mesh", "local", "#review", body); r.code != 0 {
+		if r := runCLI(t, e, "send", "--mesh", "local", "*", body); r.code != 0 {
 			t.Fatalf("send %s: %d %s", body, r.code, r.stderr)
 		}
 	}
@@ -47,7 +47,7 @@ func TestDaemonInboxCommand(t *testing.T) {
 	r := runCLI(t, e, "daemon", "inbox", "--mesh", "rev", "--json")
 	var it messages.InboxItem
 	if r.code != 0 || json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &it) != nil || it.Mesh != "rev" ||
-		it.Topic != "review" || it.Body == nil || *it.Body != "first" {
+		it.Topic != "*" || it.Body == nil || *it.Body != "first" {
 		t.Fatalf("daemon inbox --json: exit %d\n%s", r.code, r.stdout)
 	}
 	if r := runCLI(t, e, "daemon", "inbox", "--since", "yesterday"); r.code != 2 || !strings.Contains(r.stderr, "--since") {
@@ -68,7 +68,7 @@ func TestDaemonInboxCommand(t *testing.T) {
 			return ""
 		}
 	}
-	if l := next(); !strings.Contains(l, "#review") || !strings.HasSuffix(l, ": first") { // the window: its stream is open
+	if l := next(); !strings.Contains(l, "  *  ") || !strings.HasSuffix(l, ": first") { // the window: its stream is open
 		t.Fatalf("first line of -f: %q", l)
 	}
 	send("second")

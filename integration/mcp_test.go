@@ -306,14 +306,14 @@ func TestMCPTools(t *testing.T) {
 
 	before := len(listAll(t, c, ""))
 	for _, bad := range []map[string]any{
-		{"to": "#team", "message": ""},
-		{"to": "#team", "message": "   "},
+		{"to": "*", "message": ""},
+		{"to": "*", "message": "   "},
 		{"to": "", "message": "x"},
-		{"to": "#team", "message": "x", "priority": "urgent"},
-		{"to": "#team", "message": "x", "priorty": "now"},
-		{"to": "#team"},
-		{"to": "#team", "message": "x", "client_message_id": "has space"},
-		{"to": "#team", "message": strings.Repeat("x", 32<<10+1)},
+		{"to": "*", "message": "x", "priority": "urgent"},
+		{"to": "*", "message": "x", "priorty": "now"},
+		{"to": "*"},
+		{"to": "*", "message": "x", "client_message_id": "has space"},
+		{"to": "*", "message": strings.Repeat("x", 32<<10+1)},
 		{"to": "nobody-here", "message": "x"},
 	} {
 		res := a.call("send_message", bad)
@@ -335,11 +335,11 @@ func TestMCPTools(t *testing.T) {
 	}
 
 	var sent sendResult
-	a.mustCall("send_message", map[string]any{"to": "#team", "message": "hello team", "client_message_id": "mcp-tools-1"}, &sent)
+	a.mustCall("send_message", map[string]any{"to": "*", "message": "hello team", "client_message_id": "mcp-tools-1"}, &sent)
 	if sent.ClientMessageID != "mcp-tools-1" || sent.Status != "queued" || sent.RecipientOnline != nil {
 		t.Errorf("send_message to #team: %+v", sent)
 	}
-	a.mustCall("send_message", map[string]any{"to": "#team", "message": "hello team", "client_message_id": "mcp-tools-1"}, &sent)
+	a.mustCall("send_message", map[string]any{"to": "*", "message": "hello team", "client_message_id": "mcp-tools-1"}, &sent)
 	if rows := listAll(t, c, ""); len(rows) != before+1 {
 		t.Errorf("a retried send_message with the same client_message_id: %d rows, want %d", len(rows), before+1)
 	}

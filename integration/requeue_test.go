@@ -40,7 +40,7 @@ func TestOperatorRecoveryCLI(t *testing.T) {
 	peer := hex.EncodeToString(pub)
 	bodies := map[string][]byte{
 		"op-dead":    sendBody(t, peer, "a DM that will die", "op-dead"),
-		"op-pending": sendBody(t, "#general", "still pending", "op-pending"),
+		"op-pending": sendBody(t, "@general", "still pending", "op-pending"),
 		"op-done":    sendBody(t, "@team", "already delivered", "op-done"),
 	}
 	d := startDaemon(t, e, "--no-tcp")
@@ -140,7 +140,7 @@ func TestOperatorRecoveryCLI(t *testing.T) {
 
 	// A pending row requeued with a patched payload gets a new target and fingerprint.
 	patch := filepath.Join(t.TempDir(), "patch.json")
-	if err := os.WriteFile(patch, []byte(`{"to":"#ops","message":"patched"}`), 0o600); err != nil {
+	if err := os.WriteFile(patch, []byte(`{"to":"@ops","message":"patched"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	res = runCLI(t, e, "daemon", "outbox", "requeue", pendingRow.ID, "--patch-payload", patch, "--json")
@@ -153,7 +153,7 @@ func TestOperatorRecoveryCLI(t *testing.T) {
 	}
 	after = byClientID(listAll(t, c, ""))
 	patched := after[pq.NewClientMessageID]
-	if pq.AbortedRowID != pendingRow.ID || patched.ID != pq.NewRowID || patched.Status != "pending" || patched.To != "#ops" ||
+	if pq.AbortedRowID != pendingRow.ID || patched.ID != pq.NewRowID || patched.Status != "pending" || patched.To != "@ops" ||
 		patched.RequestFingerprint == pendingRow.RequestFingerprint || len(patched.RequestFingerprint) != 64 {
 		t.Errorf("patched successor %+v (result %+v); old fingerprint %s", patched, pq, pendingRow.RequestFingerprint)
 	}
@@ -225,7 +225,7 @@ func TestOperatorRecoveryCLI(t *testing.T) {
 	}
 	pendF, _ := payload(pendingRow.ID)
 	patF, patFP := payload(pq.NewRowID)
-	if patF.TargetSpec != "#ops" || patF.ID != pq.NewClientMessageID || patF.ClientMessageID != pq.NewClientMessageID ||
+	if patF.TargetSpec != "@ops" || patF.ID != pq.NewClientMessageID || patF.ClientMessageID != pq.NewClientMessageID ||
 		patF.RequestFingerprint != hex.EncodeToString(patFP) || patF.RequestFingerprint == pendF.RequestFingerprint {
 		t.Errorf("patched payload %+v (column fingerprint %x), old %+v", patF, patFP, pendF)
 	}

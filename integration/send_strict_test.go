@@ -23,11 +23,11 @@ func TestSendRefusesAmbiguousJSON(t *testing.T) {
 		return do(t, c, newRequest(t, http.MethodPost, "http://localhost/v1/send", []byte(body)))
 	}
 	for _, tc := range []struct{ body, code, detail string }{
-		{`{"to":"#ops","message":"deploy","to":"#prod","client_message_id":"amb-1"}`, "duplicate_key", `"to"`},
-		{`{"to":"#ops","message":"a","Message":"b","client_message_id":"amb-1"}`, "duplicate_key", `"Message"`},
-		{`{"to":"#ops","message":"x\ud800y","client_message_id":"amb-1"}`, "invalid_unicode", `\ud800`},
-		{`{"to":"#ops","message":"\udc00","client_message_id":"amb-1"}`, "invalid_unicode", `\udc00`},
-		{"{\"to\":\"#ops\",\"message\":\"\xed\xa0\x80\",\"client_message_id\":\"amb-1\"}", "invalid_unicode", "UTF-8"},
+		{`{"to":"@ops","message":"deploy","to":"@prod","client_message_id":"amb-1"}`, "duplicate_key", `"to"`},
+		{`{"to":"@ops","message":"a","Message":"b","client_message_id":"amb-1"}`, "duplicate_key", `"Message"`},
+		{`{"to":"@ops","message":"x\ud800y","client_message_id":"amb-1"}`, "invalid_unicode", `\ud800`},
+		{`{"to":"@ops","message":"\udc00","client_message_id":"amb-1"}`, "invalid_unicode", `\udc00`},
+		{"{\"to\":\"@ops\",\"message\":\"\xed\xa0\x80\",\"client_message_id\":\"amb-1\"}", "invalid_unicode", "UTF-8"},
 	} {
 		r := post(tc.body)
 		var eb struct{ Error, Detail string }
@@ -35,10 +35,10 @@ func TestSendRefusesAmbiguousJSON(t *testing.T) {
 			t.Errorf("%q: %d %s, want 400 %s naming %s", tc.body, r.status, r.body, tc.code, tc.detail)
 		}
 	}
-	if r := post(`{"to":"#ops","message":"the one request","client_message_id":"amb-1"}`); r.status != http.StatusAccepted {
+	if r := post(`{"to":"@ops","message":"the one request","client_message_id":"amb-1"}`); r.status != http.StatusAccepted {
 		t.Fatalf("amb-1 after the refusals: %d %s, want 202 (nothing was stored under it)", r.status, r.body)
 	}
-	if r := post(`{"to":"#ops","message":"😀 \ud83d\ude00","client_message_id":"amb-2"}`); r.status != http.StatusAccepted {
+	if r := post(`{"to":"@ops","message":"😀 \ud83d\ude00","client_message_id":"amb-2"}`); r.status != http.StatusAccepted {
 		t.Fatalf("a surrogate pair: %d %s", r.status, r.body)
 	}
 }

@@ -59,7 +59,7 @@ func startSenders(t *testing.T, prepare func(config.Paths), slugs ...string) *ha
 func TestSendIDPerSender(t *testing.T) {
 	h := startSenders(t, func(config.Paths) {}, "local", "reviewer")
 	body := func(mesh, msg string) string {
-		return fmt.Sprintf(`{"to":"#builds","message":%q,"mesh":%q,"client_message_id":"xm-1"}`, msg, mesh)
+		return fmt.Sprintf(`{"to":"@builds","message":%q,"mesh":%q,"client_message_id":"xm-1"}`, msg, mesh)
 	}
 	if st, resp := h.post("/v1/send", body("local", "m")); st != 202 {
 		t.Fatalf("local: %d %v", st, resp)
@@ -128,7 +128,7 @@ func TestSendIDPerSender(t *testing.T) {
 	}
 
 	// A requeue's new id needs to be free for its own sender only.
-	if st, _ := h.post("/v1/send", `{"to":"#builds","message":"n","mesh":"local","client_message_id":"xm-2"}`); st != 202 {
+	if st, _ := h.post("/v1/send", `{"to":"@builds","message":"n","mesh":"local","client_message_id":"xm-2"}`); st != 202 {
 		t.Fatal(st)
 	}
 	var rowID string
@@ -151,7 +151,7 @@ func TestSendIDPerSender(t *testing.T) {
 // 200 duplicate), another body still a conflict, and the id is its
 // sender's (another mesh may use it).
 func TestSendAfterOutboxUpgrade(t *testing.T) {
-	const sent = `{"to":"#builds","message":"m","mesh":"local","client_message_id":%q}`
+	const sent = `{"to":"@builds","message":"m","mesh":"local","client_message_id":%q}`
 	h := startSenders(t, func(paths config.Paths) {
 		all, err := persistence.LoadMigrations(persistence.OutboxMigrations)
 		if err != nil {
@@ -190,11 +190,11 @@ func TestSendAfterOutboxUpgrade(t *testing.T) {
 	if st, resp := h.post("/v1/send", fmt.Sprintf(sent, "old-done")); st != 200 || resp["broker_message_id"] != "bm-old" {
 		t.Errorf("retry of an old done row: %d %v, want 200 duplicate bm-old", st, resp)
 	}
-	other := `{"to":"#builds","message":"other","mesh":"local","client_message_id":"old-pending"}`
+	other := `{"to":"@builds","message":"other","mesh":"local","client_message_id":"old-pending"}`
 	if st, resp := h.post("/v1/send", other); st != 409 || resp["conflict"] != "outbox_pending_fingerprint_mismatch" {
 		t.Errorf("an old pending row, other body: %d %v", st, resp)
 	}
-	reviewer := `{"to":"#builds","message":"m","mesh":"reviewer","client_message_id":"old-done"}`
+	reviewer := `{"to":"@builds","message":"m","mesh":"reviewer","client_message_id":"old-done"}`
 	if st, resp := h.post("/v1/send", reviewer); st != http.StatusAccepted {
 		t.Errorf("another sender's use of an old id: %d %v", st, resp)
 	}
@@ -221,7 +221,7 @@ func TestSessionsShareAnID(t *testing.T) {
 	ca, cb := c.AsSession(tokA), c.AsSession(tokB)
 	waitListed(t, ca, "alpha", "beta")
 	for name, cl := range map[string]*ipc.Client{"alpha": ca, "beta": cb} {
-		res, err := cl.Send(ctx, &messages.SendRequest{To: "#builds", Message: ptr("m"), ClientMessageID: "xm-1"}, "")
+		res, err := cl.Send(ctx, &messages.SendRequest{To: "@builds", Message: ptr("m"), ClientMessageID: "xm-1"}, "")
 		if err != nil || res.Accepted == nil {
 			t.Fatalf("%s's send: %+v %v, want 202", name, res, err)
 		}

@@ -18,9 +18,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, body := range []string{
-		`{"to":"#m","message":"one","client_message_id":"m-1"}`,
-		`{"to":"#m","message":"two","client_message_id":"m-2"}`,
-		`{"to":"#m","message":"one","client_message_id":"m-1"}`, // the same request again
+		`{"to":"#metricsTopic0000000000000","message":"one","client_message_id":"m-1"}`,
+		`{"to":"#metricsTopic0000000000000","message":"two","client_message_id":"m-2"}`,
+		`{"to":"#metricsTopic0000000000000","message":"one","client_message_id":"m-1"}`, // the same request again
 		`{"to":"*","message":"all","client_message_id":"m-3"}`,
 		`{"to":"` + peer.PublicKeyHex() + `","message":"dm","client_message_id":"m-4"}`,
 	} {
@@ -28,7 +28,7 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("send %s: %d", body, st)
 		}
 	}
-	if st, _ := h.post("/v1/send", `{"to":"#m","message":"changed","client_message_id":"m-1"}`); st != http.StatusConflict {
+	if st, _ := h.post("/v1/send", `{"to":"#metricsTopic0000000000000","message":"changed","client_message_id":"m-1"}`); st != http.StatusConflict {
 		t.Fatalf("conflicting reuse: %d", st)
 	}
 

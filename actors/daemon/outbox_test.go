@@ -13,7 +13,7 @@ import (
 func TestOutboxPaging(t *testing.T) {
 	h := startDaemon(t)
 	for i := 0; i < 7; i++ {
-		if st, _ := h.post("/v1/send", fmt.Sprintf(`{"to":"#p","message":"m%d","client_message_id":"p-%d"}`, i, i)); st != 202 {
+		if st, _ := h.post("/v1/send", fmt.Sprintf(`{"to":"@p","message":"m%d","client_message_id":"p-%d"}`, i, i)); st != 202 {
 			t.Fatal(st)
 		}
 	}
@@ -37,7 +37,7 @@ func TestOutboxPaging(t *testing.T) {
 			t.Fatalf("page of %d items", len(page.Items))
 		}
 		for _, it := range page.Items {
-			if it.To != "#p" {
+			if it.To != "@p" {
 				t.Fatalf("to = %q", it.To)
 			}
 			seen = append(seen, it.ClientMessageID)
@@ -71,8 +71,8 @@ func TestOutboxPaging(t *testing.T) {
 // change nothing, and one that succeeds.
 func TestRequeueOverHTTP(t *testing.T) {
 	h := startDaemon(t)
-	h.post("/v1/send", `{"to":"#r","message":"m","client_message_id":"r-1"}`)
-	h.post("/v1/send", `{"to":"#r","message":"m","client_message_id":"r-2"}`)
+	h.post("/v1/send", `{"to":"@r","message":"m","client_message_id":"r-1"}`)
+	h.post("/v1/send", `{"to":"@r","message":"m","client_message_id":"r-2"}`)
 	var rowID string
 	if err := h.db.Get(&rowID, "SELECT id FROM outbox WHERE client_message_id = 'r-1'"); err != nil {
 		t.Fatal(err)

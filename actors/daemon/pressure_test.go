@@ -28,7 +28,7 @@ func TestDiskPressure(t *testing.T) {
 
 	h.d.SetDiskLimits(1<<30, 1<<50) // a reserve no disk has: degraded
 	waitPressure(t, h, "degraded")
-	st, body := h.post("/v1/send", `{"to":"#p","message":"m","client_message_id":"full-1"}`)
+	st, body := h.post("/v1/send", `{"to":"@p","message":"m","client_message_id":"full-1"}`)
 	if st != http.StatusInsufficientStorage || body["error"] != "insufficient_storage" {
 		t.Fatalf("send when degraded: %d %v", st, body)
 	}
@@ -54,7 +54,7 @@ func TestDiskPressure(t *testing.T) {
 
 	h.d.SetDiskLimits(outboxBytes(t, h)*100/97, 0) // the outbox at 97 % of its cap: refuse, not degraded
 	waitPressure(t, h, "refuse")
-	if st, body = h.post("/v1/send", `{"to":"#p","message":"m","client_message_id":"full-1"}`); st != http.StatusInsufficientStorage {
+	if st, body = h.post("/v1/send", `{"to":"@p","message":"m","client_message_id":"full-1"}`); st != http.StatusInsufficientStorage {
 		t.Fatalf("send at refuse: %d %v", st, body)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://localhost/v1/events", nil)
@@ -71,7 +71,7 @@ func TestDiskPressure(t *testing.T) {
 
 	h.d.SetDiskLimits(1<<30, 0) // space is back
 	waitPressure(t, h, "normal")
-	if st, body = h.post("/v1/send", `{"to":"#p","message":"m","client_message_id":"full-1"}`); st != http.StatusAccepted {
+	if st, body = h.post("/v1/send", `{"to":"@p","message":"m","client_message_id":"full-1"}`); st != http.StatusAccepted {
 		t.Fatalf("send after the space came back: %d %v", st, body)
 	}
 }

@@ -1,6 +1,8 @@
 package ipc
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -194,8 +196,14 @@ func (s *Server) resolveTopic(mesh *Mesh, send *messages.Send) error {
 		return err
 	}
 	res, err := ask[*messages.TopicResolved](s, pid, &messages.ResolveTopic{Ref: d.Ref})
-	if err != nil {
-		return brokerError(mesh.Info.Mesh, err)
+	var me *messages.Error
+	switch {
+	case errors.As(err, &me):
+		return err
+	case err != nil:
+		return &messages.Error{Status: http.StatusServiceUnavailable, Code: CodeBrokerUnavailable,
+			Detail: fmt.Sprintf("cannot resolve %s to a topic id: the broker of mesh %s did not answer (%v); nothing was stored: "+
+				"retry once it is connected, or send to the topic's id (#<id>, from claudemesh topic list)", d.TargetSpec, mesh.Info.Mesh, err)}
 	}
 	d.TargetSpec = "#" + res.ID
 	return nil
