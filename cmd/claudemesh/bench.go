@@ -14,7 +14,7 @@ import (
 )
 
 type benchCmd struct {
-	Mode          string        `enum:"accept,e2e,broker,startup,sessions" default:"accept" help:"What to measure: accept (POST /v1/send to the 202), e2e (alice's daemon → broker → bob's event stream), broker (sends straight to a broker over WebSockets, to its ack), startup (exec of the daemon to its first answer, --count times, and its memory), sessions (--sessions agent sessions on one daemon's embedded broker, DMs from each to the next, and the daemon's memory)."`
+	Mode          string        `enum:"accept,e2e,broker,startup,sessions,backlog" default:"accept" help:"What to measure: accept (POST /v1/send to the 202), e2e (alice's daemon → broker → bob's event stream), broker (sends straight to a broker over WebSockets, to its ack), startup (exec of the daemon to its first answer, --count times, and its memory), sessions (--sessions agent sessions on one daemon's embedded broker, DMs from each to the next, and the daemon's memory), backlog (--count DMs queued at once against the broker's --rate-limit: refused attempts per delivered message, the daemon's CPU-seconds per minute, order and loss)."`
 	Sessions      int           `default:"100" help:"sessions mode: agent sessions to register."`
 	Clients       int           `default:"64" help:"Concurrent senders."`
 	Count         int           `default:"10000" help:"Messages to send (0: send for --duration)."`
@@ -26,6 +26,9 @@ type benchCmd struct {
 	FsyncMode     string        `name:"fsync-mode" enum:",strict,batched_50ms,off" default:"" help:"--self-contained: the [outbox] fsync_mode of the daemons it starts (default: theirs, strict)."`
 	Connections   int           `default:"1" help:"broker mode: WebSockets to spread the clients over."`
 	Pending       int           `help:"startup mode: rows to put in the outbox (through POST /v1/send) before timing the starts."`
+	RateLimit     int           `name:"rate-limit" default:"600" help:"backlog mode: the broker's limit, messages per --rate-window."`
+	RateWindow    time.Duration `name:"rate-window" default:"1m" help:"backlog mode: the broker's rate window."`
+	LegacyBroker  bool          `name:"legacy-broker" help:"backlog mode: run the broker in its legacy test mode (upstream's token bucket of 10 refilled at the same rate, refusals without retry-after) and the daemons with [features] legacy_broker."`
 	Mesh          string        `placeholder:"SLUG" help:"Without --self-contained: the mesh to send on (default: the only one)."`
 	To            string        `placeholder:"DEST" help:"Without --self-contained: where to send (default #bench; e2e: the receiver's member pubkey)."`
 	Receiver      string        `type:"path" placeholder:"SOCKET" help:"e2e without --self-contained: the receiving daemon's socket (the sender is the running daemon)."`
@@ -42,11 +45,15 @@ func (c *benchCmd) Run() error {
 	if c.Clients < 1 || c.Size < 1 || c.Rate < 0 || c.Connections < 1 {
 		return usageErr("--clients, --size and --connections must be at least 1, --rate not negative")
 	}
+	if c.Mode == bench.ModeBacklog && (c.RateLimit < 1 || c.RateWindow <= 0 || c.Count < 1) {
+		return usageErr("--mode backlog needs --count, and a --rate-limit and --rate-window above zero")
+	}
 	if (c.DatabaseURL != "" || c.FsyncMode != "") && !c.SelfContained {
 		return usageErr("--database-url and --fsync-mode are for --self-contained runs")
 	}
 	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size,
-		Connections: c.Connections, Pending: c.Pending, FsyncMode: c.FsyncMode, Sessions: c.Sessions}
+		Connections: c.Connections, Pending: c.Pending, FsyncMode: c.FsyncMode, Sessions: c.Sessions,
+		RateLimit: c.RateLimit, RateWindow: c.RateWindow, LegacyBroker: c.LegacyBroker}
 	if !c.JSON && isTerminal(os.Stderr) {
 		opts.Progress = func(p bench.Progress) {
 			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",
@@ -95,8 +102,8 @@ func (c *benchCmd) target() (bench.Target, *ipc.Daemon, error) {
 	}
 	t := bench.Target{Socket: paths.Socket(), Mesh: c.Mesh, To: c.To, Receiver: c.Receiver}
 	switch c.Mode {
-	case bench.ModeStartup, bench.ModeSessions:
-		return t, nil, usageErr("--mode %s needs --self-contained (it starts the daemon it measures)", c.Mode)
+	case bench.ModeStartup, bench.ModeSessions, bench.ModeBacklog:
+		return t, nil, usageErr("--mode %s needs --self-contained (it starts the daemons it measures)", c.Mode)
 	case bench.ModeE2E:
 		if c.Receiver == "" || c.To == "" {
 			return t, nil, usageErr("--mode e2e needs --self-contained, or --receiver <socket> and --to <its member pubkey>")
@@ -133,8 +140,12 @@ func printReport(r *bench.Report) {
 	fmt.Printf("\nsent %d, delivered %d in %.2f s: %.0f msgs/s\n", r.Sent, r.Delivered, r.ElapsedS, r.Throughput)
 	l := r.LatencyMs
 	fmt.Printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
-	if r.Mode == bench.ModeE2E || r.Mode == bench.ModeSessions {
+	if r.Mode == bench.ModeE2E || r.Mode == bench.ModeSessions || r.Mode == bench.ModeBacklog {
 		fmt.Printf("lost %d, duplicates %d\n", r.Lost, r.Duplicates)
+	}
+	if r.Mode == bench.ModeBacklog {
+		fmt.Printf("rate-limit refusals %d: %.3f per delivered message; alice's daemon %.3f CPU-s per minute\n",
+			r.Refused, float64(r.Refused)/float64(max(r.Delivered, 1)), r.DaemonCPUSPerMin)
 	}
 	if r.Mode == bench.ModeSessions {
 		fmt.Printf("%d sessions; daemon resident memory after the run: %.1f MB\n", r.Sessions, r.RSSMB)

@@ -18,6 +18,10 @@
 //     event, and the daemon's memory.
 //   - startup: exec of the daemon to its first answer on the socket, with
 //     rows waiting in its outbox, and its resident memory.
+//   - backlog: alice queues --count DMs to bob against a broker's rate
+//     limit (ours, or in its legacy mode upstream's bucket); the refused
+//     attempts per delivered message, alice's daemon CPU-seconds per
+//     minute, and every message checked to arrive once and in order.
 //
 // Open loop when a rate is given: message i is due at start + i/rate and its
 // latency counts from then, so falling behind shows in the figures.
@@ -64,6 +68,13 @@ type Options struct {
 	// Sessions is how many agent sessions a sessions run registers (0:
 	// DefaultSessions).
 	Sessions int
+	// RateLimit and RateWindow are the broker's limit in a backlog run;
+	// LegacyBroker runs that broker in its legacy mode (upstream's bucket
+	// and strings, no retry-after) and the daemons with [features]
+	// legacy_broker.
+	RateLimit    int
+	RateWindow   time.Duration
+	LegacyBroker bool
 	// Progress, if set, is called about once a second while sending.
 	Progress func(Progress)
 }
@@ -108,6 +119,10 @@ type Report struct {
 	// "bob", "client" (this process) and their "total". Steadier than the
 	// latencies on a shared machine.
 	CPUMsPerMsg map[string]float64 `json:"cpu_ms_per_msg,omitempty"`
+	// Backlog runs: the broker's rate-limit refusals alice's daemon
+	// counted, and its CPU time per minute of the run.
+	Refused          int     `json:"refused,omitempty"`
+	DaemonCPUSPerMin float64 `json:"daemon_cpu_s_per_min,omitempty"`
 }
 
 // sender sends message i with client_message_id id and body; it returns

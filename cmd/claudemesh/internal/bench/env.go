@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ type Env struct {
 	broker string // host:port
 	// fsyncMode is the daemons' [outbox] fsync_mode ("": their default).
 	fsyncMode string
+	legacy    bool // the daemons' [features] legacy_broker
 	// Peers are the members, in join order ("alice", "bob").
 	Peers []*Peer
 }
@@ -64,7 +66,7 @@ func StartEnv(ctx context.Context, bin string, opts Options, databaseURL string)
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{bin: bin, dir: dir, fsyncMode: opts.FsyncMode}
+	e := &Env{bin: bin, dir: dir, fsyncMode: opts.FsyncMode, legacy: opts.LegacyBroker}
 	store := []string{"--dir", filepath.Join(dir, "broker")}
 	if databaseURL != "" {
 		store = []string{"--database-url", databaseURL}
@@ -89,7 +91,7 @@ func StartEnv(ctx context.Context, bin string, opts Options, databaseURL string)
 		p.Membership = m
 		return e, e.startDaemon(ctx, p, false)
 	}
-	if err := e.startBroker(ctx, store); err != nil {
+	if err := e.startBroker(ctx, store, brokerLimits(opts)); err != nil {
 		return nil, err
 	}
 	slug := "bench-" + strings.ToLower(ulid.Make().String()) // a database may be shared between runs
@@ -111,7 +113,7 @@ func StartEnv(ctx context.Context, bin string, opts Options, databaseURL string)
 			return nil, fmt.Errorf("bench: %s's memberships after join: %v %v", name, ms, err)
 		}
 		p.Membership = ms[0]
-		if mode == ModeE2E {
+		if mode == ModeE2E || mode == ModeBacklog {
 			if err := e.startDaemon(ctx, p, true); err != nil {
 				return nil, err
 			}
@@ -174,9 +176,22 @@ func (e *Env) cli(ctx context.Context, env []string, args ...string) (string, er
 
 var listening = regexp.MustCompile(`broker listening on (\S+) `)
 
-func (e *Env) startBroker(ctx context.Context, store []string) error {
-	cmd := exec.Command(e.bin, append([]string{"broker", "up", "--listen", "127.0.0.1:0",
-		"--log-level", "warn", "--rate-limit", "1000000000"}, store...)...) // measure delivery, not the rate budget
+// brokerLimits are the broker's rate flags: a backlog run's limit, else
+// one far above what is measured (delivery, not the rate budget).
+func brokerLimits(opts Options) []string {
+	if opts.Mode != ModeBacklog {
+		return []string{"--rate-limit", "1000000000"}
+	}
+	args := []string{"--rate-limit", strconv.Itoa(opts.RateLimit), "--rate-window", opts.RateWindow.String()}
+	if opts.LegacyBroker {
+		args = append(args, "--legacy-protocol")
+	}
+	return args
+}
+
+func (e *Env) startBroker(ctx context.Context, store, limits []string) error {
+	cmd := exec.Command(e.bin, append(append([]string{"broker", "up", "--listen", "127.0.0.1:0", "--log-level", "warn"},
+		limits...), store...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
@@ -209,12 +224,15 @@ func (e *Env) startBroker(ctx context.Context, store []string) error {
 // startDaemon starts p's daemon in the foreground (socket only) and waits
 // until it answers, and with connected until its broker connection is up.
 func (e *Env) startDaemon(ctx context.Context, p *Peer, connected bool) error {
-	if e.fsyncMode != "" {
+	if e.fsyncMode != "" || e.legacy {
 		dir := filepath.Join(e.dir, p.Name, "d")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		toml := fmt.Sprintf("[outbox]\nfsync_mode = %q\n", e.fsyncMode)
+		toml := fmt.Sprintf("[features]\nlegacy_broker = %t\n", e.legacy)
+		if e.fsyncMode != "" {
+			toml += fmt.Sprintf("[outbox]\nfsync_mode = %q\n", e.fsyncMode)
+		}
 		if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600); err != nil {
 			return err
 		}

@@ -94,6 +94,8 @@ func RunSelfContained(ctx context.Context, opts Options, bin, databaseURL string
 	case ModeSessions:
 		opts.Sessions = cmp.Or(opts.Sessions, DefaultSessions)
 		return runSessions(ctx, opts, env)
+	case ModeBacklog:
+		return runBacklog(ctx, opts, env)
 	}
 	alice := env.Peers[0]
 	t := Target{Socket: alice.Socket, Member: &alice.Membership}
