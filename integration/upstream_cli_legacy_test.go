@@ -1,18 +1,15 @@
 package integration
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/oklog/ulid/v2"
-
+	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
 // writeLegacyConfig makes e's config.toml say [features] legacy_broker.
@@ -31,24 +28,20 @@ func TestColdPathLegacyBroker(t *testing.T) {
 	t.Parallel()
 	u := newUpstreamStandIn(t)
 	e := newEnv(t)
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	carol, err := config.NewMembership("upstream", "ws"+strings.TrimPrefix(u.srv.URL, "http")+"/ws")
+	if err == nil {
+		_, err = config.Paths{ConfigDir: e.configDir}.AddMembership(carol)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := map[string]any{"meshes": []map[string]string{{"meshId": ulid.Make().String(), "memberId": ulid.Make().String(),
-		"slug": "upstream", "name": "carol", "pubkey": hex.EncodeToString(pub), "secretKey": hex.EncodeToString(priv),
-		"brokerUrl": "ws" + strings.TrimPrefix(u.srv.URL, "http") + "/ws"}}}
-	b, _ := json.Marshal(doc)
-	if err := os.WriteFile(filepath.Join(e.configDir, "config.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	peer, _, err := ed25519.GenerateKey(rand.Reader)
+	peer, err := meshcrypto.GenerateIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	to := hex.EncodeToString(peer)
+	to := peer.PublicKeyHex()
 	send := func(args ...string) cliResult {
-		return runCLI(t, e, append([]string{"send", "--no-daemon"}, args...)...)
+		return runCLI(t, e, append([]string{"send", "--no-daemon", "--mesh", "upstream"}, args...)...)
 	}
 
 	r := send("--client-message-id", "leg-1", to, "refused")
