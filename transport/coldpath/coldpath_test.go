@@ -102,8 +102,8 @@ func TestSendAndRetry(t *testing.T) {
 	if _, ack, err = alice.Send(ctx, validated(t, ms["bob"].Pubkey, "changed", cid)); err != nil || ack.Code != 409 {
 		t.Fatalf("same id, other request: %+v %v; want 409", ack, err)
 	}
-	if _, ack, err = alice.Send(ctx, validated(t, "#general", "to all", "")); err != nil || ack.Code != 201 {
-		t.Fatalf("topic send: %+v %v", ack, err)
+	if _, ack, err = alice.Send(ctx, validated(t, "*", "to all", "")); err != nil || ack.Code != 201 {
+		t.Fatalf("broadcast: %+v %v", ack, err)
 	}
 }
 
