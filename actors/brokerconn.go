@@ -72,6 +72,7 @@ type BrokerConn struct {
 	backoff *wsclient.Backoff
 	breaker *wsclient.Breaker
 	peerReq map[string]*actor.PID // _reqId → who asked
+	topics  topicCalls            // topic requests in flight, the mesh's topics
 	nextReq int
 	closing bool
 	downAt  time.Time // when the connection was lost; zero before the first
@@ -148,6 +149,12 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		ctx.Respond(b.setProfile(m))
 	case *messages.MeshStatus:
 		ctx.Respond(b.status())
+	case *messages.TopicRequest:
+		b.topicRequest(ctx, m)
+	case *messages.ResolveTopic:
+		b.resolveTopic(ctx, m)
+	case *topicExpired:
+		b.topicExpired(ctx, m)
 	case *messages.EventAppended:
 		if m.Err != nil {
 			b.log.Warn("append event", "err", m.Err)
@@ -263,6 +270,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Err: ErrNotConnected})
 		delete(b.peerReq, id)
 	}
+	b.topicsDown(ctx)
 	if b.closing {
 		return
 	}
@@ -279,7 +287,11 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 			ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Peers: f.Peers})
 		}
 	case *messages.ErrorFrame:
-		b.log.Warn("broker_error_frame", "code", f.Code, "message", f.Message)
+		if !b.topicError(ctx, f) {
+			b.log.Warn("broker_error_frame", "code", f.Code, "message", f.Message)
+		}
+	default:
+		b.topicFrame(ctx, f)
 	}
 }
 

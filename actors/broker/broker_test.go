@@ -134,17 +134,21 @@ func TestOfflineDMIsQueued(t *testing.T) {
 	})
 }
 
-// TestBroadcastAndTopic: `*` and `#topic` reach every other member, live.
+// TestBroadcastAndTopic: `*` reaches every other member, live, and
+// `#<id>` every other member joined to the topic.
 func TestBroadcastAndTopic(t *testing.T) {
 	backends(t, noLimit, func(t *testing.T, e *env) {
 		alice, bob, carol := e.member("alice"), e.member("bob"), e.member("carol")
 		a, b, c := e.connect(alice, "a"), e.connect(bob, "b"), e.connect(carol, "c")
-		a.send(sendFrame("t-1", "#builds", "hello"))
+		id := createTopic(t, a, "builds")
+		joinTopic(t, b, id)
+		joinTopic(t, c, id)
+		a.send(sendFrame("t-1", "#"+id, "hello"))
 		if ack := a.next("ack"); ack["code"] != float64(201) {
 			t.Fatalf("ack %v", ack)
 		}
 		for _, r := range []*client{b, c} {
-			if p := r.push(); p["topic"] != "builds" || p["client_message_id"] != "t-1" {
+			if p := r.push(); p["topic"] != id || p["client_message_id"] != "t-1" {
 				t.Fatalf("topic push %v", p)
 			}
 		}

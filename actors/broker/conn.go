@@ -145,6 +145,16 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		c.setProfile(ctx, broker.ProfileUpdate{Avatar: f.Avatar, Title: f.Title, Bio: f.Bio, Capabilities: capabilities(f)}, &f.ReqID)
 	case *messages.FeatureNegotiationRequestFrame:
 		c.negotiate(f)
+	case *messages.TopicCreateFrame:
+		c.topicCreate(f)
+	case *messages.TopicListFrame:
+		c.topicList(f)
+	case *messages.TopicJoinFrame:
+		c.topicJoin(f)
+	case *messages.TopicRefFrame:
+		c.topicRef(f)
+	case *messages.TopicHistoryFrame:
+		c.topicHistory(f)
 	default:
 		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
 	}

@@ -14,8 +14,9 @@ import (
 )
 
 // send runs the accept path: validation, B0 (a committed id answers from the
-// dedupe table and spends no rate budget), B1 (the idempotent limiter), the
-// recipients, then B2/B3 in the accepts batcher; the ack goes out after the
+// dedupe table and spends no rate budget), the topic of a `#<id>` target
+// (unknown: refused), B1 (the idempotent limiter), the recipients, then
+// B2/B3 in the accepts batcher; the ack goes out after the
 // commit and the push to live recipients right after it. The id is this
 // connection's sender's (c.sender, the key the push carries): dedupe and
 // limiter are keyed by (mesh, sender, id).
@@ -44,6 +45,10 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		c.reply(answer(ack, &res))
 		return
 	}
+	topicMembers, ok := c.topicRecipients(ack, f.TargetSpec)
+	if !ok {
+		return
+	}
 	decision, err := c.limiter.Consume(bg, c.mesh.ID, c.sender, id)
 	if err != nil {
 		c.failedSend(ack, err)
@@ -59,7 +64,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	// connection goes on with its next frame meanwhile (the hub answers in
 	// order, so sends still reach the batcher in the order they came).
 	resolve := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderKeys: c.keys,
-		targetSpec: f.TargetSpec, priority: f.Priority}, askTimeout)
+		targetSpec: f.TargetSpec, priority: f.Priority, topicMembers: topicMembers}, askTimeout)
 	ctx.ReenterAfter(resolve, func(res any, err error) {
 		resolved, ok := res.(*hubResolved)
 		if err != nil || !ok {

@@ -124,13 +124,15 @@ func TestSessionDM(t *testing.T) {
 	})
 }
 
-// TestSessionBroadcastAndTopic: `*` and `#topic` from a session reach the
-// member's other session, its member connection and the other members,
-// once each, and not the sending session; from the member connection they
-// reach its sessions.
+// TestSessionBroadcastAndTopic: `*` and `#<id>` (both members joined)
+// from a session reach the member's other session, its member connection
+// and the other members, once each, and not the sending session; from the
+// member connection they reach its sessions.
 func TestSessionBroadcastAndTopic(t *testing.T) {
 	backendsTimed(t, testLease, sessionGrace, func(t *testing.T, e *env) {
 		s := newSessionMesh(e)
+		topic := "#" + createTopic(t, s.member.c, "builds")
+		joinTopic(t, s.bobPeer.c, topic[1:])
 		for _, c := range []struct {
 			id, target string
 			from       *peer
@@ -138,9 +140,9 @@ func TestSessionBroadcastAndTopic(t *testing.T) {
 		}{
 			{"broadcast-from-A", "*", s.a, []*peer{s.member, s.b, s.bobPeer}},
 			{"all-from-A", "@all", s.a, []*peer{s.member, s.b, s.bobPeer}},
-			{"topic-from-A", "#builds", s.a, []*peer{s.member, s.b, s.bobPeer}},
+			{"topic-from-A", topic, s.a, []*peer{s.member, s.b, s.bobPeer}},
 			{"broadcast-from-member", "*", s.member, []*peer{s.a, s.b, s.bobPeer}},
-			{"topic-from-bob", "#builds", s.bobPeer, []*peer{s.member, s.a, s.b}},
+			{"topic-from-bob", topic, s.bobPeer, []*peer{s.member, s.a, s.b}},
 		} {
 			c.from.sendTo(t, c.id, c.target)
 			s.reached(t, c.id, c.want...)

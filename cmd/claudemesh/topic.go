@@ -30,14 +30,23 @@ type topicFlags struct {
 	JSON bool   `name:"json" help:"Print the daemon's answer as one JSON object."`
 }
 
-// topicClient is the daemon's client and a context for one request.
-func topicClient() (*ipc.Client, context.Context, context.CancelFunc, error) {
+// topicRun makes one request of the daemon and prints its answer: as JSON
+// with --json, else with text.
+func topicRun[T any](f topicFlags, call func(context.Context, *ipc.Client) (*T, error), text func(*T) error) error {
 	client, err := daemonClient()
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	return client, ctx, cancel, nil
+	defer cancel()
+	res, err := call(ctx, client)
+	if err != nil {
+		return err
+	}
+	if f.JSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	return text(res)
 }
 
 type topicCreateCmd struct {
@@ -48,25 +57,17 @@ type topicCreateCmd struct {
 }
 
 func (c *topicCreateCmd) Run() error {
-	client, ctx, cancel, err := topicClient()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	res, err := client.CreateTopic(ctx, &messages.TopicCreateRequest{Name: c.Name, Description: c.Description,
-		Visibility: c.Visibility, Mesh: c.Mesh})
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	verb := "created"
-	if !res.Created {
-		verb = "exists; joined"
-	}
-	fmt.Printf("#%s %s (id %s, mesh %s)\n", printable(res.Topic.Name), verb, res.Topic.ID, res.Mesh)
-	return nil
+	req := &messages.TopicCreateRequest{Name: c.Name, Description: c.Description, Visibility: c.Visibility, Mesh: c.Mesh}
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.TopicCreated, error) {
+		return client.CreateTopic(ctx, req)
+	}, func(res *messages.TopicCreated) error {
+		verb := "created"
+		if !res.Created {
+			verb = "exists; joined"
+		}
+		fmt.Printf("#%s %s (id %s, mesh %s)\n", printable(res.Topic.Name), verb, res.Topic.ID, res.Mesh)
+		return nil
+	})
 }
 
 type topicListCmd struct {
@@ -74,22 +75,14 @@ type topicListCmd struct {
 }
 
 func (c *topicListCmd) Run() error {
-	client, ctx, cancel, err := topicClient()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	res, err := client.Topics(ctx, c.Mesh)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	return printList(res.Topics, false, "no topics in mesh "+res.Mesh+" (create one with `claudemesh topic create NAME`)",
-		"NAME\tID\tMEMBERS\tVISIBILITY\tDESCRIPTION", func(t messages.TopicInfo) string {
-			return row(t.Name, t.ID, strconv.Itoa(t.MemberCount), t.Visibility, t.Description)
-		})
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.TopicList, error) {
+		return client.Topics(ctx, c.Mesh)
+	}, func(res *messages.TopicList) error {
+		return printList(res.Topics, false, "no topics in mesh "+res.Mesh+" (create one with `claudemesh topic create NAME`)",
+			"NAME\tID\tMEMBERS\tVISIBILITY\tDESCRIPTION", func(t messages.TopicInfo) string {
+				return row(t.Name, t.ID, strconv.Itoa(t.MemberCount), t.Visibility, t.Description)
+			})
+	})
 }
 
 type topicJoinCmd struct {
@@ -113,24 +106,19 @@ func (c *topicLeaveCmd) Run() error {
 
 // membership joins or leaves and prints the members after it.
 func membership(f topicFlags, req *messages.TopicMembershipRequest, join bool) error {
-	client, ctx, cancel, err := topicClient()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	call, verb := client.LeaveTopic, "left"
+	verb := "left"
 	if join {
-		call, verb = client.JoinTopic, "joined"
+		verb = "joined"
 	}
-	res, err := call(ctx, req)
-	if err != nil {
-		return err
-	}
-	if f.JSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	fmt.Printf("%s #%s (mesh %s); %d members now\n", verb, printable(res.Topic), res.Mesh, len(res.Members))
-	return nil
+	return topicRun(f, func(ctx context.Context, client *ipc.Client) (*messages.TopicMembers, error) {
+		if join {
+			return client.JoinTopic(ctx, req)
+		}
+		return client.LeaveTopic(ctx, req)
+	}, func(res *messages.TopicMembers) error {
+		fmt.Printf("%s #%s (mesh %s); %d members now\n", verb, printable(res.Topic), res.Mesh, len(res.Members))
+		return nil
+	})
 }
 
 type topicMembersCmd struct {
@@ -139,22 +127,14 @@ type topicMembersCmd struct {
 }
 
 func (c *topicMembersCmd) Run() error {
-	client, ctx, cancel, err := topicClient()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	res, err := client.TopicMembers(ctx, c.Mesh, c.Topic)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	return printList(res.Members, false, "#"+res.Topic+" has no members", "NAME\tROLE\tPUBKEY\tJOINED\tLAST READ",
-		func(m messages.TopicMemberInfo) string {
-			return row(m.DisplayName, m.Role, m.Pubkey, m.JoinedAt, messages.Deref(m.LastReadAt))
-		})
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.TopicMembers, error) {
+		return client.TopicMembers(ctx, c.Mesh, c.Topic)
+	}, func(res *messages.TopicMembers) error {
+		return printList(res.Members, false, "#"+res.Topic+" has no members", "NAME\tROLE\tPUBKEY\tJOINED\tLAST READ",
+			func(m messages.TopicMemberInfo) string {
+				return row(m.DisplayName, m.Role, m.Pubkey, m.JoinedAt, messages.Deref(m.LastReadAt))
+			})
+	})
 }
 
 type topicHistoryCmd struct {
@@ -165,20 +145,15 @@ type topicHistoryCmd struct {
 }
 
 func (c *topicHistoryCmd) Run() error {
-	client, ctx, cancel, err := topicClient()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	res, err := client.TopicHistory(ctx, c.Mesh, c.Topic, c.Limit, c.Before)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.TopicHistory, error) {
+		return client.TopicHistory(ctx, c.Mesh, c.Topic, c.Limit, c.Before)
+	}, printHistory)
+}
+
+// printHistory prints a history page oldest first, as a conversation reads.
+func printHistory(res *messages.TopicHistory) error {
 	msgs := slices.Clone(res.Messages)
-	slices.Reverse(msgs) // oldest first, as a conversation reads
+	slices.Reverse(msgs)
 	return printList(msgs, false, "#"+res.Topic+" has no messages", "AT\tFROM\tID\tMESSAGE",
 		func(m messages.TopicHistoryItem) string {
 			from := m.SenderName

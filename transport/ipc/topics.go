@@ -53,11 +53,7 @@ func (s *Server) topicsList(w http.ResponseWriter, r *http.Request) {
 // the existing topic of that name (joined).
 func (s *Server) topicsCreate(w http.ResponseWriter, r *http.Request) {
 	var req messages.TopicCreateRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := req.Validate(); err != nil {
+	if err := decodeValid(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -85,11 +81,7 @@ func (s *Server) topicsLeave(w http.ResponseWriter, r *http.Request) {
 // members after the change.
 func (s *Server) topicMembership(w http.ResponseWriter, r *http.Request, op string) {
 	var req messages.TopicMembershipRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := req.Validate(); err != nil {
+	if err := decodeValid(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -164,14 +156,17 @@ func topicParam(v string) (string, error) {
 	return v, nil
 }
 
-// decodeBody reads a JSON request body strictly into v.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+// decodeValid reads a JSON request body strictly into v and validates it.
+func decodeValid(w http.ResponseWriter, r *http.Request, v interface{ Validate() error }) error {
 	body, err := readBody(w, r)
 	if err != nil {
 		return err
 	}
 	defer bufPool.Put(body)
-	return messages.DecodeJSON(body.Bytes(), v)
+	if err := messages.DecodeJSON(body.Bytes(), v); err != nil {
+		return err
+	}
+	return v.Validate()
 }
 
 // nonNil renders an absent list as [].
