@@ -25,9 +25,10 @@ import (
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
 
-// DefaultTo is where accept and broker runs send: a topic, so that no
-// recipient's inbox is involved.
-const DefaultTo = "#bench"
+// DefaultTo is where accept and broker runs send: a group no connection
+// claims, so that no recipient's inbox is involved (and no topic must
+// exist first).
+const DefaultTo = "@bench"
 
 // Target is where a run sends.
 type Target struct {
