@@ -180,11 +180,14 @@ func TestSendCommand(t *testing.T) {
 			}
 		}
 		waitInbox(t, s.bobEnv, "to everyone")
+		if r := runCLI(t, s.bobEnv, "topic", "create", "ops", "--json"); r.code != 0 { // bob leads #ops
+			t.Fatalf("topic create ops: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+		}
 		if r := sendCLI(t, s.aliceEnv, "--priority", "now", "--meta", `{"k":"v"}`, "#ops", "on topic"); r.code != 0 {
 			t.Fatalf("send #ops: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
 		}
-		if it := waitInbox(t, s.bobEnv, "on topic"); it.Topic != "ops" {
-			t.Errorf("topic message arrived as %+v, want topic ops", it)
+		if it := waitInbox(t, s.bobEnv, "on topic"); it.Kind != "topic" || !messages.IsTopicID(it.Topic) {
+			t.Errorf("topic message arrived as %+v, want the topic's id", it)
 		}
 	})
 
@@ -259,7 +262,7 @@ func TestSendCommand(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, "idempotency_key_reused") {
 			t.Errorf("cold conflicting reuse: exit %d\nstdout %q\nstderr %q; want 1 naming idempotency_key_reused", r.code, r.stdout, r.stderr)
 		}
-		r = sendCLI(t, s.aliceEnv, "--json", "#ops", "cold topic")
+		r = sendCLI(t, s.aliceEnv, "--json", "*", "cold topic")
 		var ack map[string]any
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &ack) != nil || ack["code"] != float64(201) || ack["via"] != "broker" {
 			t.Errorf("cold --json: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
@@ -308,8 +311,8 @@ func TestSendLocalMeshNeedsDaemon(t *testing.T) {
 func TestSendWaitTimesOut(t *testing.T) {
 	e := newEnv(t) // its mesh's broker does not answer
 	startDaemon(t, e, "--no-tcp")
-	r := sendCLI(t, e, "--client-message-id", "wait-out", "--wait", "300ms", "#ops", "nobody home")
-	if r.code != 3 || !strings.Contains(r.stderr, "wait-out to #ops is still pending after 300ms") ||
+	r := sendCLI(t, e, "--client-message-id", "wait-out", "--wait", "300ms", "@ops", "nobody home")
+	if r.code != 3 || !strings.Contains(r.stderr, "wait-out to @ops is still pending after 300ms") ||
 		!strings.Contains(r.stderr, "stays queued") {
 		t.Fatalf("send --wait with no broker: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
 	}

@@ -1,0 +1,116 @@
+package integration
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// TestTopics: topics through the real binaries — `claudemesh topic` on
+// alice's and bob's daemons, our broker between them. A `#name` send is
+// resolved to the topic's id, reaches the joined member live and stays in
+// the history; a name no topic has is refused at /v1/send and nothing is
+// stored; after bob leaves, the topic's messages no longer reach him.
+func TestTopics(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	alice, bob := m.alice, m.bob
+	alice.start(t)
+	bob.start(t)
+	topicCLI := func(p *e2ePeer, out any, args ...string) {
+		t.Helper()
+		r := runCLI(t, p.env, append([]string{"topic"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("%s: claudemesh topic %s: exit %d\nstdout %s\nstderr %s", p.name, strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		if out != nil {
+			if err := json.Unmarshal([]byte(r.stdout), out); err != nil {
+				t.Fatalf("claudemesh topic %s --json printed %q: %v", strings.Join(args, " "), r.stdout, err)
+			}
+		}
+	}
+
+	var created messages.TopicCreated
+	topicCLI(alice, &created, "create", "dev", "--description", "the dev team", "--json")
+	if !created.Created || created.Topic.Name != "dev" || !messages.IsTopicID(created.Topic.ID) || created.Mesh != "demo" {
+		t.Fatalf("topic create: %+v", created)
+	}
+	var joined messages.TopicMembers
+	topicCLI(bob, &joined, "join", "dev", "--json")
+	if len(joined.Members) != 2 {
+		t.Fatalf("members after bob's join: %+v", joined)
+	}
+	var list messages.TopicList
+	topicCLI(bob, &list, "list", "--json")
+	if len(list.Topics) != 1 || list.Topics[0].ID != created.Topic.ID || list.Topics[0].MemberCount != 2 ||
+		list.Topics[0].Description != "the dev team" {
+		t.Fatalf("topic list: %+v", list)
+	}
+
+	stream := openSSE(t, bob.env.socket(), "")
+	if st, body, err := trySend(alice.c, "#dev", "standup in 5", "topic-1"); err != nil || st != http.StatusAccepted {
+		t.Fatalf("send #dev: %d %v %s", st, err, body)
+	}
+	got := messageOf(t, stream.next("message", e2eDeliverDeadline))
+	if got.ClientMessageID != "topic-1" || got.Kind != "topic" || got.Topic != created.Topic.ID || messages.Deref(got.Body) != "standup in 5" {
+		t.Fatalf("bob's message: %+v", got)
+	}
+
+	st, body, err := trySend(alice.c, "#nope", "to no one", "topic-missing")
+	var refusal messages.ErrorBody
+	if err != nil || st != http.StatusNotFound || json.Unmarshal(body, &refusal) != nil || refusal.Error != messages.CodeTopicNotFound {
+		t.Fatalf("send #nope: %d %v %s; want 404 topic_not_found", st, err, body)
+	}
+	if rows := byClientID(listAll(t, alice.c, "")); len(rows) != 1 || rows["topic-missing"].ID != "" {
+		t.Fatalf("alice's outbox after the refusal: %+v", rows)
+	}
+
+	var history messages.TopicHistory
+	topicCLI(bob, &history, "history", "dev", "--json")
+	if len(history.Messages) != 1 || messages.Deref(history.Messages[0].Body) != "standup in 5" ||
+		history.Messages[0].SenderName != "alice" || history.Messages[0].ID != got.BrokerMessageID {
+		t.Fatalf("topic history: %+v", history)
+	}
+	if r := runCLI(t, bob.env, "topic", "members", "dev"); r.code != 0 || !strings.Contains(r.stdout, "alice") ||
+		!strings.Contains(r.stdout, "lead") || !strings.Contains(r.stdout, "bob") {
+		t.Fatalf("topic members: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, bob.env, "topic", "join", "nope"); r.code == 0 || !strings.Contains(r.stderr, "topic list") {
+		t.Fatalf("topic join nope: exit %d\n%s%s; want a failure that says how to list topics", r.code, r.stdout, r.stderr)
+	}
+
+	topicCLI(bob, nil, "leave", "dev")
+	if st, body, err := trySend(alice.c, "#dev", "bob has left", "topic-2"); err != nil || st != http.StatusAccepted {
+		t.Fatalf("send #dev after the leave: %d %v %s", st, err, body)
+	}
+	if st, body, err := trySend(alice.c, "*", "marker", "marker"); err != nil || st != http.StatusAccepted {
+		t.Fatalf("send *: %d %v %s", st, err, body)
+	}
+	// Pushes to bob come in the order alice's messages were accepted: once
+	// the marker is in, topic-2 would have come before it.
+	if next := messageOf(t, stream.next("message", e2eDeliverDeadline)); next.ClientMessageID != "marker" {
+		t.Fatalf("after bob left #dev he got %+v, want the marker", next)
+	}
+	// A topic alice's daemon has not seen: the miss refreshes its list.
+	topicCLI(bob, nil, "create", "ops")
+	if st, body, err := trySend(alice.c, "#ops", "ops is open", "topic-3"); err != nil || st != http.StatusAccepted {
+		t.Fatalf("send #ops, created after alice's daemon listed the topics: %d %v %s", st, err, body)
+	}
+	if next := messageOf(t, stream.next("message", e2eDeliverDeadline)); next.ClientMessageID != "topic-3" {
+		t.Fatalf("bob, lead of #ops, got %+v", next)
+	}
+	// A topic id passes as it is.
+	if st, body, err := trySend(alice.c, "#"+created.Topic.ID, "by id", "topic-4"); err != nil || st != http.StatusAccepted {
+		t.Fatalf("send #<id>: %d %v %s", st, err, body)
+	}
+	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return "topic-4 done at alice" }, func() bool {
+		return byClientID(listAll(t, alice.c, "done"))["topic-4"].ID != ""
+	})
+	topicCLI(alice, &history, "history", created.Topic.ID, "--json")
+	if len(history.Messages) != 3 || messages.Deref(history.Messages[0].Body) != "by id" {
+		t.Fatalf("history of #dev after topic-4: %+v", history)
+	}
+}
