@@ -42,6 +42,8 @@ type MeshConfig struct {
 	// is the session key, the connection opens with a session_hello the
 	// member key vouches for, and Name is the session's display name.
 	Session *SessionConfig
+
+	pace *paceBoard // the dispatcher's pacing, for the connection's status (set by meshProps)
 }
 
 // SessionConfig is what a session's connection says about it.
@@ -358,7 +360,8 @@ func (b *BrokerConn) setProfile(p *messages.SetProfile) *messages.ProfileApplied
 }
 
 func (b *BrokerConn) status() *messages.MeshStatusReply {
-	r := &messages.MeshStatusReply{Connected: b.conn != nil, Breaker: b.breaker.State(), Revoked: b.revoked}
+	r := &messages.MeshStatusReply{Connected: b.conn != nil, Breaker: b.breaker.State(), Revoked: b.revoked,
+		Pace: b.cfg.pace.get(time.Now())}
 	if b.conn != nil {
 		r.LagMs = b.conn.RTT().Milliseconds()
 		r.Features = b.session.Features

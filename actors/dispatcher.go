@@ -100,7 +100,7 @@ func newDispatcher(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slo
 	return func() actor.Actor {
 		return &Dispatcher{mesh: cfg.Slug, store: store, metrics: m, log: log.With("actor", "dispatcher"),
 			inflight: map[string]*flight{}, ackTimeout: ackTimeout, pacer: wsclient.NewPacer(DispatchWindow, rand.Float64),
-			dests: map[string]*destWait{}}
+			dests: map[string]*destWait{}, board: cfg.pace}
 	}
 }
 

@@ -37,6 +37,7 @@ type meshActor struct {
 type meshChildren struct{}
 
 func meshProps(cfg MeshConfig, store *actor.PID, deps *Deps) *actor.Props {
+	cfg.pace = &paceBoard{}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &meshActor{cfg: cfg, store: store, metrics: deps.Metrics, log: deps.Log.With("mesh", cfg.Slug), fatal: deps.Fatal,
 			faults: deps.Faults}

@@ -46,6 +46,9 @@ type Options struct {
 	// broker shares the daemon's: a system's process registry alone is
 	// several MB.
 	System *actor.ActorSystem
+	// Legacy, set, makes the broker speak only the upstream broker's
+	// protocol, for interop tests (see LegacyProtocol).
+	Legacy *LegacyProtocol
 }
 
 // Broker is a running broker: an actor tree and its HTTP handler.
@@ -86,7 +89,7 @@ func Start(opts Options) (*Broker, error) {
 	}
 	m := newMetrics()
 	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now,
-		metrics: m, lease: opts.DeliveryLease}
+		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy}
 	var err error
 	spawn := func(name string, p actor.Producer) *actor.PID {
 		if err != nil {

@@ -42,7 +42,8 @@ type deps struct {
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *metrics
-	lease   time.Duration // how long a push waits for its client_ack
+	lease   time.Duration   // how long a push waits for its client_ack
+	legacy  *LegacyProtocol // nil: this broker's own protocol
 }
 
 // Connection messages; revokedNow says the member was revoked while
@@ -206,8 +207,12 @@ func (c *conn) hello(ctx actor.Context, f *messages.HelloFrame) {
 	if f.SessionPubkey != "" {
 		c.sender, c.keys = f.SessionPubkey, []string{f.SessionPubkey, member.Pubkey}
 	}
-	c.admit(ctx, mesh, member, &presence{sessionPubkey: f.SessionPubkey, sessionID: f.SessionID, groups: f.Groups,
-		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd})
+	p := &presence{sessionPubkey: f.SessionPubkey, sessionID: f.SessionID, groups: f.Groups,
+		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd}
+	if c.legacy != nil { // upstream names the presence as its hello does
+		c.name, p.ownName = f.DisplayName, f.DisplayName
+	}
+	c.admit(ctx, mesh, member, p)
 }
 
 func (c *conn) sessionHello(ctx actor.Context, f *messages.SessionHelloFrame) {

@@ -140,6 +140,9 @@ func (c *conn) features() map[string]messages.Feature {
 // the broker lacks gets feature_negotiation_failed and a 4010 close whose
 // reason is the compact close_reason.
 func (c *conn) negotiate(f *messages.FeatureNegotiationRequestFrame) {
+	if c.legacy != nil {
+		return // upstream ignores the frame types it does not know
+	}
 	supported := c.features()
 	resp := &messages.FeatureNegotiationResponseFrame{Type: messages.TypeFeatureNegotiationResponse,
 		Supported: supported, MissingRequired: []string{}}

@@ -29,6 +29,9 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	if ack.ID == "" {
 		ack.ID = id
 	}
+	if c.legacy != nil && c.legacyTooLarge(f) {
+		return
+	}
 	fp, rej := c.validateSend(f, id)
 	if rej != nil {
 		c.reply(rejected(ack, rej))
@@ -69,6 +72,9 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		resolved, ok := res.(*hubResolved)
 		if err != nil || !ok {
 			c.failedSend(ack, errors.Join(errors.New("hub did not answer"), err))
+			return
+		}
+		if c.legacy != nil && c.legacyNoPeer(ack, resolved) {
 			return
 		}
 		c.accept(ctx, f, ack, fp, resolved)
@@ -118,6 +124,9 @@ func (c *conn) reply(ack *messages.AckFrame) {
 		outcome = "failed"
 	}
 	c.metrics.accepts.WithLabelValues(outcome).Inc()
+	if c.legacy != nil {
+		ack = c.legacyAck(ack)
+	}
 	c.sendFrame(ack)
 }
 

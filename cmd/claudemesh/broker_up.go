@@ -31,6 +31,7 @@ type brokerUpCmd struct {
 	RateWindow       string `default:"1m" help:"Rate window (a Go duration)."`
 	LogLevel         string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
 	ShutdownFor      string `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
+	LegacyProtocol   bool   `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
 }
 
 func (c *brokerUpCmd) Run() error {
@@ -50,7 +51,16 @@ func (c *brokerUpCmd) Run() error {
 	defer store.Close()
 	limits := ratelimit.Options{Limit: c.RateLimit, Window: window}
 	var limiter ratelimit.Limiter = ratelimit.NewMemory(limits)
-	if c.RedisURL != "" {
+	var legacy *brokeractors.LegacyProtocol
+	switch {
+	case c.LegacyProtocol && c.RedisURL != "":
+		return &exitError{code: 2, err: errors.New("--legacy-protocol limits in memory, as upstream does: drop --redis-url")}
+	case c.LegacyProtocol:
+		bucket := ratelimit.NewBucket(limits, 0)
+		limiter = bucket
+		legacy = &brokeractors.LegacyProtocol{PerMinute: bucket.PerMinute(), Burst: bucket.Burst()}
+		log.Warn("legacy_protocol", "detail", "this broker speaks only the upstream protocol, for interop tests: no feature negotiation, no retry-after")
+	case c.RedisURL != "":
 		if limiter, err = ratelimit.NewRedis(ctx, c.RedisURL, limits); err != nil {
 			return err
 		}
@@ -65,7 +75,7 @@ func (c *brokerUpCmd) Run() error {
 		}
 	}
 	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{join.Path: join.Handler(store, log)}, Log: log,
-		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP}})
+		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP}, Legacy: legacy})
 	if err != nil {
 		return err
 	}
