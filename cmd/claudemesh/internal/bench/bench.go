@@ -120,7 +120,7 @@ type Report struct {
 	// latencies on a shared machine.
 	CPUMsPerMsg map[string]float64 `json:"cpu_ms_per_msg,omitempty"`
 	// Backlog runs: the broker's rate-limit refusals alice's daemon
-	// counted, and its CPU time per minute of the run.
+	// counted, and its CPU time per minute while it drained the backlog.
 	Refused          int     `json:"refused,omitempty"`
 	DaemonCPUSPerMin float64 `json:"daemon_cpu_s_per_min,omitempty"`
 }
