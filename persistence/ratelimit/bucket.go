@@ -50,7 +50,9 @@ func NewBucket(opts Options, burst int) *Bucket {
 func (b *Bucket) Burst() int { return int(b.burst) }
 
 // PerMinute is the refill rate in messages a minute (rounded down).
-func (b *Bucket) PerMinute() int { return int(int64(b.opts.Limit) * int64(time.Minute) / int64(b.opts.Window)) }
+func (b *Bucket) PerMinute() int {
+	return int(int64(b.opts.Limit) * int64(time.Minute) / int64(b.opts.Window))
+}
 
 // Consume implements Limiter: it takes a token of sender's bucket, if one
 // is left. clientMessageID is checked, not remembered.
