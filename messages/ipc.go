@@ -27,8 +27,9 @@ type SendConflict struct {
 
 // ErrorBody is the envelope of every other non-2xx answer.
 type ErrorBody struct {
-	Error  string `json:"error"`
-	Detail string `json:"detail,omitempty"`
+	Error      string          `json:"error"`
+	Detail     string          `json:"detail,omitempty"`
+	Candidates []PeerCandidate `json:"candidates,omitempty"` // ambiguous_recipient: the peers the name matches
 }
 
 // MeshInfo describes one joined mesh.
@@ -112,6 +113,9 @@ type MeshHealth struct {
 	Inflight     int    `json:"inflight"`
 	Dead         int    `json:"dead"`
 	Revoked      bool   `json:"revoked,omitempty"` // the broker refused this member's key as revoked
+	// SendPace is the pacing after the broker's rate-limit and
+	// `no connected peer` refusals.
+	SendPace SendPace `json:"send_pace"`
 }
 
 // DefaultMesh is the mesh a request that names none goes to: the only

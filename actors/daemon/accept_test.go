@@ -43,7 +43,7 @@ func TestAcceptTable(t *testing.T) {
 		name := fmt.Sprintf("%s/match=%v", c.state, c.match)
 		t.Run(name, func(t *testing.T) {
 			id := fmt.Sprintf("table-%d", i)
-			body := fmt.Sprintf(`{"to":"#alerts","message":"hello","client_message_id":%q}`, id)
+			body := fmt.Sprintf(`{"to":"@alerts","message":"hello","client_message_id":%q}`, id)
 			if c.state != "" {
 				if st, _ := h.post("/v1/send", body); st != 202 {
 					t.Fatalf("seeding: %d", st)
@@ -124,8 +124,8 @@ func TestValidationLeavesIDFree(t *testing.T) {
 		{"array", `[]`, nil, 400, "invalid_json"},
 		{"unknown field", `{"to":"*","message":"x","prio":"now"}`, nil, 400, "unknown_field"},
 		{"missing to", `{"message":"x"}`, nil, 400, "missing_to"},
-		{"display name", `{"to":"alice","message":"x"}`, nil, 400, "invalid_to"},
-		{"bad pubkey", `{"to":"zz` + strings.Repeat("0", 62) + `","message":"x"}`, nil, 400, "invalid_to"},
+		{"display name, broker away", `{"to":"alice","message":"x"}`, nil, 503, "broker_unavailable"},
+		{"nothing visible", `{"to":"\u200b","message":"x"}`, nil, 400, "invalid_to"},
 		{"missing message", `{"to":"*"}`, nil, 400, "missing_message"},
 		{"empty message", `{"to":"*","message":""}`, nil, 400, "missing_message"},
 		{"bad priority", `{"to":"*","message":"x","priority":"asap"}`, nil, 400, "invalid_priority"},
@@ -154,7 +154,7 @@ func TestValidationLeavesIDFree(t *testing.T) {
 			if h.rows("client_message_id = ?", id) != 0 {
 				t.Fatal("a rejected request wrote a row")
 			}
-			status, _ = h.post("/v1/send", fmt.Sprintf(`{"to":"#fixed","message":"ok","client_message_id":%q}`, id))
+			status, _ = h.post("/v1/send", fmt.Sprintf(`{"to":"@fixed","message":"ok","client_message_id":%q}`, id))
 			if status != 202 {
 				t.Fatalf("corrected request: %d, want 202 (the id must stay free)", status)
 			}
@@ -179,7 +179,7 @@ func TestAcceptRace(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				status, _ := h.post("/v1/send", fmt.Sprintf(`{"to":"#race","message":%q,"client_message_id":%q}`, body, id))
+				status, _ := h.post("/v1/send", fmt.Sprintf(`{"to":"@race","message":%q,"client_message_id":%q}`, body, id))
 				mu.Lock()
 				statuses[body] = append(statuses[body], status)
 				mu.Unlock()

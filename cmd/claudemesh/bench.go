@@ -30,7 +30,7 @@ type benchCmd struct {
 	RateWindow    time.Duration `name:"rate-window" default:"1m" help:"backlog mode: the broker's rate window."`
 	LegacyBroker  bool          `name:"legacy-broker" help:"backlog mode: run the broker in its legacy test mode (upstream's token bucket of 10 refilled at the same rate, refusals without retry-after) and the daemons with [features] legacy_broker."`
 	Mesh          string        `placeholder:"SLUG" help:"Without --self-contained: the mesh to send on (default: the only one)."`
-	To            string        `placeholder:"DEST" help:"Without --self-contained: where to send (default #bench; e2e: the receiver's member pubkey)."`
+	To            string        `placeholder:"DEST" help:"Without --self-contained: where to send (default @bench; e2e: the receiver's member pubkey)."`
 	Receiver      string        `type:"path" placeholder:"SOCKET" help:"e2e without --self-contained: the receiving daemon's socket (the sender is the running daemon)."`
 	JSON          bool          `name:"json" help:"Print the report as one JSON object."`
 }

@@ -170,7 +170,29 @@ func printStatus(r *statusReport) {
 			strconv.Itoa(m.QueueDepth), strconv.Itoa(m.Inflight), strconv.Itoa(m.Dead)))
 	}
 	tw.Flush()
+	printSendPace(h.Meshes)
 	printHookStatus(h.Hooks) // hook_status.go
+}
+
+// printSendPace says which meshes' sends the broker holds back: a pause
+// after a rate-limit refusal, the pace since, destinations backing off.
+func printSendPace(meshes []messages.MeshHealth) {
+	for _, m := range meshes {
+		p := m.SendPace
+		var parts []string
+		if p.PausedUntil != "" {
+			parts = append(parts, "paused until "+p.PausedUntil+" (the broker's rate limit)")
+		}
+		if p.PaceMs > 0 {
+			parts = append(parts, fmt.Sprintf("paced: one send at a time, at least %dms apart", p.PaceMs))
+		}
+		if p.DestinationBackoffs > 0 {
+			parts = append(parts, fmt.Sprintf("%d destination(s) backing off (no connected peer)", p.DestinationBackoffs))
+		}
+		if len(parts) > 0 {
+			fmt.Printf("sends to %s: %s; %d rate-limit refusal(s) so far\n", m.Mesh, strings.Join(parts, "; "), p.RateLimited)
+		}
+	}
 }
 
 type daemonAcceptHostCmd struct{}

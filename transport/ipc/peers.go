@@ -300,6 +300,7 @@ func (s *Server) withMeshStatus(h *messages.Health) *messages.Health {
 		m.Breaker = "unknown"
 		if errs[i] == nil {
 			m.Connected, m.Breaker, m.LagMs, m.Revoked = statuses[i].Connected, statuses[i].Breaker, statuses[i].LagMs, statuses[i].Revoked
+			m.SendPace = statuses[i].Pace
 		}
 	}
 	return h

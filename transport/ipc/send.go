@@ -82,6 +82,12 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 	if err != nil {
 		return nil, "", err
 	}
+	if err := s.resolveTopic(mesh, send); err != nil {
+		return nil, "", err
+	}
+	if err := s.resolveRecipient(mesh, send); err != nil {
+		return nil, "", err
+	}
 	cmd, err = prepare(mesh, send, id)
 	return cmd, destinationKind(send.Destination), err
 }
@@ -94,9 +100,13 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages.AcceptSend, error) {
 	var nonce, ciphertext string
 	var err error
-	if send.Destination.Kind == messages.KindDM {
-		nonce, ciphertext, err = mesh.Identity.SealDM(send.Destination.Ref, send.Body)
-	} else {
+	switch {
+	case send.Destination.NamesPeer():
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo,
+			Detail: fmt.Sprintf("%q names a peer, which only POST /v1/send resolves: give the 64-hex pubkey", send.Destination.Ref)}
+	case send.Destination.Kind == messages.KindDM:
+		nonce, ciphertext, err = mesh.Identity.SealDM(send.Destination.TargetSpec, send.Body)
+	default:
 		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
 	}
 	if err != nil {

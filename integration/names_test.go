@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// namesPeers waits until alice's GET /v1/peers lists every name in want.
+func namesPeers(t *testing.T, c *http.Client, want ...string) {
+	t.Helper()
+	var seen []string
+	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "peers " + strings.Join(want, ", ") + "; seen " + strings.Join(seen, ", ") },
+		func() bool {
+			var body struct {
+				Peers []messages.Peer `json:"peers"`
+			}
+			if st, _, err := getJSON(c, "http://localhost/v1/peers?mesh=demo", &body); err != nil || st != http.StatusOK {
+				return false
+			}
+			seen = seen[:0]
+			for _, p := range body.Peers {
+				seen = append(seen, p.DisplayName)
+			}
+			for _, name := range want {
+				if !slices.Contains(seen, name) {
+					return false
+				}
+			}
+			return true
+		})
+}
+
+// sendJSON posts a /v1/send body made of fields.
+func sendJSON(t *testing.T, c *http.Client, fields map[string]string) *response {
+	t.Helper()
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return post(t, c, b)
+}
+
+// TestSendByDisplayName: POST /v1/send takes a peer's display name, as
+// upstream's daemon does, resolved against the mesh's peer list with the
+// look-alike folding of the names' uniqueness: a name one peer has is
+// delivered to that peer's key; a name two keys have is a 409 listing
+// both; a name nobody has is a 404; a refusal stores nothing and leaves
+// the id free; and the fingerprint covers the `to` as typed. The peers are
+// agent sessions of bob's daemon (a session may take any name no other
+// member holds, so two of them can share one).
+func TestSendByDisplayName(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	alice, bob := m.alice, m.bob
+	alice.start(t)
+	bob.start(t)
+	helper1 := registerSession(t, bob.env.socket(), "demo", "s-helper-1", "helper")
+	helper2 := registerSession(t, bob.env.socket(), "demo", "s-helper-2", "hеlper") // a Cyrillic е
+	reviewer := registerSession(t, bob.env.socket(), "demo", "s-reviewer", "reviewer")
+	namesPeers(t, alice.c, "helper", "hеlper", "reviewer")
+
+	r := sendJSON(t, alice.c, map[string]string{"to": "HELPER", "message": "which one?", "client_message_id": "amb-1"})
+	body := r.json(t)
+	var candidates []string
+	for _, c := range body["candidates"].([]any) {
+		candidates = append(candidates, c.(map[string]any)["pubkey"].(string))
+	}
+	slices.Sort(candidates)
+	want := []string{helper1.pubkey, helper2.pubkey}
+	slices.Sort(want)
+	if r.status != http.StatusConflict || body["error"] != messages.CodeAmbiguousRecipient || !slices.Equal(candidates, want) {
+		t.Fatalf("HELPER: %d %s; want 409 ambiguous_recipient listing %v", r.status, r.body, want)
+	}
+	r = sendJSON(t, alice.c, map[string]string{"to": "zed", "message": "anyone?", "client_message_id": "unk-1"})
+	if body := r.json(t); r.status != http.StatusNotFound || body["error"] != messages.CodeUnknownRecipient {
+		t.Fatalf("zed: %d %s; want 404 unknown_recipient", r.status, r.body)
+	}
+	rows := byClientID(listAll(t, alice.c, ""))
+	if _, ok := rows["amb-1"]; ok || len(rows) != 0 {
+		t.Fatalf("refused sends stored rows: %v", rows)
+	}
+	mustSend(t, alice.c, helper1.pubkey, "by key, the id left free", "amb-1")
+
+	mustSend(t, alice.c, "Reviewer", "review this", "by-name-1")
+	if row := byClientID(listAll(t, alice.c, ""))["by-name-1"]; row.To != reviewer.pubkey {
+		t.Fatalf("by-name-1 went to %q, want the reviewer's key %s", row.To, reviewer.pubkey)
+	}
+	if r := sendJSON(t, alice.c, map[string]string{"to": "Reviewer", "message": "review this", "client_message_id": "by-name-1"}); r.status != http.StatusAccepted && r.status != http.StatusOK {
+		t.Fatalf("the same request again: %d %s; want the same outcome", r.status, r.body)
+	}
+	r = sendJSON(t, alice.c, map[string]string{"to": reviewer.pubkey, "message": "review this", "client_message_id": "by-name-1"})
+	if body := r.json(t); r.status != http.StatusConflict || body["error"] != messages.CodeIdempotencyReused {
+		t.Fatalf("the id by key after by name: %d %s; want 409 (the fingerprint covers the to as typed)", r.status, r.body)
+	}
+	got := sessionInbox(t, reviewer, 1)
+	if got[0].ClientMessageID != "by-name-1" || got[0].SenderPubkey != alice.pubkey || messages.Deref(got[0].Body) != "review this" {
+		t.Fatalf("reviewer's inbox: %+v", got[0])
+	}
+}
+
+// sessionInbox waits until the session's GET /v1/inbox holds n items and
+// returns them.
+func sessionInbox(t *testing.T, s *agentSession, n int) []messages.InboxItem {
+	t.Helper()
+	var items []messages.InboxItem
+	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return s.name + "'s inbox" }, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		page, err := s.c.Inbox(ctx, url.Values{"mark_seen": {"false"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = page.Items
+		return len(items) >= n
+	})
+	return items
+}
+
+// TestReplyToIDRoundTrip: reply_to_id travels from alice's POST /v1/send
+// through the broker (replyToId in the send frame and the push) into the
+// recipient's inbox and event, and a reply naming the first message's
+// broker_message_id comes back the same way.
+func TestReplyToIDRoundTrip(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	alice, bob := m.alice, m.bob
+	alice.start(t)
+	bob.start(t)
+	aliceEvents := openSSE(t, alice.env.socket(), "")
+	bobEvents := openSSE(t, bob.env.socket(), "")
+
+	r := sendJSON(t, alice.c, map[string]string{"to": bob.pubkey, "message": "question", "client_message_id": "q-1",
+		"reply_to_id": "thread-0"})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("q-1: %d %s", r.status, r.body)
+	}
+	q := messageOf(t, bobEvents.next("message", e2eDeliverDeadline))
+	if q.ClientMessageID != "q-1" || q.ReplyToID != "thread-0" || q.BrokerMessageID == "" {
+		t.Fatalf("bob's message event: %+v; want q-1 in reply to thread-0 with a broker_message_id", q)
+	}
+	r = sendJSON(t, bob.c, map[string]string{"to": alice.pubkey, "message": "answer", "client_message_id": "a-1",
+		"replyToId": q.BrokerMessageID})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("a-1: %d %s", r.status, r.body)
+	}
+	a := messageOf(t, aliceEvents.next("message", e2eDeliverDeadline))
+	if a.ClientMessageID != "a-1" || a.ReplyToID != q.BrokerMessageID {
+		t.Fatalf("alice's message event: %+v; want a-1 in reply to %s", a, q.BrokerMessageID)
+	}
+	for _, c := range []struct {
+		peer          *e2ePeer
+		id, inReplyTo string
+	}{{bob, "q-1", "thread-0"}, {alice, "a-1", q.BrokerMessageID}} {
+		var stored *messages.InboxItem
+		for _, it := range inboxAll(t, c.peer.c) {
+			if it.ClientMessageID == c.id {
+				stored = &it
+			}
+		}
+		if stored == nil || stored.ReplyToID != c.inReplyTo {
+			t.Errorf("%s's inbox row of %s: %+v; want reply_to_id %s", c.peer.name, c.id, stored, c.inReplyTo)
+		}
+	}
+}
