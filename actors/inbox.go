@@ -151,6 +151,9 @@ func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {
 	}
 	if dest, err := messages.ParseDestination(p.TargetSpec); err == nil && dest.Kind == messages.KindTopic {
 		it.Kind, it.Topic = "topic", cmp.Or(p.Topic, p.TargetSpec)
+	} else if p.TargetSpec == "" && p.Topic != "" {
+		// The upstream broker's multicast push names the topic, not the target.
+		it.Kind, it.Topic = "topic", p.Topic
 	}
 	body, err := in.decrypt(p, it.Kind == "dm")
 	if err != nil {
