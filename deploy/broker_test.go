@@ -579,7 +579,7 @@ func TestBrokerCommandLines(t *testing.T) {
 	for _, name := range []string{"broker-1", "broker-2"} {
 		check("compose "+name, "broker up", c.list(c.service(name), name, "command")[2:])
 	}
-	subs := []string{"broker mesh create", "broker invite", "broker up", "join"}
+	subs := []string{"broker mesh create", "broker invite create", "broker up", "join"}
 	for _, argv := range readmeCommands(readBrokerFile(t, "README.md")) {
 		line := strings.Join(argv[1:], " ")
 		i := slices.IndexFunc(subs, func(s string) bool { return strings.HasPrefix(line, s+" ") })
