@@ -477,7 +477,7 @@ func TestBrokerReadme(t *testing.T) {
 	for _, want := range []string{
 		"claudemesh broker up --listen " + brokerUnitListen + " --dir " + brokerStateDir,
 		"broker mesh create", "broker invite", "claudemesh join", "--broker-url",
-		"--database-url", "--redis-url", "PGPASSWORD", "Redis", "TLS", "`/ws`", "`/join/`", "/health",
+		"--database-url", "--redis-url", "PGPASSWORD", "Redis", "TLS", "`/ws`", "`/join`", "/health",
 		"compose.yaml", brokerUnitFile,
 	} {
 		if !strings.Contains(readme, want) {
