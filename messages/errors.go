@@ -66,6 +66,9 @@ const (
 	CodeDegraded             = "daemon_degraded"
 	CodeUnavailable          = "store_unavailable"
 	CodeInternal             = "internal"
+	// CodeBrokerUnavailable is the 503 of a request that needs a mesh's
+	// broker connection while it is down.
+	CodeBrokerUnavailable = "broker_unavailable"
 )
 
 // Deref is the string p points to, "" for nil: how the optional fields of

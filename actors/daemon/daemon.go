@@ -25,8 +25,8 @@ import (
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
-	"github.com/claudemesh/claudemesh-go/transport/ipc"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
+	"github.com/claudemesh/claudemesh-go/transport/ipcserver"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
@@ -64,7 +64,7 @@ type Options struct {
 	// silent failures shorten it.
 	BrokerLiveness time.Duration
 	// BodyTimeout bounds how long an IPC request body may take to arrive
-	// (0: ipc.DefaultBodyTimeout). Tests of slow clients shorten it.
+	// (0: ipcserver.DefaultBodyTimeout). Tests of slow clients shorten it.
 	BodyTimeout time.Duration
 	// TCPFallback binds another loopback port (the kernel's choice, written
 	// to http.port) when the configured one is taken, e.g. by the daemon of
@@ -84,7 +84,7 @@ type Daemon struct {
 	fsync     *config.FsyncPolicy
 	embedded  *embeddedBroker
 	tree      *actors.Tree
-	server    *ipc.Server
+	server    *ipcserver.Server
 	listeners []net.Listener
 	tcpAddr   string
 	fatal     chan error
@@ -156,7 +156,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 		conns[slug] = m.Conn
 	}
 	d.sessions = newSessions(d)
-	d.server = ipc.New(ipc.Options{Token: token, Sessions: d.sessions, Hooks: d.hooks, Features: &d.features, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
+	d.server = ipcserver.New(ipcserver.Options{Token: token, Sessions: d.sessions, Hooks: d.hooks, Features: &d.features, Root: system.Root, Store: d.tree.Store, Accept: d.tree.Accept,
 		Events: d.tree.Events, MeshActors: conns, Metrics: series,
 		Pressure: d.pressure, Fsync: d.fsync, RotateToken: opts.Paths.RotateLocalToken,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
@@ -203,7 +203,7 @@ func (d *Daemon) checkHost() error {
 }
 
 // identity loads (or creates) the mesh memberships and the local token.
-func (d *Daemon) identity() ([]ipc.Mesh, []config.Membership, string, error) {
+func (d *Daemon) identity() ([]ipcserver.Mesh, []config.Membership, string, error) {
 	token, err := d.opts.Paths.EnsureLocalToken()
 	if err != nil {
 		return nil, nil, "", err
@@ -212,7 +212,7 @@ func (d *Daemon) identity() ([]ipc.Mesh, []config.Membership, string, error) {
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	meshes := make([]ipc.Mesh, 0, len(members))
+	meshes := make([]ipcserver.Mesh, 0, len(members))
 	for _, m := range members {
 		mesh, err := d.meshOf(m)
 		if err != nil {
@@ -225,18 +225,18 @@ func (d *Daemon) identity() ([]ipc.Mesh, []config.Membership, string, error) {
 
 // meshOf is a membership as the IPC server serves it, with its identity;
 // the identity must be the one the membership's pubkey names.
-func (d *Daemon) meshOf(m config.Membership) (ipc.Mesh, error) {
+func (d *Daemon) meshOf(m config.Membership) (ipcserver.Mesh, error) {
 	id, err := meshcrypto.ParseIdentity(m.SecretKey)
 	if err != nil || id.PublicKeyHex() != m.Pubkey {
-		return ipc.Mesh{}, fmt.Errorf("%s: mesh %q: secretKey does not match pubkey", d.opts.Paths.ConfigFile(), m.Slug)
+		return ipcserver.Mesh{}, fmt.Errorf("%s: mesh %q: secretKey does not match pubkey", d.opts.Paths.ConfigFile(), m.Slug)
 	}
-	return ipc.Mesh{Identity: id, Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
+	return ipcserver.Mesh{Identity: id, Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
 		MemberPubkey: m.Pubkey, Agent: m.BrokerURL == "" && m.Slug != config.LocalMeshSlug}}, nil
 }
 
 // meshConfigs builds each mesh's subtree configuration; memberships
 // without a brokerUrl are served by the embedded broker.
-func (d *Daemon) meshConfigs(meshes []ipc.Mesh, members []config.Membership) ([]actors.MeshConfig, error) {
+func (d *Daemon) meshConfigs(meshes []ipcserver.Mesh, members []config.Membership) ([]actors.MeshConfig, error) {
 	var local []config.Membership
 	for _, m := range members {
 		if m.BrokerURL == "" {
@@ -388,7 +388,7 @@ func (d *Daemon) openStore() error {
 // daemon's, for the stop to remove.
 func (d *Daemon) listen() ([]net.Listener, error) {
 	paths := d.opts.Paths
-	unix, err := ipc.ListenUnix(paths.Socket())
+	unix, err := ipcserver.ListenUnix(paths.Socket())
 	if err != nil {
 		return nil, err
 	}
@@ -404,10 +404,10 @@ func (d *Daemon) listen() ([]net.Listener, error) {
 		}
 		return []net.Listener{unix}, nil
 	}
-	tcp, err := ipc.ListenTCP(addr, paths.HTTPPort())
+	tcp, err := ipcserver.ListenTCP(addr, paths.HTTPPort())
 	if errors.Is(err, syscall.EADDRINUSE) && d.opts.TCPFallback {
 		host, _, _ := net.SplitHostPort(addr)
-		if tcp, err = ipc.ListenTCP(net.JoinHostPort(host, "0"), paths.HTTPPort()); err == nil {
+		if tcp, err = ipcserver.ListenTCP(net.JoinHostPort(host, "0"), paths.HTTPPort()); err == nil {
 			d.log.Warn("tcp_port_in_use", "configured", addr, "tcp", tcp.Addr().String(),
 				"hint", "clients read the port from http.port; set [ipc] http_port or --tcp to choose one")
 		}

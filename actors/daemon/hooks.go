@@ -25,6 +25,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/hookoutbox"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
+	"github.com/claudemesh/claudemesh-go/transport/ipcserver"
 )
 
 // hookStatsTimeout bounds how long /v1/health and a metrics scrape wait
@@ -189,7 +190,7 @@ func ptr[T any](v T) *T { return &v }
 // uses), registering it first when it has none: with the mesh and display
 // name its environment gave, else the daemon's first mesh and a name made
 // of its working directory, tied to the agent's process.
-func (h *hooks) sessionsOf(ctx context.Context, id string, p *hookevent.Payload) ([]*ipc.Session, error) {
+func (h *hooks) sessionsOf(ctx context.Context, id string, p *hookevent.Payload) ([]*ipcserver.Session, error) {
 	if got := h.d.sessions.withID(id); len(got) > 0 {
 		return got, nil
 	}
@@ -236,16 +237,16 @@ func hookDisplayName(cwd, id string) string {
 }
 
 // withID lists the registrations of session id, by mesh.
-func (s *sessions) withID(id string) []*ipc.Session {
+func (s *sessions) withID(id string) []*ipcserver.Session {
 	s.byMu.RLock()
-	var out []*ipc.Session
+	var out []*ipcserver.Session
 	for _, sess := range s.byToken {
 		if sess.Info.SessionID == id {
 			out = append(out, sess)
 		}
 	}
 	s.byMu.RUnlock()
-	slices.SortFunc(out, func(a, b *ipc.Session) int { return cmp.Compare(a.Mesh, b.Mesh) })
+	slices.SortFunc(out, func(a, b *ipcserver.Session) int { return cmp.Compare(a.Mesh, b.Mesh) })
 	return out
 }
 
@@ -346,7 +347,7 @@ type agentEvent struct {
 
 // publish appends an agent_event to the event log, which the store
 // publishes to the streams; nothing waits for it.
-func (h *hooks) publish(row *messages.HookRow, p *hookevent.Payload, st messages.AgentState, sessions []*ipc.Session) {
+func (h *hooks) publish(row *messages.HookRow, p *hookevent.Payload, st messages.AgentState, sessions []*ipcserver.Session) {
 	ev := agentEvent{SessionID: row.SessionID, Agent: row.Agent, EventType: row.EventType, Event: p.Event, State: st.State,
 		Doing: st.Doing, Message: p.Message, Kind: p.Kind, HookID: row.ID,
 		At: time.UnixMilli(row.CreatedAt).UTC().Format(time.RFC3339Nano)}

@@ -14,7 +14,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/actors"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/claudemesh/claudemesh-go/transport/ipc"
+	"github.com/claudemesh/claudemesh-go/transport/ipcserver"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
@@ -23,7 +23,7 @@ import (
 const DefaultReapInterval = 5 * time.Second
 
 // sessions is the agent session registry: each registered session is a
-// route of its own (ipc.RouteOf(mesh, id)), a mesh subtree whose
+// route of its own (ipcserver.RouteOf(mesh, id)), a mesh subtree whose
 // connection opens with a session_hello under the session's key, served
 // to requests that carry the session's token. sessions.json keeps the
 // registry across restarts; keys live in their own files
@@ -41,21 +41,21 @@ type sessions struct {
 	closed  bool                            // under mu: the daemon is stopping
 
 	byMu    sync.RWMutex
-	byToken map[string]*ipc.Session
+	byToken map[string]*ipcserver.Session
 }
 
 func newSessions(d *Daemon) *sessions {
-	return &sessions{d: d, records: map[string]config.SessionRecord{}, byToken: map[string]*ipc.Session{}}
+	return &sessions{d: d, records: map[string]config.SessionRecord{}, byToken: map[string]*ipcserver.Session{}}
 }
 
-// Lookup implements ipc.Sessions.
-func (s *sessions) Lookup(token string) *ipc.Session {
+// Lookup implements ipcserver.Sessions.
+func (s *sessions) Lookup(token string) *ipcserver.Session {
 	s.byMu.RLock()
 	defer s.byMu.RUnlock()
 	return s.byToken[token]
 }
 
-// List implements ipc.Sessions: every session, oldest registration first.
+// List implements ipcserver.Sessions: every session, oldest registration first.
 func (s *sessions) List() []messages.SessionInfo {
 	s.byMu.RLock()
 	out := make([]messages.SessionInfo, 0, len(s.byToken))
@@ -72,7 +72,7 @@ func (s *sessions) List() []messages.SessionInfo {
 	return out
 }
 
-// Register implements ipc.Sessions. The request is validated and names an
+// Register implements ipcserver.Sessions. The request is validated and names an
 // attached membership.
 func (s *sessions) Register(_ context.Context, req *messages.RegisterSession) (*messages.SessionRegistered, error) {
 	start, err := config.ProcessStartTime(req.PID)
@@ -118,7 +118,7 @@ func (s *sessions) Register(_ context.Context, req *messages.RegisterSession) (*
 // attach records rec (replacing any session with its token or its route),
 // saves sessions.json and serves the session's route, attaching its
 // subtree unless one with the same hello is already there. Under mu.
-func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipc.Session, error) {
+func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipcserver.Session, error) {
 	id, err := meshcrypto.ParseIdentity(secret)
 	if err != nil {
 		return nil, fmt.Errorf("session key of %s: %w", rec.SessionID, err)
@@ -127,11 +127,11 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipc.Session
 	if err != nil {
 		return nil, err
 	}
-	route := ipc.RouteOf(rec.Mesh, rec.SessionID)
+	route := ipcserver.RouteOf(rec.Mesh, rec.SessionID)
 	var replaced *config.SessionRecord
 	for tok, old := range s.records {
-		if tok == rec.Token || ipc.RouteOf(old.Mesh, old.SessionID) == route {
-			if ipc.RouteOf(old.Mesh, old.SessionID) == route {
+		if tok == rec.Token || ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
+			if ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
 				replaced = &old
 			}
 			delete(s.records, tok)
@@ -162,11 +162,11 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipc.Session
 			delete(s.records, rec.Token)
 			return nil, errors.Join(err, s.save())
 		}
-		s.d.server.AddMesh(ipc.Mesh{Identity: id, Parent: rec.Mesh, Info: messages.MeshInfo{Mesh: route,
+		s.d.server.AddMesh(ipcserver.Mesh{Identity: id, Parent: rec.Mesh, Info: messages.MeshInfo{Mesh: route,
 			MeshID: member.Info.MeshID, MemberID: member.Info.MemberID, MemberPubkey: id.PublicKeyHex()}}, pids.Conn)
 	}
-	sess := &ipc.Session{Token: rec.Token, Mesh: rec.Mesh, Route: route, Info: infoOf(rec, id.PublicKeyHex(), member.Info.MemberPubkey)}
-	s.swap(func(m map[string]*ipc.Session) {
+	sess := &ipcserver.Session{Token: rec.Token, Mesh: rec.Mesh, Route: route, Info: infoOf(rec, id.PublicKeyHex(), member.Info.MemberPubkey)}
+	s.swap(func(m map[string]*ipcserver.Session) {
 		for tok, old := range m {
 			if old.Route == route {
 				delete(m, tok)
@@ -197,7 +197,7 @@ func (s *sessions) meshConfig(rec config.SessionRecord, id, member *meshcrypto.I
 			continue
 		}
 		cfg := s.d.meshConfig(m, id)
-		cfg.Slug, cfg.Name = ipc.RouteOf(rec.Mesh, rec.SessionID), rec.DisplayName
+		cfg.Slug, cfg.Name = ipcserver.RouteOf(rec.Mesh, rec.SessionID), rec.DisplayName
 		cfg.Session = &actors.SessionConfig{Parent: member, SessionID: rec.SessionID, PID: rec.PID, Cwd: rec.Cwd, Groups: rec.Groups}
 		return cfg, nil
 	}
@@ -211,7 +211,7 @@ func infoOf(rec config.SessionRecord, sessionPubkey, memberPubkey string) messag
 		Presence: messages.SessionPresence{SessionPubkey: sessionPubkey, MemberPubkey: memberPubkey}, TokenPrefix: rec.Token[:8]}
 }
 
-// Deregister implements ipc.Sessions: the session's route stops being
+// Deregister implements ipcserver.Sessions: the session's route stops being
 // served and its subtree stops; its outbox rows wait for the session id to
 // register again.
 func (s *sessions) Deregister(token string) (bool, error) {
@@ -243,8 +243,8 @@ func (s *sessions) drop(token, why string) (bool, error) {
 		return false, nil
 	}
 	delete(s.records, token)
-	route := ipc.RouteOf(rec.Mesh, rec.SessionID)
-	s.swap(func(m map[string]*ipc.Session) { delete(m, token) })
+	route := ipcserver.RouteOf(rec.Mesh, rec.SessionID)
+	s.swap(func(m map[string]*ipcserver.Session) { delete(m, token) })
 	err := s.save()
 	s.d.server.RemoveMesh(route)
 	if derr := s.d.tree.Detach(route); derr != nil {
@@ -255,10 +255,10 @@ func (s *sessions) drop(token, why string) (bool, error) {
 }
 
 // swap replaces the lookup map with a changed copy.
-func (s *sessions) swap(change func(map[string]*ipc.Session)) {
+func (s *sessions) swap(change func(map[string]*ipcserver.Session)) {
 	s.byMu.Lock()
 	defer s.byMu.Unlock()
-	next := make(map[string]*ipc.Session, len(s.byToken)+1)
+	next := make(map[string]*ipcserver.Session, len(s.byToken)+1)
 	for k, v := range s.byToken {
 		next[k] = v
 	}

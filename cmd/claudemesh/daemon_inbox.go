@@ -18,6 +18,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
+	"github.com/claudemesh/claudemesh-go/transport/ipcserver"
 )
 
 type daemonInboxCmd struct {
@@ -121,7 +122,7 @@ func messageEvent(ev ipc.Event) (*messages.InboxItem, bool) {
 func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.Values) (map[string]bool, error) {
 	shown := map[string]bool{}
 	for left := c.Limit; left > 0; {
-		q.Set("limit", strconv.Itoa(min(left, ipc.MaxInboxLimit)))
+		q.Set("limit", strconv.Itoa(min(left, ipcserver.MaxInboxLimit)))
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		page, err := client.Inbox(rctx, q)
 		cancel()

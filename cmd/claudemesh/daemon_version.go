@@ -12,6 +12,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
+	"github.com/claudemesh/claudemesh-go/transport/ipcserver"
 )
 
 type daemonVersionCmd struct {
@@ -33,7 +34,7 @@ func (c *daemonVersionCmd) Run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	r := versionReport{CLIVersion: version, Protocol: ipc.Protocol}
+	r := versionReport{CLIVersion: version, Protocol: ipcserver.Protocol}
 	r.Daemon, err = ipc.NewClient(paths.Socket()).Version(ctx)
 	switch {
 	case errors.Is(err, ipc.ErrDaemonNotRunning):

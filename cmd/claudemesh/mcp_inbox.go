@@ -146,7 +146,7 @@ func sessionPeers(ctx context.Context, s *agentSession) ([]ipc.MeshPeer, error) 
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
 		peers, err := s.as().Peers(ctx, "")
 		var me *messages.Error
-		if err == nil || !errors.As(err, &me) || me.Code != ipc.CodeBrokerUnavailable || time.Now().Add(wait).After(deadline) {
+		if err == nil || !errors.As(err, &me) || me.Code != messages.CodeBrokerUnavailable || time.Now().Add(wait).After(deadline) {
 			return peers, err
 		}
 		select {

@@ -20,7 +20,7 @@ func TestIdentifyDaemon(t *testing.T) {
 		missing  string // a feature Require must refuse
 		included string // a feature Offers must find
 	}{
-		{name: "ours", v: messages.Version{DaemonVersion: "0.9.0", IPCAPI: "v1", IPCFeatures: ipcFeatures, PID: 4242,
+		{name: "ours", v: messages.Version{DaemonVersion: "0.9.0", IPCAPI: "v1", IPCFeatures: []string{"version", "health", "send", "outbox", "events", "inbox", "peers"}, PID: 4242,
 			Meshes: []messages.MeshInfo{{Mesh: "demo"}}}, kind: DaemonOurs, included: "outbox", missing: "skills"},
 		{name: "upstream", v: messages.Version{DaemonVersion: "1.37.0", IPCAPI: "v1", IPCFeatures: upstreamFeatures, SchemaVersion: 1},
 			kind: DaemonUpstream, included: "peers", missing: "outbox"},

@@ -1,4 +1,4 @@
-package ipc
+package ipcserver
 
 import (
 	"fmt"
@@ -54,7 +54,7 @@ func TestPeers(t *testing.T) {
 	if h.do(http.MethodGet, "/v1/peers?mesh=c", "", &one); len(one.Peers) != 1 || one.Peers[0].Mesh != "c" {
 		t.Errorf("mesh c: %+v", one)
 	}
-	h.wantError(http.MethodGet, "/v1/peers?mesh=b", "", http.StatusServiceUnavailable, CodeBrokerUnavailable)
+	h.wantError(http.MethodGet, "/v1/peers?mesh=b", "", http.StatusServiceUnavailable, messages.CodeBrokerUnavailable)
 	h.wantError(http.MethodGet, "/v1/peers?mesh=zz", "", http.StatusNotFound, messages.CodeMeshNotAttached)
 }
 
@@ -84,10 +84,10 @@ func TestOwnProfiles(t *testing.T) {
 		p["summary"] != "s" || p["visible"] != true || p["title"] != "t" || fmt.Sprint(p["capabilities"]) != "[go]" {
 		t.Errorf("profile on a: %v", p)
 	}
-	if all.Failed["b"] != CodeBrokerUnavailable || all.Failed["c"] != "profile_not_listed" {
+	if all.Failed["b"] != messages.CodeBrokerUnavailable || all.Failed["c"] != "profile_not_listed" {
 		t.Errorf("failed: %v", all.Failed)
 	}
-	h.wantError(http.MethodGet, "/v1/profile?mesh=b", "", http.StatusServiceUnavailable, CodeBrokerUnavailable)
+	h.wantError(http.MethodGet, "/v1/profile?mesh=b", "", http.StatusServiceUnavailable, messages.CodeBrokerUnavailable)
 	h.wantError(http.MethodGet, "/v1/profile?mesh=c", "", http.StatusBadGateway, "profile_not_listed")
 	h.wantError(http.MethodGet, "/v1/profile?mesh=zz", "", http.StatusNotFound, messages.CodeMeshNotAttached)
 }
@@ -124,7 +124,7 @@ func TestProfile(t *testing.T) {
 	ans = profileAnswer{}
 	resp = h.do(http.MethodPost, "/v1/profile", `{"visible":false}`, &ans)
 	if resp.StatusCode != 200 || !slices.Equal(ans.Applied, []string{"visible"}) ||
-		!slices.Equal(ans.Meshes, []string{"a", "c"}) || ans.Failed["b"] != CodeBrokerUnavailable {
+		!slices.Equal(ans.Meshes, []string{"a", "c"}) || ans.Failed["b"] != messages.CodeBrokerUnavailable {
 		t.Fatalf("every mesh: %d %+v", resp.StatusCode, ans)
 	}
 	if m := <-c.profiles; m.Mesh != "c" || m.Visible == nil || *m.Visible {
@@ -132,7 +132,7 @@ func TestProfile(t *testing.T) {
 	}
 	<-a.profiles
 
-	h.wantError(http.MethodPost, "/v1/profile", `{"mesh":"b","status":"idle"}`, http.StatusServiceUnavailable, CodeBrokerUnavailable)
+	h.wantError(http.MethodPost, "/v1/profile", `{"mesh":"b","status":"idle"}`, http.StatusServiceUnavailable, messages.CodeBrokerUnavailable)
 	h.wantError(http.MethodPost, "/v1/profile", `{"mesh":"zz","status":"idle"}`, http.StatusNotFound, messages.CodeMeshNotAttached)
 	h.wantError(http.MethodPost, "/v1/profile", `{}`, http.StatusBadRequest, "empty_profile")
 	h.wantError(http.MethodPost, "/v1/profile", `{"mesh":"a"}`, http.StatusBadRequest, "empty_profile")
@@ -144,7 +144,7 @@ func TestProfile(t *testing.T) {
 
 func TestProfileEveryMeshDown(t *testing.T) {
 	h := newHarness(t, withConns(map[string]*fakeConn{"b": {down: true}}))
-	h.wantError(http.MethodPost, "/v1/profile", `{"summary":"x"}`, http.StatusServiceUnavailable, CodeBrokerUnavailable)
+	h.wantError(http.MethodPost, "/v1/profile", `{"summary":"x"}`, http.StatusServiceUnavailable, messages.CodeBrokerUnavailable)
 }
 
 func TestHealthMeshStatus(t *testing.T) {

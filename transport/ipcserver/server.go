@@ -1,6 +1,7 @@
-// Package ipc is the daemon's local API: one HTTP handler served on the Unix
-// socket (no auth: the socket's 0600 mode is the boundary) and on a loopback
-// TCP port (Authorization: Bearer <local-token>, compared in constant time).
+// Package ipcserver is the daemon's local API: one HTTP handler served on
+// the Unix socket (no auth: the socket's 0600 mode is the boundary) and on a
+// loopback TCP port (Authorization: Bearer <local-token>, compared in
+// constant time). Its client is package ipc.
 //
 // ServeHTTP is one gate and one table. In order: a token in the query string
 // is refused (400), the Host must be loopback (403), an Origin not in the
@@ -18,7 +19,7 @@
 // Shutdown ends what would hold a stop: bodies still arriving are answered
 // 503 daemon_stopping, connections that have not sent a whole request yet
 // are closed, event streams end; requests already running finish.
-package ipc
+package ipcserver
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package ipc
+package ipcserver
 
 import (
 	"fmt"
@@ -86,7 +86,7 @@ func (s *Server) resolveRecipient(mesh *Mesh, send *messages.Send) error {
 		return list.Peers, nil
 	})
 	if err != nil {
-		return &messages.Error{Status: http.StatusServiceUnavailable, Code: CodeBrokerUnavailable,
+		return &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeBrokerUnavailable,
 			Detail: fmt.Sprintf("cannot resolve the name %q: mesh %s's broker did not give its peer list (%v); "+
 				"nothing was stored: retry, or send to the 64-hex pubkey", to, slug, err)}
 	}

@@ -1,4 +1,4 @@
-package ipc
+package ipcserver
 
 import (
 	"cmp"
@@ -13,10 +13,6 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
-
-// CodeBrokerUnavailable is the 503 code of a request that needs a mesh's
-// broker connection while it is down.
-const CodeBrokerUnavailable = "broker_unavailable"
 
 // healthStatusTimeout bounds how long GET /v1/health waits for a mesh's
 // broker connection to report its state.
@@ -70,7 +66,7 @@ func brokerError(slug string, err error) error {
 	if errors.As(err, &me) {
 		return err
 	}
-	return &messages.Error{Status: http.StatusServiceUnavailable, Code: CodeBrokerUnavailable,
+	return &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeBrokerUnavailable,
 		Detail: fmt.Sprintf("mesh %q: the broker connection did not answer: %v", slug, err)}
 }
 

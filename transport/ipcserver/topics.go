@@ -1,4 +1,4 @@
-package ipc
+package ipcserver
 
 import (
 	"errors"
@@ -196,7 +196,7 @@ func (s *Server) resolveTopic(mesh *Mesh, send *messages.Send) error {
 	case errors.As(err, &me):
 		return err
 	case err != nil:
-		return &messages.Error{Status: http.StatusServiceUnavailable, Code: CodeBrokerUnavailable,
+		return &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeBrokerUnavailable,
 			Detail: fmt.Sprintf("cannot resolve %s to a topic id: the broker of mesh %s did not answer (%v); nothing was stored: "+
 				"retry once it is connected, or send to the topic's id (#<id>, from claudemesh topic list)", d.TargetSpec, mesh.Info.Mesh, err)}
 	}
