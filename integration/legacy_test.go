@@ -43,11 +43,12 @@ func (p *e2ePeer) startLegacy(t *testing.T) {
 // TestLegacyBroker puts three daemons on a broker that speaks only the
 // upstream protocol and checks what a user sees: a member is listed under
 // the name it joined with and reached by it (item 3), DMs and broadcasts
-// arrive, a send the broker refuses for good ends dead with upstream's
-// reason, DMs to a member with no connection back off for that member only
-// and arrive once it is back, and a backlog against the broker's rate limit
-// arrives whole and in order, paced, with few refusals (item 4).
-// Topics (item 2) are not covered here.
+// arrive, a #name send reaches the topic's members by its id and an
+// unknown name is refused before it is stored (item 2), a send the broker
+// refuses for good ends dead with upstream's reason, DMs to a member with
+// no connection back off for that member only and arrive once it is back,
+// and a backlog against the broker's rate limit arrives whole and in
+// order, paced, with few refusals (item 4).
 func TestLegacyBroker(t *testing.T) {
 	m := newE2EMesh(t)
 	carol := m.join("carol")
@@ -71,6 +72,26 @@ func TestLegacyBroker(t *testing.T) {
 	waitInbox(t, bob.env, "a DM")
 	waitInbox(t, bob.env, "to everyone")
 	waitInbox(t, carol.env, "to everyone")
+
+	// Topics by id, as upstream's broker keeps them: the daemon resolves
+	// #name through topic_list, a joined member gets it, others do not,
+	// and a name no topic has is refused before anything is stored.
+	for _, step := range []struct {
+		p    *e2ePeer
+		args []string
+	}{{alice, []string{"topic", "create", "ops"}}, {bob, []string{"topic", "join", "ops"}}} {
+		if r := runCLI(t, step.p.env, step.args...); r.code != 0 {
+			t.Fatalf("%s: claudemesh %v: exit %d\n%s%s", step.p.name, step.args, r.code, r.stdout, r.stderr)
+		}
+	}
+	mustSend(t, alice.c, "#ops", "to the ops topic", "topic-1")
+	waitInbox(t, bob.env, "to the ops topic")
+	if st, body, err := trySend(alice.c, "#nope", "to no topic", "topic-2"); err != nil || st != http.StatusNotFound {
+		t.Fatalf("send #nope: %d %v %s; want 404", st, err, body)
+	}
+	if _, ok := byClientID(listAll(t, alice.c, ""))["topic-2"]; ok {
+		t.Fatal("a send to no topic was stored")
+	}
 
 	// Refused for good: upstream's "payload too large: …" ends the row dead.
 	mustSend(t, alice.c, bob.pubkey, strings.Repeat("x", 1500), "big-1")
@@ -114,6 +135,9 @@ func TestLegacyBroker(t *testing.T) {
 		return !slices.ContainsFunc(ids, func(id string) bool { return n[id] == 0 })
 	})
 	assertInOrder(t, inboxAll(t, carol.c), ids...)
+	if n := inboxCounts(inboxAll(t, carol.c)); n["topic-1"] != 0 {
+		t.Error("carol, who did not join ops, got its message")
+	}
 	refused := metricValue(t, alice.c, `cm_daemon_send_refused_total{mesh="demo",reason="rate_limit"}`)
 	if refused < 1 || refused > 2*backlog {
 		t.Errorf("%v rate-limit refusals for a backlog of %d: want at least one, at most 2 a message", refused, backlog)
