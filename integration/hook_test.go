@@ -445,7 +445,8 @@ func TestHookReceiverCannotWrite(t *testing.T) {
 
 // TestHookInstallCLI: `claudemesh hook install` into a settings.json with
 // hooks of its own keeps them; twice changes nothing; `install
-// claude-code` finds it installed; `hook uninstall` leaves the others.
+// claude-code` finds it installed and registers the lean claudemesh-mcp;
+// `hook uninstall` leaves the others.
 func TestHookInstallCLI(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -478,6 +479,20 @@ func TestHookInstallCLI(t *testing.T) {
 	}
 	if r := runCLI(t, e, "install", "claude-code"); r.code != 0 || !strings.Contains(r.stdout, "hooks already installed") {
 		t.Errorf("install claude-code: %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	// The MCP server registered is the lean claudemesh-mcp beside claudemesh.
+	var cfg struct {
+		MCPServers map[string]struct {
+			Type    string   `json:"type"`
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if b, err := os.ReadFile(filepath.Join(home, ".claude.json")); err != nil || json.Unmarshal(b, &cfg) != nil {
+		t.Fatalf("~/.claude.json: %v\n%s", err, b)
+	}
+	if s := cfg.MCPServers["claudemesh"]; s.Type != "stdio" || s.Command != mcpBinPath || len(s.Args) != 0 {
+		t.Errorf("mcpServers.claudemesh = %+v, want stdio %s with no args", s, mcpBinPath)
 	}
 	if again, _ := os.ReadFile(settings); !bytes.Equal(again, installed) {
 		t.Errorf("a second install changed the file:\n%s", again)

@@ -22,13 +22,15 @@ import (
 	"github.com/claudemesh/claudemesh-go/config"
 )
 
-// binPath is the claudemesh binary TestMain builds, hookBinPath the lean
-// receiver it builds beside it (cmd/claudemesh-hook, which `claudemesh
-// hook install` then uses); faultsBinPath is claudemesh built with `-tags
-// faults` (it reads the fault injections from the environment), which a
-// test that needs it builds (faultsBinary).
+// binPath is the claudemesh binary TestMain builds; hookBinPath and
+// mcpBinPath the lean binaries it builds beside it (cmd/claudemesh-hook and
+// cmd/claudemesh-mcp, which `claudemesh install claude-code` then
+// registers); faultsBinPath is claudemesh built with `-tags faults` (it
+// reads the fault injections from the environment), which a test that
+// needs it builds (faultsBinary).
 var (
 	binPath, hookBinPath string
+	mcpBinPath           string
 	faultsBinPath        string
 	faultsBuild          sync.Once
 	faultsBuildErr       error
@@ -54,13 +56,15 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binPath, faultsBinPath = filepath.Join(dir, "claudemesh"), filepath.Join(dir, "claudemesh-faults")
-	hookBinPath = filepath.Join(dir, "claudemesh-hook")
+	hookBinPath, mcpBinPath = filepath.Join(dir, "claudemesh-hook"), filepath.Join(dir, "claudemesh-mcp")
 	if err := buildBinary(binPath); err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
 		return 1
 	}
-	if out, err := exec.Command("go", "build", "-o", hookBinPath, "github.com/claudemesh/claudemesh-go/cmd/claudemesh-hook").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "integration: go build ./cmd/claudemesh-hook: %v\n%s", err, out)
+	lean := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/claudemesh/claudemesh-go/cmd/claudemesh-hook", "github.com/claudemesh/claudemesh-go/cmd/claudemesh-mcp")
+	if out, err := lean.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: go build ./cmd/claudemesh-hook ./cmd/claudemesh-mcp: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()

@@ -48,6 +48,7 @@ type channelNote struct {
 type mcpOptions struct {
 	channel bool
 	env     []string
+	lean    bool // claudemesh-mcp instead of claudemesh mcp
 }
 
 // localAgentsEnv is an env whose daemon runs the embedded broker for its
@@ -61,10 +62,14 @@ func localAgentsEnv(t *testing.T) *env {
 	return e
 }
 
-// startMCP starts `claudemesh mcp --name name` and connects to it.
+// startMCP starts `claudemesh mcp --name name` (o.lean:
+// `claudemesh-mcp --name name`) and connects to it.
 func startMCP(t *testing.T, e *env, name string, o mcpOptions) *mcpProc {
 	t.Helper()
 	cmd := exec.Command(binPath, "mcp", "--name", name)
+	if o.lean {
+		cmd = exec.Command(mcpBinPath, "--name", name)
+	}
 	cmd.Env = append(e.environ(), o.env...)
 	p := &mcpProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, logs: make(chan *mcp.LoggingMessageParams, 64), channel: make(chan channelNote, 64)}
 	cmd.Stderr = p.stderr
@@ -387,9 +392,10 @@ func TestMCPStartsDaemon(t *testing.T) {
 	t.Log("checked: claudemesh mcp starts the daemon when none answers, and its tools work")
 }
 
-// TestMCPSessionsMessageByName: two MCP servers are two sessions with
-// keys of their own; each messages the other by display name and reads
-// the other's message with check_messages exactly once.
+// TestMCPSessionsMessageByName: two MCP servers (`claudemesh mcp` and the
+// lean claudemesh-mcp) are two sessions with keys of their own; each
+// messages the other by display name and reads the other's message with
+// check_messages exactly once.
 func TestMCPSessionsMessageByName(t *testing.T) {
 	t.Parallel()
 	e := localAgentsEnv(t)
@@ -397,7 +403,7 @@ func TestMCPSessionsMessageByName(t *testing.T) {
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
 	a := startMCP(t, e, "alice", mcpOptions{})
-	b := startMCP(t, e, "bob", mcpOptions{})
+	b := startMCP(t, e, "bob", mcpOptions{lean: true})
 
 	var list messages.SessionList
 	if st, _, err := getJSON(c, "http://localhost/v1/sessions", &list); err != nil || st != http.StatusOK || len(list.Sessions) != 2 {
@@ -499,7 +505,7 @@ func TestMCPDaemonRestart(t *testing.T) {
 	d := startDaemon(t, e, "--no-tcp")
 	a := startMCP(t, e, "alice", mcpOptions{channel: true})
 	b := startMCP(t, e, "bob", mcpOptions{})
-	carol := startMCP(t, e, "carol", mcpOptions{channel: true})
+	carol := startMCP(t, e, "carol", mcpOptions{channel: true, lean: true})
 	b.waitPeer("alice")
 	b.mustCall("send_message", map[string]any{"to": "alice", "message": "before the restart", "client_message_id": "restart-0"}, nil)
 	seen := []string{a.nextChannel().Content}
@@ -529,9 +535,13 @@ func TestMCPDaemonRestart(t *testing.T) {
 	t.Log("checked: across a daemon restart the MCP server's pushes resume with nothing lost or repeated")
 }
 
-// BenchmarkMCPFirstToolAnswer measures `claudemesh mcp` from its start to
+// BenchmarkMCPFirstToolAnswer measures an MCP server from its start to
 // the answer of its first tool call (check_messages), a daemon running:
 // exec, the MCP handshake, the session's registration, one inbox read.
+// The lean claudemesh-mcp (what install claude-code registers) and
+// `claudemesh mcp` take turns; each reports its p50 and p99 in ms.
+//
+//	go test -run='^$' -bench=BenchmarkMCPFirstToolAnswer -benchtime=40x ./integration/
 func BenchmarkMCPFirstToolAnswer(b *testing.B) {
 	e := &env{}
 	root, err := os.MkdirTemp("", "cmb")
@@ -563,22 +573,33 @@ func BenchmarkMCPFirstToolAnswer(b *testing.B) {
 		time.Sleep(pollInterval) // poll interval; the condition is re-checked
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	variants := []struct {
+		name string
+		args []string
+	}{{"claudemesh_mcp_lean", []string{mcpBinPath, "--name", "bench"}}, {"claudemesh_mcp", []string{binPath, "mcp", "--name", "bench"}}}
+	took := make([][]time.Duration, len(variants))
 	b.ResetTimer()
-	for b.Loop() {
-		cmd := exec.Command(binPath, "mcp", "--name", "bench")
-		cmd.Env = e.environ()
-		ctx, cancel := context.WithTimeout(context.Background(), mcpDeadline)
-		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-		if err != nil {
-			b.Fatal(err)
+	for range b.N {
+		for i, v := range variants {
+			cmd := exec.Command(v.args[0], v.args[1:]...)
+			cmd.Env = e.environ()
+			ctx, cancel := context.WithTimeout(context.Background(), mcpDeadline)
+			start := time.Now()
+			cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "check_messages", Arguments: map[string]any{}})
+			if err != nil || res.IsError {
+				b.Fatalf("%s check_messages: %v %v", v.name, err, res)
+			}
+			took[i] = append(took[i], time.Since(start))
+			_ = cs.Close()
+			cancel()
 		}
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "check_messages", Arguments: map[string]any{}})
-		if err != nil || res.IsError {
-			b.Fatalf("check_messages: %v %v", err, res)
-		}
-		b.StopTimer()
-		_ = cs.Close()
-		cancel()
-		b.StartTimer()
+	}
+	b.StopTimer()
+	for i, v := range variants {
+		reportPercentiles(b, v.name, took[i])
 	}
 }

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"path/filepath"
 	"strings"
 )
 
@@ -166,4 +167,24 @@ type InboxSeenRequest struct {
 // InboxMarked is the answer of POST /v1/inbox/seen.
 type InboxMarked struct {
 	MarkedSeen int `json:"marked_seen"`
+}
+
+// SessionNameBase is the start of a session's default display name: the
+// base name of its working directory without control characters, at most
+// 48 bytes (short enough for the 64-byte limit with a suffix), "agent"
+// when there is none.
+func SessionNameBase(cwd string) string {
+	base := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, filepath.Base(cwd))
+	if base == "" || base == "." || base == "/" {
+		base = "agent"
+	}
+	if len(base) > 48 {
+		base = strings.ToValidUTF8(base[:48], "")
+	}
+	return base
 }

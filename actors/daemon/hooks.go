@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -221,18 +220,7 @@ func (h *hooks) sessionsOf(ctx context.Context, id string, p *hookevent.Payload)
 // hookDisplayName is the name of a session a hook registers: its working
 // directory's base name and the start of its id.
 func hookDisplayName(cwd, id string) string {
-	base := strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, filepath.Base(cwd))
-	if base == "" || base == "." || base == "/" {
-		base = "agent"
-	}
-	if len(base) > 48 {
-		base = strings.ToValidUTF8(base[:48], "")
-	}
+	base := messages.SessionNameBase(cwd)
 	return base + "-" + id[:min(4, len(id))]
 }
 

@@ -115,7 +115,7 @@ func (c *benchCmd) target() (bench.Target, *ipc.Daemon, error) {
 		}
 		return t, nil, nil
 	}
-	d, err := detectDaemon(paths.Socket())
+	d, err := ipc.Detect(paths.Socket())
 	if err != nil {
 		return t, nil, &exitError{code: 1, err: fmt.Errorf("no usable daemon answers on %s (start one with `claudemesh daemon up`, or use --self-contained): %w", paths.Socket(), err)}
 	}

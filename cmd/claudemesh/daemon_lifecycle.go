@@ -266,7 +266,7 @@ func (c *daemonAddAgentCmd) Run() error {
 // just recorded: it sends SIGHUP and waits until the daemon serves it. pid
 // is 0 when no daemon answers (it attaches the membership when it starts).
 func attachToRunning(paths config.Paths, slug string) (pid int, err error) {
-	v, err := probeDaemon(paths.Socket())
+	v, err := ipc.ProbeOurs(paths.Socket())
 	if err != nil {
 		return 0, nil
 	}
@@ -286,7 +286,7 @@ func attachToRunning(paths config.Paths, slug string) (pid int, err error) {
 // answer (nil if it never did).
 func afterHUP(paths config.Paths, within time.Duration, done func(*messages.Version) bool) *messages.Version {
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if now, err := probeDaemon(paths.Socket()); err == nil && done(now) {
+		if now, err := ipc.ProbeOurs(paths.Socket()); err == nil && done(now) {
 			return now
 		}
 	}
@@ -303,7 +303,7 @@ func (c *daemonReloadCmd) Run() error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	v, err := probeDaemon(paths.Socket())
+	v, err := ipc.ProbeOurs(paths.Socket())
 	if err != nil {
 		return ipc.ErrDaemonNotRunning
 	}

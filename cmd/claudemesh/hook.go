@@ -25,9 +25,3 @@ func (c *hookReceiveCmd) Run() error {
 	hookcmd.Receive(c.Agent, c.Event, c.Payload, os.Stdin, os.Stderr)
 	return nil
 }
-
-// envClaudeSessionID is the session id Claude Code puts in the environment
-// of its hooks and (since 2.1.154) of its stdio MCP servers: the hook
-// JSON's session_id. `claudemesh mcp` registers under it, so that the
-// hooks' events and the MCP server's session are one peer.
-const envClaudeSessionID = "CLAUDE_CODE_SESSION_ID"

@@ -140,11 +140,20 @@ const leanReceiver = "claudemesh-hook"
 // the event's name: claudemesh-hook when it is installed beside exe, else
 // `exe hook`.
 func hookReceiver(exe string) string {
-	lean := filepath.Join(filepath.Dir(exe), leanReceiver)
-	if st, err := os.Stat(lean); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+	if lean := sibling(exe, leanReceiver); lean != "" {
 		return shellQuote(lean)
 	}
 	return shellQuote(exe) + " hook"
+}
+
+// sibling is the path of the program name installed beside exe (a
+// regular, executable file), or "".
+func sibling(exe, name string) string {
+	path := filepath.Join(filepath.Dir(exe), name)
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		return path
+	}
+	return ""
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

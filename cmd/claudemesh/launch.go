@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -41,25 +42,25 @@ func (c *launchCmd) Run() error {
 		return &exitError{code: 2, err: err}
 	}
 	ctx := context.Background()
-	v, err := ensureDaemon(ctx, paths)
+	v, err := agent.EnsureDaemon(ctx, paths, "")
 	if err != nil {
 		return err
 	}
-	mesh, err := chooseMesh(c.Mesh, v)
+	mesh, err := agent.ChooseMesh(c.Mesh, v)
 	if err != nil {
 		return usageErr("%v", err)
 	}
 	// Inside another launched session, its id and name are not this one's.
-	reg, err := newRegistration("", mesh, c.Name, !insideSession())
+	reg, err := agent.NewRegistration("", mesh, c.Name, !agent.InsideSession())
 	if err != nil {
 		return err
 	}
-	s, err := register(ctx, ipc.NewClient(paths.Socket()), reg)
+	s, err := agent.Register(ctx, ipc.NewClient(paths.Socket()), reg)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := s.end(); err != nil {
+		if err := s.End(); err != nil {
 			fmt.Fprintln(os.Stderr, "claudemesh: launch: deregister the session:", err)
 		}
 	}()
@@ -71,7 +72,7 @@ func (c *launchCmd) Run() error {
 
 	cmd := exec.Command(c.Command[0], c.Command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(withoutSessionEnv(os.Environ()), envTokenFile+"="+tokenFile, config.EnvSessionID+"="+reg.SessionID,
+	cmd.Env = append(withoutSessionEnv(os.Environ()), agent.EnvTokenFile+"="+tokenFile, config.EnvSessionID+"="+reg.SessionID,
 		config.EnvMesh+"="+reg.Mesh, config.EnvDisplayName+"="+reg.DisplayName)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
@@ -155,7 +156,7 @@ func withoutSessionEnv(env []string) []string {
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case envTokenFile, envToken, config.EnvSessionID, config.EnvMesh, config.EnvDisplayName:
+		case agent.EnvTokenFile, agent.EnvToken, config.EnvSessionID, config.EnvMesh, config.EnvDisplayName:
 			continue
 		}
 		out = append(out, kv)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
@@ -104,7 +105,7 @@ func daemonClient() (*ipc.Client, error) {
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
-	tok, err := envSessionToken()
+	tok, err := agent.SessionToken()
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -15,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/coldpath"
@@ -23,10 +22,6 @@ import (
 
 // Timeouts of `claudemesh send`.
 const (
-	// sendProbeConnect bounds the connect of the daemon detection (spec §8.1).
-	sendProbeConnect = 100 * time.Millisecond
-	// sendProbeAnswer bounds the GET /v1/version answer once connected.
-	sendProbeAnswer = 2 * time.Second
 	// sendDaemonTimeout bounds the daemon-routed requests.
 	sendDaemonTimeout = 10 * time.Second
 	// sendDialTimeout bounds the cold path's connect, hello and negotiation.
@@ -67,14 +62,14 @@ func (c *sendCmd) Run() error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	if tok, err := envSessionToken(); err != nil {
+	if tok, err := agent.SessionToken(); err != nil {
 		return &exitError{code: 2, err: err}
 	} else if tok != "" && !c.NoDaemon {
 		return c.asSession(ipc.NewClient(paths.Socket()).AsSession(tok), direct)
 	}
 	if !c.NoDaemon {
-		d, err := detectDaemon(paths.Socket())
-		var unusable *unusableDaemon
+		d, err := ipc.Detect(paths.Socket())
+		var unusable *ipc.UnusableDaemonError
 		if errors.As(err, &unusable) {
 			fmt.Fprintf(os.Stderr, "claudemesh: %v; using the cold path\n", err)
 		}
@@ -99,7 +94,7 @@ func (c *sendCmd) asSession(client *ipc.Client, direct bool) error {
 	defer cancel()
 	me, err := client.SessionMe(ctx)
 	if err != nil {
-		return fmt.Errorf("this command runs inside an agent session (%s), which the daemon does not answer for: %w", envTokenFile, err)
+		return fmt.Errorf("this command runs inside an agent session (%s), which the daemon does not answer for: %w", agent.EnvTokenFile, err)
 	}
 	if c.Mesh != "" && c.Mesh != me.Mesh {
 		return usageErr("this agent session belongs to mesh %s; --mesh %s needs a shell outside the session", me.Mesh, c.Mesh)
@@ -146,76 +141,6 @@ func (c *sendCmd) request(to string) *messages.SendRequest {
 		req.Meta = json.RawMessage(c.Meta)
 	}
 	return req
-}
-
-// unusableDaemon is a daemon that answered the detection handshake in a
-// way this CLI cannot use (not a claudemesh answer, another ipc_api).
-type unusableDaemon struct{ err error }
-
-func (u *unusableDaemon) Error() string { return u.err.Error() }
-
-// detectDaemon is the detection handshake (spec §8.1, versionHandshake)
-// and the identification of the daemon that answered: ours, or upstream's
-// (ipc.Client.Identify). Any failure means no usable daemon
-// (*unusableDaemon when something did answer).
-func detectDaemon(sock string) (*ipc.Daemon, error) {
-	v, err := versionHandshake(sock)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), sendProbeAnswer)
-	defer cancel()
-	d, err := ipc.NewClient(sock).Identify(ctx, v)
-	if err != nil {
-		return nil, &unusableDaemon{fmt.Errorf("%s: %w", sock, err)}
-	}
-	return d, nil
-}
-
-// probeDaemon is versionHandshake answered by our own daemon, the one that
-// names its pid (the lifecycle commands signal it).
-func probeDaemon(sock string) (*messages.Version, error) {
-	v, err := versionHandshake(sock)
-	if err != nil {
-		return nil, err
-	}
-	if v.IPCAPI == "" || v.PID == 0 {
-		return nil, errors.New("GET /v1/version: not this claudemesh's daemon (no ipc_api or pid)")
-	}
-	return v, nil
-}
-
-// versionHandshake is the detection handshake (spec §8.1): connect to the
-// socket within 100 ms, then GET /v1/version on that connection. The pid
-// file is never consulted.
-func versionHandshake(sock string) (*messages.Version, error) {
-	conn, err := net.DialTimeout("unix", sock, sendProbeConnect)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(sendProbeAnswer))
-	req, err := http.NewRequest(http.MethodGet, "http://localhost/v1/version", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Close = true
-	if err := req.Write(conn); err != nil {
-		return nil, err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /v1/version answered %d", resp.StatusCode)
-	}
-	var v messages.Version
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return nil, &unusableDaemon{fmt.Errorf("GET /v1/version on %s: %w", sock, err)}
-	}
-	return &v, nil
 }
 
 // daemonMesh decides whether the answering daemon takes this send and on

@@ -1,6 +1,7 @@
-package main
+package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -25,8 +25,8 @@ import (
 // EnvDisplayName; `claudemesh mcp` reads them (CLAUDEMESH_IPC_TOKEN, the
 // token itself, is for tests).
 const (
-	envTokenFile = "CLAUDEMESH_IPC_TOKEN_FILE"
-	envToken     = "CLAUDEMESH_IPC_TOKEN"
+	EnvTokenFile = "CLAUDEMESH_IPC_TOKEN_FILE"
+	EnvToken     = "CLAUDEMESH_IPC_TOKEN"
 )
 
 // sessionRequestTimeout bounds one session request to the daemon.
@@ -44,51 +44,40 @@ func mintSessionToken() (string, error) {
 // defaultDisplayName is `<basename of cwd>-<4 hex>`, short enough for the
 // daemon's 64-byte limit.
 func defaultDisplayName(cwd string) string {
-	base := strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, filepath.Base(cwd))
-	if base == "" || base == "." || base == "/" {
-		base = "agent"
-	}
-	if len(base) > 48 {
-		base = strings.ToValidUTF8(base[:48], "")
-	}
+	base := messages.SessionNameBase(cwd)
 	var b [2]byte
 	_, _ = rand.Read(b[:])
 	return base + "-" + hex.EncodeToString(b[:])
 }
 
-// envSessionToken is the session token the environment names: the content
+// SessionToken is the session token the environment names: the content
 // of CLAUDEMESH_IPC_TOKEN_FILE, else CLAUDEMESH_IPC_TOKEN; "" for none.
-func envSessionToken() (string, error) {
-	if path := os.Getenv(envTokenFile); path != "" {
+func SessionToken() (string, error) {
+	if path := os.Getenv(EnvTokenFile); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return "", fmt.Errorf("%s names a token file that cannot be read: %w", envTokenFile, err)
+			return "", fmt.Errorf("%s names a token file that cannot be read: %w", EnvTokenFile, err)
 		}
 		tok := strings.ToLower(strings.TrimSpace(string(b)))
 		if !messages.ValidSessionToken(tok) {
-			return "", fmt.Errorf("%s (%s) does not hold a session token (64 hex characters)", envTokenFile, path)
+			return "", fmt.Errorf("%s (%s) does not hold a session token (64 hex characters)", EnvTokenFile, path)
 		}
 		return tok, nil
 	}
-	tok := strings.ToLower(strings.TrimSpace(os.Getenv(envToken)))
+	tok := strings.ToLower(strings.TrimSpace(os.Getenv(EnvToken)))
 	if tok != "" && !messages.ValidSessionToken(tok) {
-		return "", fmt.Errorf("%s is not a session token (64 hex characters)", envToken)
+		return "", fmt.Errorf("%s is not a session token (64 hex characters)", EnvToken)
 	}
 	return tok, nil
 }
 
-// insideSession reports whether the environment describes a session this
+// InsideSession reports whether the environment describes a session this
 // process runs in (an enclosing `claudemesh launch`).
-func insideSession() bool { return os.Getenv(envTokenFile) != "" || os.Getenv(envToken) != "" }
+func InsideSession() bool { return os.Getenv(EnvTokenFile) != "" || os.Getenv(EnvToken) != "" }
 
-// chooseMesh is the mesh a new session joins: the one asked for (flag, then
+// ChooseMesh is the mesh a new session joins: the one asked for (flag, then
 // CLAUDEMESH_MESH), else the daemon's only mesh.
-func chooseMesh(asked string, v *messages.Version) (string, error) {
+func ChooseMesh(asked string, v *messages.Version) (string, error) {
 	if asked == "" {
 		asked = os.Getenv(config.EnvMesh)
 	}
@@ -103,7 +92,7 @@ func chooseMesh(asked string, v *messages.Version) (string, error) {
 				return asked, nil
 			}
 		}
-		return "", fmt.Errorf("the daemon (pid %d) serves no mesh %q (it serves: %s)", v.PID, asked, listOrNone(slugs))
+		return "", fmt.Errorf("the daemon (pid %d) serves no mesh %q (it serves: %s)", v.PID, asked, cmp.Or(strings.Join(slugs, ", "), "none"))
 	case len(slugs) == 1:
 		return slugs[0], nil
 	case len(slugs) == 0:
@@ -112,13 +101,13 @@ func chooseMesh(asked string, v *messages.Version) (string, error) {
 	return "", fmt.Errorf("the daemon serves several meshes (%s): name one with --mesh or %s", strings.Join(slugs, ", "), config.EnvMesh)
 }
 
-// newRegistration is the registration of a session minted here: the token
+// NewRegistration is the registration of a session minted here: the token
 // given (or a fresh one), the session id from CLAUDEMESH_SESSION_ID (or a
 // fresh ULID), the display name asked for (or CLAUDEMESH_DISPLAY_NAME, or
 // the default), this process's pid and working directory. With inherit
 // false the two variables are not read: they describe an enclosing
 // session, whose id a new session must not take over.
-func newRegistration(token, mesh, name string, inherit bool) (*messages.RegisterSession, error) {
+func NewRegistration(token, mesh, name string, inherit bool) (*messages.RegisterSession, error) {
 	if token == "" {
 		var err error
 		if token, err = mintSessionToken(); err != nil {
@@ -145,10 +134,10 @@ func newRegistration(token, mesh, name string, inherit bool) (*messages.Register
 	return &messages.RegisterSession{Token: token, SessionID: id, Mesh: mesh, DisplayName: name, PID: os.Getpid(), Cwd: cwd}, nil
 }
 
-// agentSession is one agent session at the daemon: the token it calls
+// Session is one agent session at the daemon: the token it calls
 // with, and the registration that (re)creates it. A session this process
 // registered is owned, and deregistered when the process ends.
-type agentSession struct {
+type Session struct {
 	daemon *ipc.Client // calls as no session
 	client *ipc.Client // calls as the session
 	owned  bool
@@ -160,8 +149,8 @@ type agentSession struct {
 }
 
 // register registers reg with the daemon and returns the owned session.
-func register(ctx context.Context, daemon *ipc.Client, reg *messages.RegisterSession) (*agentSession, error) {
-	s := &agentSession{daemon: daemon, client: daemon.AsSession(reg.Token), owned: true, reg: *reg}
+func Register(ctx context.Context, daemon *ipc.Client, reg *messages.RegisterSession) (*Session, error) {
+	s := &Session{daemon: daemon, client: daemon.AsSession(reg.Token), owned: true, reg: *reg}
 	if err := s.registerLocked(ctx); err != nil {
 		return nil, err
 	}
@@ -171,7 +160,7 @@ func register(ctx context.Context, daemon *ipc.Client, reg *messages.RegisterSes
 // attach returns the session token names when the daemon knows it (nil,
 // nil when it does not): a session someone else (`claudemesh launch`)
 // registered and will deregister.
-func attach(ctx context.Context, daemon *ipc.Client, token string) (*agentSession, error) {
+func attach(ctx context.Context, daemon *ipc.Client, token string) (*Session, error) {
 	client := daemon.AsSession(token)
 	rctx, cancel := context.WithTimeout(ctx, sessionRequestTimeout)
 	defer cancel()
@@ -184,7 +173,7 @@ func attach(ctx context.Context, daemon *ipc.Client, token string) (*agentSessio
 	}
 	reg := messages.RegisterSession{Token: token, SessionID: info.SessionID, Mesh: info.Mesh, DisplayName: info.DisplayName,
 		PID: info.PID, Cwd: info.Cwd, Role: info.Role, Groups: info.Groups}
-	return &agentSession{daemon: daemon, client: client, reg: reg, pubkey: info.Presence.SessionPubkey, verified: true}, nil
+	return &Session{daemon: daemon, client: client, reg: reg, pubkey: info.Presence.SessionPubkey, verified: true}, nil
 }
 
 // isUnknownSession reports an answer that says the daemon does not know
@@ -195,7 +184,7 @@ func isUnknownSession(err error) bool {
 }
 
 // registerLocked registers s.reg; s.mu is held or s not yet shared.
-func (s *agentSession) registerLocked(ctx context.Context) error {
+func (s *Session) registerLocked(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, sessionRequestTimeout)
 	defer cancel()
 	reg := s.reg // Validate normalises the copy the daemon gets
@@ -210,7 +199,7 @@ func (s *agentSession) registerLocked(ctx context.Context) error {
 // ensure makes sure the daemon knows the session, registering it again
 // when the daemon forgot it (a restart without its sessions). It asks only
 // after something put the session in doubt (see doubt).
-func (s *agentSession) ensure(ctx context.Context) error {
+func (s *Session) ensure(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.verified {
@@ -231,17 +220,17 @@ func (s *agentSession) ensure(ctx context.Context) error {
 
 // doubt marks the session as to be checked before its next use: the
 // daemon was unreachable or its event stream ended.
-func (s *agentSession) doubt() {
+func (s *Session) doubt() {
 	s.mu.Lock()
 	s.verified = false
 	s.mu.Unlock()
 }
 
 // as is the client that calls as the session.
-func (s *agentSession) as() *ipc.Client { return s.client }
+func (s *Session) as() *ipc.Client { return s.client }
 
 // info is the session's registration and its key.
-func (s *agentSession) info() (reg messages.RegisterSession, pubkey string) {
+func (s *Session) Info() (reg messages.RegisterSession, pubkey string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reg, s.pubkey
@@ -249,7 +238,7 @@ func (s *agentSession) info() (reg messages.RegisterSession, pubkey string) {
 
 // end deregisters an owned session; a session someone else registered is
 // left to them.
-func (s *agentSession) end() error {
+func (s *Session) End() error {
 	if !s.owned {
 		return nil
 	}
@@ -262,3 +251,9 @@ func (s *agentSession) end() error {
 	}
 	return err
 }
+
+// envClaudeSessionID is the session id Claude Code puts in the environment
+// of its hooks and (since 2.1.154) of its stdio MCP servers: the hook
+// JSON's session_id. `claudemesh mcp` registers under it, so that the
+// hooks' events and the MCP server's session are one peer.
+const envClaudeSessionID = "CLAUDE_CODE_SESSION_ID"

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"cmp"
@@ -104,7 +104,7 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
-	reg, me := s.info()
+	reg, me := s.Info()
 	out := &listPeersOut{Mesh: reg.Mesh, You: reg.DisplayName, Peers: make([]peerOut, 0, len(peers))}
 	for _, p := range peers {
 		if p.Pubkey == "" || slices.ContainsFunc(out.Peers, func(q peerOut) bool { return strings.EqualFold(q.Pubkey, p.Pubkey) }) {
@@ -141,7 +141,7 @@ const peersConnectWait = 3 * time.Second
 
 // sessionPeers is the session's peer list, waiting up to peersConnectWait
 // (within ctx) for a connection that is not up yet.
-func sessionPeers(ctx context.Context, s *agentSession) ([]ipc.MeshPeer, error) {
+func sessionPeers(ctx context.Context, s *Session) ([]ipc.MeshPeer, error) {
 	deadline := time.Now().Add(peersConnectWait)
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
 		peers, err := s.as().Peers(ctx, "")

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -118,7 +118,7 @@ func (p *messagePump) stream(ctx context.Context) (opened bool, err error) {
 
 // catchUp delivers the unread messages received since the pump started
 // that it has not delivered yet.
-func (p *messagePump) catchUp(ctx context.Context, s *agentSession) error {
+func (p *messagePump) catchUp(ctx context.Context, s *Session) error {
 	q := url.Values{"unread_only": {"true"}, "mark_seen": {"false"}, "limit": {strconv.Itoa(catchUpPage)},
 		"since": {strconv.FormatInt(p.since.UnixMilli(), 10)}}
 	for {

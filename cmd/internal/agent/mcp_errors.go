@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 // agent reads: what happened and what to do, in a sentence, never the raw
 // answer. s, when known, is put in doubt when the daemon did not answer,
 // so that the next call checks the session first.
-func (m *mcpServer) toolError(s *agentSession, err error) error {
+func (m *mcpServer) toolError(s *Session, err error) error {
 	var me *messages.Error
 	var ce *ipc.SendConflictError
 	switch {
@@ -38,7 +38,7 @@ func (m *mcpServer) toolError(s *agentSession, err error) error {
 }
 
 // daemonRefusal is the sentence for an error answer of the daemon.
-func daemonRefusal(s *agentSession, me *messages.Error) error {
+func daemonRefusal(s *Session, me *messages.Error) error {
 	switch {
 	case me.Code == "session_unknown" || me.Code == "session_not_connected":
 		if s != nil {

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func (m *mcpServer) addTopicTools() {
 }
 
 // topicError is the sentence for a failed topic request.
-func (m *mcpServer) topicError(s *agentSession, topic string, err error) error {
+func (m *mcpServer) topicError(s *Session, topic string, err error) error {
 	var me *messages.Error
 	if errors.As(err, &me) && me.Code == messages.CodeTopicNotFound {
 		return fmt.Errorf("there is no topic %q on your mesh; call topic_list to see the topics, or topic_create to make it", topic)

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -9,23 +9,28 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // daemonStartWait bounds how long an agent command waits for a daemon it
 // started to answer.
 const daemonStartWait = 10 * time.Second
 
-// ensureDaemon returns the answer of the daemon on paths' socket (the
+// EnsureDaemon returns the answer of the daemon on paths' socket (the
 // detection handshake of `claudemesh send`), starting one with `claudemesh
-// daemon up` (detached) when none answers. The started command's output
-// goes to stderr: an MCP server's stdout carries only the protocol.
-func ensureDaemon(ctx context.Context, paths config.Paths) (*messages.Version, error) {
-	if v, err := probeDaemon(paths.Socket()); err == nil {
+// daemon up` (detached) when none answers; claudemesh is the binary that
+// starts it ("": this one). The started command's output goes to stderr:
+// an MCP server's stdout carries only the protocol.
+func EnsureDaemon(ctx context.Context, paths config.Paths, claudemesh string) (*messages.Version, error) {
+	if v, err := ipc.ProbeOurs(paths.Socket()); err == nil {
 		return v, nil
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("no daemon answers on %s and this binary cannot be found to start one: %w", paths.Socket(), err)
+	exe := claudemesh
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("no daemon answers on %s and this binary cannot be found to start one: %w", paths.Socket(), err)
+		}
 	}
 	cmd := exec.CommandContext(ctx, exe, "daemon", "up")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -34,7 +39,7 @@ func ensureDaemon(ctx context.Context, paths config.Paths) (*messages.Version, e
 	upErr := cmd.Run()
 	deadline := time.Now().Add(daemonStartWait)
 	for {
-		if v, err := probeDaemon(paths.Socket()); err == nil {
+		if v, err := ipc.ProbeOurs(paths.Socket()); err == nil {
 			return v, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

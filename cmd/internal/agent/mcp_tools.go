@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -165,7 +165,7 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	reg, _ := s.info()
+	reg, _ := s.Info()
 	out := &sendMessageOut{ClientMessageID: cid, To: to, ResolvedTo: to}
 	if isDirect(to) {
 		if err := m.resolve(ctx, s, reg.Mesh, out); err != nil {
@@ -191,7 +191,7 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 
 // resolve turns out.To, a display name, pubkey or prefix, into the peer's
 // pubkey and says whether it is online.
-func (m *mcpServer) resolve(ctx context.Context, s *agentSession, mesh string, out *sendMessageOut) error {
+func (m *mcpServer) resolve(ctx context.Context, s *Session, mesh string, out *sendMessageOut) error {
 	peers, err := sessionPeers(ctx, s)
 	if err != nil {
 		return m.toolError(s, err)

@@ -1,0 +1,260 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages/hookevent"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// channelCapability is Claude Code's experimental capability for servers
+// that push events into the session, and channelMethod its notification.
+const (
+	channelCapability = "claude/channel"
+	channelMethod     = "notifications/claude/channel"
+)
+
+// mcpInstructions tell the agent what the server is for.
+const mcpInstructions = `claudemesh connects this session to a mesh of other agents (peers). ` +
+	`Use list_peers to see who is online, send_message to message a peer by display name, a #topic, an @group or * (everyone), ` +
+	`check_messages to read what peers sent you, and set_status to tell peers whether you are idle, working or not to be disturbed. ` +
+	`Messages that arrive while you work are pushed to you as they come.`
+
+// MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
+// else the daemon's only mesh), the display name peers see ("":
+// CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>), the server's version,
+// and the claudemesh binary that starts the daemon when none answers.
+type MCP struct {
+	Mesh, Name string
+	Version    string
+	Claudemesh string
+}
+
+// Serve serves MCP on stdin/stdout until the client closes stdin or a
+// signal ends it. Only the protocol goes to stdout; diagnostics go to
+// stderr.
+func (c *MCP) Serve(paths config.Paths) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	link := &sessionLink{paths: paths, mesh: c.Mesh, name: c.Name}
+	if _, err := EnsureDaemon(ctx, paths, c.Claudemesh); err != nil {
+		log.Warn("mcp_no_daemon", "err", err) // the tools say so until one answers
+	} else if s, err := link.get(ctx); err != nil {
+		log.Warn("mcp_session_unavailable", "err", err)
+	} else {
+		reg, pubkey := s.Info()
+		log.Info("mcp_session", "mesh", reg.Mesh, "session_id", reg.SessionID, "display_name", reg.DisplayName,
+			"session_pubkey", pubkey, "owned", s.owned)
+	}
+	m := newMCPServer(link, c.Version, log)
+	err := m.serve(ctx)
+	if s := link.current(); s != nil {
+		if derr := s.End(); derr != nil {
+			log.Warn("mcp_deregister_failed", "err", derr)
+		}
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// sessionLink is the MCP server's session, established on first use: at
+// start when the daemon answers, else at the first tool call after it does.
+type sessionLink struct {
+	paths      config.Paths
+	mesh, name string
+
+	mu   sync.Mutex
+	sess *Session
+}
+
+// get returns the session, attaching to the one the environment names or
+// registering one, and checking it with the daemon when in doubt.
+func (l *sessionLink) get(ctx context.Context) (*Session, error) {
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s != nil {
+		return s, s.ensure(ctx)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess != nil {
+		return l.sess, nil
+	}
+	s, err := l.establish(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.sess = s
+	return s, nil
+}
+
+// current is the session if one was established.
+func (l *sessionLink) current() *Session {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sess
+}
+
+func (l *sessionLink) establish(ctx context.Context) (*Session, error) {
+	daemon := ipc.NewClient(l.paths.Socket())
+	tok, err := SessionToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
+		if s, err := attach(ctx, daemon, tok); s != nil || err != nil {
+			return s, err
+		}
+	}
+	vctx, cancel := context.WithTimeout(ctx, sessionRequestTimeout)
+	v, err := daemon.Version(vctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	mesh, err := ChooseMesh(l.mesh, v)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := NewRegistration(tok, mesh, l.name, true)
+	if err != nil {
+		return nil, err
+	}
+	if id := os.Getenv(envClaudeSessionID); os.Getenv(config.EnvSessionID) == "" && hookevent.ValidSessionID(id) {
+		reg.SessionID = id // the id Claude Code's hooks report (hook.go): their events are this session's
+	}
+	return Register(ctx, daemon, reg)
+}
+
+// mcpServer is the MCP side: the SDK's server, the tools, and the pushes
+// of arriving messages.
+type mcpServer struct {
+	link *sessionLink
+	log  *slog.Logger
+	srv  *mcp.Server
+	out  *rawTransport
+
+	readyOnce sync.Once
+	ready     chan struct{} // closed once the client has initialised
+	mu        sync.Mutex
+	ss        *mcp.ServerSession
+}
+
+func newMCPServer(link *sessionLink, version string, log *slog.Logger) *mcpServer {
+	m := &mcpServer{link: link, log: log, ready: make(chan struct{}), out: &rawTransport{inner: &mcp.StdioTransport{}}}
+	m.srv = mcp.NewServer(&mcp.Implementation{Name: "claudemesh", Title: "claudemesh", Version: version}, &mcp.ServerOptions{
+		Instructions: mcpInstructions,
+		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Capabilities: &mcp.ServerCapabilities{
+			//lint:ignore SA1019 logging notifications stay until every client reads channels; the protocol keeps them through 2027
+			Logging:      &mcp.LoggingCapabilities{},
+			Experimental: map[string]any{channelCapability: map[string]any{}},
+		},
+	})
+	m.addTools()
+	m.srv.AddReceivingMiddleware(m.noteReady)
+	return m
+}
+
+// noteReady marks the client ready for pushes once its session is
+// initialised (after notifications/initialized, or at the first request
+// of a client on the sessionless protocol).
+func (m *mcpServer) noteReady(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method != "initialize" && ss.InitializeParams() != nil {
+			m.readyOnce.Do(func() {
+				m.mu.Lock()
+				m.ss = ss
+				m.mu.Unlock()
+				close(m.ready)
+			})
+		}
+		return res, err
+	}
+}
+
+// session is the client's session, nil before it is ready.
+func (m *mcpServer) session() *mcp.ServerSession {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ss
+}
+
+// serve runs the protocol on stdio, and the message pump beside it, until
+// the client goes away or ctx ends.
+func (m *mcpServer) serve(ctx context.Context) error {
+	ss, err := m.srv.Connect(ctx, m.out, nil)
+	if err != nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	pctx, stopPump := context.WithCancel(ctx)
+	pumpDone := make(chan struct{})
+	go func() {
+		defer close(pumpDone)
+		(&messagePump{link: m.link, deliver: m.deliver, log: m.log}).run(pctx, m.ready)
+	}()
+	closed := make(chan error, 1)
+	go func() { closed <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		err = <-closed
+	case err = <-closed:
+	}
+	stopPump()
+	<-pumpDone
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
+
+// rawTransport is the stdio transport with a way to send notifications the
+// SDK has no method for (Claude Code's channel notification).
+type rawTransport struct {
+	inner mcp.Transport
+	mu    sync.Mutex
+	conn  mcp.Connection
+}
+
+func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	t.mu.Lock()
+	t.conn = c
+	t.mu.Unlock()
+	return c, err
+}
+
+// notify writes a JSON-RPC notification (the connection serialises
+// writes).
+func (t *rawTransport) notify(ctx context.Context, method string, params any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil {
+		return errors.New("mcp: not connected")
+	}
+	return c.Write(ctx, &jsonrpc.Request{Method: method, Params: raw})
+}
