@@ -50,18 +50,24 @@ func (c *MCP) Serve(paths config.Paths) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	link := &sessionLink{paths: paths, mesh: c.Mesh, name: c.Name}
-	if _, err := EnsureDaemon(ctx, paths, c.Claudemesh); err != nil {
-		log.Warn("mcp_no_daemon", "err", err) // the tools say so until one answers
-	} else if s, err := link.get(ctx); err != nil {
-		log.Warn("mcp_session_unavailable", "err", err)
-	} else {
-		reg, pubkey := s.Info()
-		log.Info("mcp_session", "mesh", reg.Mesh, "session_id", reg.SessionID, "display_name", reg.DisplayName,
-			"session_pubkey", pubkey, "owned", s.owned)
-	}
+	// The session is set up beside the protocol's handshake, not before
+	// it; a tool call waits for the set-up to end (sessionLink.warm).
+	link := &sessionLink{paths: paths, mesh: c.Mesh, name: c.Name, warm: make(chan struct{})}
+	go func() {
+		defer close(link.warm)
+		if _, err := EnsureDaemon(ctx, paths, c.Claudemesh); err != nil {
+			log.Warn("mcp_no_daemon", "err", err) // the tools say so until one answers
+		} else if s, err := link.establishLocked(ctx); err != nil {
+			log.Warn("mcp_session_unavailable", "err", err)
+		} else {
+			reg, pubkey := s.Info()
+			log.Info("mcp_session", "mesh", reg.Mesh, "session_id", reg.SessionID, "display_name", reg.DisplayName,
+				"session_pubkey", pubkey, "owned", s.owned)
+		}
+	}()
 	m := newMCPServer(link, c.Version, log)
 	err := m.serve(ctx)
+	<-link.warm // a session registered meanwhile is ended below
 	if s := link.current(); s != nil {
 		if derr := s.End(); derr != nil {
 			log.Warn("mcp_deregister_failed", "err", derr)
@@ -78,20 +84,34 @@ func (c *MCP) Serve(paths config.Paths) error {
 type sessionLink struct {
 	paths      config.Paths
 	mesh, name string
+	// warm is closed when the attempt at start has ended (a daemon
+	// started if none answered, the session established if it could be).
+	warm chan struct{}
 
 	mu   sync.Mutex
 	sess *Session
 }
 
 // get returns the session, attaching to the one the environment names or
-// registering one, and checking it with the daemon when in doubt.
+// registering one, and checking it with the daemon when in doubt. It
+// waits for the attempt at start first.
 func (l *sessionLink) get(ctx context.Context) (*Session, error) {
+	select {
+	case <-l.warm:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	l.mu.Lock()
 	s := l.sess
 	l.mu.Unlock()
 	if s != nil {
 		return s, s.ensure(ctx)
 	}
+	return l.establishLocked(ctx)
+}
+
+// establishLocked establishes the session under mu unless one is.
+func (l *sessionLink) establishLocked(ctx context.Context) (*Session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sess != nil {
