@@ -63,13 +63,31 @@ func notifyChunk(recipients []Recipient) (int, string) {
 // missed, so every local connection should drain. On SQLite it only waits
 // for ctx.
 func (s *Store) Listen(ctx context.Context, fn func([]Recipient)) error {
+	return s.listen(ctx, notifyChannel, func() { fn(nil) }, func(payload string) {
+		var pairs [][2]string
+		if err := json.Unmarshal([]byte(payload), &pairs); err != nil {
+			s.log.Warn("delivery_notification_malformed", "err", err)
+			return
+		}
+		rs := make([]Recipient, len(pairs))
+		for i, p := range pairs {
+			rs[i] = Recipient{MeshID: p[0], Pubkey: p[1]}
+		}
+		fn(rs)
+	})
+}
+
+// listen calls onPayload with every notification on channel until ctx is
+// done, and connected after each (re)connection. On SQLite it only waits
+// for ctx.
+func (s *Store) listen(ctx context.Context, channel string, connected func(), onPayload func(string)) error {
 	if s.d.name != postgresName {
 		<-ctx.Done()
 		return nil
 	}
 	for ctx.Err() == nil {
-		if err := s.listenOnce(ctx, fn); err != nil && ctx.Err() == nil {
-			s.log.Warn("delivery_listen_lost", "err", err)
+		if err := s.listenOnce(ctx, channel, connected, onPayload); err != nil && ctx.Err() == nil {
+			s.log.Warn("listen_lost", "channel", channel, "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(listenRetry):
@@ -79,30 +97,21 @@ func (s *Store) Listen(ctx context.Context, fn func([]Recipient)) error {
 	return nil
 }
 
-func (s *Store) listenOnce(ctx context.Context, fn func([]Recipient)) error {
+func (s *Store) listenOnce(ctx context.Context, channel string, connected func(), onPayload func(string)) error {
 	conn, err := pgx.Connect(ctx, s.url)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
-	fn(nil)
+	connected()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		var pairs [][2]string
-		if err := json.Unmarshal([]byte(n.Payload), &pairs); err != nil {
-			s.log.Warn("delivery_notification_malformed", "err", err)
-			continue
-		}
-		rs := make([]Recipient, len(pairs))
-		for i, p := range pairs {
-			rs[i] = Recipient{MeshID: p[0], Pubkey: p[1]}
-		}
-		fn(rs)
+		onPayload(n.Payload)
 	}
 }
