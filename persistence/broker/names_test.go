@@ -76,11 +76,13 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 		m := e.mesh(t, Mesh{})
 		undo := []string{"DROP INDEX member_name_key_idx", "ALTER TABLE member DROP COLUMN name_key",
 			"DROP TABLE hello_seen", "DROP TABLE broker_setting", "DROP TABLE mesh_owner_key", "ALTER TABLE member DROP COLUMN role",
-			"DROP TABLE topic_member", "DROP TABLE topic", "DROP INDEX message_topic_idx",
+			"DROP TABLE topic_member", "DROP TABLE topic", "DROP INDEX message_topic_idx", "DROP TABLE memory",
 			"DELETE FROM schema_migrations WHERE version >= 4"}
 		if e.s.Backend() == postgresName { // 0005 too (SQLite's rebuilds the table, and runs again as it is)
 			undo = append(undo, "ALTER TABLE client_message_dedupe DROP COLUMN sender_pubkey",
 				"ALTER TABLE client_message_dedupe ADD PRIMARY KEY (mesh_id, client_message_id)")
+		} else {
+			undo = append(undo, "DROP TABLE memory_fts") // 0009's index; its triggers went with memory
 		}
 		for _, stmt := range undo {
 			if _, err := e.s.db.Exec(stmt); err != nil {
