@@ -215,11 +215,12 @@ type SetProfileFrame struct {
 
 // ErrorFrame reports a rejected frame. ID or ReqID echo the request's.
 type ErrorFrame struct {
-	Type    string `json:"type"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	ID      string `json:"id,omitempty"`
-	ReqID   string `json:"_reqId,omitempty"`
+	Type    string     `json:"type"`
+	Code    string     `json:"code"`
+	Message string     `json:"message"`
+	ID      string     `json:"id,omitempty"`
+	ReqID   string     `json:"_reqId,omitempty"`
+	State   *StateInfo `json:"state,omitempty"` // state_conflict: the key as it is
 }
 
 // FeatureNegotiationRequestFrame names the features a client requires and
@@ -308,6 +309,10 @@ func newClientFrame(typ string) any {
 		return new(SetProfileFrame)
 	case TypeFeatureNegotiationRequest:
 		return new(FeatureNegotiationRequestFrame)
+	case TypeSetState, TypeGetState, TypeListState:
+		return newStateClientFrame(typ)
+	case TypeListSkills, TypeGetSkill, TypePublishSkill, TypeRemoveSkill:
+		return newSkillClientFrame(typ)
 	}
 	return newTopicClientFrame(typ)
 }

@@ -129,6 +129,7 @@ func Start(opts Options) (*Broker, error) {
 	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
 		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
 	})
+	listenState(listenCtx, d, system.Root)
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		m.connections.Inc()

@@ -44,6 +44,7 @@ type deps struct {
 	metrics *metrics
 	lease   time.Duration   // how long a push waits for its client_ack
 	legacy  *LegacyProtocol // nil: this broker's own protocol
+	replica string          // this broker in state notifications (listenState)
 }
 
 // Connection messages; revokedNow says the member was revoked while
@@ -156,6 +157,20 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		c.topicRef(f)
 	case *messages.TopicHistoryFrame:
 		c.topicHistory(f)
+	case *messages.SetStateFrame:
+		c.setState(ctx, f)
+	case *messages.GetStateFrame:
+		c.getState(f)
+	case *messages.ListStateFrame:
+		c.listState(f)
+	case *messages.ListSkillsFrame:
+		c.listSkills(f)
+	case *messages.GetSkillFrame:
+		c.getSkill(f)
+	case *messages.PublishSkillFrame:
+		c.publishSkill(f)
+	case *messages.RemoveSkillFrame:
+		c.removeSkill(f)
 	default:
 		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
 	}

@@ -128,12 +128,14 @@ func (c *conn) features() map[string]messages.Feature {
 	if c.mesh.DedupeMode == broker.DedupeRetentionScoped {
 		dedupe["dedupe_retention_days"] = c.mesh.DedupeRetentionDays
 	}
-	return map[string]messages.Feature{
+	supported := map[string]messages.Feature{
 		FeatureDedupe:          {Params: dedupe},
 		FeatureConcurrent:      {Params: messages.FeatureParams{"version": 1, "default_policy": "allow_concurrent"}},
 		FeatureMaxPayload:      {Params: messages.FeatureParams{"version": 1, "inline_bytes": c.mesh.MaxPayloadBytes, "blob_bytes": c.mesh.MaxPayloadBytes}},
 		FeatureMemberDirectory: {Params: messages.FeatureParams{"version": 1}},
 	}
+	addSharedData(supported) // conn_features.go
+	return supported
 }
 
 // negotiate answers a feature_negotiation_request; a client requiring what

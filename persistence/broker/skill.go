@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // Skill limits.
@@ -24,10 +25,6 @@ const (
 	// MaxSkillQuery bounds a list_skills query, in bytes.
 	MaxSkillQuery = 256
 )
-
-// skillName is what a skill may be called: lower-case, so that a name is
-// spelled one way.
-var skillName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // Skill is one published skill of a mesh.
 type Skill struct {
@@ -51,12 +48,9 @@ type NewSkill struct {
 	Tags        []string
 }
 
-// ValidSkillName reports whether name is one a skill may have.
-func ValidSkillName(name string) bool { return skillName.MatchString(name) }
-
 func (n *NewSkill) validate() error {
 	switch {
-	case !ValidSkillName(n.Name):
+	case !messages.ValidSkillName(n.Name):
 		return fmt.Errorf("%w: a skill name is 1-64 of a-z 0-9 . _ - starting with a letter or digit, got %q", ErrInvalid, n.Name)
 	case len(n.Description) > MaxSkillDescription:
 		return fmt.Errorf("%w: a skill description is at most %d bytes, got %d", ErrInvalid, MaxSkillDescription, len(n.Description))

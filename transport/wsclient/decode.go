@@ -45,6 +45,10 @@ func newBrokerFrame(typ string) any {
 		return new(messages.FeatureNegotiationResponseFrame)
 	case messages.TypeFeatureNegotiationFailed:
 		return new(messages.FeatureNegotiationFailedFrame)
+	case messages.TypeStateResult, messages.TypeStateList, messages.TypeStateChange, messages.TypeStateSet:
+		return messages.NewStateBrokerFrame(typ)
+	case messages.TypeSkillList, messages.TypeSkillData, messages.TypeSkillPublished, messages.TypeSkillRemoved:
+		return messages.NewSkillBrokerFrame(typ)
 	}
 	return messages.NewTopicBrokerFrame(typ)
 }

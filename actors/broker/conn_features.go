@@ -1,0 +1,28 @@
+package broker
+
+import (
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+)
+
+// The shared-data abilities this broker advertises beside the delivery
+// features, so that a client tells it from the upstream broker (which
+// advertises none of them, or does not negotiate at all): state with a
+// version per key and compare-and-set (set_state's if_version), memory
+// with full-text recall, skills with publish_skill and remove_skill, and
+// the §2.7 topics. Each is version 1; a client needs none of them.
+const (
+	FeatureState  = "state"
+	FeatureMemory = "memory"
+	FeatureSkills = "skills"
+	FeatureTopics = "topics"
+)
+
+// addSharedData adds the shared-data abilities to an advertisement.
+func addSharedData(supported map[string]messages.Feature) {
+	supported[FeatureState] = messages.Feature{Params: messages.FeatureParams{"version": 1, "compare_and_set": true}}
+	supported[FeatureMemory] = messages.Feature{Params: messages.FeatureParams{"version": 1, "full_text": true}}
+	supported[FeatureSkills] = messages.Feature{Params: messages.FeatureParams{"version": 1, "publish": true,
+		"max_content_bytes": broker.MaxSkillContent}}
+	supported[FeatureTopics] = messages.Feature{Params: messages.FeatureParams{"version": 1}}
+}
