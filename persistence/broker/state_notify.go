@@ -57,9 +57,11 @@ func (s *Store) notifyState(ctx context.Context, tx *sqlx.Tx, meshID, origin str
 }
 
 // ListenState calls fn with every state change another broker commits
-// until ctx is done. On SQLite it only waits for ctx.
-func (s *Store) ListenState(ctx context.Context, fn func(*StateChange)) error {
-	return s.listen(ctx, stateChannel, func() {}, func(payload string) {
+// until ctx is done, and connected each time it starts listening (changes
+// committed while it was not are not heard). On SQLite it only waits for
+// ctx.
+func (s *Store) ListenState(ctx context.Context, connected func(), fn func(*StateChange)) error {
+	return s.listen(ctx, stateChannel, connected, func(payload string) {
 		var n stateNotification
 		if err := json.Unmarshal([]byte(payload), &n); err != nil {
 			s.log.Warn("state_notification_malformed", "err", err)

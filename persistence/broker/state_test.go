@@ -182,8 +182,9 @@ func TestStateNotifiesOtherReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan *StateChange, 16)
+	listening := make(chan struct{})
 	go func() {
-		_ = e.s.ListenState(ctx, func(c *StateChange) {
+		_ = e.s.ListenState(ctx, func() { close(listening) }, func(c *StateChange) {
 			if c.MeshID == m.ID { // the channel is the database's: other tests notify on it too
 				got <- c
 			}
@@ -199,18 +200,10 @@ func TestStateNotifiesOtherReplicas(t *testing.T) {
 			return nil
 		}
 	}
-	// The listener may connect after a set: set a marker until one arrives.
-	for c := (*StateChange)(nil); c == nil; {
-		if _, err := e.s.SetState(ctx, m.ID, "r1", StateSet{Key: "ready", Value: json.RawMessage(`true`), UpdatedBy: alice.Pubkey}); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case c = <-got:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	for len(got) > 0 {
-		<-got
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect")
 	}
 	big := json.RawMessage(`"` + strings.Repeat("y", 20000) + `"`)
 	if _, err := e.s.SetState(ctx, m.ID, "r1", StateSet{Key: "big", Value: big, UpdatedBy: alice.Pubkey, UpdatedByName: "alice"}); err != nil {
