@@ -313,6 +313,8 @@ func newClientFrame(typ string) any {
 		return newStateClientFrame(typ)
 	case TypeListSkills, TypeGetSkill, TypePublishSkill, TypeRemoveSkill:
 		return newSkillClientFrame(typ)
+	case TypeRemember, TypeRecall, TypeForget:
+		return newMemoryClientFrame(typ)
 	}
 	return newTopicClientFrame(typ)
 }

@@ -171,6 +171,12 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		c.publishSkill(f)
 	case *messages.RemoveSkillFrame:
 		c.removeSkill(f)
+	case *messages.RememberFrame:
+		c.remember(f)
+	case *messages.RecallFrame:
+		c.recall(f)
+	case *messages.ForgetFrame:
+		c.forget(f)
 	default:
 		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
 	}

@@ -49,6 +49,8 @@ func newBrokerFrame(typ string) any {
 		return messages.NewStateBrokerFrame(typ)
 	case messages.TypeSkillList, messages.TypeSkillData, messages.TypeSkillPublished, messages.TypeSkillRemoved:
 		return messages.NewSkillBrokerFrame(typ)
+	case messages.TypeMemoryStored, messages.TypeMemoryResults:
+		return messages.NewMemoryBrokerFrame(typ)
 	}
 	return messages.NewTopicBrokerFrame(typ)
 }
