@@ -75,6 +75,7 @@ type BrokerConn struct {
 	breaker *wsclient.Breaker
 	peerReq map[string]*actor.PID // _reqId → who asked
 	topics  topicCalls            // topic requests in flight, the mesh's topics
+	memory  memoryCalls           // memory requests in flight (memory.go)
 	nextReq int
 	closing bool
 	downAt  time.Time // when the connection was lost; zero before the first
@@ -157,6 +158,10 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.resolveTopic(ctx, m)
 	case *topicExpired:
 		b.topicExpired(ctx, m)
+	case *messages.MemoryRequest:
+		b.memoryRequest(ctx, m)
+	case *memoryExpired:
+		b.memoryExpired(ctx, m)
 	case *messages.EventAppended:
 		if m.Err != nil {
 			b.log.Warn("append event", "err", m.Err)
@@ -240,8 +245,10 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 			case *messages.PushFrame:
 				root.Send(inbox, &inboundPush{push: f, conn: conn})
 			case *messages.AckFrame:
-				if f.ReqID == nil { // profile acks carry _reqId and need nothing
+				if f.ReqID == nil {
 					root.Send(dispatcher, f)
+				} else { // forget's (memory.go); a profile's needs nothing
+					root.Send(self, &brokerFrame{conn: conn, frame: f})
 				}
 			default:
 				root.Send(self, &brokerFrame{conn: conn, frame: f})
@@ -273,6 +280,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		delete(b.peerReq, id)
 	}
 	b.topicsDown(ctx)
+	b.memoryDown(ctx)
 	if b.closing {
 		return
 	}
@@ -282,6 +290,9 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 }
 
 func (b *BrokerConn) frame(ctx actor.Context, f any) {
+	if b.memoryFrame(ctx, f) { // memory.go
+		return
+	}
 	switch f := f.(type) {
 	case *messages.PeersListFrame:
 		if who, ok := b.peerReq[f.ReqID]; ok {

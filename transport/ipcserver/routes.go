@@ -17,7 +17,7 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics"}
+	"sessions", "topics", "memory"}
 
 type route struct {
 	method string
@@ -45,6 +45,10 @@ var routes = []route{
 	{http.MethodGet, "/v1/inbox", anyListener, (*Server).inboxList},
 	{http.MethodDelete, "/v1/inbox/", anyListener, (*Server).inboxDeleteOne},
 	{http.MethodPost, "/v1/inbox/seen", anyListener, (*Server).inboxSeen},
+	{http.MethodDelete, "/v1/memory", anyListener, (*Server).memoryForget},
+	{http.MethodGet, "/v1/memory", anyListener, (*Server).memoryRecall},
+	{http.MethodPost, "/v1/memory", anyListener, (*Server).memoryRemember},
+	{http.MethodDelete, "/v1/memory/", anyListener, (*Server).memoryForget},
 	{http.MethodGet, "/v1/metrics", anyListener, (*Server).metricsText},
 	{http.MethodGet, "/v1/outbox", anyListener, (*Server).outboxList},
 	{http.MethodPost, "/v1/outbox/drop", anyListener, (*Server).outboxDrop},
