@@ -138,8 +138,9 @@ func printReport(r *bench.Report) {
 		fmt.Printf(", offered %d/s", r.Rate)
 	}
 	fmt.Printf("\nsent %d, delivered %d in %.2f s: %.0f msgs/s\n", r.Sent, r.Delivered, r.ElapsedS, r.Throughput)
-	l := r.LatencyMs
-	fmt.Printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
+	if l := r.LatencyMs; r.Mode != bench.ModeBacklog { // a backlog run times no message
+		fmt.Printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
+	}
 	if r.Mode == bench.ModeE2E || r.Mode == bench.ModeSessions || r.Mode == bench.ModeBacklog {
 		fmt.Printf("lost %d, duplicates %d\n", r.Lost, r.Duplicates)
 	}
