@@ -75,6 +75,7 @@ type BrokerConn struct {
 	breaker *wsclient.Breaker
 	peerReq map[string]*actor.PID // _reqId → who asked
 	topics  topicCalls            // topic requests in flight, the mesh's topics
+	skills  skillCalls            // skill requests in flight (skills.go)
 	memory  memoryCalls           // memory requests in flight (memory.go)
 	nextReq int
 	closing bool
@@ -158,6 +159,10 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.resolveTopic(ctx, m)
 	case *topicExpired:
 		b.topicExpired(ctx, m)
+	case *messages.SkillRequest:
+		b.skillRequest(ctx, m)
+	case *skillExpired:
+		b.skillExpired(ctx, m)
 	case *messages.MemoryRequest:
 		b.memoryRequest(ctx, m)
 	case *memoryExpired:
@@ -229,7 +234,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		b.log.Warn("legacy_broker", "detail", "the broker does not deduplicate; idempotency holds at the daemon only")
 	}
 	b.log.Info("broker_connected", "features", m.session.Features, "max_age", m.session.MaxAge().String())
-	b.cfg.Features.Set(b.cfg.Slug, m.session.Features)
+	b.cfg.Features.Set(b.cfg.Slug, m.session.Negotiated())
 	b.event(ctx, "broker_status", map[string]any{"mesh": b.cfg.Slug, "connected": true, "features": m.session.Features})
 	if !b.downAt.IsZero() {
 		b.metrics.Reconnects.WithLabelValues(b.cfg.Slug, strconv.Itoa(b.downBy)).Inc()
@@ -280,6 +285,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		delete(b.peerReq, id)
 	}
 	b.topicsDown(ctx)
+	b.skillsDown(ctx)
 	b.memoryDown(ctx)
 	if b.closing {
 		return
@@ -300,11 +306,13 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 			ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Peers: f.Peers})
 		}
 	case *messages.ErrorFrame:
-		if !b.topicError(ctx, f) {
+		if !b.topicError(ctx, f) && !b.skillError(ctx, f) {
 			b.log.Warn("broker_error_frame", "code", f.Code, "message", f.Message)
 		}
 	default:
-		b.topicFrame(ctx, f)
+		if !b.topicFrame(ctx, f) {
+			b.skillFrame(ctx, f)
+		}
 	}
 }
 

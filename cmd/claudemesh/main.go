@@ -32,6 +32,7 @@ type cli struct {
 	Remember  rememberCmd      `cmd:"" help:"Store a memory in the mesh (with --tag): text any agent of the mesh can find with recall."`
 	Recall    recallCmd        `cmd:"" help:"Search the mesh's memories by relevance (the exact phrase first; --tag to filter), with who remembered each and when."`
 	Forget    forgetCmd        `cmd:"" help:"Delete a memory of the mesh for good (by the id remember or recall print)."`
+	Skill     skillCmd         `cmd:"" help:"List, read, publish and remove the mesh's skills: named instructions any agent of the mesh can fetch."`
 	Bench     benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
 	MCP       mcpCmd           `cmd:"" name:"mcp" help:"Serve the Model Context Protocol on stdin/stdout for an AI agent (Claude Code): tools to message peers, and arriving messages pushed live."`
 	Launch    launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`

@@ -17,7 +17,7 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics", "memory"}
+	"sessions", "topics", "memory", "skills"}
 
 type route struct {
 	method string
@@ -61,6 +61,10 @@ var routes = []route{
 	{http.MethodDelete, "/v1/sessions/", anyListener, (*Server).sessionsDelete},
 	{http.MethodGet, sessionMePath, anyListener, (*Server).sessionsMe},
 	{http.MethodPost, "/v1/sessions/register", anyListener, (*Server).sessionsRegister},
+	{http.MethodGet, "/v1/skills", anyListener, (*Server).skillsList},
+	{http.MethodPost, "/v1/skills", anyListener, (*Server).skillsPublish},
+	{http.MethodDelete, "/v1/skills/", anyListener, (*Server).skillsRemove},
+	{http.MethodGet, "/v1/skills/", anyListener, (*Server).skillsGet},
 	{http.MethodPost, "/v1/token/rotate", unixOnly, (*Server).rotateToken},
 	{http.MethodGet, "/v1/topics", anyListener, (*Server).topicsList},
 	{http.MethodPost, "/v1/topics", anyListener, (*Server).topicsCreate},

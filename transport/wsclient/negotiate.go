@@ -22,6 +22,12 @@ const (
 	FeatureMemberDirectory = "member_directory"
 )
 
+// SharedData are our broker's shared-data abilities (state, memory, skills,
+// topics), advertised beside the delivery features so that a client tells
+// it from the upstream broker, which advertises none of them. The daemon
+// records those advertised at version 1 (Session.Abilities).
+var SharedData = []string{"memory", "skills", "state", "topics"}
+
 // Close-reason kinds (spec §15.3).
 const (
 	KindUnavailable  = "feature_unavailable"
@@ -86,6 +92,9 @@ type Session struct {
 	// its peer lists include the members not connected. (Not one of
 	// Features, which are the delivery contract's.)
 	MemberDirectory bool
+	// Abilities are the SharedData the broker advertised at version 1,
+	// sorted. (Not one of Features either.)
+	Abilities []string
 	// Warnings are optional parameters that were missing or invalid and
 	// replaced by defaults (feature_optional_param_invalid, spec §15.2).
 	Warnings []string
@@ -239,8 +248,21 @@ func Validate(resp *messages.FeatureNegotiationResponseFrame) (*Session, *messag
 			s.MemberDirectory = true
 		}
 	}
+	for _, name := range SharedData {
+		if v, ok := intParam(resp.Supported[name].Params, "version"); ok && v == 1 {
+			s.Abilities = append(s.Abilities, name)
+		}
+	}
 	slices.Sort(s.Features)
 	return s, nil
+}
+
+// Negotiated is what the daemon shows of the negotiation (GET /v1/version):
+// the delivery features and the abilities, sorted.
+func (s *Session) Negotiated() []string {
+	out := slices.Concat(s.Features, s.Abilities)
+	slices.Sort(out)
+	return out
 }
 
 // intParam reads an integer parameter (JSON numbers decode as float64).

@@ -133,6 +133,7 @@ func (m *mcpServer) addTools() {
 		}),
 	}, m.setStatus)
 	m.addTopicTools() // mcp_topics.go
+	m.addSkillTools() // mcp_skills.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or

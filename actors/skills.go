@@ -1,0 +1,146 @@
+package actors
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// SkillTimeout is how long a skill request waits for the broker's answer.
+const SkillTimeout = 10 * time.Second
+
+// Skills on a mesh's broker connection: the IPC's skill requests relayed
+// as frames correlated by _reqId (messages/skill_frames.go). list_skills
+// and get_skill are upstream's too; an upstream broker does not answer
+// publish_skill or remove_skill, which then time out (504).
+
+// skillCalls are a connection's skill requests in flight, by _reqId.
+type skillCalls struct {
+	pending map[string]*skillCall
+	next    int
+}
+
+type skillCall struct {
+	who *actor.PID
+	req *messages.SkillRequest
+}
+
+// skillExpired is the timer of the request id.
+type skillExpired struct{ id string }
+
+func (s *skillCalls) call(who *actor.PID, req *messages.SkillRequest) string {
+	if s.pending == nil {
+		s.pending = map[string]*skillCall{}
+	}
+	s.next++
+	id := fmt.Sprintf("sk-%d", s.next)
+	s.pending[id] = &skillCall{who: who, req: req}
+	return id
+}
+
+// take removes and returns the call of id (nil: none, or already answered).
+func (s *skillCalls) take(id string) *skillCall {
+	c := s.pending[id]
+	delete(s.pending, id)
+	return c
+}
+
+// skillRequest sends the frame of one request; the answer comes back as a
+// frame (skillFrame) or an error (skillError), or the timer fires.
+func (b *BrokerConn) skillRequest(ctx actor.Context, m *messages.SkillRequest) {
+	id := b.skills.call(ctx.Sender(), m)
+	var frame any
+	switch m.Op {
+	case messages.TypeListSkills:
+		frame = &messages.ListSkillsFrame{Type: m.Op, Query: m.Query, ReqID: id}
+	case messages.TypeGetSkill:
+		frame = &messages.GetSkillFrame{Type: m.Op, Name: m.Name, ReqID: id}
+	case messages.TypePublishSkill:
+		frame = &messages.PublishSkillFrame{Type: m.Op, Name: m.Name, Description: m.Description, Content: m.Content, Tags: m.Tags, ReqID: id}
+	case messages.TypeRemoveSkill:
+		frame = &messages.RemoveSkillFrame{Type: m.Op, Name: m.Name, ReqID: id}
+	default:
+		b.skillAnswer(ctx, b.skills.take(id), fmt.Errorf("unknown skill request %q", m.Op))
+		return
+	}
+	if err := b.send(frame); err != nil {
+		b.skillAnswer(ctx, b.skills.take(id), err)
+		return
+	}
+	workers.SendLater(ctx, SkillTimeout, &skillExpired{id: id})
+}
+
+// skillFrame takes a broker's answer to a skill request; it reports false
+// for a frame that is none.
+func (b *BrokerConn) skillFrame(ctx actor.Context, f any) bool {
+	switch f := f.(type) {
+	case *messages.SkillListFrame:
+		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Skills: f.Skills})
+	case *messages.SkillDataFrame:
+		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Skill: f.Skill})
+	case *messages.SkillPublishedFrame:
+		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Skill: &f.Skill})
+	case *messages.SkillRemovedFrame:
+		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Removed: f.Removed})
+	default:
+		return false
+	}
+	return true
+}
+
+// skillError answers the request an error frame names; it reports false
+// for an error of no skill request.
+func (b *BrokerConn) skillError(ctx actor.Context, f *messages.ErrorFrame) bool {
+	call := b.skills.take(cmp.Or(f.ReqID, f.ID))
+	if call == nil {
+		return false
+	}
+	var err error
+	switch f.Code {
+	case "invalid_args":
+		err = &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidSkill, Detail: "the broker refused it: " + f.Message}
+	case "unknown_message_type":
+		err = &messages.Error{Status: http.StatusNotImplemented, Code: "unsupported_by_broker",
+			Detail: fmt.Sprintf("the broker of mesh %s does not know %s (an upstream broker lists and reads skills only)", b.cfg.Slug, call.req.Op)}
+	default:
+		err = &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
+			Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
+	}
+	b.skillAnswer(ctx, call, err)
+	return true
+}
+
+func (b *BrokerConn) skillExpired(ctx actor.Context, m *skillExpired) {
+	call := b.skills.take(m.id)
+	if call == nil {
+		return
+	}
+	b.skillAnswer(ctx, call, &messages.Error{Status: http.StatusGatewayTimeout, Code: messages.CodeBrokerTimeout,
+		Detail: fmt.Sprintf("the broker of mesh %s did not answer %s within %s; nothing is known to have changed: retry, "+
+			"and check the link with `claudemesh daemon status`", b.cfg.Slug, call.req.Op, SkillTimeout)})
+}
+
+// skillsDown fails every request in flight: the connection is gone.
+func (b *BrokerConn) skillsDown(ctx actor.Context) {
+	for id := range b.skills.pending {
+		b.skillAnswer(ctx, b.skills.take(id), ErrNotConnected)
+	}
+}
+
+// skillAnswer sends call its reply: res is a *messages.SkillReply or an
+// error.
+func (b *BrokerConn) skillAnswer(ctx actor.Context, call *skillCall, res any) {
+	if call == nil {
+		return
+	}
+	if err, ok := res.(error); ok {
+		res = &messages.SkillReply{Err: err}
+	}
+	ctx.Send(call.who, res)
+}
