@@ -133,6 +133,7 @@ func (m *mcpServer) addTools() {
 		}),
 	}, m.setStatus)
 	m.addTopicTools() // mcp_topics.go
+	m.addSkillTools() // mcp_skills.go
 
 	m.addMemoryTools() // mcp_memory.go
 }
