@@ -74,6 +74,7 @@ type BrokerConn struct {
 	backoff *wsclient.Backoff
 	breaker *wsclient.Breaker
 	peerReq map[string]*actor.PID // _reqId → who asked
+	state   stateCalls            // state requests in flight (state.go)
 	topics  topicCalls            // topic requests in flight, the mesh's topics
 	skills  skillCalls            // skill requests in flight (skills.go)
 	memory  memoryCalls           // memory requests in flight (memory.go)
@@ -153,6 +154,10 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		ctx.Respond(b.setProfile(m))
 	case *messages.MeshStatus:
 		ctx.Respond(b.status())
+	case *messages.StateRequest:
+		b.stateRequest(ctx, m)
+	case *stateExpired:
+		b.stateExpired(ctx, m)
 	case *messages.TopicRequest:
 		b.topicRequest(ctx, m)
 	case *messages.ResolveTopic:
@@ -284,6 +289,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 		ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Err: ErrNotConnected})
 		delete(b.peerReq, id)
 	}
+	b.stateDown(ctx)
 	b.topicsDown(ctx)
 	b.skillsDown(ctx)
 	b.memoryDown(ctx)
@@ -296,6 +302,9 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 }
 
 func (b *BrokerConn) frame(ctx actor.Context, f any) {
+	if b.stateFrame(ctx, f) { // state.go
+		return
+	}
 	if b.memoryFrame(ctx, f) { // memory.go
 		return
 	}

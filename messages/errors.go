@@ -19,6 +19,10 @@ type Error struct {
 	// Candidates are the peers an ambiguous recipient names (409
 	// ambiguous_recipient); the envelope carries them.
 	Candidates []PeerCandidate
+	// Attached are the daemon's meshes (400 mesh_required); State is the
+	// key as it is (409 state_conflict).
+	Attached []string
+	State    *StateView
 }
 
 func (e *Error) Error() string {

@@ -28,7 +28,7 @@ func TestDecodeClientFrame(t *testing.T) {
 		{`[1,2]`, FrameInvalidJSON},
 		{`{"no":"type"}`, FrameInvalidJSON},
 		{`{"type":7}`, FrameInvalidJSON},
-		{`{"type":"get_state","key":"k"}`, FrameUnknownType},
+		{`{"type":"graph_query","query":"q"}`, FrameUnknownType},
 		{`{"type":"hello","timestamp":"soon"}`, FrameInvalidJSON},
 	}
 	for _, c := range cases {

@@ -30,6 +30,8 @@ type ErrorBody struct {
 	Error      string          `json:"error"`
 	Detail     string          `json:"detail,omitempty"`
 	Candidates []PeerCandidate `json:"candidates,omitempty"` // ambiguous_recipient: the peers the name matches
+	Attached   []string        `json:"attached,omitempty"`   // mesh_required: the daemon's meshes
+	State      *StateView      `json:"state,omitempty"`      // state_conflict: the key as it is
 }
 
 // MeshInfo describes one joined mesh.

@@ -28,6 +28,7 @@ type cli struct {
 	Inbox     daemonInboxCmd   `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive."`
 	Sessions  sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
 	Profile   profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
+	State     stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
 	Topic     topicCmd         `cmd:"" help:"Create, list, join and leave the mesh's topics, and read their members and history (send to one with claudemesh send '#name')."`
 	Remember  rememberCmd      `cmd:"" help:"Store a memory in the mesh (with --tag): text any agent of the mesh can find with recall."`
 	Recall    recallCmd        `cmd:"" help:"Search the mesh's memories by relevance (the exact phrase first; --tag to filter), with who remembered each and when."`

@@ -171,7 +171,7 @@ func decodeError(status int, data []byte) error {
 	if json.Unmarshal(data, &env) != nil || env.Error == "" {
 		env = messages.ErrorBody{Error: "http_" + strconv.Itoa(status), Detail: string(data)}
 	}
-	return &messages.Error{Status: status, Code: env.Error, Detail: env.Detail, Candidates: env.Candidates}
+	return &messages.Error{Status: status, Code: env.Error, Detail: env.Detail, Candidates: env.Candidates, Attached: env.Attached, State: env.State}
 }
 
 // SendResult is a 2xx answer of POST /v1/send: Accepted for 202 (queued or

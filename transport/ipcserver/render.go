@@ -60,7 +60,7 @@ func statusFor(err error) (int, *messages.ErrorBody) {
 	var me *messages.Error
 	switch {
 	case errors.As(err, &me):
-		return me.Status, &messages.ErrorBody{Error: me.Code, Detail: me.Detail, Candidates: me.Candidates}
+		return me.Status, &messages.ErrorBody{Error: me.Code, Detail: me.Detail, Candidates: me.Candidates, Attached: me.Attached, State: me.State}
 	case errors.Is(err, actor.ErrTimeout), errors.Is(err, messages.ErrStoreUnavailable):
 		return http.StatusServiceUnavailable, &messages.ErrorBody{Error: messages.CodeUnavailable,
 			Detail: "the store did not answer in time; retry with the same client_message_id"}

@@ -65,6 +65,8 @@ var routes = []route{
 	{http.MethodPost, "/v1/skills", anyListener, (*Server).skillsPublish},
 	{http.MethodDelete, "/v1/skills/", anyListener, (*Server).skillsRemove},
 	{http.MethodGet, "/v1/skills/", anyListener, (*Server).skillsGet},
+	{http.MethodGet, "/v1/state", anyListener, (*Server).stateGet},
+	{http.MethodPost, "/v1/state", anyListener, (*Server).stateSet},
 	{http.MethodPost, "/v1/token/rotate", unixOnly, (*Server).rotateToken},
 	{http.MethodGet, "/v1/topics", anyListener, (*Server).topicsList},
 	{http.MethodPost, "/v1/topics", anyListener, (*Server).topicsCreate},

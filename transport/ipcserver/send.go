@@ -136,7 +136,7 @@ func (s *Server) mesh(slug string) (*Mesh, error) {
 		}
 		if slug = messages.DefaultMesh(infos); slug == "" {
 			return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeMeshRequired,
-				Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(meshes))}
+				Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(meshes)), Attached: slugsOf(infos)}
 		}
 	}
 	for i := range meshes {

@@ -133,7 +133,8 @@ func TestDecodeBrokerFrame(t *testing.T) {
 		`{"type":"hello_ack","presenceId":"p"}`:                             "*messages.HelloAckFrame",
 		`{"type":"feature_negotiation_response","supported":{}}`:            "*messages.FeatureNegotiationResponseFrame",
 		`{"type":"feature_negotiation_failed","close_reason":{"kind":"k"}}`: "*messages.FeatureNegotiationFailedFrame",
-		`{"type":"state_result","key":"k"}`:                                 "*wsclient.UnknownFrame",
+		`{"type":"state_result","key":"k"}`:                                 "*messages.StateResultFrame",
+		`{"type":"graph_result","rows":[]}`:                                 "*wsclient.UnknownFrame",
 	} {
 		f, err := DecodeBrokerFrame([]byte(raw))
 		if err != nil {
@@ -144,7 +145,7 @@ func TestDecodeBrokerFrame(t *testing.T) {
 			t.Errorf("%s: %s, want %s", raw, got, want)
 		}
 	}
-	if u, _ := DecodeBrokerFrame([]byte(`{"type":"state_result"}`)); u.(*UnknownFrame).Type != "state_result" {
+	if u, _ := DecodeBrokerFrame([]byte(`{"type":"graph_result"}`)); u.(*UnknownFrame).Type != "graph_result" {
 		t.Errorf("unknown frame %+v", u)
 	}
 	for _, raw := range []string{`not json`, `{}`, `{"type":"ack","queued":"yes"}`} {
