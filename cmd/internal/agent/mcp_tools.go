@@ -135,6 +135,8 @@ func (m *mcpServer) addTools() {
 	m.addTopicTools() // mcp_topics.go
 	m.addStateTools() // mcp_state.go
 	m.addSkillTools() // mcp_skills.go
+
+	m.addMemoryTools() // mcp_memory.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or
