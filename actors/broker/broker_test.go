@@ -119,10 +119,11 @@ func TestOfflineDMIsQueued(t *testing.T) {
 		b2 := e.connect(bob, "b")
 		a.send(sendFrame("q-2", bob.id.PublicKeyHex(), "hello"))
 		a.next("ack")
-		// q-1 may come once more: the new connection's admission frees its
-		// key's leases, and b's client_ack of q-1 can still be waiting in
-		// the acks batcher (AckDelay) — at least once, the receiver
-		// dedupes. Nothing else may come before q-2.
+		// The new connection's admission writes the acks batched before it
+		// (b's client_ack of q-1) and then frees its key's leases, so q-1 is
+		// not pushed again — unless b's ack, which travels on the other
+		// connection, reaches the broker after b2's hello: at least once,
+		// the receiver dedupes. Nothing else may come before q-2.
 		next := b2.push()
 		if next["client_message_id"] == "q-1" {
 			next = b2.push()

@@ -104,6 +104,8 @@ func (c *conn) Receive(ctx actor.Context) {
 		c.closed(ctx, m.err)
 	case *drain:
 		c.drain(ctx)
+	case *admitted:
+		c.admitted(ctx, m.p)
 	case *revokedNow:
 		c.reject("revoked", "this member was revoked")
 	default:
@@ -328,20 +330,32 @@ func (c *conn) lookupMember(meshID, pubkey string) (*broker.Mesh, *broker.Member
 // PostgreSQL, whose leases outlive it) died before its close could free
 // them — so the drain takes those rows now rather than when the lease runs
 // out. First means before the hub knows this connection: nothing can have
-// been pushed to it yet, so no lease of its own is freed. A push in flight
-// to another live connection of the same key is repeated, and the receiver
-// dedupes it.
+// been pushed to it yet, so no lease of its own is freed; and after the
+// client acks batched so far are written, so that a row the gone
+// connection acknowledged is not pushed again. A push in flight to another
+// live connection of the same key is repeated, and the receiver dedupes
+// it.
 func (c *conn) admit(ctx actor.Context, mesh *broker.Mesh, member *broker.Member, p *presence) {
 	c.mesh, c.member = mesh, member
-	if n, err := c.store.ReleaseRecipientLeases(context.Background(), mesh.ID, c.keys); err != nil {
+	// The client acks batched before this (a connection of the same key
+	// that is going) run first: their rows are delivered, not released.
+	ctx.Send(c.acks, &flushThen{to: ctx.Self(), msg: &admitted{p: p}})
+}
+
+// admitted is admit's second step, once the client acks batched before it
+// have been written.
+type admitted struct{ p *presence }
+
+func (c *conn) admitted(ctx actor.Context, p *presence) {
+	if n, err := c.store.ReleaseRecipientLeases(context.Background(), c.mesh.ID, c.keys); err != nil {
 		c.log.Warn("release the leases of a connecting member", "conn", c.id, "err", err) // they run out instead
 	} else {
 		c.metrics.leasesReleased.Add(float64(n))
 	}
-	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt, p.keys = c.id, ctx.Self(), c.link, mesh.ID, member, c.now(), c.keys
+	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt, p.keys = c.id, ctx.Self(), c.link, c.mesh.ID, c.member, c.now(), c.keys
 	ctx.Send(c.hub, &hubRegister{p: p})
 	c.link.Authenticated()
-	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: member.DisplayName})
+	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: c.member.DisplayName})
 	ctx.Send(ctx.Self(), &drain{})
 }
 
