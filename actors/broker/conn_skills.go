@@ -41,6 +41,9 @@ func (c *conn) getSkill(f *messages.GetSkillFrame) {
 }
 
 func (c *conn) publishSkill(f *messages.PublishSkillFrame) {
+	if c.legacy != nil {
+		return // upstream has no publish_skill, and ignores the frame types it does not know
+	}
 	sk, err := c.store.PublishSkill(context.Background(), c.mesh.ID, c.member.ID,
 		broker.NewSkill{Name: f.Name, Description: f.Description, Content: f.Content, Tags: f.Tags})
 	if err != nil {
@@ -52,6 +55,9 @@ func (c *conn) publishSkill(f *messages.PublishSkillFrame) {
 }
 
 func (c *conn) removeSkill(f *messages.RemoveSkillFrame) {
+	if c.legacy != nil {
+		return // as publish_skill
+	}
 	removed, err := c.store.RemoveSkill(context.Background(), c.mesh.ID, c.member.ID, f.Name)
 	if err != nil {
 		c.skillError(f.ReqID, err)
