@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"time"
 
@@ -42,24 +41,8 @@ type Hooks struct {
 // losing undelivered hook events costs presence updates, while refusing
 // to start would cost every message.
 func OpenHooks(ctx context.Context, path string, log *slog.Logger) (*Hooks, error) {
-	db, err := Open(ctx, path, HooksMigrations)
-	if err == nil {
-		if err = db.IntegrityCheck(ctx); err == nil {
-			return prepareHooks(ctx, db)
-		}
-		db.Close()
-	}
-	if !errors.Is(err, ErrIntegrity) && !isCorrupt(err) {
-		return nil, err
-	}
-	suffix := fmt.Sprintf(".corrupt-%d", time.Now().UnixMilli())
-	for _, ext := range []string{"", "-wal", "-shm"} {
-		if rerr := os.Rename(path+ext, path+suffix+ext); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return nil, fmt.Errorf("quarantine corrupt hooks.db: %w", rerr)
-		}
-	}
-	log.Warn("hooks_corruption_recovered", "path", path, "quarantined_as", path+suffix, "err", err)
-	if db, err = Open(ctx, path, HooksMigrations); err != nil {
+	db, err := openRecovering(ctx, path, HooksMigrations, "hooks", log)
+	if err != nil {
 		return nil, err
 	}
 	return prepareHooks(ctx, db)

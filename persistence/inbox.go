@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -16,10 +18,23 @@ import (
 // (spec §4.13 step 3). Each open moves the event id sequence on by
 // EventIDGap (see there).
 func OpenInbox(ctx context.Context, path string, log *slog.Logger) (*DB, error) {
-	db, err := Open(ctx, path, InboxMigrations)
+	db, err := openRecovering(ctx, path, InboxMigrations, "inbox", log)
+	if err != nil {
+		return nil, err
+	}
+	return skipEventIDs(ctx, db)
+}
+
+// openRecovering opens the database at path (its migrations applied) and
+// checks its integrity; a file that fails the check, or that SQLite finds
+// corrupt, is renamed to <path>.corrupt-<unix ms> with its WAL files,
+// logged as <name>_corruption_recovered, and a fresh one created. It is
+// for the files whose content the daemon can lose: inbox.db and hooks.db.
+func openRecovering(ctx context.Context, path string, migrations fs.FS, name string, log *slog.Logger) (*DB, error) {
+	db, err := Open(ctx, path, migrations)
 	if err == nil {
 		if err = db.IntegrityCheck(ctx); err == nil {
-			return skipEventIDs(ctx, db)
+			return db, nil
 		}
 		db.Close()
 	}
@@ -29,14 +44,11 @@ func OpenInbox(ctx context.Context, path string, log *slog.Logger) (*DB, error) 
 	suffix := fmt.Sprintf(".corrupt-%d", time.Now().UnixMilli())
 	for _, ext := range []string{"", "-wal", "-shm"} {
 		if rerr := os.Rename(path+ext, path+suffix+ext); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return nil, fmt.Errorf("quarantine corrupt inbox: %w", rerr)
+			return nil, fmt.Errorf("quarantine corrupt %s: %w", filepath.Base(path), rerr)
 		}
 	}
-	log.Warn("inbox_corruption_recovered", "path", path, "quarantined_as", path+suffix, "err", err)
-	if db, err = Open(ctx, path, InboxMigrations); err != nil {
-		return nil, err
-	}
-	return skipEventIDs(ctx, db)
+	log.Warn(name+"_corruption_recovered", "path", path, "quarantined_as", path+suffix, "err", err)
+	return Open(ctx, path, migrations)
 }
 
 // EventIDGap is how far the event id sequence jumps each time inbox.db is
