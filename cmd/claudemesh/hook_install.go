@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,13 +89,9 @@ func editClaudeHooks(exe string, dry bool) error {
 	if err != nil {
 		return err
 	}
-	if target, err := filepath.EvalSymlinks(path); err == nil {
-		path = target
-	}
-	doc, err := os.ReadFile(path)
-	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", path, err)
+	path, doc, exists, err := readEdited(path) // install_claude.go
+	if err != nil {
+		return err
 	}
 	receiver := ""
 	if exe != "" {

@@ -88,13 +88,9 @@ func editClaudeConfig(entry json.RawMessage, dry bool) error {
 	if err != nil {
 		return err
 	}
-	if target, err := filepath.EvalSymlinks(path); err == nil {
-		path = target // a linked file (a dotfiles repository) is edited where it lives
-	}
-	doc, err := os.ReadFile(path)
-	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", path, err)
+	path, doc, exists, err := readEdited(path)
+	if err != nil {
+		return err
 	}
 	out, before, changed, err := setMCPServer(doc, claudeServerName, entry)
 	if err != nil {
@@ -293,4 +289,18 @@ func writeFileAtomic(path string, data []byte, exists bool) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// readEdited reads a JSON file an install edits: its path with symlinks
+// resolved (a linked file, say in a dotfiles repository, is edited where
+// it lives), its content, and whether it exists.
+func readEdited(path string) (resolved string, doc []byte, exists bool, err error) {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
+	doc, err = os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return path, nil, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	return path, doc, err == nil, nil
 }
