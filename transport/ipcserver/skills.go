@@ -11,30 +11,8 @@ import (
 // which speaks the skill frames to the broker. The mesh is the request's
 // (?mesh= or "mesh"), a session's own, or the only one (else 400
 // mesh_required with the attached meshes). A broker that does not answer
-// in time is a 504 broker_timeout.
-
-// skillAsk relays req to the broker connection of the mesh the request
-// acts on, and returns the mesh as the answer names it and the reply.
-func (s *Server) skillAsk(r *http.Request, named string, req *messages.SkillRequest) (string, *messages.SkillReply, error) {
-	mesh, err := s.scope(r, named)
-	if err != nil {
-		return "", nil, err
-	}
-	slug := mesh.Info.Mesh
-	pid, err := s.meshActor(slug)
-	if err != nil {
-		return "", nil, err
-	}
-	reply, err := ask[*messages.SkillReply](s, pid, req)
-	if err != nil {
-		return "", nil, brokerError(slug, err)
-	}
-	label := slug
-	if sess := sessionOf(r); sess != nil {
-		label = sess.Mesh // a session's skills are its mesh's
-	}
-	return label, reply, nil
-}
+// in time is a 504 broker_timeout. Each asks through meshAsk
+// (memory.go).
 
 // skillsList answers GET /v1/skills[?q=|?query=][&mesh=]: the skills whose
 // name or description contains the query (all without one), by name.
@@ -44,7 +22,7 @@ func (s *Server) skillsList(w http.ResponseWriter, r *http.Request) {
 	if query == "" {
 		query = q.Get("query") // the upstream daemon's name
 	}
-	mesh, reply, err := s.skillAsk(r, q.Get("mesh"), &messages.SkillRequest{Op: messages.TypeListSkills, Query: query})
+	mesh, reply, err := meshAsk[*messages.SkillReply](s, r, q.Get("mesh"), &messages.SkillRequest{Op: messages.TypeListSkills, Query: query})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -65,7 +43,7 @@ func (s *Server) skillsGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	mesh, reply, err := s.skillAsk(r, r.URL.Query().Get("mesh"), &messages.SkillRequest{Op: messages.TypeGetSkill, Name: name})
+	mesh, reply, err := meshAsk[*messages.SkillReply](s, r, r.URL.Query().Get("mesh"), &messages.SkillRequest{Op: messages.TypeGetSkill, Name: name})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -85,7 +63,7 @@ func (s *Server) skillsPublish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	mesh, reply, err := s.skillAsk(r, req.Mesh, &messages.SkillRequest{Op: messages.TypePublishSkill, Name: req.Name,
+	mesh, reply, err := meshAsk[*messages.SkillReply](s, r, req.Mesh, &messages.SkillRequest{Op: messages.TypePublishSkill, Name: req.Name,
 		Description: req.Description, Content: req.Content, Tags: req.Tags})
 	if err != nil {
 		writeError(w, err)
@@ -106,7 +84,7 @@ func (s *Server) skillsRemove(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	mesh, reply, err := s.skillAsk(r, r.URL.Query().Get("mesh"), &messages.SkillRequest{Op: messages.TypeRemoveSkill, Name: name})
+	mesh, reply, err := meshAsk[*messages.SkillReply](s, r, r.URL.Query().Get("mesh"), &messages.SkillRequest{Op: messages.TypeRemoveSkill, Name: name})
 	if err != nil {
 		writeError(w, err)
 		return
