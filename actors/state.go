@@ -25,11 +25,8 @@ const StateTimeout = 5 * time.Second
 // set nothing, so against it (a legacy connection) a set is sent without
 // one and answered at once, and a compare-and-set is refused.
 
-// stateCalls are a connection's state requests in flight.
-type stateCalls struct {
-	pending map[string]*stateCall // by _reqId
-	next    int
-}
+// stateCalls are a connection's state requests in flight, by _reqId.
+type stateCalls = reqCalls[*stateCall]
 
 // stateCall is one request in flight.
 type stateCall struct {
@@ -43,23 +40,6 @@ type stateExpired struct{ id string }
 // errStateTimeout is a state request the broker did not answer in time.
 var errStateTimeout = errors.New("the broker did not answer the state request in time")
 
-func (s *stateCalls) call(who *actor.PID, req *messages.StateRequest) string {
-	if s.pending == nil {
-		s.pending = map[string]*stateCall{}
-	}
-	s.next++
-	id := fmt.Sprintf("st-%d", s.next)
-	s.pending[id] = &stateCall{who: who, req: req}
-	return id
-}
-
-// take removes and returns the call of id (nil: none, or already answered).
-func (s *stateCalls) take(id string) *stateCall {
-	c := s.pending[id]
-	delete(s.pending, id)
-	return c
-}
-
 // stateRequest sends the request's frame; the answer comes back as a frame
 // (stateFrame) or an error (stateError), or the timer fires.
 func (b *BrokerConn) stateRequest(ctx actor.Context, m *messages.StateRequest) {
@@ -68,7 +48,7 @@ func (b *BrokerConn) stateRequest(ctx actor.Context, m *messages.StateRequest) {
 		b.legacySetState(ctx, m)
 		return
 	}
-	id := b.state.call(ctx.Sender(), m)
+	id := b.state.call("st", &stateCall{who: ctx.Sender(), req: m})
 	var frame any
 	switch m.Op {
 	case messages.TypeGetState:
@@ -79,7 +59,7 @@ func (b *BrokerConn) stateRequest(ctx actor.Context, m *messages.StateRequest) {
 		frame = &messages.SetStateFrame{Type: messages.TypeSetState, Key: m.Key, Value: m.Value, IfVersion: m.IfVersion, ReqID: id}
 	}
 	if err := b.send(frame); err != nil {
-		b.stateAnswer(ctx, b.state.take(id), &messages.StateReply{Err: err})
+		b.stateAnswer(ctx, b.takeState(id), &messages.StateReply{Err: err})
 		return
 	}
 	workers.SendLater(ctx, StateTimeout, &stateExpired{id: id})
@@ -105,11 +85,11 @@ func (b *BrokerConn) stateFrame(ctx actor.Context, f any) bool {
 	case *messages.ErrorFrame:
 		return b.stateError(ctx, f)
 	case *messages.StateResultFrame:
-		b.stateAnswer(ctx, b.state.take(f.ReqID), &messages.StateReply{Entry: &f.StateInfo})
+		b.stateAnswer(ctx, b.takeState(f.ReqID), &messages.StateReply{Entry: &f.StateInfo})
 	case *messages.StateListFrame:
-		b.stateAnswer(ctx, b.state.take(f.ReqID), &messages.StateReply{Entries: f.Entries})
+		b.stateAnswer(ctx, b.takeState(f.ReqID), &messages.StateReply{Entries: f.Entries})
 	case *messages.StateSetFrame:
-		b.stateAnswer(ctx, b.state.take(f.ReqID), &messages.StateReply{Version: f.Version})
+		b.stateAnswer(ctx, b.takeState(f.ReqID), &messages.StateReply{Version: f.Version})
 	case *messages.StateChangeFrame:
 		b.event(ctx, messages.TypeStateChange, &messages.StateView{Mesh: b.cfg.Slug, StateInfo: f.StateInfo})
 	default:
@@ -121,8 +101,8 @@ func (b *BrokerConn) stateFrame(ctx actor.Context, f any) bool {
 // stateError answers the request an error frame names; it reports false
 // for an error of no state request.
 func (b *BrokerConn) stateError(ctx actor.Context, f *messages.ErrorFrame) bool {
-	call := b.state.take(cmp.Or(f.ReqID, f.ID))
-	if call == nil {
+	call, ok := b.state.take(cmp.Or(f.ReqID, f.ID))
+	if !ok {
 		return false
 	}
 	var err error
@@ -146,16 +126,23 @@ func (b *BrokerConn) stateError(ctx actor.Context, f *messages.ErrorFrame) bool 
 }
 
 func (b *BrokerConn) stateExpired(ctx actor.Context, m *stateExpired) {
-	b.stateAnswer(ctx, b.state.take(m.id), &messages.StateReply{Err: &messages.Error{Status: http.StatusGatewayTimeout,
+	b.stateAnswer(ctx, b.takeState(m.id), &messages.StateReply{Err: &messages.Error{Status: http.StatusGatewayTimeout,
 		Code: "state_timeout", Detail: fmt.Sprintf("mesh %s: %v (%s); retry, and check `claudemesh daemon status`", b.cfg.Slug,
 			errStateTimeout, StateTimeout)}})
 }
 
 // stateDown fails every request in flight: the connection is gone.
 func (b *BrokerConn) stateDown(ctx actor.Context) {
-	for id := range b.state.pending {
-		b.stateAnswer(ctx, b.state.take(id), &messages.StateReply{Err: ErrNotConnected})
+	for _, call := range b.state.drain() {
+		b.stateAnswer(ctx, call, &messages.StateReply{Err: ErrNotConnected})
 	}
+}
+
+// takeState removes and returns the call of id (nil: none, or already
+// answered).
+func (b *BrokerConn) takeState(id string) *stateCall {
+	call, _ := b.state.take(id)
+	return call
 }
 
 func (b *BrokerConn) stateAnswer(ctx actor.Context, call *stateCall, reply *messages.StateReply) {

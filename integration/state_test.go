@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +45,12 @@ func TestState(t *testing.T) {
 		if r := runCLI(t, p.env, append([]string{"state"}, args...)...); r.code == 0 || !strings.Contains(r.stderr, want) {
 			t.Errorf("claudemesh state %.80s: exit %d\n%s%s; want a failure saying %q", strings.Join(args, " "), r.code, r.stdout, r.stderr, want)
 		}
+	}
+
+	var v messages.Version
+	if st, _, err := getJSON(alice.c, "http://localhost/v1/version", &v); err != nil || st != http.StatusOK ||
+		!slices.Contains(v.IPCFeatures, "state") {
+		t.Errorf("version: %d %v; ipc_features %v, want state among them", st, err, v.IPCFeatures)
 	}
 
 	stream := openSSE(t, bob.env.socket(), "")

@@ -60,16 +60,8 @@ func (r *StateSetRequest) Validate() error {
 	if err := CheckStateKey(r.Key); err != nil {
 		return err
 	}
-	if len(bytes.TrimSpace(r.Value)) == 0 {
-		return badRequest(CodeInvalidStateValue, "missing 'value': give the key a JSON value (null included)")
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, r.Value); err != nil {
-		return badRequest(CodeInvalidStateValue, "'value' is not JSON: %v", err)
-	}
-	if buf.Len() > MaxStateValue {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeStateValueTooLarge,
-			Detail: fmt.Sprintf("the value is %d bytes of compact JSON; a state value is at most %d", buf.Len(), MaxStateValue)}
+	if _, err := CompactStateValue(r.Value); err != nil {
+		return err
 	}
 	if r.IfVersion != nil && *r.IfVersion < 0 {
 		return badRequest(CodeInvalidIfVersion, "if_version is 0 (the key must not exist yet) or the version to replace, not %d", *r.IfVersion)
@@ -88,6 +80,23 @@ func CheckStateKey(key string) error {
 		return badRequest(CodeInvalidStateKey, "a state key is 1-%d bytes of UTF-8 with no control characters, got %q", MaxStateKey, key)
 	}
 	return nil
+}
+
+// CompactStateValue returns value as compact JSON, or refuses it as the
+// broker would: missing, not one JSON value, or over MaxStateValue.
+func CompactStateValue(value json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(value)) == 0 {
+		return nil, badRequest(CodeInvalidStateValue, "missing 'value': give the key a JSON value (null included)")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, value); err != nil {
+		return nil, badRequest(CodeInvalidStateValue, "'value' is not one JSON value: %v", err)
+	}
+	if buf.Len() > MaxStateValue {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeStateValueTooLarge,
+			Detail: fmt.Sprintf("the value is %d bytes of compact JSON; a state value is at most %d", buf.Len(), MaxStateValue)}
+	}
+	return buf.Bytes(), nil
 }
 
 // StateView is a key as the IPC answers it: the broker's StateInfo and the

@@ -1,25 +1,22 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
-// State limits.
+// State limits: a key's bytes, a value's bytes of compact JSON.
 const (
-	// MaxStateKey bounds a key, in bytes.
-	MaxStateKey = 256
-	// MaxStateValue bounds a value, in bytes of compact JSON.
-	MaxStateValue = 64 << 10
+	MaxStateKey   = messages.MaxStateKey
+	MaxStateValue = messages.MaxStateValue
 )
 
 // State errors; each wraps ErrInvalid or is a conflict.
@@ -72,44 +69,23 @@ type StateSet struct {
 	UpdatedByName string
 }
 
-// CheckStateKey reports whether key is one a mesh's state may hold.
-func CheckStateKey(key string) error {
-	if key == "" || len(key) > MaxStateKey || !utf8.ValidString(key) {
-		return ErrInvalidStateKey
-	}
-	for _, r := range key {
-		if unicode.IsControl(r) {
-			return ErrInvalidStateKey
-		}
-	}
-	return nil
-}
-
-// CompactStateValue checks a value and returns it as compact JSON.
-func CompactStateValue(value json.RawMessage) (json.RawMessage, error) {
-	if len(bytes.TrimSpace(value)) == 0 {
-		return nil, ErrInvalidStateValue
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, value); err != nil {
-		return nil, ErrInvalidStateValue
-	}
-	if buf.Len() > MaxStateValue {
-		return nil, ErrStateValueTooLarge
-	}
-	return buf.Bytes(), nil
-}
-
 func (set *StateSet) validate() error {
-	if err := CheckStateKey(set.Key); err != nil {
-		return err
+	if messages.CheckStateKey(set.Key) != nil {
+		return ErrInvalidStateKey
 	}
 	if set.IfVersion != nil && *set.IfVersion < 0 {
 		return ErrInvalidIfVersion
 	}
-	value, err := CompactStateValue(set.Value)
+	value, err := messages.CompactStateValue(set.Value)
+	var me *messages.Error
+	switch {
+	case errors.As(err, &me) && me.Code == messages.CodeStateValueTooLarge:
+		return ErrStateValueTooLarge
+	case err != nil:
+		return ErrInvalidStateValue
+	}
 	set.Value = value
-	return err
+	return nil
 }
 
 // SetState writes the key and returns it as stored (its new version). A

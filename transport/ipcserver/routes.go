@@ -17,7 +17,7 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics", "memory", "skills"}
+	"sessions", "topics", "memory", "skills", "state"}
 
 type route struct {
 	method string
