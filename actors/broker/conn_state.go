@@ -32,7 +32,7 @@ type hubStateChange struct {
 
 func (c *conn) setState(ctx actor.Context, f *messages.SetStateFrame) {
 	e, err := c.store.SetState(context.Background(), c.mesh.ID, c.replica, broker.StateSet{Key: f.Key, Value: f.Value,
-		IfVersion: f.IfVersion, UpdatedBy: c.sender, UpdatedByName: c.displayName()})
+		IfVersion: f.IfVersion, MemberID: c.member.ID, UpdatedBy: c.sender, UpdatedByName: c.displayName()})
 	if err != nil {
 		c.stateError(f.ReqID, f.Key, err)
 		return
@@ -89,6 +89,8 @@ func (c *conn) stateError(reqID, key string, err error) {
 		out.Code = messages.CodeInvalidStateValue
 	case errors.Is(err, broker.ErrInvalidIfVersion):
 		out.Code = messages.CodeInvalidIfVersion
+	case errors.Is(err, broker.ErrMemberRevoked):
+		out.Code, out.Message = "revoked", "this member was revoked"
 	default:
 		c.log.Error("state_request_failed", "conn", c.id, "err", err)
 		out.Message = "the broker could not read or write the mesh's state; try again"

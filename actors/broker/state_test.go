@@ -154,3 +154,24 @@ func TestStateAcrossReplicas(t *testing.T) {
 	noStateChange(t, a, "the first replica, once")
 	noStateChange(t, b, "the sender, through the other replica")
 }
+
+// TestStateRevokedMember: a member revoked while connected can set nothing:
+// its set_state is refused revoked (by the store, or by the broker closing
+// the connection first) and nothing is stored or pushed.
+func TestStateRevokedMember(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a, b := e.connect(alice, "a"), e.connect(bob, "b")
+		if err := e.store.RevokeMember(t.Context(), e.mesh.ID, bob.id.PublicKeyHex()); err != nil {
+			t.Fatal(err)
+		}
+		b.send(map[string]any{"type": "set_state", "key": "k", "value": 1, "_reqId": "s"})
+		if f := b.next("error"); f["code"] != "revoked" {
+			t.Errorf("bob's set after his revocation: %v, want revoked", f)
+		}
+		if n, err := e.store.States(t.Context(), e.mesh.ID); err != nil || len(n) != 0 {
+			t.Errorf("stored %v, %v; want nothing", n, err)
+		}
+		noStateChange(t, a, "a revoked member's set")
+	})
+}

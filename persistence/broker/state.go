@@ -64,7 +64,9 @@ type StateSet struct {
 	Value json.RawMessage
 	// IfVersion makes the set a compare-and-set: nil sets whatever the
 	// version, 0 only creates, N only replaces version N.
-	IfVersion     *int64
+	IfVersion *int64
+	// MemberID is the setting connection's member, which must be active.
+	MemberID      string
 	UpdatedBy     string
 	UpdatedByName string
 }
@@ -90,7 +92,8 @@ func (set *StateSet) validate() error {
 
 // SetState writes the key and returns it as stored (its new version). A
 // compare-and-set that does not match is a *StateConflict; invalid input
-// wraps ErrInvalid; in both cases nothing is stored. On PostgreSQL the
+// wraps ErrInvalid; a member revoked (or unknown) is ErrMemberRevoked; in
+// each case nothing is stored. On PostgreSQL the
 // change is announced to the other replicas with the commit (origin is the
 // announcing broker, which pushes to its own connections itself).
 func (s *Store) SetState(ctx context.Context, meshID, origin string, set StateSet) (*StateEntry, error) {
@@ -98,21 +101,25 @@ func (s *Store) SetState(ctx context.Context, meshID, origin string, set StateSe
 		return nil, err
 	}
 	now := s.clock()
-	args := []any{meshID, set.Key, string(set.Value), set.UpdatedBy, set.UpdatedByName, s.d.time(now)}
+	// Every write is conditional on the member being active, in its own
+	// statement: a revocation committed before it stores nothing.
+	const active = `EXISTS (SELECT 1 FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL)`
+	args := []any{meshID, set.Key, string(set.Value), set.UpdatedBy, set.UpdatedByName, s.d.time(now), set.MemberID, meshID}
 	var query string
 	switch {
 	case set.IfVersion == nil:
 		query = `INSERT INTO state (mesh_id, key, value, version, updated_by, updated_by_name, updated_at)
-			VALUES (?, ?, ?, 1, ?, ?, ?) ON CONFLICT (mesh_id, key) DO UPDATE SET value = excluded.value,
+			SELECT ?, ?, ?, 1, ?, ?, ? WHERE ` + active + ` ON CONFLICT (mesh_id, key) DO UPDATE SET value = excluded.value,
 			version = state.version + 1, updated_by = excluded.updated_by, updated_by_name = excluded.updated_by_name,
 			updated_at = excluded.updated_at RETURNING version`
 	case *set.IfVersion == 0:
 		query = `INSERT INTO state (mesh_id, key, value, version, updated_by, updated_by_name, updated_at)
-			VALUES (?, ?, ?, 1, ?, ?, ?) ON CONFLICT (mesh_id, key) DO NOTHING RETURNING version`
+			SELECT ?, ?, ?, 1, ?, ?, ? WHERE ` + active + ` ON CONFLICT (mesh_id, key) DO NOTHING RETURNING version`
 	default:
 		query = `UPDATE state SET value = ?, version = version + 1, updated_by = ?, updated_by_name = ?, updated_at = ?
-			WHERE mesh_id = ? AND key = ? AND version = ? RETURNING version`
-		args = []any{string(set.Value), set.UpdatedBy, set.UpdatedByName, s.d.time(now), meshID, set.Key, *set.IfVersion}
+			WHERE mesh_id = ? AND key = ? AND version = ? AND ` + active + ` RETURNING version`
+		args = []any{string(set.Value), set.UpdatedBy, set.UpdatedByName, s.d.time(now), meshID, set.Key, *set.IfVersion,
+			set.MemberID, meshID}
 	}
 	entry := &StateEntry{Key: set.Key, Value: set.Value, UpdatedBy: set.UpdatedBy, UpdatedByName: set.UpdatedByName, UpdatedAt: now}
 	matched := false
@@ -131,6 +138,14 @@ func (s *Store) SetState(ctx context.Context, meshID, origin string, set StateSe
 		return nil, fmt.Errorf("set state: %w", err)
 	}
 	if !matched {
+		var n int
+		if err := s.db.GetContext(ctx, &n, s.d.rewrite(`SELECT COUNT(*) FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL`),
+			set.MemberID, meshID); err != nil {
+			return nil, fmt.Errorf("set state: %w", err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("set state: %w", ErrMemberRevoked)
+		}
 		current, err := s.State(ctx, meshID, set.Key)
 		if err != nil && !errors.Is(err, ErrStateNotFound) {
 			return nil, err

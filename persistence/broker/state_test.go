@@ -24,16 +24,16 @@ func TestStateSetGetList(t *testing.T) {
 		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
 
 		got, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "release", Value: json.RawMessage(`{ "owner" : "alice" }`),
-			UpdatedBy: alice.Pubkey, UpdatedByName: "alice"})
+			MemberID: alice.ID, UpdatedBy: alice.Pubkey, UpdatedByName: "alice"})
 		if err != nil || got.Version != 1 || string(got.Value) != `{"owner":"alice"}` {
 			t.Fatalf("first set = %+v, %v", got, err)
 		}
 		e.clock.Advance(time.Second)
 		if got, err = e.s.SetState(ctx, m.ID, "", StateSet{Key: "release", Value: json.RawMessage(`"bob"`),
-			UpdatedBy: bob.Pubkey, UpdatedByName: "bob"}); err != nil || got.Version != 2 {
+			MemberID: bob.ID, UpdatedBy: bob.Pubkey, UpdatedByName: "bob"}); err != nil || got.Version != 2 {
 			t.Fatalf("second set = %+v, %v", got, err)
 		}
-		if _, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "build", Value: json.RawMessage(`null`), UpdatedBy: bob.Pubkey}); err != nil {
+		if _, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "build", Value: json.RawMessage(`null`), MemberID: bob.ID, UpdatedBy: bob.Pubkey}); err != nil {
 			t.Fatal(err)
 		}
 		read, err := e.s.State(ctx, m.ID, "release")
@@ -66,7 +66,7 @@ func TestStateCompareAndSet(t *testing.T) {
 		m := e.mesh(t, Mesh{})
 		alice := e.join(t, m, "alice")
 		set := func(value string, v *int64) (*StateEntry, error) {
-			return e.s.SetState(ctx, m.ID, "", StateSet{Key: "n", Value: json.RawMessage(value), IfVersion: v, UpdatedBy: alice.Pubkey})
+			return e.s.SetState(ctx, m.ID, "", StateSet{Key: "n", Value: json.RawMessage(value), IfVersion: v, MemberID: alice.ID, UpdatedBy: alice.Pubkey})
 		}
 		var conflict *StateConflict
 		if _, err := set(`1`, ifVersion(1)); !errors.As(err, &conflict) || conflict.Current != nil || !errors.Is(err, ErrStateConflict) {
@@ -110,7 +110,7 @@ func TestStateConcurrentIncrements(t *testing.T) {
 						version = cur.Version
 					}
 					value, _ := json.Marshal(n + 1)
-					_, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "counter", Value: value, IfVersion: &version, UpdatedBy: alice.Pubkey})
+					_, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "counter", Value: value, IfVersion: &version, MemberID: alice.ID, UpdatedBy: alice.Pubkey})
 					switch {
 					case errors.Is(err, ErrStateConflict):
 					case err != nil:
@@ -156,18 +156,45 @@ func TestStateRefusals(t *testing.T) {
 			{"too large", StateSet{Key: "k", Value: json.RawMessage(big)}, ErrStateValueTooLarge},
 			{"negative if_version", StateSet{Key: "k", Value: json.RawMessage(`1`), IfVersion: ifVersion(-1)}, ErrInvalidIfVersion},
 		} {
-			tc.set.UpdatedBy = alice.Pubkey
+			tc.set.MemberID, tc.set.UpdatedBy = alice.ID, alice.Pubkey
 			if _, err := e.s.SetState(ctx, m.ID, "", tc.set); !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalid) {
 				t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 			}
 		}
 		fits := `"` + strings.Repeat("x", MaxStateValue-2) + `"`
-		if got, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "k", Value: json.RawMessage(fits), UpdatedBy: alice.Pubkey}); err != nil ||
+		if got, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "k", Value: json.RawMessage(fits), MemberID: alice.ID, UpdatedBy: alice.Pubkey}); err != nil ||
 			got.Version != 1 {
 			t.Fatalf("a value of exactly the cap: %v", err)
 		}
 		if n := e.count(t, "state WHERE mesh_id = ?", m.ID); n != 1 {
 			t.Errorf("%d rows stored, want only the one that fits", n)
+		}
+	})
+}
+
+// TestStateRevokedMember: a revoked member's set, whatever its form,
+// stores nothing and is ErrMemberRevoked, not a conflict.
+func TestStateRevokedMember(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		m := e.mesh(t, Mesh{})
+		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
+		if _, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: "k", Value: json.RawMessage(`1`), MemberID: alice.ID, UpdatedBy: alice.Pubkey}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.RevokeMember(ctx, m.ID, bob.Pubkey); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []*int64{nil, ifVersion(0), ifVersion(1)} {
+			for _, key := range []string{"k", "new"} {
+				_, err := e.s.SetState(ctx, m.ID, "", StateSet{Key: key, Value: json.RawMessage(`2`), IfVersion: v, MemberID: bob.ID, UpdatedBy: bob.Pubkey})
+				if !errors.Is(err, ErrMemberRevoked) {
+					t.Errorf("revoked set of %s (if_version %v): %v, want ErrMemberRevoked", key, v, err)
+				}
+			}
+		}
+		if list, _ := e.s.States(ctx, m.ID); len(list) != 1 || list[0].Version != 1 || string(list[0].Value) != "1" {
+			t.Errorf("state after the revoked sets: %+v", list)
 		}
 	})
 }
@@ -206,7 +233,7 @@ func TestStateNotifiesOtherReplicas(t *testing.T) {
 		t.Fatal("the listener did not connect")
 	}
 	big := json.RawMessage(`"` + strings.Repeat("y", 20000) + `"`)
-	if _, err := e.s.SetState(ctx, m.ID, "r1", StateSet{Key: "big", Value: big, UpdatedBy: alice.Pubkey, UpdatedByName: "alice"}); err != nil {
+	if _, err := e.s.SetState(ctx, m.ID, "r1", StateSet{Key: "big", Value: big, MemberID: alice.ID, UpdatedBy: alice.Pubkey, UpdatedByName: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if c := next(); c.Origin != "r1" || c.Entry.Key != "big" || c.Entry.Version != 1 || string(c.Entry.Value) != string(big) ||
@@ -214,10 +241,10 @@ func TestStateNotifiesOtherReplicas(t *testing.T) {
 		t.Errorf("large change = %+v", c)
 	}
 	if _, err := e.s.SetState(ctx, m.ID, "r2", StateSet{Key: "big", Value: json.RawMessage(`1`), IfVersion: ifVersion(7),
-		UpdatedBy: alice.Pubkey}); !errors.Is(err, ErrStateConflict) {
+		MemberID: alice.ID, UpdatedBy: alice.Pubkey}); !errors.Is(err, ErrStateConflict) {
 		t.Fatal(err)
 	}
-	if _, err := e.s.SetState(ctx, m.ID, "r2", StateSet{Key: "small", Value: json.RawMessage(`{"a":1}`), UpdatedBy: alice.Pubkey}); err != nil {
+	if _, err := e.s.SetState(ctx, m.ID, "r2", StateSet{Key: "small", Value: json.RawMessage(`{"a":1}`), MemberID: alice.ID, UpdatedBy: alice.Pubkey}); err != nil {
 		t.Fatal(err)
 	}
 	if c := next(); c.Origin != "r2" || c.Entry.Key != "small" || string(c.Entry.Value) != `{"a":1}` {
