@@ -161,3 +161,34 @@ func readCounter(ctx context.Context, c *ipc.Client) (int, int64, error) {
 	err = json.Unmarshal(got.State.Value, &n)
 	return n, got.State.Version, err
 }
+
+// TestStateLegacyBroker: daemons in legacy mode (`[features]
+// legacy_broker`, as against upstream's broker, which answers a set
+// nothing) send set_state without _reqId and answer it sent, with no
+// version; the change still reaches the other daemon and reads back; a
+// compare-and-set, which upstream cannot keep, is refused before anything
+// is sent.
+func TestStateLegacyBroker(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	m.restartBrokerWith("--legacy-protocol")
+	alice, bob := m.alice, m.bob
+	alice.startLegacy(t)
+	bob.startLegacy(t)
+	stream := openSSE(t, bob.env.socket(), "")
+	if r := runCLI(t, alice.env, "state", "set", "build", `"red"`); r.code != 0 || !strings.Contains(r.stdout, "reports no versions") {
+		t.Fatalf("state set on a legacy link: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var change messages.StateView
+	if ev := stream.next("state_change", e2eDeliverDeadline); json.Unmarshal(ev.Data, &change) != nil || change.Key != "build" ||
+		string(change.Value) != `"red"` {
+		t.Fatalf("bob's state_change: %s", ev.Data)
+	}
+	if r := runCLI(t, bob.env, "state", "get", "build"); r.code != 0 || !strings.Contains(r.stdout, `build = "red"`) {
+		t.Errorf("state get: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, alice.env, "state", "set", "build", `"green"`, "--if-version", "1"); r.code == 0 ||
+		!strings.Contains(r.stderr, "state_cas_unsupported") {
+		t.Errorf("compare-and-set on a legacy link: exit %d\n%s%s; want state_cas_unsupported", r.code, r.stdout, r.stderr)
+	}
+}
