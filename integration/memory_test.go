@@ -43,7 +43,7 @@ func TestMemory(t *testing.T) {
 	}
 
 	var exact, partial messages.Remembered
-	memoryCLI(alice, &partial, "remember", "the deploy is flaky on Mondays", "--tag", "ops")
+	memoryCLI(alice, &partial, "remember", "the test of the deploy is flaky on Mondays", "--tag", "ops")
 	memoryCLI(alice, &exact, "remember", "we fixed the flaky test by waiting for the server", "--tag", "ci", "--tag", "ops, infra")
 	if len(exact.ID) != 32 || exact.Mesh != "demo" {
 		t.Fatalf("remember: %+v", exact)

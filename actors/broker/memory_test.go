@@ -44,7 +44,7 @@ func TestMemoryFrames(t *testing.T) {
 	backends(t, noLimit, func(t *testing.T, e *env) {
 		alice, bob := e.member("alice"), e.member("bob")
 		a, b := e.connect(alice, "a"), e.connect(bob, "b")
-		partial := remember(t, a, "the deploy is flaky on Mondays", "ops")
+		partial := remember(t, a, "the test of the deploy is flaky on Mondays", "ops")
 		exact := remember(t, a, "we fixed the flaky test by waiting for the server", "ci", "ops")
 
 		got := recall(t, b, map[string]any{"query": "flaky test"})

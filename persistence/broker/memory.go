@@ -51,8 +51,9 @@ type NewMemory struct {
 	Name    string // its display name
 }
 
-// RecallQuery is what recall asks for: memories matching any word of
-// Query, ranked by relevance, carrying every tag of Tags. A query with no
+// RecallQuery is what recall asks for: memories with every word of Query
+// (with any of them when none has all), ranked by relevance (the words as
+// an exact phrase first), carrying every tag of Tags. A query with no
 // words lists the newest memories with the tags. Query is text: quotes,
 // operators and SQL in it are words or separators, never syntax.
 type RecallQuery struct {
@@ -154,6 +155,16 @@ func (s *Store) Recall(ctx context.Context, meshID string, q RecallQuery) ([]Mem
 		limit = MaxRecallLimit
 	}
 	terms := recallTerms(q.Query)
+	found, err := s.search(ctx, meshID, terms, tags, limit, false)
+	if err == nil && len(found) == 0 && len(terms) > 1 {
+		found, err = s.search(ctx, meshID, terms, tags, limit, true)
+	}
+	return found, err
+}
+
+// search runs the recall query for terms: memories with every term, or
+// with any when anyTerm.
+func (s *Store) search(ctx context.Context, meshID string, terms, tags []string, limit int, anyTerm bool) ([]Memory, error) {
 	query, args := s.recallSQL(terms), []any{}
 	switch {
 	case len(terms) == 0:
@@ -163,11 +174,19 @@ func (s *Store) Recall(ctx context.Context, meshID string, q RecallQuery) ([]Mem
 		for i, t := range terms {
 			quoted[i] = `"` + t + `"` // a term holds no quote: an FTS5 string, never an operator
 		}
-		args = append(args, `"`+strings.Join(terms, " ")+`"`, strings.Join(quoted, " OR "), meshID, jsonArray(tags), limit)
+		join := " AND "
+		if anyTerm {
+			join = " OR "
+		}
+		args = append(args, `"`+strings.Join(terms, " ")+`"`, strings.Join(quoted, join), meshID, jsonArray(tags), limit)
 	default:
 		// websearch_to_tsquery never fails; the terms hold only words, so
 		// "or" between them is its only operator.
-		args = append(args, strings.Join(terms, " or "), strings.Join(terms, " "), meshID, jsonArray(tags), limit)
+		join := " "
+		if anyTerm {
+			join = " or "
+		}
+		args = append(args, strings.Join(terms, join), strings.Join(terms, " "), meshID, jsonArray(tags), limit)
 	}
 	rows, err := s.rdb.QueryxContext(ctx, query, args...)
 	if err != nil {

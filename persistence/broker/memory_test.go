@@ -35,7 +35,7 @@ func (e *env) remember(t testing.TB, meshID, content string, tags ...string) *Me
 func TestRecallRanking(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		m, other := e.mesh(t, Mesh{}), e.mesh(t, Mesh{})
-		partial := e.remember(t, m.ID, "The deploy script is flaky on Mondays; nobody knows why.", "ops")
+		partial := e.remember(t, m.ID, "The test of the deploy script is flaky on Mondays; nobody knows why.", "ops")
 		exact := e.remember(t, m.ID, "How we fixed the flaky test: the fixture raced the server start.", "ci", "ops")
 		e.remember(t, m.ID, "Lunch is at noon.")
 		e.remember(t, other.ID, "the flaky test of the other mesh")
@@ -52,6 +52,10 @@ func TestRecallRanking(t *testing.T) {
 			first.RememberedBy != strings.Repeat("a", 64) || !first.RememberedAt.Equal(e.clock.Now().Truncate(time.Millisecond)) ||
 			first.Score <= 0 {
 			t.Errorf("first result = %+v", first)
+		}
+		// No memory has both words: the memories with either.
+		if ids := e.recallIDs(t, m.ID, RecallQuery{Query: "lunch fixture"}); len(ids) != 2 || slices.Contains(ids, partial.ID) {
+			t.Errorf("recall lunch fixture = %v, want the two memories with either word", ids)
 		}
 		// Stemming: "fixing" finds "fixed".
 		if ids := e.recallIDs(t, m.ID, RecallQuery{Query: "FIXING"}); !slices.Equal(ids, []string{exact.ID}) {
