@@ -12,35 +12,13 @@ import (
 // one; with several and none named the answer is 400 mesh_required with
 // the attached meshes.
 
-// stateAsk relays req to the broker connection of the mesh the request
-// acts on, and returns the mesh as the answer names it and the reply.
-func (s *Server) stateAsk(r *http.Request, named string, req *messages.StateRequest) (string, *messages.StateReply, error) {
-	mesh, err := s.scope(r, named)
-	if err != nil {
-		return "", nil, err
-	}
-	slug := mesh.Info.Mesh
-	pid, err := s.meshActor(slug)
-	if err != nil {
-		return "", nil, err
-	}
-	reply, err := ask[*messages.StateReply](s, pid, req)
-	if err != nil {
-		return "", nil, brokerError(slug, err)
-	}
-	if sess := sessionOf(r); sess != nil {
-		slug = sess.Mesh // a session's state is its mesh's
-	}
-	return slug, reply, nil
-}
-
 // stateGet answers GET /v1/state?key=K[&mesh=] with the key (404
 // state_not_found when the mesh lacks it), and GET /v1/state[?mesh=] with
 // every key of the mesh.
 func (s *Server) stateGet(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !q.Has("key") {
-		mesh, reply, err := s.stateAsk(r, q.Get("mesh"), &messages.StateRequest{Op: messages.TypeListState})
+		mesh, reply, err := meshAsk[*messages.StateReply](s, r, q.Get("mesh"), &messages.StateRequest{Op: messages.TypeListState})
 		if err != nil {
 			writeError(w, err)
 			return
@@ -53,7 +31,7 @@ func (s *Server) stateGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	mesh, reply, err := s.stateAsk(r, q.Get("mesh"), &messages.StateRequest{Op: messages.TypeGetState, Key: key})
+	mesh, reply, err := meshAsk[*messages.StateReply](s, r, q.Get("mesh"), &messages.StateRequest{Op: messages.TypeGetState, Key: key})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -73,7 +51,7 @@ func (s *Server) stateSet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	mesh, reply, err := s.stateAsk(r, req.Mesh, &messages.StateRequest{Op: messages.TypeSetState, Key: req.Key, Value: req.Value,
+	mesh, reply, err := meshAsk[*messages.StateReply](s, r, req.Mesh, &messages.StateRequest{Op: messages.TypeSetState, Key: req.Key, Value: req.Value,
 		IfVersion: req.IfVersion})
 	if err != nil {
 		writeError(w, err)
