@@ -163,31 +163,41 @@ func (s *Store) Recall(ctx context.Context, meshID string, q RecallQuery) ([]Mem
 }
 
 // search runs the recall query for terms: memories with every term, or
-// with any when anyTerm.
+// with any when anyTerm. A match of more than maxRanked memories is
+// answered newest first instead of by relevance: ranking costs some µs a
+// memory, and words that common say little about relevance.
 func (s *Store) search(ctx context.Context, meshID string, terms, tags []string, limit int, anyTerm bool) ([]Memory, error) {
-	query, args := s.recallSQL(terms), []any{}
-	switch {
-	case len(terms) == 0:
-		args = append(args, meshID, jsonArray(tags), limit)
-	case s.d.name == sqliteName:
+	if len(terms) == 0 {
+		return s.recallRows(ctx, meshID, s.recallSQL(recallNewest), meshID, jsonArray(tags), limit)
+	}
+	join, phrase := " ", strings.Join(terms, " ")
+	if anyTerm {
+		join = " or "
+	}
+	words := strings.Join(terms, join) // for websearch_to_tsquery, which never fails: "or" is its only operator here
+	if s.d.name == sqliteName {
 		quoted := make([]string, len(terms))
 		for i, t := range terms {
 			quoted[i] = `"` + t + `"` // a term holds no quote: an FTS5 string, never an operator
 		}
-		join := " AND "
+		join = " AND "
 		if anyTerm {
 			join = " OR "
 		}
-		args = append(args, `"`+strings.Join(terms, " ")+`"`, strings.Join(quoted, join), meshID, jsonArray(tags), limit)
-	default:
-		// websearch_to_tsquery never fails; the terms hold only words, so
-		// "or" between them is its only operator.
-		join := " "
-		if anyTerm {
-			join = " or "
-		}
-		args = append(args, strings.Join(terms, join), strings.Join(terms, " "), meshID, jsonArray(tags), limit)
+		words, phrase = strings.Join(quoted, join), `"`+phrase+`"`
 	}
+	var matched int
+	if err := s.rdb.GetContext(ctx, &matched, s.recallSQL(recallCount), words, meshID, maxRanked+1); err != nil {
+		return nil, fmt.Errorf("recall: %w", err)
+	}
+	if matched > maxRanked {
+		return s.recallRows(ctx, meshID, s.recallSQL(recallNewestMatching), words, meshID, jsonArray(tags), limit)
+	}
+	return s.recallRows(ctx, meshID, s.recallSQL(recallRanked), phrase, words, meshID, jsonArray(tags), limit)
+}
+
+// recallRows runs a recall query and reads its memories.
+func (s *Store) recallRows(ctx context.Context, meshID, query string, args ...any) ([]Memory, error) {
 	rows, err := s.rdb.QueryxContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("recall: %w", err)
@@ -211,39 +221,66 @@ func (s *Store) search(ctx context.Context, meshID string, terms, tags []string,
 	return out, nil
 }
 
-// The recall queries: memoryColumns, then the score; recallNewest when the
-// query has no words.
+// maxRanked bounds the memories a recall ranks by relevance.
+var maxRanked = 2000
+
+// The recall queries, by kind: each backend's text, memoryColumns then the
+// score, with %s for the tags filter (every tag of a JSON array).
+type recallKind int
+
 const (
-	memoryColumns = `m.id, m.content, CAST(m.tags AS TEXT), m.remembered_by, m.remembered_by_name, m.remembered_at`
-	recallNewest  = `SELECT ` + memoryColumns + `, CAST(0 AS REAL) FROM memory m WHERE m.mesh_id = ? AND %s
-		ORDER BY m.remembered_at DESC, m.id LIMIT ?`
-	// recallFTS5: bm25 is lower for a better match. The phrase is matched
-	// once, as a set of rowids.
-	recallFTS5 = `SELECT ` + memoryColumns + `, -bm25(memory_fts)
-		  FROM memory_fts f JOIN memory m ON m.seq = f.rowid
-		 WHERE memory_fts MATCH ?2 AND m.mesh_id = ?3 AND %s
-		 ORDER BY f.rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?1) DESC, bm25(memory_fts), m.id
-		 LIMIT ?5`
-	recallTSVector = `SELECT ` + memoryColumns + `, ts_rank(m.search, q.words)
-		  FROM memory m, (SELECT websearch_to_tsquery('english', $1) AS words, phraseto_tsquery('english', $2) AS phrase) q
-		 WHERE m.search @@ q.words AND m.mesh_id = $3 AND %s
-		 ORDER BY m.search @@ q.phrase DESC, ts_rank(m.search, q.words) DESC, m.id
-		 LIMIT $5`
+	recallNewest         recallKind = iota // no words: (mesh, tags, limit)
+	recallCount                            // how many match, up to a bound: (words, mesh, bound)
+	recallNewestMatching                   // (words, mesh, tags, limit)
+	recallRanked                           // (phrase, words, mesh, tags, limit)
 )
 
-// recallSQL is the backend's recall query for terms, its tags filter
-// (every tag of a JSON array) the fourth parameter.
-func (s *Store) recallSQL(terms []string) string {
+const memoryColumns = `m.id, m.content, CAST(m.tags AS TEXT), m.remembered_by, m.remembered_by_name, m.remembered_at`
+
+var recallQueries = map[string]map[recallKind]string{
+	sqliteName: {
+		recallNewest: `SELECT ` + memoryColumns + `, CAST(0 AS REAL) FROM memory m WHERE m.mesh_id = ?1 AND %s
+			ORDER BY m.remembered_at DESC, m.seq DESC LIMIT ?3`,
+		// The index holds every mesh: the count is the whole table's (?2
+		// is unused).
+		recallCount: `SELECT COUNT(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ?1 LIMIT ?3)`,
+		recallNewestMatching: `SELECT ` + memoryColumns + `, CAST(0 AS REAL) FROM memory m
+			 WHERE m.seq IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?1) AND m.mesh_id = ?2 AND %s
+			 ORDER BY m.remembered_at DESC, m.seq DESC LIMIT ?4`,
+		// bm25 is lower for a better match. The phrase is matched once,
+		// as a set of rowids.
+		recallRanked: `SELECT ` + memoryColumns + `, -bm25(memory_fts)
+			  FROM memory_fts f JOIN memory m ON m.seq = f.rowid
+			 WHERE memory_fts MATCH ?2 AND m.mesh_id = ?3 AND %s
+			 ORDER BY f.rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?1) DESC, bm25(memory_fts), m.id
+			 LIMIT ?5`,
+	},
+	postgresName: {
+		recallNewest: `SELECT ` + memoryColumns + `, CAST(0 AS REAL) FROM memory m WHERE m.mesh_id = $1 AND %s
+			ORDER BY m.remembered_at DESC, m.id DESC LIMIT $3`,
+		recallCount: `SELECT COUNT(*) FROM (SELECT 1 FROM memory m
+			 WHERE m.search @@ websearch_to_tsquery('english', $1) AND m.mesh_id = $2 LIMIT $3) x`,
+		recallNewestMatching: `SELECT ` + memoryColumns + `, CAST(0 AS REAL) FROM memory m
+			 WHERE m.search @@ websearch_to_tsquery('english', $1) AND m.mesh_id = $2 AND %s
+			 ORDER BY m.remembered_at DESC, m.id DESC LIMIT $4`,
+		recallRanked: `SELECT ` + memoryColumns + `, ts_rank(m.search, q.words)
+			  FROM memory m, (SELECT websearch_to_tsquery('english', $2) AS words, phraseto_tsquery('english', $1) AS phrase) q
+			 WHERE m.search @@ q.words AND m.mesh_id = $3 AND %s
+			 ORDER BY m.search @@ q.phrase DESC, ts_rank(m.search, q.words) DESC, m.id
+			 LIMIT $5`,
+	},
+}
+
+// recallSQL is the backend's query of kind, with its tags filter on the
+// parameter before the limit.
+func (s *Store) recallSQL(kind recallKind) string {
+	if kind == recallCount {
+		return recallQueries[s.d.name][kind]
+	}
+	tagsParam := map[recallKind]int{recallNewest: 2, recallNewestMatching: 3, recallRanked: 4}[kind]
 	if s.d.name == sqliteName {
-		tags := `NOT EXISTS (SELECT 1 FROM json_each(?4) want WHERE NOT EXISTS (
-			SELECT 1 FROM json_each(m.tags) have WHERE have.value = want.value))`
-		if len(terms) == 0 {
-			return fmt.Sprintf(recallNewest, strings.ReplaceAll(tags, "?4", "?"))
-		}
-		return fmt.Sprintf(recallFTS5, tags)
+		return fmt.Sprintf(recallQueries[sqliteName][kind], fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM json_each(?%d) want
+			WHERE NOT EXISTS (SELECT 1 FROM json_each(m.tags) have WHERE have.value = want.value))`, tagsParam))
 	}
-	if len(terms) == 0 {
-		return s.d.rewrite(fmt.Sprintf(recallNewest, `m.tags @> CAST(? AS jsonb)`))
-	}
-	return fmt.Sprintf(recallTSVector, `m.tags @> CAST($4 AS jsonb)`)
+	return fmt.Sprintf(recallQueries[postgresName][kind], fmt.Sprintf(`m.tags @> CAST($%d AS jsonb)`, tagsParam))
 }

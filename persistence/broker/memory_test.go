@@ -238,3 +238,29 @@ func FuzzRecall(f *testing.F) {
 		}
 	})
 }
+
+// TestRecallBeyondRankBound: a query matching more than maxRanked
+// memories answers the newest of them, the tags still filtering.
+func TestRecallBeyondRankBound(t *testing.T) {
+	old := maxRanked
+	maxRanked = 2
+	t.Cleanup(func() { maxRanked = old })
+	backends(t, func(t *testing.T, e *env) {
+		m := e.mesh(t, Mesh{})
+		var ids []string
+		for i, tag := range []string{"a", "b", "a", "b"} {
+			e.clock.Advance(time.Second)
+			ids = append(ids, e.remember(t, m.ID, strings.Repeat("deploy ", i+1)+"notes", tag).ID)
+		}
+		got, err := e.s.Recall(context.Background(), m.ID, RecallQuery{Query: "deploy", Limit: 3})
+		if err != nil || len(got) != 3 || got[0].ID != ids[3] || got[1].ID != ids[2] || got[2].ID != ids[1] || got[0].Score != 0 {
+			t.Fatalf("recall of 4 matches over a bound of 2 = %+v, %v; want the 3 newest, unscored", got, err)
+		}
+		if ids2 := e.recallIDs(t, m.ID, RecallQuery{Query: "deploy", Tags: []string{"a"}}); !slices.Equal(ids2, []string{ids[2], ids[0]}) {
+			t.Errorf("with tag a = %v, want [%s %s]", ids2, ids[2], ids[0])
+		}
+		if ids2 := e.recallIDs(t, m.ID, RecallQuery{Query: "notes deploy"}); len(ids2) != 4 {
+			t.Errorf("recall notes deploy = %v", ids2)
+		}
+	})
+}

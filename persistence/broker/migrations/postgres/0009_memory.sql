@@ -12,6 +12,6 @@ CREATE TABLE memory (
   remembered_at      TIMESTAMPTZ NOT NULL,
   search             tsvector    GENERATED ALWAYS AS (to_tsvector('english', content)) STORED
 );
-CREATE INDEX memory_mesh_idx ON memory (mesh_id, remembered_at);
+CREATE INDEX memory_mesh_idx ON memory (mesh_id, remembered_at, id); -- newest first, in index order
 CREATE INDEX memory_search_idx ON memory USING GIN (search);
 CREATE INDEX memory_tags_idx ON memory USING GIN (tags jsonb_path_ops);

@@ -19,7 +19,7 @@ CREATE TABLE memory (
   remembered_by_name TEXT    NOT NULL,     -- its display name when it remembered
   remembered_at      INTEGER NOT NULL
 ) STRICT;
-CREATE INDEX memory_mesh_idx ON memory (mesh_id, remembered_at);
+CREATE INDEX memory_mesh_idx ON memory (mesh_id, remembered_at); -- then seq: newest first, in index order
 
 CREATE VIRTUAL TABLE memory_fts USING fts5(content, content = 'memory', content_rowid = 'seq',
   tokenize = 'porter unicode61');
