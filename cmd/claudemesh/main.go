@@ -30,10 +30,10 @@ type cli struct {
 	Profile   profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
 	State     stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
 	Topic     topicCmd         `cmd:"" help:"Create, list, join and leave the mesh's topics, and read their members and history (send to one with claudemesh send '#name')."`
+	Skill     skillCmd         `cmd:"" help:"List, read, publish and remove the mesh's skills: named instructions any agent of the mesh can fetch."`
 	Remember  rememberCmd      `cmd:"" help:"Store a memory in the mesh (with --tag): text any agent of the mesh can find with recall."`
 	Recall    recallCmd        `cmd:"" help:"Search the mesh's memories by relevance (the exact phrase first; --tag to filter), with who remembered each and when."`
 	Forget    forgetCmd        `cmd:"" help:"Delete a memory of the mesh for good (by the id remember or recall print)."`
-	Skill     skillCmd         `cmd:"" help:"List, read, publish and remove the mesh's skills: named instructions any agent of the mesh can fetch."`
 	Bench     benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
 	MCP       mcpCmd           `cmd:"" name:"mcp" help:"Serve the Model Context Protocol on stdin/stdout for an AI agent (Claude Code): tools to message peers, and arriving messages pushed live."`
 	Launch    launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`
