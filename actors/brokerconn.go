@@ -76,8 +76,8 @@ type BrokerConn struct {
 	peerReq map[string]*actor.PID // _reqId → who asked
 	state   stateCalls            // state requests in flight (state.go)
 	topics  topicCalls            // topic requests in flight, the mesh's topics
-	skills  skillCalls            // skill requests in flight (skills.go)
-	memory  memoryCalls           // memory requests in flight (memory.go)
+	skills  reqCalls[*skillCall]  // skill requests in flight (skills.go)
+	memory  reqCalls[*memoryCall] // memory requests in flight (memory.go)
 	nextReq int
 	closing bool
 	downAt  time.Time // when the connection was lost; zero before the first

@@ -21,12 +21,6 @@ const MemoryTimeout = 10 * time.Second
 // hands to this actor, while an upstream broker's ack carries none and the
 // forget times out (504) although the broker did it.
 
-// memoryCalls are a connection's memory requests in flight, by _reqId.
-type memoryCalls struct {
-	pending map[string]*memoryCall
-	next    int
-}
-
 type memoryCall struct {
 	who *actor.PID
 	op  string
@@ -38,12 +32,7 @@ type memoryExpired struct{ id string }
 // memoryRequest sends the frame of one request; the answer comes back
 // through memoryFrame, or the timer fires.
 func (b *BrokerConn) memoryRequest(ctx actor.Context, m *messages.MemoryRequest) {
-	if b.memory.pending == nil {
-		b.memory.pending = map[string]*memoryCall{}
-	}
-	b.memory.next++
-	id := fmt.Sprintf("mm-%d", b.memory.next)
-	b.memory.pending[id] = &memoryCall{who: ctx.Sender(), op: m.Op}
+	id := b.memory.call("mm", &memoryCall{who: ctx.Sender(), op: m.Op})
 	var frame any
 	switch m.Op {
 	case messages.TypeRemember:
@@ -102,19 +91,18 @@ func (b *BrokerConn) memoryExpired(ctx actor.Context, m *memoryExpired) {
 
 // memoryDown fails every request in flight: the connection is gone.
 func (b *BrokerConn) memoryDown(ctx actor.Context) {
-	for id := range b.memory.pending {
-		b.memoryAnswer(ctx, id, ErrNotConnected)
+	for _, call := range b.memory.drain() {
+		ctx.Send(call.who, &messages.MemoryReply{Err: ErrNotConnected})
 	}
 }
 
 // memoryAnswer sends the call of id its reply (a *messages.MemoryReply or
 // an error) and reports whether there was one.
 func (b *BrokerConn) memoryAnswer(ctx actor.Context, id string, res any) bool {
-	call := b.memory.pending[id]
-	if call == nil {
+	call, ok := b.memory.take(id)
+	if !ok {
 		return false
 	}
-	delete(b.memory.pending, id)
 	if err, ok := res.(error); ok {
 		res = &messages.MemoryReply{Err: err}
 	}

@@ -20,12 +20,6 @@ const SkillTimeout = 10 * time.Second
 // and get_skill are upstream's too; an upstream broker does not answer
 // publish_skill or remove_skill, which then time out (504).
 
-// skillCalls are a connection's skill requests in flight, by _reqId.
-type skillCalls struct {
-	pending map[string]*skillCall
-	next    int
-}
-
 type skillCall struct {
 	who *actor.PID
 	req *messages.SkillRequest
@@ -34,27 +28,17 @@ type skillCall struct {
 // skillExpired is the timer of the request id.
 type skillExpired struct{ id string }
 
-func (s *skillCalls) call(who *actor.PID, req *messages.SkillRequest) string {
-	if s.pending == nil {
-		s.pending = map[string]*skillCall{}
-	}
-	s.next++
-	id := fmt.Sprintf("sk-%d", s.next)
-	s.pending[id] = &skillCall{who: who, req: req}
-	return id
-}
-
-// take removes and returns the call of id (nil: none, or already answered).
-func (s *skillCalls) take(id string) *skillCall {
-	c := s.pending[id]
-	delete(s.pending, id)
+// takeSkill removes and returns the skill request of id (nil: none, or
+// already answered).
+func (b *BrokerConn) takeSkill(id string) *skillCall {
+	c, _ := b.skills.take(id)
 	return c
 }
 
 // skillRequest sends the frame of one request; the answer comes back as a
 // frame (skillFrame) or an error (skillError), or the timer fires.
 func (b *BrokerConn) skillRequest(ctx actor.Context, m *messages.SkillRequest) {
-	id := b.skills.call(ctx.Sender(), m)
+	id := b.skills.call("sk", &skillCall{who: ctx.Sender(), req: m})
 	var frame any
 	switch m.Op {
 	case messages.TypeListSkills:
@@ -66,11 +50,11 @@ func (b *BrokerConn) skillRequest(ctx actor.Context, m *messages.SkillRequest) {
 	case messages.TypeRemoveSkill:
 		frame = &messages.RemoveSkillFrame{Type: m.Op, Name: m.Name, ReqID: id}
 	default:
-		b.skillAnswer(ctx, b.skills.take(id), fmt.Errorf("unknown skill request %q", m.Op))
+		b.skillAnswer(ctx, b.takeSkill(id), fmt.Errorf("unknown skill request %q", m.Op))
 		return
 	}
 	if err := b.send(frame); err != nil {
-		b.skillAnswer(ctx, b.skills.take(id), err)
+		b.skillAnswer(ctx, b.takeSkill(id), err)
 		return
 	}
 	workers.SendLater(ctx, SkillTimeout, &skillExpired{id: id})
@@ -81,13 +65,13 @@ func (b *BrokerConn) skillRequest(ctx actor.Context, m *messages.SkillRequest) {
 func (b *BrokerConn) skillFrame(ctx actor.Context, f any) bool {
 	switch f := f.(type) {
 	case *messages.SkillListFrame:
-		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Skills: f.Skills})
+		b.skillAnswer(ctx, b.takeSkill(f.ReqID), &messages.SkillReply{Skills: f.Skills})
 	case *messages.SkillDataFrame:
-		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Skill: f.Skill})
+		b.skillAnswer(ctx, b.takeSkill(f.ReqID), &messages.SkillReply{Skill: f.Skill})
 	case *messages.SkillPublishedFrame:
-		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Skill: &f.Skill})
+		b.skillAnswer(ctx, b.takeSkill(f.ReqID), &messages.SkillReply{Skill: &f.Skill})
 	case *messages.SkillRemovedFrame:
-		b.skillAnswer(ctx, b.skills.take(f.ReqID), &messages.SkillReply{Removed: f.Removed})
+		b.skillAnswer(ctx, b.takeSkill(f.ReqID), &messages.SkillReply{Removed: f.Removed})
 	default:
 		return false
 	}
@@ -97,7 +81,7 @@ func (b *BrokerConn) skillFrame(ctx actor.Context, f any) bool {
 // skillError answers the request an error frame names; it reports false
 // for an error of no skill request.
 func (b *BrokerConn) skillError(ctx actor.Context, f *messages.ErrorFrame) bool {
-	call := b.skills.take(cmp.Or(f.ReqID, f.ID))
+	call := b.takeSkill(cmp.Or(f.ReqID, f.ID))
 	if call == nil {
 		return false
 	}
@@ -117,7 +101,7 @@ func (b *BrokerConn) skillError(ctx actor.Context, f *messages.ErrorFrame) bool 
 }
 
 func (b *BrokerConn) skillExpired(ctx actor.Context, m *skillExpired) {
-	call := b.skills.take(m.id)
+	call := b.takeSkill(m.id)
 	if call == nil {
 		return
 	}
@@ -128,8 +112,8 @@ func (b *BrokerConn) skillExpired(ctx actor.Context, m *skillExpired) {
 
 // skillsDown fails every request in flight: the connection is gone.
 func (b *BrokerConn) skillsDown(ctx actor.Context) {
-	for id := range b.skills.pending {
-		b.skillAnswer(ctx, b.skills.take(id), ErrNotConnected)
+	for _, call := range b.skills.drain() {
+		b.skillAnswer(ctx, call, ErrNotConnected)
 	}
 }
 
