@@ -391,7 +391,7 @@ func TestBrokerProcess(t *testing.T) {
 		if f := c.next("error"); f["code"] != "no_hello" {
 			t.Errorf("a frame before hello: %v, want no_hello", f)
 		}
-		for raw, code := range map[string]string{`{"type":`: "invalid_frame", `not json`: "invalid_frame", `{"type":"get_state"}`: "unknown_message_type"} {
+		for raw, code := range map[string]string{`{"type":`: "invalid_frame", `not json`: "invalid_frame", `{"type":"graph_query"}`: "unknown_message_type"} {
 			if err := c.sendRaw([]byte(raw)); err != nil {
 				t.Fatal(err)
 			}

@@ -231,7 +231,7 @@ func TestBadFrames(t *testing.T) {
 		}
 		c.send(e.hello(alice, "a"))
 		c.next("hello_ack")
-		for raw, code := range map[string]string{`not json`: "invalid_frame", `{"type":"get_state"}`: "unknown_message_type",
+		for raw, code := range map[string]string{`not json`: "invalid_frame", `{"type":"graph_query"}`: "unknown_message_type",
 			`{"type":"send","priority":5}`: "invalid_frame"} {
 			if err := c.ws.WriteMessage(1, []byte(raw)); err != nil {
 				t.Fatal(err)
