@@ -15,6 +15,7 @@ func TestMCPMemory(t *testing.T) {
 	startDaemon(t, e, "--no-tcp")
 	a := startMCP(t, e, "alice", mcpOptions{})
 	b := startMCP(t, e, "bob", mcpOptions{})
+	a.waitPeer("bob") // both sessions' broker connections are up
 
 	var stored struct {
 		ID string `json:"id"`
