@@ -134,25 +134,32 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 	return textResult(b.String()), out, nil
 }
 
-// peersConnectWait is how long a tool waits for the session's broker
+// linkWait is how long a tool that reads waits for the session's broker
 // connection when the daemon says it is not up: a session's connection is
 // dialled when it registers, so an agent's first call may come before it.
-const peersConnectWait = 3 * time.Second
+const linkWait = 3 * time.Second
 
-// sessionPeers is the session's peer list, waiting up to peersConnectWait
-// (within ctx) for a connection that is not up yet.
-func sessionPeers(ctx context.Context, s *Session) ([]ipc.MeshPeer, error) {
-	deadline := time.Now().Add(peersConnectWait)
+// whenLinked runs read, and again while the daemon answers
+// broker_unavailable, for up to linkWait (within ctx). Only reads go
+// through it: a write the link dropped may have been done.
+func whenLinked[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	deadline := time.Now().Add(linkWait)
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
-		peers, err := s.as().Peers(ctx, "")
+		res, err := read()
 		var me *messages.Error
 		if err == nil || !errors.As(err, &me) || me.Code != messages.CodeBrokerUnavailable || time.Now().Add(wait).After(deadline) {
-			return peers, err
+			return res, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait): // the connection's dial is not observable from here; the list is asked again
+			return res, err
+		case <-time.After(wait): // the connection's dial is not observable from here; the daemon is asked again
 		}
 	}
+}
+
+// sessionPeers is the session's peer list, waiting for a connection that
+// is not up yet (whenLinked).
+func sessionPeers(ctx context.Context, s *Session) ([]ipc.MeshPeer, error) {
+	return whenLinked(ctx, func() ([]ipc.MeshPeer, error) { return s.as().Peers(ctx, "") })
 }

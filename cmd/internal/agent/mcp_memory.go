@@ -105,7 +105,9 @@ func (m *mcpServer) recall(ctx context.Context, _ *mcp.CallToolRequest, in recal
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := s.as().Recall(ctx, "", in.Query, in.Tags, in.Limit)
+	res, err := whenLinked(ctx, func() (*messages.MemoryMatches, error) {
+		return s.as().Recall(ctx, "", in.Query, in.Tags, in.Limit)
+	})
 	if err != nil {
 		return nil, nil, m.memoryError(s, err)
 	}

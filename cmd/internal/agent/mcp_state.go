@@ -89,7 +89,7 @@ func (m *mcpServer) stateGet(ctx context.Context, _ *mcp.CallToolRequest, in sta
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := s.as().State(ctx, "", in.Key)
+	res, err := whenLinked(ctx, func() (*messages.StateGot, error) { return s.as().State(ctx, "", in.Key) })
 	if err != nil {
 		return nil, nil, m.stateError(s, in.Key, err)
 	}
@@ -123,7 +123,7 @@ func (m *mcpServer) stateList(ctx context.Context, _ *mcp.CallToolRequest, _ sta
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := s.as().StateList(ctx, "")
+	res, err := whenLinked(ctx, func() (*messages.StateList, error) { return s.as().StateList(ctx, "") })
 	if err != nil {
 		return nil, nil, m.stateError(s, "", err)
 	}

@@ -113,7 +113,7 @@ func (m *mcpServer) topicList(ctx context.Context, _ *mcp.CallToolRequest, _ top
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := s.as().Topics(ctx, "")
+	res, err := whenLinked(ctx, func() (*messages.TopicList, error) { return s.as().Topics(ctx, "") })
 	if err != nil {
 		return nil, nil, m.topicError(s, "", err)
 	}
@@ -183,7 +183,7 @@ func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in
 		return nil, nil, m.toolError(nil, err)
 	}
 	topic := strings.TrimPrefix(in.Topic, "#")
-	res, err := s.as().TopicMembers(ctx, "", topic)
+	res, err := whenLinked(ctx, func() (*messages.TopicMembers, error) { return s.as().TopicMembers(ctx, "", topic) })
 	if err != nil {
 		return nil, nil, m.topicError(s, in.Topic, err)
 	}
@@ -213,7 +213,9 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 		limit = checkMessagesDefault
 	}
 	topic := strings.TrimPrefix(in.Topic, "#")
-	res, err := s.as().TopicHistory(ctx, "", topic, min(limit, checkMessagesMax), "")
+	res, err := whenLinked(ctx, func() (*messages.TopicHistory, error) {
+		return s.as().TopicHistory(ctx, "", topic, min(limit, checkMessagesMax), "")
+	})
 	if err != nil {
 		return nil, nil, m.topicError(s, in.Topic, err)
 	}
