@@ -247,8 +247,9 @@ func (c *tappedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// TestMCPTools: `claudemesh mcp` lists its four tools with typed input
-// schemas whose every argument is described; bad arguments are tool errors
+// TestMCPTools: `claudemesh mcp` lists its tools, each named in its
+// instructions, the four core ones with typed input schemas whose every
+// argument is described; bad arguments are tool errors
 // that send nothing; with the daemon stopped a tool says how to start it.
 func TestMCPTools(t *testing.T) {
 	t.Parallel()
@@ -267,6 +268,25 @@ func TestMCPTools(t *testing.T) {
 	byName := map[string]*mcp.Tool{}
 	for _, tool := range tools.Tools {
 		byName[tool.Name] = tool
+	}
+	// Every tool is named in the server's instructions and described, and
+	// so is each of its arguments.
+	instructions := a.cs.InitializeResult().Instructions
+	for name, tool := range byName {
+		b, _ := json.Marshal(tool.InputSchema)
+		var schema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+			} `json:"properties"`
+		}
+		if !strings.Contains(instructions, name) || len(tool.Description) < 20 || json.Unmarshal(b, &schema) != nil {
+			t.Errorf("%s: in the instructions %v, description %q", name, strings.Contains(instructions, name), tool.Description)
+		}
+		for arg, p := range schema.Properties {
+			if len(p.Description) < 10 {
+				t.Errorf("%s.%s has no description", name, arg)
+			}
+		}
 	}
 	want := map[string][]string{"send_message": {"to", "message"}, "check_messages": nil, "list_peers": nil, "set_status": nil}
 	for name, required := range want {
@@ -368,7 +388,7 @@ func TestMCPTools(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "claudemesh daemon up") {
 		t.Errorf("list_peers with the daemon stopped: IsError %v, %q", res.IsError, text(res))
 	}
-	t.Log("checked: four tools with described, closed input schemas; bad arguments are tool errors that send nothing; " +
+	t.Log("checked: every tool named in the instructions and described; the four core ones with described, closed input schemas; bad arguments are tool errors that send nothing; " +
 		"a retried send with its client_message_id is one row; set_status shows in list_peers; a stopped daemon is named with its remedy")
 }
 

@@ -30,7 +30,11 @@ const (
 const mcpInstructions = `claudemesh connects this session to a mesh of other agents (peers). ` +
 	`Use list_peers to see who is online, send_message to message a peer by display name, a #topic, an @group or * (everyone), ` +
 	`check_messages to read what peers sent you, and set_status to tell peers whether you are idle, working or not to be disturbed. ` +
-	`Messages that arrive while you work are pushed to you as they come.`
+	`Messages that arrive while you work are pushed to you as they come. ` +
+	`The mesh also shares topics (topic_list, topic_create, topic_join, topic_leave, topic_members, topic_history), ` +
+	`small JSON state every agent can read and set ` +
+	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget) ` +
+	`and skills, named instructions any agent can fetch (skill_list, skill_get).`
 
 // MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
 // else the daemon's only mesh), the display name peers see ("":
