@@ -27,10 +27,9 @@ const TopicTimeout = 10 * time.Second
 
 // topicCalls are a connection's topic requests in flight and its topics.
 type topicCalls struct {
-	pending map[string]*topicCall // by _reqId
-	next    int
-	ids     map[string]bool   // topic ids
-	names   map[string]string // topic name → id
+	inflight reqCalls[*topicCall]
+	ids      map[string]bool   // topic ids
+	names    map[string]string // topic name → id
 }
 
 // topicCall is one request in flight: a TopicRequest's Op, or resolveOp.
@@ -51,19 +50,12 @@ type topicExpired struct{ id string }
 var errTopicTimeout = errors.New("the broker did not answer the topic request in time")
 
 func (t *topicCalls) call(who *actor.PID, op, ref string) string {
-	if t.pending == nil {
-		t.pending = map[string]*topicCall{}
-	}
-	t.next++
-	id := fmt.Sprintf("tp-%d", t.next)
-	t.pending[id] = &topicCall{who: who, op: op, ref: ref}
-	return id
+	return t.inflight.call("tp", &topicCall{who: who, op: op, ref: ref})
 }
 
 // take removes and returns the call of id (nil: none, or already answered).
 func (t *topicCalls) take(id string) *topicCall {
-	c := t.pending[id]
-	delete(t.pending, id)
+	c, _ := t.inflight.take(id)
 	return c
 }
 
@@ -186,8 +178,8 @@ func (b *BrokerConn) topicExpired(ctx actor.Context, m *topicExpired) {
 // topicsDown fails every request in flight and forgets the topics: the
 // connection is gone.
 func (b *BrokerConn) topicsDown(ctx actor.Context) {
-	for id := range b.topics.pending {
-		b.topicAnswer(ctx, b.topics.take(id), ErrNotConnected)
+	for _, call := range b.topics.inflight.drain() {
+		b.topicAnswer(ctx, call, ErrNotConnected)
 	}
 	b.topics.ids, b.topics.names = nil, nil
 }
