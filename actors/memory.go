@@ -69,11 +69,10 @@ func (b *BrokerConn) memoryFrame(ctx actor.Context, f any) bool {
 		if call == nil {
 			return false
 		}
-		err := &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
-			Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
+		err := b.brokerRefused(f)
 		switch f.Code {
 		case "invalid_args":
-			err = &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidMemory, Detail: "the broker refused it: " + f.Message}
+			err = refusedInput(messages.CodeInvalidMemory, f)
 		case "unknown_message_type":
 			err = &messages.Error{Status: http.StatusNotImplemented, Code: "unsupported_by_broker",
 				Detail: fmt.Sprintf("the broker of mesh %s does not know %s: it keeps no memory", b.cfg.Slug, call.op)}
@@ -85,7 +84,7 @@ func (b *BrokerConn) memoryFrame(ctx actor.Context, f any) bool {
 
 func (b *BrokerConn) memoryExpired(ctx actor.Context, m *memoryExpired) {
 	if call := b.memory.pending[m.id]; call != nil {
-		b.memoryAnswer(ctx, m.id, messages.MemoryTimedOut(b.cfg.Slug, call.op, MemoryTimeout))
+		b.memoryAnswer(ctx, m.id, messages.BrokerTimedOut(b.cfg.Slug, call.op, MemoryTimeout))
 	}
 }
 

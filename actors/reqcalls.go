@@ -1,6 +1,11 @@
 package actors
 
-import "fmt"
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
 
 // reqCalls are a broker connection's requests of one kind in flight, by
 // the _reqId each was sent with (prefix-N); the zero value is ready. The
@@ -38,4 +43,17 @@ func (r *reqCalls[C]) drain() []C {
 		delete(r.pending, id)
 	}
 	return out
+}
+
+// refusedInput is the 400 of a request the broker refused as invalid, under
+// the daemon's code for it.
+func refusedInput(code string, f *messages.ErrorFrame) *messages.Error {
+	return &messages.Error{Status: http.StatusBadRequest, Code: code, Detail: "the broker refused it: " + f.Message}
+}
+
+// brokerRefused is the 502 of a refusal a relay has no answer of its own
+// for.
+func (b *BrokerConn) brokerRefused(f *messages.ErrorFrame) *messages.Error {
+	return &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
+		Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
 }

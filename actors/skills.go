@@ -88,13 +88,12 @@ func (b *BrokerConn) skillError(ctx actor.Context, f *messages.ErrorFrame) bool 
 	var err error
 	switch f.Code {
 	case "invalid_args":
-		err = &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidSkill, Detail: "the broker refused it: " + f.Message}
+		err = refusedInput(messages.CodeInvalidSkill, f)
 	case "unknown_message_type":
 		err = &messages.Error{Status: http.StatusNotImplemented, Code: "unsupported_by_broker",
 			Detail: fmt.Sprintf("the broker of mesh %s does not know %s (an upstream broker lists and reads skills only)", b.cfg.Slug, call.req.Op)}
 	default:
-		err = &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
-			Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
+		err = b.brokerRefused(f)
 	}
 	b.skillAnswer(ctx, call, err)
 	return true
@@ -105,9 +104,7 @@ func (b *BrokerConn) skillExpired(ctx actor.Context, m *skillExpired) {
 	if call == nil {
 		return
 	}
-	b.skillAnswer(ctx, call, &messages.Error{Status: http.StatusGatewayTimeout, Code: messages.CodeBrokerTimeout,
-		Detail: fmt.Sprintf("the broker of mesh %s did not answer %s within %s; nothing is known to have changed: retry, "+
-			"and check the link with `claudemesh daemon status`", b.cfg.Slug, call.req.Op, SkillTimeout)})
+	b.skillAnswer(ctx, call, messages.BrokerTimedOut(b.cfg.Slug, call.req.Op, SkillTimeout))
 }
 
 // skillsDown fails every request in flight: the connection is gone.

@@ -114,15 +114,14 @@ func (b *BrokerConn) stateError(ctx actor.Context, f *messages.ErrorFrame) bool 
 		}
 		err = messages.StateConflict(b.cfg.Slug, *cmp.Or(call.req.IfVersion, new(int64)), current)
 	case messages.CodeInvalidStateKey, messages.CodeInvalidStateValue, messages.CodeInvalidIfVersion:
-		err = &messages.Error{Status: http.StatusBadRequest, Code: f.Code, Detail: "the broker refused it: " + f.Message}
+		err = refusedInput(f.Code, f)
 	case "revoked":
 		err = &messages.Error{Status: http.StatusForbidden, Code: "member_revoked",
 			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
 	case messages.CodeStateValueTooLarge:
 		err = &messages.Error{Status: http.StatusRequestEntityTooLarge, Code: f.Code, Detail: "the broker refused it: " + f.Message}
 	default:
-		err = &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
-			Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
+		err = b.brokerRefused(f)
 	}
 	b.stateAnswer(ctx, call, &messages.StateReply{Err: err})
 	return true

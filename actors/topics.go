@@ -3,8 +3,6 @@ package actors
 import (
 	"cmp"
 	"errors"
-	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -162,10 +160,9 @@ func (b *BrokerConn) topicError(ctx actor.Context, f *messages.ErrorFrame) bool 
 	case messages.CodeTopicNotFound:
 		err = messages.TopicNotFound(b.cfg.Slug, call.ref)
 	case "invalid_args":
-		err = &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTopic, Detail: "the broker refused it: " + f.Message}
+		err = refusedInput(messages.CodeInvalidTopic, f)
 	default:
-		err = &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
-			Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
+		err = b.brokerRefused(f)
 	}
 	b.topicAnswer(ctx, call, err)
 	return true

@@ -121,10 +121,11 @@ func ValidateRecall(query string, limit int) error {
 	return nil
 }
 
-// MemoryTimedOut is the 504 of a memory request the broker did not answer
-// in time (an upstream broker does not answer forget's _reqId).
-func MemoryTimedOut(mesh, op string, within fmt.Stringer) *Error {
+// BrokerTimedOut is the 504 of a request the broker did not answer in
+// time (an upstream broker does not answer forget's _reqId, nor requests
+// it does not know).
+func BrokerTimedOut(mesh, op string, within fmt.Stringer) *Error {
 	return &Error{Status: http.StatusGatewayTimeout, Code: CodeBrokerTimeout,
-		Detail: fmt.Sprintf("the broker of mesh %s did not answer %s within %s; retry, and check the link with `claudemesh daemon status`",
-			mesh, op, within)}
+		Detail: fmt.Sprintf("the broker of mesh %s did not answer %s within %s; nothing is known to have changed: retry, "+
+			"and check the link with `claudemesh daemon status`", mesh, op, within)}
 }
