@@ -14,30 +14,6 @@ import (
 // session's own, or the only one (else 400 mesh_required). A broker that
 // does not answer in time is a 504 broker_timeout.
 
-// meshAsk relays req to the broker connection of the mesh the request acts
-// on and returns the mesh as the answer names it (a session's own mesh
-// for a session) and the reply.
-func meshAsk[T reply](s *Server, r *http.Request, named string, req any) (string, T, error) {
-	var zero T
-	mesh, err := s.scope(r, named)
-	if err != nil {
-		return "", zero, err
-	}
-	slug := mesh.Info.Mesh
-	pid, err := s.meshActor(slug)
-	if err != nil {
-		return "", zero, err
-	}
-	reply, err := ask[T](s, pid, req)
-	if err != nil {
-		return "", zero, brokerError(slug, err)
-	}
-	if sess := sessionOf(r); sess != nil {
-		slug = sess.Mesh
-	}
-	return slug, reply, nil
-}
-
 // memoryRemember answers POST /v1/memory {content, tags?, mesh?} with the
 // new memory's id.
 func (s *Server) memoryRemember(w http.ResponseWriter, r *http.Request) {

@@ -96,6 +96,30 @@ func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
 // reply is an actor's answer that may carry the store's error.
 type reply interface{ Failure() error }
 
+// meshAsk relays req to the broker connection of the mesh the request acts
+// on and returns the mesh as the answer names it (a session's own mesh
+// for a session) and the reply.
+func meshAsk[T reply](s *Server, r *http.Request, named string, req any) (string, T, error) {
+	var zero T
+	mesh, err := s.scope(r, named)
+	if err != nil {
+		return "", zero, err
+	}
+	slug := mesh.Info.Mesh
+	pid, err := s.meshActor(slug)
+	if err != nil {
+		return "", zero, err
+	}
+	reply, err := ask[T](s, pid, req)
+	if err != nil {
+		return "", zero, brokerError(slug, err)
+	}
+	if sess := sessionOf(r); sess != nil {
+		slug = sess.Mesh
+	}
+	return slug, reply, nil
+}
+
 // ask sends msg to pid, waits up to DefaultRequestTimeout for a reply of
 // type T and returns it, or the error of the request or of the store.
 func ask[T reply](s *Server, pid *actor.PID, msg any) (T, error) {

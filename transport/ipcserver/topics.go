@@ -16,32 +16,9 @@ import (
 // mesh is the request's (?mesh= or "mesh"), a session's own, or the only
 // one.
 
-// topicAsk relays req to the broker connection of the mesh the request
-// acts on, and returns the mesh as the answer names it and the reply.
-func (s *Server) topicAsk(r *http.Request, named string, req *messages.TopicRequest) (string, *messages.TopicReply, error) {
-	mesh, err := s.scope(r, named)
-	if err != nil {
-		return "", nil, err
-	}
-	slug := mesh.Info.Mesh
-	pid, err := s.meshActor(slug)
-	if err != nil {
-		return "", nil, err
-	}
-	reply, err := ask[*messages.TopicReply](s, pid, req)
-	if err != nil {
-		return "", nil, brokerError(slug, err)
-	}
-	label := slug
-	if sess := sessionOf(r); sess != nil {
-		label = sess.Mesh // a session's topics are its mesh's
-	}
-	return label, reply, nil
-}
-
 // topicsList answers GET /v1/topics[?mesh=].
 func (s *Server) topicsList(w http.ResponseWriter, r *http.Request) {
-	mesh, reply, err := s.topicAsk(r, r.URL.Query().Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicList})
+	mesh, reply, err := meshAsk[*messages.TopicReply](s, r, r.URL.Query().Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicList})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -57,7 +34,7 @@ func (s *Server) topicsCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	mesh, reply, err := s.topicAsk(r, req.Mesh, &messages.TopicRequest{Op: messages.TypeTopicCreate, Name: req.Name,
+	mesh, reply, err := meshAsk[*messages.TopicReply](s, r, req.Mesh, &messages.TopicRequest{Op: messages.TypeTopicCreate, Name: req.Name,
 		Description: req.Description, Visibility: req.Visibility})
 	if err != nil {
 		writeError(w, err)
@@ -89,7 +66,7 @@ func (s *Server) topicMembership(w http.ResponseWriter, r *http.Request, op stri
 		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTopic, Detail: "leave takes no role"})
 		return
 	}
-	mesh, reply, err := s.topicAsk(r, req.Mesh, &messages.TopicRequest{Op: op, Topic: req.Topic, Role: req.Role})
+	mesh, reply, err := meshAsk[*messages.TopicReply](s, r, req.Mesh, &messages.TopicRequest{Op: op, Topic: req.Topic, Role: req.Role})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -105,7 +82,7 @@ func (s *Server) topicsMembers(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	mesh, reply, err := s.topicAsk(r, q.Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicMembers, Topic: topic})
+	mesh, reply, err := meshAsk[*messages.TopicReply](s, r, q.Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicMembers, Topic: topic})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -130,7 +107,7 @@ func (s *Server) topicsHistory(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	mesh, reply, err := s.topicAsk(r, q.Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicHistory, Topic: topic,
+	mesh, reply, err := meshAsk[*messages.TopicReply](s, r, q.Get("mesh"), &messages.TopicRequest{Op: messages.TypeTopicHistory, Topic: topic,
 		Limit: limit, BeforeID: q.Get("before")})
 	if err != nil {
 		writeError(w, err)
