@@ -315,6 +315,8 @@ func newClientFrame(typ string) any {
 		return newSkillClientFrame(typ)
 	case TypeRemember, TypeRecall, TypeForget:
 		return newMemoryClientFrame(typ)
+	case TypeLockAcquire, TypeLockRenew, TypeLockRelease, TypeListLocks:
+		return newLockClientFrame(typ)
 	}
 	return newTopicClientFrame(typ)
 }

@@ -51,6 +51,8 @@ func newBrokerFrame(typ string) any {
 		return messages.NewSkillBrokerFrame(typ)
 	case messages.TypeMemoryStored, messages.TypeMemoryResults:
 		return messages.NewMemoryBrokerFrame(typ)
+	case messages.TypeLockResult, messages.TypeLockReleased, messages.TypeLockList:
+		return messages.NewLockBrokerFrame(typ)
 	}
 	return messages.NewTopicBrokerFrame(typ)
 }
