@@ -179,6 +179,14 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		c.recall(f)
 	case *messages.ForgetFrame:
 		c.forget(f)
+	case *messages.LockAcquireFrame:
+		c.acquireLock(f)
+	case *messages.LockRenewFrame:
+		c.renewLock(f)
+	case *messages.LockReleaseFrame:
+		c.releaseLock(ctx, f)
+	case *messages.ListLocksFrame:
+		c.listLocks(f)
 	default:
 		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
 	}

@@ -9,8 +9,9 @@ import (
 // features, so that a client tells it from the upstream broker (which
 // advertises none of them, or does not negotiate at all): state with a
 // version per key and compare-and-set (set_state's if_version), memory
-// with full-text recall, skills with publish_skill and remove_skill, and
-// the §2.7 topics. Each is version 1; a client needs none of them.
+// with full-text recall, skills with publish_skill and remove_skill, the
+// §2.7 topics, and fenced locks (conn_locks.go). Each is version 1; a
+// client needs none of them.
 const (
 	FeatureState  = "state"
 	FeatureMemory = "memory"
@@ -25,4 +26,6 @@ func addSharedData(supported map[string]messages.Feature) {
 	supported[FeatureSkills] = messages.Feature{Params: messages.FeatureParams{"version": 1, "publish": true,
 		"max_content_bytes": broker.MaxSkillContent}}
 	supported[FeatureTopics] = messages.Feature{Params: messages.FeatureParams{"version": 1}}
+	supported[FeatureLocks] = messages.Feature{Params: messages.FeatureParams{"version": 1, "fenced": true,
+		"min_ttl_ms": messages.MinLockTTL.Milliseconds(), "max_ttl_ms": messages.MaxLockTTL.Milliseconds()}}
 }

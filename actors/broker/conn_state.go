@@ -22,9 +22,10 @@ import (
 // replicas' through the store's notification (PostgreSQL), which each
 // broker hears and hands to its hub unless it is its own.
 
-// hubStateChange asks the hub to push a state_change frame to the live
-// connections of a mesh but one (except: "" for none).
-type hubStateChange struct {
+// hubMeshPush asks the hub to push a frame (a state_change, a
+// lock_released) to the live connections of a mesh but one (except: ""
+// for none).
+type hubMeshPush struct {
 	meshID string
 	except string
 	frame  []byte
@@ -37,7 +38,7 @@ func (c *conn) setState(ctx actor.Context, f *messages.SetStateFrame) {
 		c.stateError(f.ReqID, f.Key, err)
 		return
 	}
-	ctx.Send(c.hub, &hubStateChange{meshID: c.mesh.ID, except: c.id, frame: stateChangeFrame(e)})
+	ctx.Send(c.hub, &hubMeshPush{meshID: c.mesh.ID, except: c.id, frame: stateChangeFrame(e)})
 	if f.ReqID != "" {
 		c.sendFrame(&messages.StateSetFrame{Type: messages.TypeStateSet, Key: e.Key, Version: e.Version, ReqID: f.ReqID})
 	}
@@ -108,9 +109,9 @@ func stateChangeFrame(e *broker.StateEntry) []byte {
 	return data
 }
 
-// stateChange pushes a state change to the mesh's live connections but the
-// one that set it.
-func (h *hub) stateChange(m *hubStateChange) {
+// meshPush pushes a frame to the mesh's live connections but the one that
+// caused it.
+func (h *hub) meshPush(m *hubMeshPush) {
 	for id, p := range h.byMesh[m.meshID] {
 		if !p.offline && id != m.except {
 			p.link.Send(m.frame)
@@ -134,7 +135,7 @@ func listenState(ctx context.Context, d *deps, root *actor.RootContext) {
 	go func() {
 		_ = d.store.ListenState(ctx, func() { once.Do(func() { close(listening) }) }, func(c *broker.StateChange) {
 			if c.Origin != d.replica {
-				root.Send(d.hub, &hubStateChange{meshID: c.MeshID, frame: stateChangeFrame(c.Entry)})
+				root.Send(d.hub, &hubMeshPush{meshID: c.MeshID, frame: stateChangeFrame(c.Entry)})
 			}
 		})
 	}()

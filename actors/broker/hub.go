@@ -200,8 +200,8 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.redeliver(ctx, m)
 	case *hubRevoked:
 		h.revoked(ctx, m)
-	case *hubStateChange:
-		h.stateChange(m)
+	case *hubMeshPush:
+		h.meshPush(m)
 	case *hubStats:
 		ctx.Respond(&hubStatsReply{Connections: len(h.conns), Meshes: len(h.byMesh)})
 	default:

@@ -28,6 +28,7 @@ type metrics struct {
 	messagesPruned      prometheus.Counter
 	leasesReleased      prometheus.Counter
 	helloReplays        prometheus.Counter
+	locksExpired        prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -63,9 +64,11 @@ func newMetrics() *metrics {
 		Help: "Delivery leases freed because the connection holding them closed, had closed when the push went out, or belongs to a key that just connected again (pushed again at once)."})
 	m.helloReplays = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_hello_replay_refused_total",
 		Help: "Hellos and session_hellos refused because their signature was already used within its window (hello_replayed)."})
+	m.locksExpired = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_locks_expired_total",
+		Help: "Locks cleared by the sweep after their holder stopped renewing them."})
 	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
 		m.acceptBatch, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
-		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays} {
+		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays, m.locksExpired} {
 		f(c)
 	}
 	return m

@@ -26,6 +26,9 @@ const (
 	// revocation committed by another process with a clock a little off.
 	RevocationCheck   = 5 * time.Second
 	revocationOverlap = time.Minute
+	// LockSweep is how often expired locks are cleared; an expired lock
+	// is free at once without it.
+	LockSweep = time.Minute
 )
 
 // sweeper wakes when the next delivery lease expires and asks the hub to
@@ -48,7 +51,11 @@ type sweeper struct {
 	revokeEvery  time.Duration
 	revokedSince time.Time
 	revokeTimer  *time.Timer
+	lockTimer    *time.Timer
 }
+
+// lockSweepTick starts a sweep of expired locks.
+type lockSweepTick struct{}
 
 // revocationTick starts a look for revoked members.
 type revocationTick struct{}
@@ -82,6 +89,7 @@ func (s *sweeper) Receive(ctx actor.Context) {
 		s.lastSweep, s.nextRetention, s.revokedSince = s.now(), s.now(), s.now().Add(-revocationOverlap)
 		s.schedule(ctx, 0)
 		s.scheduleRevocations(ctx)
+		s.lockTimer = workers.SendLater(ctx, LockSweep, &lockSweepTick{})
 	case *actor.Stopping:
 		if s.timer != nil {
 			s.timer.Stop()
@@ -89,8 +97,13 @@ func (s *sweeper) Receive(ctx actor.Context) {
 		if s.revokeTimer != nil {
 			s.revokeTimer.Stop()
 		}
+		if s.lockTimer != nil {
+			s.lockTimer.Stop()
+		}
 	case *revocationTick:
 		s.revocations(ctx)
+	case *lockSweepTick:
+		s.sweepLocks(ctx)
 	case *actor.Stopped, *actor.Restarting:
 	case *sweepTick:
 		s.tick(ctx)
@@ -173,6 +186,16 @@ func (s *sweeper) revocations(ctx actor.Context) {
 		s.revokedSince = now.Add(-revocationOverlap)
 	}
 	s.scheduleRevocations(ctx)
+}
+
+// sweepLocks clears the locks expired by now.
+func (s *sweeper) sweepLocks(ctx actor.Context) {
+	if n, err := s.store.SweepLocks(context.Background(), s.now()); err != nil {
+		s.log.Warn("sweep expired locks", "err", err) // the next sweep covers them
+	} else if n > 0 {
+		s.metrics.locksExpired.Add(float64(n))
+	}
+	s.lockTimer = workers.SendLater(ctx, LockSweep, &lockSweepTick{})
 }
 
 func (s *sweeper) retention(ctx context.Context, now time.Time) {

@@ -1,0 +1,112 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+)
+
+// Fenced locks. A connection holds locks as the key it sends with (a
+// session its session key) and the name it goes by; the store grants
+// them (one conditional upsert, so two replicas on one PostgreSQL database
+// never both grant). Locks outlive the connection: a holder that
+// reconnects, here or to another replica, renews them under its token;
+// one that does not loses them at their expiry. A release is pushed as
+// lock_released to the mesh's other connections on this broker, whose
+// waiters retry at once (another replica's waiters retry at the expiry
+// they were told, or their next try).
+
+// FeatureLocks is the lock frames' feature.
+const FeatureLocks = "locks"
+
+func (c *conn) holder() broker.LockHolder {
+	return broker.LockHolder{Pubkey: c.sender, Name: c.displayName(), MemberID: c.member.ID}
+}
+
+func (c *conn) acquireLock(f *messages.LockAcquireFrame) {
+	l, granted, err := c.store.AcquireLock(context.Background(), c.mesh.ID, f.Repo, f.Key, time.Duration(f.TTLMs)*time.Millisecond, c.holder())
+	if err != nil {
+		c.lockError(f.ReqID, err)
+		return
+	}
+	out := &messages.LockResultFrame{Type: messages.TypeLockResult, Granted: granted, ReqID: f.ReqID}
+	if l != nil {
+		out.LockInfo = lockInfo(l)
+	} else { // refused, and nobody holds it: taken and released between two reads
+		out.LockInfo = messages.LockInfo{Key: f.Key, Repo: f.Repo}
+	}
+	c.sendFrame(out)
+}
+
+func (c *conn) renewLock(f *messages.LockRenewFrame) {
+	l, err := c.store.RenewLock(context.Background(), c.mesh.ID, f.Repo, f.Key, f.FenceToken, time.Duration(f.TTLMs)*time.Millisecond,
+		c.holder())
+	if err != nil {
+		c.lockError(f.ReqID, err)
+		return
+	}
+	c.sendFrame(&messages.LockResultFrame{Type: messages.TypeLockResult, Granted: true, LockInfo: lockInfo(l), ReqID: f.ReqID})
+}
+
+func (c *conn) releaseLock(ctx actor.Context, f *messages.LockReleaseFrame) {
+	released, err := c.store.ReleaseLock(context.Background(), c.mesh.ID, f.Repo, f.Key, f.FenceToken, c.holder())
+	if err != nil {
+		c.lockError(f.ReqID, err)
+		return
+	}
+	out := &messages.LockReleasedFrame{Type: messages.TypeLockReleased, Key: f.Key, Repo: f.Repo, Released: released}
+	if released {
+		push, _ := json.Marshal(out) // always marshals
+		ctx.Send(c.hub, &hubMeshPush{meshID: c.mesh.ID, except: c.id, frame: push})
+	}
+	out.ReqID = f.ReqID
+	c.sendFrame(out)
+}
+
+func (c *conn) listLocks(f *messages.ListLocksFrame) {
+	locks, err := c.store.Locks(context.Background(), c.mesh.ID, f.Repo, f.Repo == "")
+	if err != nil {
+		c.lockError(f.ReqID, err)
+		return
+	}
+	out := &messages.LockListFrame{Type: messages.TypeLockList, Locks: make([]messages.LockInfo, len(locks)), ReqID: f.ReqID}
+	for i := range locks {
+		out.Locks[i] = lockInfo(&locks[i])
+	}
+	c.sendFrame(out)
+}
+
+// lockError answers a refused lock request with its code; a store failure
+// is logged and internal.
+func (c *conn) lockError(reqID string, err error) {
+	out := &messages.ErrorFrame{Type: messages.TypeError, Code: codeInternal, Message: err.Error(), ID: reqID, ReqID: reqID}
+	switch {
+	case errors.Is(err, broker.ErrInvalidLockKey):
+		out.Code = messages.CodeInvalidLockKey
+	case errors.Is(err, broker.ErrInvalidLockRepo):
+		out.Code = messages.CodeInvalidLockRepo
+	case errors.Is(err, broker.ErrInvalidLockTTL):
+		out.Code = messages.CodeInvalidLockTTL
+	case errors.Is(err, broker.ErrInvalidFence):
+		out.Code = messages.CodeInvalidFence
+	case errors.Is(err, broker.ErrLockNotHeld):
+		out.Code = messages.CodeLockNotHeld
+	case errors.Is(err, broker.ErrMemberRevoked):
+		out.Code, out.Message = "revoked", "this member was revoked"
+	default:
+		c.log.Error("lock_request_failed", "conn", c.id, "err", err)
+		out.Message = "the broker could not read or write the mesh's locks; try again"
+	}
+	c.sendFrame(out)
+}
+
+func lockInfo(l *broker.Lock) messages.LockInfo {
+	return messages.LockInfo{Key: l.Key, Repo: l.Repo, FenceToken: l.Fence, Holder: l.Holder, HolderName: l.HolderName,
+		AcquiredAt: isoTime(l.AcquiredAt), ExpiresAt: isoTime(l.ExpiresAt)}
+}
