@@ -78,10 +78,15 @@ type BrokerConn struct {
 	topics  topicCalls            // topic requests in flight, the mesh's topics
 	skills  reqCalls[*skillCall]  // skill requests in flight (skills.go)
 	memory  reqCalls[*memoryCall] // memory requests in flight (memory.go)
-	nextReq int
-	closing bool
-	downAt  time.Time // when the connection was lost; zero before the first
-	downBy  int       // the close code it was lost with
+	// locks in flight, parked acquires waiting for a lock, and a
+	// session's held locks (locks.go)
+	locks       reqCalls[*lockCall]
+	lockWaiters map[lockName][]*lockCall
+	held        map[lockName]*heldLock
+	nextReq     int
+	closing     bool
+	downAt      time.Time // when the connection was lost; zero before the first
+	downBy      int       // the close code it was lost with
 	// revoked says the broker refused the member key as revoked (reported
 	// once until a hello succeeds again).
 	revoked bool
@@ -124,7 +129,8 @@ var ErrNotConnected = errors.New("broker not connected")
 func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metrics.Daemon, log *slog.Logger, fatal chan<- error) actor.Producer {
 	return func() actor.Actor {
 		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
-			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{}}
+			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
+			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}}
 	}
 }
 
@@ -134,6 +140,7 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.dial(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		b.closing = true
+		b.releaseHeld()
 		if b.conn != nil {
 			b.conn.Close(1000, "daemon stopping")
 		}
@@ -172,6 +179,14 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.memoryRequest(ctx, m)
 	case *memoryExpired:
 		b.memoryExpired(ctx, m)
+	case *messages.LockRequest:
+		b.lockRequest(ctx, m)
+	case *lockExpired:
+		b.lockExpired(ctx, m)
+	case *lockRetry:
+		b.lockRetry(ctx, m)
+	case *lockRenewal:
+		b.renew(ctx, m.name)
 	case *messages.EventAppended:
 		if m.Err != nil {
 			b.log.Warn("append event", "err", m.Err)
@@ -268,6 +283,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
 	}()
 	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge()})
+	b.renewHeld(ctx)
 
 }
 
@@ -293,6 +309,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	b.topicsDown(ctx)
 	b.skillsDown(ctx)
 	b.memoryDown(ctx)
+	b.locksDown(ctx)
 	if b.closing {
 		return
 	}
@@ -306,6 +323,9 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 		return
 	}
 	if b.memoryFrame(ctx, f) { // memory.go
+		return
+	}
+	if b.lockFrame(ctx, f) { // locks.go
 		return
 	}
 	switch f := f.(type) {

@@ -22,6 +22,9 @@ const (
 	MaxLockTTL     = time.Hour
 	DefaultLockTTL = 30 * time.Second
 	MaxLockWait    = 10 * time.Minute
+	// LockTimeout is how long one lock request waits for the broker's
+	// answer.
+	LockTimeout = 5 * time.Second
 )
 
 // LockRequest asks a mesh's broker connection for one lock operation; the

@@ -100,6 +100,11 @@ type reply interface{ Failure() error }
 // on and returns the mesh as the answer names it (a session's own mesh
 // for a session) and the reply.
 func meshAsk[T reply](s *Server, r *http.Request, named string, req any) (string, T, error) {
+	return meshAskWithin[T](s, r, named, req, DefaultRequestTimeout)
+}
+
+// meshAskWithin is meshAsk with a deadline of its own.
+func meshAskWithin[T reply](s *Server, r *http.Request, named string, req any, timeout time.Duration) (string, T, error) {
 	var zero T
 	mesh, err := s.scope(r, named)
 	if err != nil {
@@ -110,7 +115,7 @@ func meshAsk[T reply](s *Server, r *http.Request, named string, req any) (string
 	if err != nil {
 		return "", zero, err
 	}
-	reply, err := ask[T](s, pid, req)
+	reply, err := askWithin[T](s, pid, req, timeout)
 	if err != nil {
 		return "", zero, brokerError(slug, err)
 	}

@@ -17,7 +17,7 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics", "memory", "skills", "state"}
+	"sessions", "topics", "memory", "skills", "state", "locks"}
 
 type route struct {
 	method string
@@ -67,6 +67,10 @@ var routes = []route{
 	{http.MethodGet, "/v1/skills/", anyListener, (*Server).skillsGet},
 	{http.MethodGet, "/v1/state", anyListener, (*Server).stateGet},
 	{http.MethodPost, "/v1/state", anyListener, (*Server).stateSet},
+	{http.MethodGet, "/v1/locks", anyListener, (*Server).lockList},
+	{http.MethodPost, "/v1/locks/acquire", anyListener, (*Server).lockAcquire},
+	{http.MethodPost, "/v1/locks/renew", anyListener, (*Server).lockRenew},
+	{http.MethodPost, "/v1/locks/release", anyListener, (*Server).lockRelease},
 	{http.MethodPost, "/v1/token/rotate", unixOnly, (*Server).rotateToken},
 	{http.MethodGet, "/v1/topics", anyListener, (*Server).topicsList},
 	{http.MethodPost, "/v1/topics", anyListener, (*Server).topicsCreate},

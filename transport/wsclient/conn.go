@@ -565,6 +565,10 @@ func (c *Conn) write() {
 		case <-c.done:
 			return
 		case ce := <-c.closeQ:
+			// What was queued before the Close goes first (a session's lock
+			// releases as it ends); a write that fails skips to the close.
+			for data, ok := c.out.Pop(); ok && c.writeQueued(data) == nil; data, ok = c.out.Pop() {
+			}
 			c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(ce.Code, ce.Reason), time.Now().Add(writeTimeout))
 			select { // the reader ends on the broker's echo
 			case <-c.done:

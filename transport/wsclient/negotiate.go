@@ -23,10 +23,10 @@ const (
 )
 
 // SharedData are our broker's shared-data abilities (state, memory, skills,
-// topics), advertised beside the delivery features so that a client tells
+// topics, locks), advertised beside the delivery features so that a client tells
 // it from the upstream broker, which advertises none of them. The daemon
 // records those advertised at version 1 (Session.Abilities).
-var SharedData = []string{"memory", "skills", "state", "topics"}
+var SharedData = []string{"locks", "memory", "skills", "state", "topics"}
 
 // Close-reason kinds (spec §15.3).
 const (

@@ -1,0 +1,272 @@
+package actors
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// Fenced locks on a mesh's broker connection (messages/lock_frames.go).
+// The IPC's requests are relayed as frames correlated by _reqId. An
+// acquire with a wait is parked while another holds the lock and tried
+// again when the broker pushes its release, when the holder's lock runs
+// out, or every lockRetryCap, until the wait is over.
+//
+// A session's connection keeps the locks it was granted: it renews each at
+// a third of its TTL (at once after a reconnect), reports a renewal the
+// broker refuses as the event lock_lost, and releases them all when the
+// session ends (its subtree stops). A lock taken outside a session (the
+// member's connection) is not renewed: it lasts its TTL unless renewed or
+// taken again.
+
+// lockRetryCap bounds a parked acquire's wait between tries, for a release
+// pushed by another broker replica, which this connection does not hear.
+const lockRetryCap = time.Second
+
+// lockName is a lock's identity on its mesh.
+type lockName struct{ repo, key string }
+
+// lockCall is one request in flight: who asked, and for an acquire with a
+// wait, until when it may be tried again.
+type lockCall struct {
+	who      *actor.PID
+	req      *messages.LockRequest
+	deadline time.Time
+	renewal  bool // the connection's own renewal of a held lock
+}
+
+// heldLock is a lock a session's connection renews.
+type heldLock struct {
+	fence int64
+	ttl   time.Duration
+	timer *time.Timer
+}
+
+// Lock timers.
+type (
+	lockExpired struct{ id string }
+	lockRetry   struct{ call *lockCall }
+	lockRenewal struct{ name lockName }
+)
+
+// lockRequest sends the request's frame, after checking that the broker
+// has locks.
+func (b *BrokerConn) lockRequest(ctx actor.Context, m *messages.LockRequest) {
+	call := &lockCall{who: ctx.Sender(), req: m}
+	if m.Wait > 0 {
+		call.deadline = time.Now().Add(m.Wait)
+	}
+	if b.session != nil && !slices.Contains(b.session.Abilities, "locks") {
+		ctx.Send(call.who, &messages.LockReply{Err: &messages.Error{Status: http.StatusNotImplemented, Code: "locks_unsupported",
+			Detail: fmt.Sprintf("the broker of mesh %s has no locks (it is upstream's, or older): run claudemesh-go's broker for them", b.cfg.Slug)}})
+		return
+	}
+	b.sendLock(ctx, call)
+}
+
+func (b *BrokerConn) sendLock(ctx actor.Context, call *lockCall) {
+	m := call.req
+	id := b.locks.call("lk", call)
+	var frame any
+	switch m.Op {
+	case messages.TypeLockAcquire:
+		frame = &messages.LockAcquireFrame{Type: m.Op, Key: m.Key, Repo: m.Repo, TTLMs: m.TTL.Milliseconds(), ReqID: id}
+	case messages.TypeLockRenew:
+		frame = &messages.LockRenewFrame{Type: m.Op, Key: m.Key, Repo: m.Repo, FenceToken: m.Fence, TTLMs: m.TTL.Milliseconds(), ReqID: id}
+	case messages.TypeLockRelease:
+		frame = &messages.LockReleaseFrame{Type: m.Op, Key: m.Key, Repo: m.Repo, FenceToken: m.Fence, ReqID: id}
+	default:
+		frame = &messages.ListLocksFrame{Type: messages.TypeListLocks, Repo: m.Repo, ReqID: id}
+	}
+	if err := b.send(frame); err != nil {
+		b.locks.take(id)
+		b.lockAnswer(ctx, call, &messages.LockReply{Err: err})
+		return
+	}
+	workers.SendLater(ctx, messages.LockTimeout, &lockExpired{id: id})
+}
+
+// lockFrame takes a broker's lock frame, or an error frame answering a
+// lock request; it reports false for a frame that is neither.
+func (b *BrokerConn) lockFrame(ctx actor.Context, f any) bool {
+	switch f := f.(type) {
+	case *messages.LockResultFrame:
+		if call, ok := b.locks.take(f.ReqID); ok {
+			b.lockResult(ctx, call, f)
+		}
+	case *messages.LockReleasedFrame:
+		if f.ReqID == "" { // pushed: another connection released it
+			b.retryWaiters(ctx, lockName{f.Repo, f.Key})
+		} else if call, ok := b.locks.take(f.ReqID); ok {
+			b.forget(lockName{f.Repo, f.Key})
+			b.lockAnswer(ctx, call, &messages.LockReply{Released: f.Released})
+		}
+	case *messages.LockListFrame:
+		if call, ok := b.locks.take(f.ReqID); ok {
+			b.lockAnswer(ctx, call, &messages.LockReply{Locks: f.Locks})
+		}
+	case *messages.ErrorFrame:
+		call, ok := b.locks.take(cmp.Or(f.ReqID, f.ID))
+		if !ok {
+			return false
+		}
+		b.lockError(ctx, call, f)
+	default:
+		return false
+	}
+	return true
+}
+
+// lockResult answers an acquire or a renewal. A granted lock of a session
+// is kept for renewal; a refused acquire with time left is parked.
+func (b *BrokerConn) lockResult(ctx actor.Context, call *lockCall, f *messages.LockResultFrame) {
+	name := lockName{call.req.Repo, call.req.Key}
+	if !f.Granted && time.Now().Before(call.deadline) {
+		retry := lockRetryCap
+		if exp, err := time.Parse(time.RFC3339Nano, f.ExpiresAt); err == nil {
+			retry = min(retry, max(time.Until(exp), 0)+5*time.Millisecond)
+		}
+		b.lockWaiters[name] = append(b.lockWaiters[name], call)
+		workers.SendLater(ctx, min(retry, time.Until(call.deadline)), &lockRetry{call: call})
+		return
+	}
+	if f.Granted {
+		b.keep(ctx, name, f.FenceToken, call.req.TTL)
+	}
+	lock := f.LockInfo
+	b.lockAnswer(ctx, call, &messages.LockReply{Granted: f.Granted, Lock: &lock})
+}
+
+// retryWaiters tries the parked acquires of name again.
+func (b *BrokerConn) retryWaiters(ctx actor.Context, name lockName) {
+	waiters := b.lockWaiters[name]
+	delete(b.lockWaiters, name)
+	for _, call := range waiters {
+		b.sendLock(ctx, call)
+	}
+}
+
+// lockRetry tries a parked acquire again, unless a release already did.
+func (b *BrokerConn) lockRetry(ctx actor.Context, m *lockRetry) {
+	name := lockName{m.call.req.Repo, m.call.req.Key}
+	i := slices.Index(b.lockWaiters[name], m.call)
+	if i < 0 {
+		return
+	}
+	b.lockWaiters[name] = slices.Delete(b.lockWaiters[name], i, i+1)
+	if len(b.lockWaiters[name]) == 0 {
+		delete(b.lockWaiters, name)
+	}
+	b.sendLock(ctx, m.call)
+}
+
+func (b *BrokerConn) lockError(ctx actor.Context, call *lockCall, f *messages.ErrorFrame) {
+	var err error
+	switch f.Code {
+	case messages.CodeLockNotHeld:
+		name := lockName{call.req.Repo, call.req.Key}
+		if h, ok := b.held[name]; ok && h.fence == call.req.Fence {
+			b.forget(name)
+			b.event(ctx, "lock_lost", map[string]any{"mesh": b.cfg.Slug, "key": name.key, "repo": name.repo, "fence_token": h.fence})
+		}
+		err = messages.LockNotHeld(b.cfg.Slug, call.req.Key)
+	case messages.CodeInvalidLockKey, messages.CodeInvalidLockRepo, messages.CodeInvalidLockTTL, messages.CodeInvalidFence:
+		err = refusedInput(f.Code, f)
+	case "revoked":
+		err = &messages.Error{Status: http.StatusForbidden, Code: "member_revoked",
+			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
+	default:
+		err = b.brokerRefused(f)
+	}
+	b.lockAnswer(ctx, call, &messages.LockReply{Err: err})
+}
+
+func (b *BrokerConn) lockExpired(ctx actor.Context, m *lockExpired) {
+	if call, ok := b.locks.take(m.id); ok {
+		b.lockAnswer(ctx, call, &messages.LockReply{Err: &messages.Error{Status: http.StatusGatewayTimeout, Code: "lock_timeout",
+			Detail: fmt.Sprintf("mesh %s: the broker did not answer the lock request in time (%s); retry, and check `claudemesh daemon status`",
+				b.cfg.Slug, messages.LockTimeout)}})
+	}
+}
+
+// locksDown fails every request in flight and every parked acquire: the
+// connection is gone. Held locks stay held, to be renewed on reconnect.
+func (b *BrokerConn) locksDown(ctx actor.Context) {
+	for _, call := range b.locks.drain() {
+		b.lockAnswer(ctx, call, &messages.LockReply{Err: ErrNotConnected})
+	}
+	for name, waiters := range b.lockWaiters {
+		for _, call := range waiters {
+			b.lockAnswer(ctx, call, &messages.LockReply{Err: ErrNotConnected})
+		}
+		delete(b.lockWaiters, name)
+	}
+}
+
+func (b *BrokerConn) lockAnswer(ctx actor.Context, call *lockCall, reply *messages.LockReply) {
+	if !call.renewal {
+		ctx.Send(call.who, reply)
+	} else if reply.Err != nil && reply.Err != ErrNotConnected {
+		b.log.Warn("lock_renewal_failed", "key", call.req.Key, "repo", call.req.Repo, "err", reply.Err)
+	}
+}
+
+// keep records a session's granted lock and schedules its renewal; the
+// member's connection keeps nothing.
+func (b *BrokerConn) keep(ctx actor.Context, name lockName, fence int64, ttl time.Duration) {
+	if b.cfg.Session == nil {
+		return
+	}
+	if h, ok := b.held[name]; ok {
+		h.timer.Stop()
+	}
+	b.held[name] = &heldLock{fence: fence, ttl: ttl, timer: workers.SendLater(ctx, ttl/3, &lockRenewal{name: name})}
+}
+
+// forget stops renewing a lock.
+func (b *BrokerConn) forget(name lockName) {
+	if h, ok := b.held[name]; ok {
+		h.timer.Stop()
+		delete(b.held, name)
+	}
+}
+
+// renew sends the renewal of a held lock; the answer reschedules it.
+func (b *BrokerConn) renew(ctx actor.Context, name lockName) {
+	h, ok := b.held[name]
+	if !ok {
+		return
+	}
+	if b.conn == nil { // renewed on reconnect
+		return
+	}
+	b.sendLock(ctx, &lockCall{renewal: true, req: &messages.LockRequest{Op: messages.TypeLockRenew, Key: name.key, Repo: name.repo,
+		Fence: h.fence, TTL: h.ttl}})
+}
+
+// renewHeld renews every held lock at once (after a reconnect: some may
+// be near their end).
+func (b *BrokerConn) renewHeld(ctx actor.Context) {
+	for name := range b.held {
+		b.renew(ctx, name)
+	}
+}
+
+// releaseHeld releases every held lock as the session ends (best effort:
+// a lock whose release is lost runs out with its TTL).
+func (b *BrokerConn) releaseHeld() {
+	for name, h := range b.held {
+		h.timer.Stop()
+		if b.conn != nil {
+			_ = b.send(&messages.LockReleaseFrame{Type: messages.TypeLockRelease, Key: name.key, Repo: name.repo, FenceToken: h.fence})
+		}
+		delete(b.held, name)
+	}
+}
