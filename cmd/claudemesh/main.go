@@ -31,6 +31,7 @@ type cli struct {
 	State     stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
 	Topic     topicCmd         `cmd:"" help:"Create, list, join and leave the mesh's topics, and read their members and history (send to one with claudemesh send '#name')."`
 	Skill     skillCmd         `cmd:"" help:"List, read, publish and remove the mesh's skills: named instructions any agent of the mesh can fetch."`
+	Lock      lockCmd          `cmd:"" help:"Take, renew, release and list fenced locks the mesh's broker holds (e.g. on a file before editing it): one holder at a time across every machine, a fence token per grant."`
 	Remember  rememberCmd      `cmd:"" help:"Store a memory in the mesh (with --tag): text any agent of the mesh can find with recall."`
 	Recall    recallCmd        `cmd:"" help:"Search the mesh's memories by relevance (the exact phrase first; --tag to filter), with who remembered each and when."`
 	Forget    forgetCmd        `cmd:"" help:"Delete a memory of the mesh for good (by the id remember or recall print)."`

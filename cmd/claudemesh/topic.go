@@ -33,11 +33,16 @@ type topicFlags struct {
 // topicRun makes one request of the daemon and prints its answer: as JSON
 // with --json, else with text.
 func topicRun[T any](f topicFlags, call func(context.Context, *ipc.Client) (*T, error), text func(*T) error) error {
+	return topicRunWithin(f, 20*time.Second, call, text)
+}
+
+// topicRunWithin is topicRun with a deadline of its own.
+func topicRunWithin[T any](f topicFlags, timeout time.Duration, call func(context.Context, *ipc.Client) (*T, error), text func(*T) error) error {
 	client, err := daemonClient()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	res, err := call(ctx, client)
 	if err != nil {
