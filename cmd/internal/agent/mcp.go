@@ -34,7 +34,8 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 	`The mesh also shares topics (topic_list, topic_create, topic_join, topic_leave, topic_members, topic_history), ` +
 	`small JSON state every agent can read and set ` +
 	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget) ` +
-	`and skills, named instructions any agent can fetch (skill_list, skill_get).`
+	`skills, named instructions any agent can fetch (skill_list, skill_get), ` +
+	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list).`
 
 // MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
 // else the daemon's only mesh), the display name peers see ("":

@@ -137,6 +137,7 @@ func (m *mcpServer) addTools() {
 	m.addSkillTools() // mcp_skills.go
 
 	m.addMemoryTools() // mcp_memory.go
+	m.addLockTools()   // mcp_locks.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or
