@@ -7,7 +7,8 @@ package messages
 // lock_release lock_released, list_locks lock_list; a refused request is
 // an error frame (CodeInvalidLock*, CodeLockNotHeld, revoked). A release
 // is also pushed, as lock_released without _reqId, to the mesh's other
-// connections on the releasing broker, so that their waiters retry at once.
+// connections (on every broker replica), so that their waiters retry at
+// once.
 
 // Lock frame types.
 const (

@@ -130,6 +130,7 @@ func Start(opts Options) (*Broker, error) {
 		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
 	})
 	listenState(listenCtx, d, system.Root)
+	listenLocks(listenCtx, d, system.Root)
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		m.connections.Inc()

@@ -18,9 +18,9 @@ import (
 // never both grant). Locks outlive the connection: a holder that
 // reconnects, here or to another replica, renews them under its token;
 // one that does not loses them at their expiry. A release is pushed as
-// lock_released to the mesh's other connections on this broker, whose
-// waiters retry at once (another replica's waiters retry at the expiry
-// they were told, or their next try).
+// lock_released to the mesh's other connections, on this broker and (by
+// the store's notification) the other replicas, whose waiters retry at
+// once.
 
 // FeatureLocks is the lock frames' feature.
 const FeatureLocks = "locks"
@@ -55,18 +55,34 @@ func (c *conn) renewLock(f *messages.LockRenewFrame) {
 }
 
 func (c *conn) releaseLock(ctx actor.Context, f *messages.LockReleaseFrame) {
-	released, err := c.store.ReleaseLock(context.Background(), c.mesh.ID, f.Repo, f.Key, f.FenceToken, c.holder())
+	released, err := c.store.ReleaseLock(context.Background(), c.mesh.ID, c.replica, f.Repo, f.Key, f.FenceToken, c.holder())
 	if err != nil {
 		c.lockError(f.ReqID, err)
 		return
 	}
-	out := &messages.LockReleasedFrame{Type: messages.TypeLockReleased, Key: f.Key, Repo: f.Repo, Released: released}
 	if released {
-		push, _ := json.Marshal(out) // always marshals
-		ctx.Send(c.hub, &hubMeshPush{meshID: c.mesh.ID, except: c.id, frame: push})
+		ctx.Send(c.hub, &hubMeshPush{meshID: c.mesh.ID, except: c.id, frame: lockReleasedPush(f.Repo, f.Key)})
 	}
-	out.ReqID = f.ReqID
-	c.sendFrame(out)
+	c.sendFrame(&messages.LockReleasedFrame{Type: messages.TypeLockReleased, Key: f.Key, Repo: f.Repo, Released: released, ReqID: f.ReqID})
+}
+
+// lockReleasedPush is the lock_released frame told to the mesh's other
+// connections.
+func lockReleasedPush(repo, key string) []byte {
+	push, _ := json.Marshal(&messages.LockReleasedFrame{Type: messages.TypeLockReleased, Key: key, Repo: repo, Released: true}) // always marshals
+	return push
+}
+
+// listenLocks hands the other replicas' lock releases to the hub until ctx
+// is done (PostgreSQL; on SQLite there are none).
+func listenLocks(ctx context.Context, d *deps, root *actor.RootContext) {
+	startListening(ctx, d, "locks", func(connected func()) {
+		_ = d.store.ListenLocks(ctx, connected, func(r *broker.LockReleased) {
+			if r.Origin != d.replica {
+				root.Send(d.hub, &hubMeshPush{meshID: r.MeshID, frame: lockReleasedPush(r.Repo, r.Key)})
+			}
+		})
+	})
 }
 
 func (c *conn) listLocks(f *messages.ListLocksFrame) {

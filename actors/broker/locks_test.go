@@ -85,7 +85,8 @@ func TestLockFrames(t *testing.T) {
 }
 
 // TestLockAcrossReplicas: two replicas on one PostgreSQL database grant a
-// key once; the holder, moved to the other replica, renews it.
+// key once; a release on one is told to the other's connections; the
+// holder, moved to the other replica, renews its lock.
 func TestLockAcrossReplicas(t *testing.T) {
 	url := brokertest.PostgresURL(t)
 	first := startBroker(t, broker.Options{DatabaseURL: url}, noLimit)
@@ -100,10 +101,20 @@ func TestLockAcrossReplicas(t *testing.T) {
 	if f := b.next("lock_result"); f["granted"] != false || f["holder_name"] != "alice" {
 		t.Errorf("second replica = %v", f)
 	}
+	w := second.connect(first.member("carol"), "w") // another replica's connection hears the release
+	a.send(map[string]any{"type": "lock_release", "key": "deploy", "_reqId": "r"})
+	a.next("lock_released")
+	if f := w.next("lock_released"); f["key"] != "deploy" || f["_reqId"] != nil {
+		t.Errorf("lock_released on the other replica = %v", f)
+	}
+	a.send(map[string]any{"type": "lock_acquire", "key": "deploy", "ttl_ms": 30000, "_reqId": "1b"})
+	if f := a.next("lock_result"); f["granted"] != true || f["fence_token"] != float64(2) {
+		t.Fatalf("taken again = %v", f)
+	}
 	a.ws.Close()
 	a2 := second.connect(alice, "a2")
-	a2.send(map[string]any{"type": "lock_renew", "key": "deploy", "fence_token": 1, "ttl_ms": 30000, "_reqId": "3"})
-	if f := a2.next("lock_result"); f["granted"] != true || f["fence_token"] != float64(1) {
+	a2.send(map[string]any{"type": "lock_renew", "key": "deploy", "fence_token": 2, "ttl_ms": 30000, "_reqId": "3"})
+	if f := a2.next("lock_result"); f["granted"] != true || f["fence_token"] != float64(2) {
 		t.Errorf("renewal through the other replica = %v", f)
 	}
 }

@@ -170,8 +170,10 @@ func (s *Store) RenewLock(ctx context.Context, meshID, repo, key string, fence i
 
 // ReleaseLock frees the caller's lock (under fence, when it is not 0) and
 // reports whether the caller held it. Releasing is idempotent; a revoked
-// member's locks run out with their TTL.
-func (s *Store) ReleaseLock(ctx context.Context, meshID, repo, key string, fence int64, who LockHolder) (bool, error) {
+// member's locks run out with their TTL. On PostgreSQL a release is
+// announced to the other replicas with the commit (origin is the
+// releasing broker, which tells its own connections itself).
+func (s *Store) ReleaseLock(ctx context.Context, meshID, origin, repo, key string, fence int64, who LockHolder) (bool, error) {
 	if err := checkLock(repo, key); err != nil {
 		return false, err
 	}
@@ -187,8 +189,10 @@ func (s *Store) ReleaseLock(ctx context.Context, meshID, repo, key string, fence
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return s.notifyLockReleased(ctx, tx, &LockReleased{MeshID: meshID, Origin: origin, Repo: repo, Key: key})
 	})
 	if err != nil {
 		return false, fmt.Errorf("release lock: %w", err)

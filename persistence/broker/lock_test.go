@@ -97,16 +97,16 @@ func TestLockRenewRelease(t *testing.T) {
 		if _, err := e.s.RenewLock(ctx, m.ID, "r", "k", l.Fence, 2*time.Second, b); !errors.Is(err, ErrLockNotHeld) {
 			t.Errorf("another renews: %v", err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "r", "k", l.Fence+1, a); err != nil || ok {
+		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence+1, a); err != nil || ok {
 			t.Errorf("release under another token = %v, %v", ok, err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "r", "k", 0, b); err != nil || ok {
+		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", 0, b); err != nil || ok {
 			t.Errorf("release by another = %v, %v", ok, err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "r", "k", l.Fence, a); err != nil || !ok {
+		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence, a); err != nil || !ok {
 			t.Errorf("release = %v, %v", ok, err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "r", "k", l.Fence, a); err != nil || ok {
+		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence, a); err != nil || ok {
 			t.Errorf("release again = %v, %v; want false", ok, err)
 		}
 		if l, ok, err := e.s.AcquireLock(ctx, m.ID, "r", "k", time.Second, b); err != nil || !ok || l.Fence != 2 {
@@ -151,7 +151,7 @@ func TestLockBadInputAndRevoked(t *testing.T) {
 		if _, err := e.s.RenewLock(ctx, m.ID, "", "k", 0, time.Second, a); !errors.Is(err, ErrInvalidFence) {
 			t.Errorf("renew with token 0: %v", err)
 		}
-		if _, err := e.s.ReleaseLock(ctx, m.ID, "", "k", -1, a); !errors.Is(err, ErrInvalidFence) {
+		if _, err := e.s.ReleaseLock(ctx, m.ID, "", "", "k", -1, a); !errors.Is(err, ErrInvalidFence) {
 			t.Errorf("release with token -1: %v", err)
 		}
 		if n := e.count(t, "mesh_lock"); n != 0 {
