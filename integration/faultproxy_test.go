@@ -20,7 +20,7 @@ import (
 type faultProxy struct {
 	t       *testing.T
 	l       net.Listener
-	target  string
+	target  atomic.Pointer[string] // where new connections go
 	delay   atomic.Int64 // ns added before forwarding each read
 	refuse  atomic.Bool
 	cutNext atomic.Bool // the next chunk read is forwarded in part, then both sides close
@@ -36,7 +36,8 @@ func startFaultProxy(t *testing.T, target string) *faultProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{t: t, l: l, target: target, conns: map[net.Conn]bool{}}
+	p := &faultProxy{t: t, l: l, conns: map[net.Conn]bool{}}
+	p.retarget(target)
 	t.Cleanup(func() {
 		l.Close()
 		p.cutAll()
@@ -59,8 +60,12 @@ func startFaultProxy(t *testing.T, target string) *faultProxy {
 
 func (p *faultProxy) addr() string { return p.l.Addr().String() }
 
+// retarget sends new connections to addr (a load balancer moving to
+// another broker replica); connections open stay where they are.
+func (p *faultProxy) retarget(addr string) { p.target.Store(&addr) }
+
 func (p *faultProxy) serve(client net.Conn) {
-	upstream, err := net.Dial("tcp", p.target)
+	upstream, err := net.Dial("tcp", *p.target.Load())
 	if err != nil {
 		client.Close()
 		return
@@ -110,17 +115,22 @@ func (p *faultProxy) cutAll() {
 
 // pointAt rewrites e's config.json so that its memberships reach the
 // broker at addr through the proxy.
-func (p *faultProxy) pointAt(e *env, brokerAddr string) {
+func (p *faultProxy) pointAt(e *env, brokerAddr string) { repoint(p.t, e, brokerAddr, p.addr()) }
+
+// repoint rewrites e's config.json so that its memberships that reach the
+// broker at from reach the one at to.
+func repoint(t *testing.T, e *env, from, to string) {
+	t.Helper()
 	path := filepath.Join(e.configDir, "config.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
-	if !strings.Contains(string(raw), brokerAddr) {
-		p.t.Fatalf("config.json does not name the broker %s", brokerAddr)
+	if !strings.Contains(string(raw), from) {
+		t.Fatalf("config.json does not name the broker %s", from)
 	}
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(raw), brokerAddr, p.addr())), 0o600); err != nil {
-		p.t.Fatal(err)
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(raw), from, to)), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
