@@ -154,6 +154,7 @@ func CheckLockName(key, repo string) error {
 	return nil
 }
 
+// printable reports whether s is UTF-8 without control characters.
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Shared state on the daemon: GET/POST /v1/state relay the §2.2 frames
@@ -72,11 +70,7 @@ func (r *StateSetRequest) Validate() error {
 // CheckStateKey refuses a key the broker would: 1-256 bytes of UTF-8 with
 // no control characters.
 func CheckStateKey(key string) error {
-	ok := key != "" && len(key) <= MaxStateKey && utf8.ValidString(key)
-	for _, r := range key {
-		ok = ok && !unicode.IsControl(r)
-	}
-	if !ok {
+	if key == "" || len(key) > MaxStateKey || !printable(key) {
 		return badRequest(CodeInvalidStateKey, "a state key is 1-%d bytes of UTF-8 with no control characters, got %q", MaxStateKey, key)
 	}
 	return nil
