@@ -56,8 +56,12 @@ type HelloFrame struct {
 	PeerType      string  `json:"peerType,omitempty"`
 	Channel       string  `json:"channel,omitempty"`
 	Groups        []Group `json:"groups,omitempty"`
-	Timestamp     int64   `json:"timestamp"`
-	Signature     string  `json:"signature"`
+	// DaemonVersion is our daemon's version, recorded with its node
+	// (upstream's daemon sends none; brokers that do not list nodes
+	// ignore it).
+	DaemonVersion string `json:"daemonVersion,omitempty"`
+	Timestamp     int64  `json:"timestamp"`
+	Signature     string `json:"signature"`
 }
 
 // Attestation is a member key vouching for a session key until ExpiresAt.
@@ -315,6 +319,8 @@ func newClientFrame(typ string) any {
 		return newSkillClientFrame(typ)
 	case TypeRemember, TypeRecall, TypeForget:
 		return newMemoryClientFrame(typ)
+	case TypeListNodes:
+		return new(ListNodesFrame)
 	}
 	return newTopicClientFrame(typ)
 }

@@ -51,6 +51,8 @@ func newBrokerFrame(typ string) any {
 		return messages.NewSkillBrokerFrame(typ)
 	case messages.TypeMemoryStored, messages.TypeMemoryResults:
 		return messages.NewMemoryBrokerFrame(typ)
+	case messages.TypeNodeList:
+		return messages.NewNodeBrokerFrame(typ)
 	}
 	return messages.NewTopicBrokerFrame(typ)
 }
