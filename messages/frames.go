@@ -40,6 +40,14 @@ type Group struct {
 	Role string `json:"role,omitempty"`
 }
 
+// Hello channels: a daemon's member connection (ours and upstream's say
+// so), and our CLI's own short member connections (a send without the
+// daemon, a benchmark), which are not nodes (node_frames.go).
+const (
+	ChannelDaemon = "claudemesh-daemon"
+	ChannelCLI    = "claudemesh-cli"
+)
+
 // HelloFrame authenticates a member connection: Signature is ed25519 over
 // "meshId|memberId|pubkey|timestamp" by the member key (hex).
 type HelloFrame struct {
