@@ -21,8 +21,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/messages/fifo"
 	"github.com/gorilla/websocket"
+
+	"github.com/claudemesh/claudemesh-go/messages/fifo"
 )
 
 // Liveness and limits (wire protocol §1.7).
