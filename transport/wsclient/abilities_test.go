@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
 // TestValidateAbilities: the abilities (shared data, nodes) advertised at version 1
@@ -28,5 +29,30 @@ func TestValidateAbilities(t *testing.T) {
 	slices.Sort(want)
 	if got := s.Negotiated(); !slices.Equal(got, want) {
 		t.Errorf("Negotiated() = %v, want %v", got, want)
+	}
+}
+
+// TestDialRecordsNode: a member connection's hello carries the daemon
+// version and host name our broker lists the node with, and the broker
+// advertises nodes; a connection with the CLI's channel is no node.
+func TestDialRecordsNode(t *testing.T) {
+	b := startBroker(t, broker.Mesh{})
+	alice, bob := b.member("alice"), b.member("bob")
+	cfg := b.config(alice)
+	cfg.DaemonVersion, cfg.Hostname = "1.2.3", "alice-box"
+	ca, sa := dial(t, cfg)
+	if !slices.Contains(sa.Abilities, AbilityNodes) {
+		t.Errorf("abilities %v lack nodes", sa.Abilities)
+	}
+	cli := b.config(bob)
+	cli.Channel = messages.ChannelCLI
+	dial(t, cli)
+	if err := ca.Send(&messages.ListNodesFrame{Type: messages.TypeListNodes, ReqID: "nd-1"}); err != nil {
+		t.Fatal(err)
+	}
+	list := next[*messages.NodeListFrame](t, ca)
+	if list.ReqID != "nd-1" || len(list.Nodes) != 1 || list.Nodes[0].Name != "alice" || list.Nodes[0].Version != "1.2.3" ||
+		list.Nodes[0].Host != "alice-box" || list.Nodes[0].State != messages.NodeOnline {
+		t.Fatalf("node_list = %+v; want alice alone, online on alice-box at 1.2.3", list)
 	}
 }
