@@ -44,8 +44,12 @@ func (c *conn) connectNode() {
 	}
 }
 
+// recorded reports whether this is a daemon connection whose node was
+// recorded (connectNode).
+func (c *conn) recorded() bool { return c.node != nil && c.node.ConnID != "" }
+
 func (c *conn) heartbeat() {
-	if c.node == nil || c.member == nil {
+	if !c.recorded() {
 		return
 	}
 	if err := c.store.SeeNode(context.Background(), *c.node); err != nil {
@@ -54,7 +58,7 @@ func (c *conn) heartbeat() {
 }
 
 func (c *conn) disconnectNode() {
-	if c.node == nil {
+	if !c.recorded() {
 		return
 	}
 	if err := c.store.DisconnectNode(context.Background(), *c.node); err != nil {
