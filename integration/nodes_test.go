@@ -112,8 +112,8 @@ func TestNodes(t *testing.T) {
 		code   string
 	}{
 		{"http://localhost/v1/nodes?mesh=nope", http.StatusNotFound, messages.CodeMeshNotAttached},
-		{"http://localhost/v1/nodes?meshh=demo", http.StatusBadRequest, "invalid_query"},
-		{"http://localhost/v1/nodes?mesh=demo&mesh=demo", http.StatusBadRequest, "invalid_query"},
+		{"http://localhost/v1/nodes?meshh=demo", http.StatusBadRequest, messages.CodeInvalidQuery},
+		{"http://localhost/v1/nodes?mesh=demo&mesh=demo", http.StatusBadRequest, messages.CodeInvalidQuery},
 	} {
 		var body messages.ErrorBody
 		if st, _, err := getJSON(carol.c, c.url, &body); err != nil || st != c.status || body.Error != c.code || body.Detail == "" {

@@ -7,9 +7,6 @@ import (
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
-// CodeInvalidQuery is the 400 of a query parameter a route does not take.
-const CodeInvalidQuery = "invalid_query"
-
 // nodes answers GET /v1/nodes[?mesh=]: the daemons of the mesh (the
 // named one, a session's own, or the only one) with their state, as the
 // mesh's broker lists them. A broker that does not list nodes is 501
@@ -18,13 +15,13 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for name := range q {
 		if name != "mesh" {
-			writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: CodeInvalidQuery,
+			writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidQuery,
 				Detail: fmt.Sprintf("GET /v1/nodes takes only ?mesh=SLUG, not %q", name)})
 			return
 		}
 	}
 	if len(q["mesh"]) > 1 {
-		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: CodeInvalidQuery,
+		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidQuery,
 			Detail: fmt.Sprintf("GET /v1/nodes takes one ?mesh=, not %d", len(q["mesh"]))})
 		return
 	}
