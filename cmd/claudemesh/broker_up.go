@@ -45,6 +45,10 @@ func (c *brokerUpCmd) Run() error {
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--rate-window: %w", err)}
 	}
+	if c.PingInterval <= 0 || c.NodeStaleAfter < c.PingInterval {
+		return &exitError{code: 2, err: fmt.Errorf("--node-stale-after %s is shorter than the heartbeat interval (%s): every node would turn stale between two; give at least %s (default 90s, three heartbeats)",
+			c.NodeStaleAfter, c.PingInterval, c.PingInterval)}
+	}
 	ctx := context.Background()
 	store, err := c.open(ctx, false, log)
 	if err != nil {
@@ -70,10 +74,6 @@ func (c *brokerUpCmd) Run() error {
 	defer limiter.Close()
 	if c.MaxPending < 1 || c.MaxPendingPerIP < 1 {
 		return &exitError{code: 2, err: errors.New("--max-pending and --max-pending-per-ip must be at least 1")}
-	}
-	if c.PingInterval <= 0 || c.NodeStaleAfter < c.PingInterval {
-		return &exitError{code: 2, err: fmt.Errorf("--node-stale-after %s is shorter than the heartbeat interval (%s): every node would turn stale between two; give at least %s (default 90s, three heartbeats)",
-			c.NodeStaleAfter, c.PingInterval, c.PingInterval)}
 	}
 	if c.PublicURL != "" {
 		if _, _, err := join.BrokerURLs(c.PublicURL); err != nil {
