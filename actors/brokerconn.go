@@ -38,6 +38,9 @@ type MeshConfig struct {
 	// Features, when set, is told what the connection negotiated (and
 	// that it has none while it is down), for GET /v1/version.
 	Features *messages.BrokerFeatures
+	// Version is the daemon's, sent in the member hello for the broker's
+	// list of the mesh's nodes.
+	Version string
 	// Session, when set, makes this subtree an agent session's: Identity
 	// is the session key, the connection opens with a session_hello the
 	// member key vouches for, and Name is the session's display name.
@@ -78,6 +81,7 @@ type BrokerConn struct {
 	topics  topicCalls            // topic requests in flight, the mesh's topics
 	skills  reqCalls[*skillCall]  // skill requests in flight (skills.go)
 	memory  reqCalls[*memoryCall] // memory requests in flight (memory.go)
+	nodes   reqCalls[*actor.PID]  // node lists in flight, by who asked (nodes.go)
 	// locks in flight, parked acquires waiting for a lock, and a
 	// session's held locks (locks.go)
 	locks       reqCalls[*lockCall]
@@ -187,6 +191,10 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.lockRetry(ctx, m)
 	case *lockRenewal:
 		b.renew(ctx, m.name)
+	case *messages.NodesRequest:
+		b.nodesRequest(ctx)
+	case *nodesExpired:
+		b.nodesExpired(ctx, m)
 	case *messages.EventAppended:
 		if m.Err != nil {
 			b.log.Warn("append event", "err", m.Err)
@@ -203,7 +211,8 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 		return
 	}
 	cfg := wsclient.Config{URL: b.cfg.URL, MeshID: b.cfg.MeshID, MemberID: b.cfg.MemberID, Identity: b.cfg.Identity,
-		DisplayName: b.cfg.Name, Legacy: b.cfg.Legacy, Log: b.log, ReadTimeout: b.cfg.Liveness, PingInterval: b.cfg.Liveness * 2 / 5}
+		DisplayName: b.cfg.Name, Legacy: b.cfg.Legacy, Log: b.log, ReadTimeout: b.cfg.Liveness, PingInterval: b.cfg.Liveness * 2 / 5,
+		DaemonVersion: b.cfg.Version}
 	if s := b.cfg.Session; s != nil {
 		cfg.Parent, cfg.SessionID, cfg.PID, cfg.Cwd, cfg.Groups = s.Parent, s.SessionID, s.PID, s.Cwd, s.Groups
 	}
@@ -310,6 +319,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	b.skillsDown(ctx)
 	b.memoryDown(ctx)
 	b.locksDown(ctx)
+	b.nodesDown(ctx)
 	if b.closing {
 		return
 	}
@@ -334,8 +344,10 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 			delete(b.peerReq, f.ReqID)
 			ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Peers: f.Peers})
 		}
+	case *messages.NodeListFrame:
+		b.nodesAnswer(ctx, b.takeNodes(f.ReqID), &messages.NodesReply{Nodes: f.Nodes, StaleAfterMs: f.StaleAfterMs})
 	case *messages.ErrorFrame:
-		if !b.topicError(ctx, f) && !b.skillError(ctx, f) {
+		if !b.topicError(ctx, f) && !b.skillError(ctx, f) && !b.nodesError(ctx, f) {
 			b.log.Warn("broker_error_frame", "code", f.Code, "message", f.Message)
 		}
 	default:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
 
 // Fenced locks on a mesh's broker connection (messages/lock_frames.go).
@@ -63,7 +64,7 @@ func (b *BrokerConn) lockRequest(ctx actor.Context, m *messages.LockRequest) {
 	if m.Wait > 0 {
 		call.deadline = time.Now().Add(m.Wait)
 	}
-	if b.session != nil && !slices.Contains(b.session.Abilities, "locks") {
+	if b.session != nil && !slices.Contains(b.session.Abilities, wsclient.AbilityLocks) {
 		ctx.Send(call.who, &messages.LockReply{Err: &messages.Error{Status: http.StatusNotImplemented, Code: "locks_unsupported",
 			Detail: fmt.Sprintf("the broker of mesh %s has no locks (it is upstream's, or older): run claudemesh-go's broker for them", b.cfg.Slug)}})
 		return

@@ -40,6 +40,14 @@ type Group struct {
 	Role string `json:"role,omitempty"`
 }
 
+// Hello channels: a daemon's member connection (ours and upstream's say
+// so), and our CLI's own short member connections (a send without the
+// daemon, a benchmark), which are not nodes (node_frames.go).
+const (
+	ChannelDaemon = "claudemesh-daemon"
+	ChannelCLI    = "claudemesh-cli"
+)
+
 // HelloFrame authenticates a member connection: Signature is ed25519 over
 // "meshId|memberId|pubkey|timestamp" by the member key (hex).
 type HelloFrame struct {
@@ -56,8 +64,12 @@ type HelloFrame struct {
 	PeerType      string  `json:"peerType,omitempty"`
 	Channel       string  `json:"channel,omitempty"`
 	Groups        []Group `json:"groups,omitempty"`
-	Timestamp     int64   `json:"timestamp"`
-	Signature     string  `json:"signature"`
+	// DaemonVersion is our daemon's version, recorded with its node
+	// (upstream's daemon sends none; brokers that do not list nodes
+	// ignore it).
+	DaemonVersion string `json:"daemonVersion,omitempty"`
+	Timestamp     int64  `json:"timestamp"`
+	Signature     string `json:"signature"`
 }
 
 // Attestation is a member key vouching for a session key until ExpiresAt.
@@ -317,6 +329,8 @@ func newClientFrame(typ string) any {
 		return newMemoryClientFrame(typ)
 	case TypeLockAcquire, TypeLockRenew, TypeLockRelease, TypeListLocks:
 		return newLockClientFrame(typ)
+	case TypeListNodes:
+		return new(ListNodesFrame)
 	}
 	return newTopicClientFrame(typ)
 }

@@ -24,6 +24,8 @@ func TestDecodeClientFrame(t *testing.T) {
 		{`{"type":"set_visible","visible":false}`, "*messages.SetVisibleFrame"},
 		{`{"type":"set_profile","bio":"b","capabilities":["x"]}`, "*messages.SetProfileFrame"},
 		{`{"type":"feature_negotiation_request","require":["client_message_id_dedupe"],"optional":[]}`, "*messages.FeatureNegotiationRequestFrame"},
+		{`{"type":"hello","meshId":"m","memberId":"x","pubkey":"ab","sessionId":"s","hostname":"h","daemonVersion":"1.2.3","timestamp":1,"signature":"00"}`, "*messages.HelloFrame"},
+		{`{"type":"list_nodes","_reqId":"nd-1"}`, "*messages.ListNodesFrame"},
 		{`not json`, FrameInvalidJSON},
 		{`[1,2]`, FrameInvalidJSON},
 		{`{"no":"type"}`, FrameInvalidJSON},

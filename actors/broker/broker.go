@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,8 +40,12 @@ type Options struct {
 	// Limits bound the connections that have not sent an accepted hello
 	// yet: how long they may take, and how many one source address, and
 	// all, may hold open (zero fields: wsserver's defaults, 5 s, 32 and
-	// 1024).
+	// 1024); and set how often every connection is pinged (30 s).
 	Limits wsserver.Limits
+	// NodeStaleAfter is how long a daemon's connection may go without a
+	// heartbeat before its node is listed stale (0: NodeStaleBeats ping
+	// intervals, 90 s).
+	NodeStaleAfter time.Duration
 	// System is the actor system to spawn the broker's actors in (nil: a
 	// system of its own, which Close shuts down). A daemon's embedded
 	// broker shares the daemon's: a system's process registry alone is
@@ -87,9 +92,12 @@ func Start(opts Options) (*Broker, error) {
 			opts.Log.Info("delivery_leases_released", "rows", n)
 		}
 	}
+	if opts.NodeStaleAfter == 0 {
+		opts.NodeStaleAfter = NodeStaleBeats * cmp.Or(opts.Limits.PingInterval, wsserver.PingInterval)
+	}
 	m := newMetrics()
 	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now,
-		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy}
+		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy, staleAfter: opts.NodeStaleAfter}
 	var err error
 	spawn := func(name string, p actor.Producer) *actor.PID {
 		if err != nil {

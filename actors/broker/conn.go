@@ -44,7 +44,10 @@ type deps struct {
 	metrics *metrics
 	lease   time.Duration   // how long a push waits for its client_ack
 	legacy  *LegacyProtocol // nil: this broker's own protocol
-	replica string          // this broker in state notifications (listenState)
+	replica string          // this broker in state notifications (listenState) and node rows
+	// staleAfter is how long a node may go unheard before it is listed
+	// stale (conn_nodes.go).
+	staleAfter time.Duration
 }
 
 // Connection messages; revokedNow says the member was revoked while
@@ -86,6 +89,9 @@ type conn struct {
 	// directory is set when the client asked for member_directory in its
 	// feature negotiation: its peer lists carry the members not connected.
 	directory bool
+	// node is set for a daemon's member connection, whose heartbeats keep
+	// its node row (conn_nodes.go).
+	node *broker.NodeConn
 }
 
 // statusNow is the status that decides what is pushed to this connection:
@@ -108,6 +114,8 @@ func (c *conn) Receive(ctx actor.Context) {
 		c.admitted(ctx, m.p)
 	case *revokedNow:
 		c.reject("revoked", "this member was revoked")
+	case *heartbeat:
+		c.heartbeat()
 	default:
 		c.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}
@@ -187,6 +195,8 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		c.releaseLock(ctx, f)
 	case *messages.ListLocksFrame:
 		c.listLocks(f)
+	case *messages.ListNodesFrame:
+		c.listNodes(f)
 	default:
 		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
 	}
@@ -242,6 +252,9 @@ func (c *conn) hello(ctx actor.Context, f *messages.HelloFrame) {
 		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd}
 	if c.legacy != nil { // upstream names the presence as its hello does
 		c.name, p.ownName = f.DisplayName, f.DisplayName
+	}
+	if isNode(f) {
+		c.node = &broker.NodeConn{Host: f.Hostname, Version: f.DaemonVersion}
 	}
 	c.admit(ctx, mesh, member, p)
 }
@@ -362,6 +375,7 @@ func (c *conn) admitted(ctx actor.Context, p *presence) {
 	}
 	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt, p.keys = c.id, ctx.Self(), c.link, c.mesh.ID, c.member, c.now(), c.keys
 	ctx.Send(c.hub, &hubRegister{p: p})
+	c.connectNode() // conn_nodes.go
 	c.link.Authenticated()
 	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: c.member.DisplayName})
 	ctx.Send(ctx.Self(), &drain{})
@@ -375,6 +389,7 @@ func (c *conn) closed(ctx actor.Context, err error) {
 		// connection) and after the acks it sent (those rows are delivered,
 		// not released).
 		ctx.Send(c.acks, &flushThen{to: c.sweeper, msg: &releaseLeases{meshID: c.mesh.ID, keys: c.keys}})
+		c.disconnectNode()
 	}
 	c.log.Debug("connection closed", "conn", c.id, "err", err)
 	ctx.Stop(ctx.Self())

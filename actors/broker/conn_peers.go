@@ -134,7 +134,7 @@ func (c *conn) features() map[string]messages.Feature {
 		FeatureMaxPayload:      {Params: messages.FeatureParams{"version": 1, "inline_bytes": c.mesh.MaxPayloadBytes, "blob_bytes": c.mesh.MaxPayloadBytes}},
 		FeatureMemberDirectory: {Params: messages.FeatureParams{"version": 1}},
 	}
-	addSharedData(supported) // conn_features.go
+	addAbilities(supported, c.staleAfter) // conn_features.go
 	return supported
 }
 

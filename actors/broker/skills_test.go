@@ -89,13 +89,13 @@ func TestSkillFrames(t *testing.T) {
 }
 
 // TestNegotiationAdvertisesSharedData: the broker's answer names state,
-// memory, skills and topics beside the delivery features.
+// memory, skills, topics and locks beside the delivery features.
 func TestNegotiationAdvertisesSharedData(t *testing.T) {
 	e := startBroker(t, broker.Options{Dir: t.TempDir()}, noLimit)
 	c := e.connect(e.member("alice"), "a")
 	c.send(map[string]any{"type": "feature_negotiation_request", "require": []string{"client_message_id_dedupe"}})
 	supported, _ := c.next("feature_negotiation_response")["supported"].(map[string]any)
-	for _, name := range []string{FeatureState, FeatureMemory, FeatureSkills, FeatureTopics} {
+	for _, name := range []string{FeatureState, FeatureMemory, FeatureSkills, FeatureTopics, FeatureLocks} {
 		f, _ := supported[name].(map[string]any)
 		params, _ := f["params"].(map[string]any)
 		if params["version"] != float64(1) {

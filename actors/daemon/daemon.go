@@ -292,7 +292,8 @@ func (d *Daemon) meshConfig(m config.Membership, id *meshcrypto.Identity) actors
 		d.log.Warn("profile_display_name_unreadable", "err", err) // the membership's own name, or the hostname, then
 	}
 	cfg := actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: id,
-		Name: m.HelloName(profile), URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness, Features: &d.features}
+		Name: m.HelloName(profile), URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness, Features: &d.features,
+		Version: d.opts.Version}
 	return cfg
 }
 

@@ -21,10 +21,12 @@ import (
 )
 
 type brokerUpCmd struct {
-	Listen           string `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
-	PublicURL        string `name:"public-url" placeholder:"URL" help:"Base URL joiners reach this broker at (http or https), recorded in its database for claudemesh broker invite. Default: http:// and the address --listen bound (the hostname for a wildcard address)."`
-	MaxPending       int    `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
-	MaxPendingPerIP  int    `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it upgrades are answered 429."`
+	Listen           string        `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
+	PublicURL        string        `name:"public-url" placeholder:"URL" help:"Base URL joiners reach this broker at (http or https), recorded in its database for claudemesh broker invite. Default: http:// and the address --listen bound (the hostname for a wildcard address)."`
+	MaxPending       int           `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
+	MaxPendingPerIP  int           `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it upgrades are answered 429."`
+	NodeStaleAfter   time.Duration `name:"node-stale-after" default:"90s" placeholder:"DURATION" help:"How long a daemon's connection may go without a heartbeat (its pong to the broker's ping, every 30s) before claudemesh nodes lists it stale: its broker replica died, or the link hangs."`
+	PingInterval     time.Duration `name:"ping-interval" hidden:"" default:"30s" help:"Tests only: how often each connection is pinged, its heartbeat."`
 	brokerStoreFlags `embed:""`
 	RedisURL         string `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
 	RateLimit        int    `default:"6000" help:"Messages per mesh per rate window."`
@@ -42,6 +44,10 @@ func (c *brokerUpCmd) Run() error {
 	window, err := time.ParseDuration(c.RateWindow)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--rate-window: %w", err)}
+	}
+	if c.PingInterval <= 0 || c.NodeStaleAfter < c.PingInterval {
+		return &exitError{code: 2, err: fmt.Errorf("--node-stale-after %s is shorter than the heartbeat interval (%s): every node would turn stale between two; give at least %s (default 90s, three heartbeats)",
+			c.NodeStaleAfter, c.PingInterval, c.PingInterval)}
 	}
 	ctx := context.Background()
 	store, err := c.open(ctx, false, log)
@@ -75,7 +81,8 @@ func (c *brokerUpCmd) Run() error {
 		}
 	}
 	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{join.Path: join.Handler(store, log)}, Log: log,
-		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP}, Legacy: legacy})
+		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP, PingInterval: c.PingInterval},
+		Legacy: legacy, NodeStaleAfter: c.NodeStaleAfter})
 	if err != nil {
 		return err
 	}

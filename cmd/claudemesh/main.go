@@ -25,6 +25,7 @@ type cli struct {
 	Join      joinCmd          `cmd:"" help:"Join a mesh with an invite link (ours or upstream's): check it, mint a member key, enroll it with the broker, record the mesh in config.json."`
 	Send      sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
 	Peers     peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
+	Nodes     nodesCmd         `cmd:"" help:"List the mesh's daemons (its members' connections) with host, version, state (online, stale, offline) and when each was last heard from."`
 	Inbox     daemonInboxCmd   `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive."`
 	Sessions  sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
 	Profile   profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`

@@ -73,7 +73,7 @@ func Dial(ctx context.Context, m *config.Membership, opts Options) (*Session, er
 		return nil, fmt.Errorf("mesh %s: %w: %w", m.Slug, ErrIdentity, err)
 	}
 	conn, _, err := wsclient.Dial(ctx, wsclient.Config{URL: m.BrokerURL, MeshID: m.MeshID, MemberID: m.MemberID,
-		Identity: id, DisplayName: m.Name, SessionID: opts.SessionID, Legacy: opts.Legacy})
+		Identity: id, DisplayName: m.Name, SessionID: opts.SessionID, Channel: messages.ChannelCLI, Legacy: opts.Legacy})
 	var ne *wsclient.NegotiationError
 	if errors.As(err, &ne) {
 		return nil, fmt.Errorf("mesh %s: the broker at %s does not negotiate the delivery contract (%s: %s), "+

@@ -17,7 +17,7 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics", "memory", "skills", "state", "locks"}
+	"sessions", "topics", "memory", "skills", "state", "locks", "nodes"}
 
 type route struct {
 	method string
@@ -54,6 +54,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/memory", anyListener, (*Server).memoryRemember},
 	{http.MethodDelete, "/v1/memory/", anyListener, (*Server).memoryForget},
 	{http.MethodGet, "/v1/metrics", anyListener, (*Server).metricsText},
+	{http.MethodGet, "/v1/nodes", anyListener, (*Server).nodes},
 	{http.MethodGet, "/v1/outbox", anyListener, (*Server).outboxList},
 	{http.MethodPost, "/v1/outbox/drop", anyListener, (*Server).outboxDrop},
 	{http.MethodPost, "/v1/outbox/requeue", anyListener, (*Server).outboxRequeue},

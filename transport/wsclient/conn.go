@@ -64,10 +64,16 @@ type Config struct {
 	Legacy bool
 
 	// SessionID defaults to "daemon-<pid>"; Cwd to the working directory;
-	// Hostname to os.Hostname.
+	// Hostname to os.Hostname; a member hello's Channel to
+	// messages.ChannelDaemon (our CLI's own connections say
+	// messages.ChannelCLI: they are not nodes of the mesh).
 	SessionID string
 	Cwd       string
 	Hostname  string
+	Channel   string
+	// DaemonVersion, set by the daemon, is sent in the member hello, for
+	// the broker's list of the mesh's nodes.
+	DaemonVersion string
 
 	PingInterval     time.Duration // 0: 30 s
 	ReadTimeout      time.Duration // liveness: nothing received for this long ends the Conn; 0: 75 s
@@ -116,6 +122,9 @@ func (c *Config) defaults() {
 	}
 	if c.Hostname == "" {
 		c.Hostname, _ = os.Hostname()
+	}
+	if c.Channel == "" {
+		c.Channel = messages.ChannelDaemon
 	}
 }
 

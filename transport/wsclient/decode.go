@@ -53,6 +53,8 @@ func newBrokerFrame(typ string) any {
 		return messages.NewMemoryBrokerFrame(typ)
 	case messages.TypeLockResult, messages.TypeLockReleased, messages.TypeLockList:
 		return messages.NewLockBrokerFrame(typ)
+	case messages.TypeNodeList:
+		return messages.NewNodeBrokerFrame(typ)
 	}
 	return messages.NewTopicBrokerFrame(typ)
 }

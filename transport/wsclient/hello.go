@@ -38,7 +38,7 @@ func (h *handshake) hello() any {
 	}
 	return &messages.HelloFrame{Type: messages.TypeHello, MeshID: cfg.MeshID, MemberID: cfg.MemberID,
 		Pubkey: cfg.Identity.PublicKeyHex(), DisplayName: cfg.DisplayName, SessionID: cfg.SessionID,
-		PID: pid, Cwd: cfg.Cwd, Hostname: cfg.Hostname, PeerType: "ai", Channel: "claudemesh-daemon",
+		PID: pid, Cwd: cfg.Cwd, Hostname: cfg.Hostname, PeerType: "ai", Channel: cfg.Channel, DaemonVersion: cfg.DaemonVersion,
 		Timestamp: ts, Signature: meshcrypto.HelloSignature(signer, cfg.MeshID, cfg.MemberID, ts)}
 }
 

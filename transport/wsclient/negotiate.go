@@ -22,11 +22,19 @@ const (
 	FeatureMemberDirectory = "member_directory"
 )
 
-// SharedData are our broker's shared-data abilities (state, memory, skills,
-// topics, locks), advertised beside the delivery features so that a client tells
-// it from the upstream broker, which advertises none of them. The daemon
-// records those advertised at version 1 (Session.Abilities).
-var SharedData = []string{"locks", "memory", "skills", "state", "topics"}
+// Abilities are our broker's abilities beyond the delivery contract: the
+// shared data (state, memory, skills, topics), fenced locks and the list of
+// the mesh's nodes, advertised beside the delivery features so that a
+// client tells it from the upstream broker, which advertises none of them.
+// The daemon records those advertised at version 1 (Session.Abilities).
+var Abilities = []string{AbilityLocks, "memory", AbilityNodes, "skills", "state", "topics"}
+
+// The abilities the daemon checks before it asks: list_nodes, and the lock
+// frames.
+const (
+	AbilityNodes = "nodes"
+	AbilityLocks = "locks"
+)
 
 // Close-reason kinds (spec §15.3).
 const (
@@ -92,7 +100,7 @@ type Session struct {
 	// its peer lists include the members not connected. (Not one of
 	// Features, which are the delivery contract's.)
 	MemberDirectory bool
-	// Abilities are the SharedData the broker advertised at version 1,
+	// Abilities are the Abilities the broker advertised at version 1,
 	// sorted. (Not one of Features either.)
 	Abilities []string
 	// Warnings are optional parameters that were missing or invalid and
@@ -248,7 +256,7 @@ func Validate(resp *messages.FeatureNegotiationResponseFrame) (*Session, *messag
 			s.MemberDirectory = true
 		}
 	}
-	for _, name := range SharedData {
+	for _, name := range Abilities {
 		if v, ok := intParam(resp.Supported[name].Params, "version"); ok && v == 1 {
 			s.Abilities = append(s.Abilities, name)
 		}

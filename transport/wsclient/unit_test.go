@@ -134,6 +134,7 @@ func TestDecodeBrokerFrame(t *testing.T) {
 		`{"type":"feature_negotiation_response","supported":{}}`:            "*messages.FeatureNegotiationResponseFrame",
 		`{"type":"feature_negotiation_failed","close_reason":{"kind":"k"}}`: "*messages.FeatureNegotiationFailedFrame",
 		`{"type":"state_result","key":"k"}`:                                 "*messages.StateResultFrame",
+		`{"type":"node_list","nodes":[],"stale_after_ms":90000}`:            "*messages.NodeListFrame",
 		`{"type":"graph_result","rows":[]}`:                                 "*wsclient.UnknownFrame",
 	} {
 		f, err := DecodeBrokerFrame([]byte(raw))

@@ -16,12 +16,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/messages/fifo"
 	"github.com/gorilla/websocket"
+
+	"github.com/claudemesh/claudemesh-go/messages/fifo"
 )
 
 // Liveness and limits (wire protocol §1.7).
@@ -55,7 +57,8 @@ const (
 )
 
 // Limits bound the connections that have not authenticated (Conn.Authenticated)
-// yet; zero fields take the defaults above.
+// yet, and set how often every connection is pinged; zero fields take the
+// defaults above.
 type Limits struct {
 	// HelloTimeout closes a connection still unauthenticated this long
 	// after its upgrade with 1008 "hello_timeout".
@@ -70,6 +73,10 @@ type Limits struct {
 	// reverse proxy on the same host makes every client one) are bounded
 	// by Pending alone.
 	CapLoopback bool
+	// PingInterval is how often each connection is pinged (0:
+	// PingInterval); the pong answering a ping is the connection's
+	// heartbeat (Heartbeat).
+	PingInterval time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -82,6 +89,9 @@ func (l Limits) withDefaults() Limits {
 	if l.Pending <= 0 {
 		l.Pending = Pending
 	}
+	if l.PingInterval <= 0 {
+		l.PingInterval = PingInterval
+	}
 	return l
 }
 
@@ -91,6 +101,14 @@ func (l Limits) withDefaults() Limits {
 type Session interface {
 	Frame(data []byte)
 	Closed(err error)
+}
+
+// Heartbeat is a Session that wants the connection's heartbeats: Beat is
+// called from the reader goroutine when the pong answering the server's
+// latest ping arrives — once per ping at most, however many pongs the
+// client sends.
+type Heartbeat interface {
+	Beat()
 }
 
 // Opener opens the Session of a new connection.
@@ -176,7 +194,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		s.releasePending(source)
 		return // the upgrader has answered
 	}
-	c := &Conn{ws: ws, out: fifo.New[outFrame](OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr}
+	c := &Conn{ws: ws, out: fifo.New[outFrame](OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr,
+		pingEvery: s.limits.PingInterval}
 	c.unpend = sync.OnceFunc(func() { s.releasePending(source) })
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
@@ -263,6 +282,11 @@ type Conn struct {
 	authenticated atomic.Bool
 	helloTimer    *time.Timer
 	unpend        func() // uncounts the connection as pending, once
+
+	pingEvery time.Duration
+	// pinged is the number of the latest ping (its payload), beat the
+	// number of the latest ping whose pong was taken as a heartbeat.
+	pinged, beat atomic.Uint64
 }
 
 // Authenticated marks the connection as past its hello: the hello
@@ -311,7 +335,15 @@ func (c *Conn) read(sess Session) {
 	defer c.shutdown()
 	c.ws.SetReadLimit(MaxFrameBytes)
 	c.ws.SetReadDeadline(time.Now().Add(ReadTimeout))
-	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(ReadTimeout)) })
+	hb, _ := sess.(Heartbeat)
+	c.ws.SetPongHandler(func(data string) error {
+		if hb != nil {
+			if n, err := strconv.ParseUint(data, 10, 64); err == nil && n == c.pinged.Load() && c.beat.Swap(n) != n {
+				hb.Beat()
+			}
+		}
+		return c.ws.SetReadDeadline(time.Now().Add(ReadTimeout))
+	})
 	var err error
 	for {
 		var kind int
@@ -333,7 +365,7 @@ func (c *Conn) read(sess Session) {
 }
 
 func (c *Conn) write() {
-	ping := time.NewTicker(PingInterval)
+	ping := time.NewTicker(c.pingEvery)
 	defer ping.Stop()
 	defer c.shutdown()
 	for {
@@ -352,7 +384,8 @@ func (c *Conn) write() {
 				}
 			}
 		case <-ping.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(WriteTimeout)); err != nil {
+			n := strconv.FormatUint(c.pinged.Add(1), 10)
+			if err := c.ws.WriteControl(websocket.PingMessage, []byte(n), time.Now().Add(WriteTimeout)); err != nil {
 				return
 			}
 		}

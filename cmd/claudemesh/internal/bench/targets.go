@@ -244,7 +244,7 @@ func dialBroker(ctx context.Context, m *config.Membership, to string) (*brokerSe
 		return nil, fmt.Errorf("bench: mesh %s: %w", m.Slug, err)
 	}
 	conn, _, err := wsclient.Dial(ctx, wsclient.Config{URL: m.BrokerURL, MeshID: m.MeshID, MemberID: m.MemberID,
-		Identity: id, DisplayName: m.Name, SessionID: "bench-" + ulid.Make().String(), SendQueue: 1 << 16})
+		Identity: id, DisplayName: m.Name, SessionID: "bench-" + ulid.Make().String(), Channel: messages.ChannelCLI, SendQueue: 1 << 16})
 	if err != nil {
 		return nil, fmt.Errorf("bench: mesh %s: %w", m.Slug, err)
 	}
