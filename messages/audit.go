@@ -92,6 +92,12 @@ type AuditEntry struct {
 	Hash     string `json:"hash"`
 }
 
+// Codes of GET /v1/audit's refusals.
+const (
+	CodeInvalidAuditAfter = "invalid_audit_after"
+	CodeInvalidAuditLimit = "invalid_audit_limit"
+)
+
 // The checks an entry can fail (AuditBreak.Check).
 const (
 	AuditHashMismatch = "hash mismatch"
