@@ -79,6 +79,9 @@ type auditListCmd struct {
 }
 
 func (c *auditListCmd) Run() error {
+	if c.Limit < 1 || c.Limit > ipcserver.MaxAuditLimit || c.After < 0 {
+		return usageErr("--limit must be from 1 to %d and --after a seq, 0 or more", ipcserver.MaxAuditLimit)
+	}
 	client, d, err := auditClient("claudemesh daemon audit list")
 	if err != nil {
 		return err
