@@ -3,21 +3,25 @@ package persistence
 import (
 	"database/sql/driver"
 	"fmt"
+	"time"
 
 	"modernc.org/sqlite"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
-// init registers audit_hash(prev_hash, seq, at, kind, subject, detail),
-// messages.AuditHash as a SQL function, with the driver: outbox.db's audit
-// triggers (migration 0007) call it, so every connection that writes to
-// the outbox needs it — the daemon's, and any other process's that links
-// this package (CLI tools, tests). The driver gives registered functions
-// to the connections it opens afterwards, hence init, like the driver's
-// own registration.
+// init registers two SQL functions with the driver: audit_hash(prev_hash,
+// seq, at, kind, subject, detail), messages.AuditHash, and audit_now(),
+// the time in Unix ms. outbox.db's audit triggers (migration 0007) call
+// them, so every connection that writes to the outbox needs them — the
+// daemon's, and any other process's that links this package (CLI tools,
+// tests). The driver gives registered functions to the connections it
+// opens afterwards, hence init, like the driver's own registration.
 func init() {
 	sqlite.MustRegisterDeterministicScalarFunction("audit_hash", 6, auditHash)
+	sqlite.MustRegisterScalarFunction("audit_now", 0, func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+		return time.Now().UnixMilli(), nil
+	})
 }
 
 // auditHash is audit_hash's body: integers for seq and at, text for the

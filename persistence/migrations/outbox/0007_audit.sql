@@ -8,13 +8,15 @@
 -- seq 1) and its own hash, hex SHA-256 of (prev_hash, seq, at, kind,
 -- subject, detail) as messages.AuditHash encodes them; the SQL function
 -- audit_hash is that Go function, registered with the driver by the
--- persistence package. A connection without it (the sqlite3 shell) cannot
--- change an outbox row at all: "no such function: audit_hash".
+-- persistence package with audit_now. A connection without them (the
+-- sqlite3 shell) cannot change an outbox row at all: "no such function".
 --
 -- seq is max(seq) + 1 and prev_hash the newest entry's hash, read in the
--- trigger: race-free because the store actor is the only writer of
--- outbox.db (one connection, BEGIN IMMEDIATE). at is Unix milliseconds,
--- like the outbox's times, from SQLite's clock (one value per statement).
+-- trigger with one look-up (a bare column beside max() is read from the
+-- row that has the max): race-free because the store actor is the only
+-- writer of outbox.db (one connection, BEGIN IMMEDIATE). at is Unix
+-- milliseconds, like the outbox's times, from audit_now(), Go's clock:
+-- SQLite's 'now' costs a system call each time.
 -- Retention deletes the oldest entries, never the newest, so seq never
 -- goes back (persistence.PruneAudit).
 CREATE TABLE audit (
@@ -47,10 +49,9 @@ BEGIN
   INSERT INTO audit (seq, at, kind, subject, detail, prev_hash, hash)
     SELECT seq, at, NEW.kind, NEW.subject, NEW.detail, prev,
            audit_hash(prev, seq, at, NEW.kind, NEW.subject, NEW.detail)
-      FROM (SELECT ifnull((SELECT max(seq) FROM audit), 0) + 1 AS seq,
-                   CAST(unixepoch('subsec') * 1000 AS INTEGER) AS at,
-                   ifnull((SELECT hash FROM audit ORDER BY seq DESC LIMIT 1),
-                          '0000000000000000000000000000000000000000000000000000000000000000') AS prev);
+      FROM (SELECT ifnull(max(seq), 0) + 1 AS seq, audit_now() AS at,
+                   ifnull(hash, '0000000000000000000000000000000000000000000000000000000000000000') AS prev
+              FROM audit);
 END;
 -- A new row: an accept (pending, or inflight when claimed at once) or a
 -- requeue's successor (the aborted row's entry before it names it in
