@@ -35,6 +35,10 @@ var commands = commandTable(
 		run: func(s *Store, tx *persistence.Tx, m *messages.ListOutbox, _ *actor.PID) (*messages.OutboxPage, error) {
 			return s.outbox.List(tx, m)
 		}}),
+	entry(spec[messages.ListAudit, messages.AuditPage]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.ListAudit, _ *actor.PID) (*messages.AuditPage, error) {
+			return s.outbox.ListAudit(tx, m)
+		}}),
 	entry(spec[messages.OutboxStats, messages.OutboxCounts]{db: outboxDB,
 		run: func(s *Store, tx *persistence.Tx, _ *messages.OutboxStats, _ *actor.PID) (*messages.OutboxCounts, error) {
 			counts, err := s.outbox.Counts(tx)

@@ -28,6 +28,7 @@ func TestStoreHandlesEveryMessage(t *testing.T) {
 		{&messages.RequeueOutbox{ID: "missing", NewRowID: "r", NewClientMessageID: "n", Now: now}, &messages.RequeueResult{}},
 		{&messages.DropOutbox{ID: "missing", Now: now}, &messages.DropResult{}},
 		{&messages.ListOutbox{Limit: 10}, &messages.OutboxPage{}},
+		{&messages.ListAudit{Limit: 10}, &messages.AuditPage{}},
 		{&messages.OutboxStats{}, &messages.OutboxCounts{}},
 		{&messages.DispatchReady{Mesh: "m", Gen: 1, Window: 1, Now: now}, &messages.OutcomeApplied{}},
 		{&messages.DispatchWake{Mesh: "m"}, nil},

@@ -75,13 +75,15 @@ func (s *Store) retained(ctx actor.Context, p *messages.Pruned) {
 	switch {
 	case p.Err != nil:
 		s.log.Error("retention_failed", "err", p.Err)
-	case p.Inbox+p.Events+p.Outbox > 0:
-		s.log.Info("retention_pass", "inbox_rows", p.Inbox, "events", p.Events, "outbox_payloads", p.Outbox)
+	case p.Inbox+p.Events+p.Outbox+p.Audit > 0:
+		s.log.Info("retention_pass", "inbox_rows", p.Inbox, "events", p.Events, "outbox_payloads", p.Outbox,
+			"audit_entries", p.Audit)
 	}
 	if p.Err == nil {
 		s.metrics.Pruned.WithLabelValues("inbox").Add(float64(p.Inbox))
 		s.metrics.Pruned.WithLabelValues("events").Add(float64(p.Events))
 		s.metrics.Pruned.WithLabelValues("outbox_payloads").Add(float64(p.Outbox))
+		s.metrics.Pruned.WithLabelValues("audit").Add(float64(p.Audit))
 	}
 	if p.Err == nil && p.InboxRows >= 0 {
 		s.metrics.InboxRows.Set(float64(p.InboxRows))
@@ -122,11 +124,16 @@ func (s *Store) pruneInbox(tx *persistence.Tx, m *messages.PruneInbox, _ *actor.
 }
 
 // pruneOutbox runs a pass's part on outbox.db: the payloads of old done
-// and aborted rows.
+// and aborted rows, then the audit entries of the same age (the newest
+// always stays: persistence.PruneAudit).
 func (s *Store) pruneOutbox(tx *persistence.Tx, m *messages.PruneOutbox, _ *actor.PID) (*messages.Pruned, error) {
 	n, err := s.outbox.CompactPayloads(tx, m.Before, m.Limit)
 	if err != nil {
 		return nil, err
 	}
-	return &messages.Pruned{Outbox: n, InboxRows: -1, More: n >= int64(m.Limit)}, nil
+	a, err := s.outbox.PruneAudit(tx, m.Before, m.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &messages.Pruned{Outbox: n, Audit: a, InboxRows: -1, More: n >= int64(m.Limit) || a >= int64(m.Limit)}, nil
 }

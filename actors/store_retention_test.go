@@ -112,3 +112,34 @@ func TestStoreRetention(t *testing.T) {
 		t.Errorf("cm_daemon_inbox_bytes %v, want the file's size", bytes)
 	}
 }
+
+// TestStoreRetentionPrunesAudit: the outbox's retention pass also lets go
+// of the audit entries older than its window, oldest first, never the
+// newest, and the log records the pass.
+func TestStoreRetentionPrunesAudit(t *testing.T) {
+	system, store, outbox, _ := spawnStore(t, StoreOptions{})
+	now := time.Now()
+	for _, id := range []string{"a", "b", "c"} {
+		askStore(t, system, store, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: "r" + id,
+			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"type":"send"}`), Now: now.UnixMilli()})
+	}
+	db := sqlx.MustOpen("sqlite", "file:"+outbox.Path()+"?_pragma=busy_timeout(5000)")
+	defer db.Close()
+	db.MustExec(`UPDATE audit SET at = ? WHERE seq <= 2`, now.Add(-8*24*time.Hour).UnixMilli())
+
+	p := askStore(t, system, store, &messages.PruneOutbox{Before: now.Add(-7 * 24 * time.Hour).UnixMilli(), Limit: 10}).(*messages.Pruned)
+	if p.Err != nil || p.Audit != 2 || p.More {
+		t.Fatalf("outbox pass: %+v", p)
+	}
+	page := askStore(t, system, store, &messages.ListAudit{Limit: 10}).(*messages.AuditPage)
+	var got []string
+	for _, e := range page.Entries {
+		got = append(got, fmt.Sprintf("%d %s %s", e.Seq, e.Kind, e.Subject))
+	}
+	if want := "[3 outbox.accepted c 4 audit.pruned audit]"; fmt.Sprint(got) != want {
+		t.Fatalf("audit log after the pass: %v, want %s", got, want)
+	}
+	if _, err := messages.VerifyAudit(nil, page.Entries); err != nil {
+		t.Fatalf("the entries kept: %v", err)
+	}
+}

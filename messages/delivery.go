@@ -375,8 +375,8 @@ type PruneInbox struct {
 }
 
 // PruneOutbox is one retention pass over outbox.db: the payloads of done
-// and aborted rows older than Before (Unix ms), at most Limit of them. The
-// reply is *Pruned.
+// and aborted rows older than Before (Unix ms), and the audit entries
+// written before it, at most Limit of each. The reply is *Pruned.
 type PruneOutbox struct {
 	Before int64
 	Limit  int
@@ -385,7 +385,7 @@ type PruneOutbox struct {
 // Pruned is the reply to *PruneInbox and *PruneOutbox: how many rows each
 // part changed, and whether a part stopped at its limit (More).
 type Pruned struct {
-	Inbox, Events, Outbox int64
+	Inbox, Events, Outbox, Audit int64
 	// InboxRows is how many inbox rows remain (PruneInbox only; -1 else).
 	InboxRows int64
 	More      bool

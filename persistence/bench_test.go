@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // BenchmarkDiskFsync measures the disk under the databases: one 4 KiB
@@ -118,6 +120,46 @@ func BenchmarkStatusCheck(b *testing.B) {
 			}
 			for b.Loop() {
 				if _, err := insert.Exec(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAuditTrigger is the audit log's cost at an accept: the insert
+// of one outbox row with its audit entry (the trigger of migration 0007,
+// which reads the last entry, hashes in Go and inserts) and without it
+// (the trigger dropped). 128 rows a transaction, no fsync: the
+// statement's CPU alone.
+//
+//	go test -run='^$' -bench=BenchmarkAuditTrigger -count=3 ./persistence/
+func BenchmarkAuditTrigger(b *testing.B) {
+	payload := make([]byte, 400)
+	for _, audited := range []bool{false, true} {
+		b.Run(fmt.Sprintf("audited=%v", audited), func(b *testing.B) {
+			o, err := OpenOutbox(context.Background(), filepath.Join(b.TempDir(), "outbox.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer o.Close()
+			if !audited {
+				o.db.MustExec(`DROP TRIGGER audit_outbox_insert`)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 128 {
+				tx, err := o.Begin(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := i; j < i+128 && j < b.N; j++ {
+					id := "bench-" + strconv.Itoa(j)
+					if _, err := o.Accept(tx.Tx(), &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: id,
+						Fingerprint: messages.Fingerprint{byte(j)}, Payload: payload, Now: int64(j)}, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -76,6 +76,17 @@ func (c *Client) ListOutbox(ctx context.Context, status string, limit int, befor
 	return &page, c.do(ctx, http.MethodGet, "/v1/outbox?"+q.Encode(), nil, &page)
 }
 
+// Audit asks GET /v1/audit for the audit entries after seq after, at most
+// limit of them (the daemon's default when 0), oldest first.
+func (c *Client) Audit(ctx context.Context, after int64, limit int) (*messages.AuditPage, error) {
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var page messages.AuditPage
+	return &page, c.do(ctx, http.MethodGet, "/v1/audit?"+q.Encode(), nil, &page)
+}
+
 // OutboxRow asks GET /v1/outbox for the row of a client_message_id sent on
 // mesh (ids are per sender; a session's client names its mesh, which the
 // daemon takes for the session's route); nil when there is none. The page

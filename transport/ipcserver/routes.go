@@ -17,7 +17,7 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics", "memory", "skills", "state", "locks", "nodes"}
+	"sessions", "topics", "memory", "skills", "state", "locks", "nodes", "audit"}
 
 type route struct {
 	method string
@@ -39,6 +39,7 @@ const (
 
 // routes is the whole IPC surface, sorted by path.
 var routes = []route{
+	{http.MethodGet, "/v1/audit", anyListener, (*Server).auditList},
 	{http.MethodGet, "/v1/events", anyListener, (*Server).events},
 	{http.MethodGet, "/v1/health", anyListener, (*Server).health},
 	{http.MethodDelete, "/v1/inbox", anyListener, (*Server).inboxDelete},

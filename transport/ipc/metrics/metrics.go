@@ -101,7 +101,7 @@ func New() *Daemon {
 	d.InboxBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_inbox_bytes",
 		Help: "Size of inbox.db and its WAL, at the same moment."})
 	d.Pruned = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_retention_pruned_total",
-		Help: "What retention let go: inbox rows, events, outbox payloads."}, []string{"kind"})
+		Help: "What retention let go: inbox rows, events, outbox payloads, audit entries."}, []string{"kind"})
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
 		d.SendPaused, d.SendPace, d.DestBackoff, d.Refused, d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
