@@ -142,9 +142,11 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		b.dial(ctx)
+		if b.cfg.Session != nil {
+			ctx.Request(b.store, &messages.HeldLocks{Route: b.cfg.Slug})
+		}
 	case *actor.Stopping, *actor.Restarting:
 		b.closing = true
-		b.releaseHeld()
 		if b.conn != nil {
 			b.conn.Close(1000, "daemon stopping")
 		}
@@ -191,6 +193,14 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.lockRetry(ctx, m)
 	case *lockRenewal:
 		b.renew(ctx, m.name)
+	case *messages.HeldLockList:
+		b.restoreHeld(ctx, m)
+	case *endHolds:
+		b.endHolds(ctx)
+	case *messages.LockRecorded:
+		if m.Err != nil {
+			b.log.Warn("record_lock", "err", m.Err)
+		}
 	case *messages.NodesRequest:
 		b.nodesRequest(ctx)
 	case *nodesExpired:

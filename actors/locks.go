@@ -20,12 +20,15 @@ import (
 // again when the broker pushes its release, when the holder's lock runs
 // out, or every lockRetryCap, until the wait is over.
 //
-// A session's connection keeps the locks it was granted: it renews each at
-// a third of its TTL (at once after a reconnect), reports a renewal the
+// A session's connection keeps the locks it was granted, in outbox.db too:
+// it renews each at a third of its TTL (at once after a reconnect, and
+// after a daemon restart, which reads them back), reports a renewal the
 // broker refuses as the event lock_lost, and releases them all when the
-// session ends (its subtree stops). A lock taken outside a session (the
-// member's connection) is not renewed: it lasts its TTL unless renewed or
-// taken again.
+// session ends (endHolds, before its subtree stops; a daemon that stops
+// releases nothing). A lock taken outside a session (the member's
+// connection) is not renewed: it lasts its TTL unless renewed or taken
+// again. Every transition — acquired, released, lost, abandoned — is
+// recorded by the store as an audit entry.
 
 // lockRetryCap bounds a parked acquire's wait between tries, for a release
 // pushed by another broker replica, which this connection does not hear.
@@ -50,11 +53,14 @@ type heldLock struct {
 	timer *time.Timer
 }
 
-// Lock timers.
+// Lock timers, and the end of a session's holds (Tree.Detach asks it
+// before the subtree stops; the reply is *endedHolds).
 type (
 	lockExpired struct{ id string }
 	lockRetry   struct{ call *lockCall }
 	lockRenewal struct{ name lockName }
+	endHolds    struct{}
+	endedHolds  struct{}
 )
 
 // lockRequest sends the request's frame, after checking that the broker
@@ -106,7 +112,11 @@ func (b *BrokerConn) lockFrame(ctx actor.Context, f any) bool {
 		if f.ReqID == "" { // pushed: another connection released it
 			b.retryWaiters(ctx, lockName{f.Repo, f.Key})
 		} else if call, ok := b.locks.take(f.ReqID); ok {
-			b.forget(lockName{f.Repo, f.Key})
+			name := lockName{f.Repo, f.Key}
+			b.forget(name)
+			if f.Released {
+				b.recordLock(ctx, name, call.req.Fence, 0, messages.LockKindReleased)
+			}
 			b.lockAnswer(ctx, call, &messages.LockReply{Released: f.Released})
 		}
 	case *messages.LockListFrame:
@@ -140,6 +150,9 @@ func (b *BrokerConn) lockResult(ctx actor.Context, call *lockCall, f *messages.L
 	}
 	if f.Granted {
 		b.keep(ctx, name, f.FenceToken, call.req.TTL)
+		if !call.renewal {
+			b.recordLock(ctx, name, f.FenceToken, call.req.TTL, messages.LockKindAcquired)
+		}
 	}
 	lock := f.LockInfo
 	b.lockAnswer(ctx, call, &messages.LockReply{Granted: f.Granted, Lock: &lock})
@@ -175,6 +188,7 @@ func (b *BrokerConn) lockError(ctx actor.Context, call *lockCall, f *messages.Er
 		name := lockName{call.req.Repo, call.req.Key}
 		if h, ok := b.held[name]; ok && h.fence == call.req.Fence {
 			b.forget(name)
+			b.recordLock(ctx, name, h.fence, 0, messages.LockKindLost)
 			b.event(ctx, "lock_lost", map[string]any{"mesh": b.cfg.Slug, "key": name.key, "repo": name.repo, "fence_token": h.fence})
 		}
 		err = messages.LockNotHeld(b.cfg.Slug, call.req.Key)
@@ -225,16 +239,16 @@ func (b *BrokerConn) keep(ctx actor.Context, name lockName, fence int64, ttl tim
 	if b.cfg.Session == nil {
 		return
 	}
-	if h, ok := b.held[name]; ok {
-		h.timer.Stop()
-	}
+	b.forget(name)
 	b.held[name] = &heldLock{fence: fence, ttl: ttl, timer: workers.SendLater(ctx, ttl/3, &lockRenewal{name: name})}
 }
 
 // forget stops renewing a lock.
 func (b *BrokerConn) forget(name lockName) {
 	if h, ok := b.held[name]; ok {
-		h.timer.Stop()
+		if h.timer != nil {
+			h.timer.Stop()
+		}
 		delete(b.held, name)
 	}
 }
@@ -260,14 +274,43 @@ func (b *BrokerConn) renewHeld(ctx actor.Context) {
 	}
 }
 
-// releaseHeld releases every held lock as the session ends (best effort:
-// a lock whose release is lost runs out with its TTL).
-func (b *BrokerConn) releaseHeld() {
-	for name, h := range b.held {
-		h.timer.Stop()
-		if b.conn != nil {
-			_ = b.send(&messages.LockReleaseFrame{Type: messages.TypeLockRelease, Key: name.key, Repo: name.repo, FenceToken: h.fence})
-		}
-		delete(b.held, name)
+// restoreHeld takes back the locks the store kept for this session's
+// route (a daemon restart, or this actor's): they are renewed once the
+// connection is up.
+func (b *BrokerConn) restoreHeld(ctx actor.Context, m *messages.HeldLockList) {
+	if m.Err != nil {
+		b.log.Warn("read_held_locks", "err", m.Err) // they run out
+		return
 	}
+	for _, l := range m.Locks {
+		name := lockName{l.Repo, l.Key}
+		if _, ok := b.held[name]; !ok {
+			b.held[name] = &heldLock{fence: l.Fence, ttl: l.TTL}
+			b.renew(ctx, name)
+		}
+	}
+}
+
+// endHolds releases every held lock as the session ends, and answers once
+// the releases are queued before the connection's close (a lock whose
+// release is lost runs out with its TTL; one held while the broker is out
+// of reach is abandoned to it).
+func (b *BrokerConn) endHolds(ctx actor.Context) {
+	for name, h := range b.held {
+		kind := messages.LockKindAbandoned
+		if b.conn != nil && b.send(&messages.LockReleaseFrame{Type: messages.TypeLockRelease, Key: name.key, Repo: name.repo,
+			FenceToken: h.fence}) == nil {
+			kind = messages.LockKindReleased
+		}
+		b.forget(name)
+		b.recordLock(ctx, name, h.fence, 0, kind)
+	}
+	ctx.Respond(&endedHolds{})
+}
+
+// recordLock has the store record a transition (and keep a session's
+// acquired lock).
+func (b *BrokerConn) recordLock(ctx actor.Context, name lockName, fence int64, ttl time.Duration, kind string) {
+	ctx.Request(b.store, &messages.RecordLock{Route: b.cfg.Slug, Mesh: b.cfg.MeshID, Holder: b.cfg.Identity.PublicKeyHex(),
+		Repo: name.repo, Key: name.key, Fence: fence, TTL: ttl, Kind: kind, Keep: b.cfg.Session != nil, Now: time.Now().UnixMilli()})
 }

@@ -138,6 +138,12 @@ func (t *Tree) Attach(cfg MeshConfig) (MeshPIDs, error) {
 // its rows that were in flight to pending (the store forgets its
 // dispatcher). Its rows stay in the outbox for a later join.
 func (t *Tree) Detach(slug string) error {
+	t.mu.Lock()
+	conn := t.Meshes[slug].Conn
+	t.mu.Unlock()
+	if conn != nil { // a session's locks are released before its subtree stops
+		_, _ = t.System.Root.RequestFuture(conn, &endHolds{}, meshStartTimeout).Result()
+	}
 	res, err := t.System.Root.RequestFuture(t.Root, &detachMesh{slug: slug}, meshStartTimeout).Result()
 	if err != nil {
 		return fmt.Errorf("detach mesh %s: %w", slug, err)

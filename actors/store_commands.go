@@ -39,6 +39,23 @@ var commands = commandTable(
 		run: func(s *Store, tx *persistence.Tx, m *messages.ListAudit, _ *actor.PID) (*messages.AuditPage, error) {
 			return s.outbox.ListAudit(tx, m)
 		}}),
+	// Lock transitions and a session's held locks (outbox.db, beside the
+	// audit log they append to). Nothing waits: a transition lost in a
+	// power cut loses its entry, and a kept lock its renewal after the
+	// restart (it runs out, which the broker's fence tokens make safe).
+	entry(spec[messages.RecordLock, messages.LockRecorded]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.RecordLock, _ *actor.PID) (*messages.LockRecorded, error) {
+			return &messages.LockRecorded{}, s.outbox.RecordLock(tx, m)
+		}}),
+	entry(spec[messages.HeldLocks, messages.HeldLockList]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.HeldLocks, _ *actor.PID) (*messages.HeldLockList, error) {
+			locks, err := s.outbox.HeldLocks(tx, m.Route)
+			return &messages.HeldLockList{Locks: locks}, err
+		}}),
+	entry(spec[messages.AbandonHeldLocks, messages.LockRecorded]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.AbandonHeldLocks, _ *actor.PID) (*messages.LockRecorded, error) {
+			return &messages.LockRecorded{}, s.outbox.AbandonHeldLocks(tx, m.Route)
+		}}),
 	entry(spec[messages.OutboxStats, messages.OutboxCounts]{db: outboxDB,
 		run: func(s *Store, tx *persistence.Tx, _ *messages.OutboxStats, _ *actor.PID) (*messages.OutboxCounts, error) {
 			counts, err := s.outbox.Counts(tx)

@@ -204,3 +204,62 @@ func LockNotHeld(mesh, key string) *Error {
 		Detail: fmt.Sprintf("mesh %s: the lock %q is not held under that fence token any more (it expired or another holder took it): "+
 			"acquire it again, and redo what relied on it", mesh, key)}
 }
+
+// Lock transitions the daemon records (outbox.db): each is an audit entry,
+// and a session's lock is also kept, to be renewed after a restart.
+const (
+	LockKindAcquired  = "acquired"
+	LockKindReleased  = "released"
+	LockKindLost      = "lost"
+	LockKindAbandoned = "abandoned" // its session ended while the broker was out of reach: it runs out
+)
+
+// RecordLock asks the store to record a lock transition of a broker
+// connection's route: the audit entry lock.<Kind>, and for Keep (a
+// session's lock, acquired) the held lock, which any other kind forgets.
+// The reply is *LockRecorded.
+type RecordLock struct {
+	Route  string
+	Mesh   string
+	Holder string
+	Repo   string
+	Key    string
+	Fence  int64
+	TTL    time.Duration
+	Kind   string
+	Keep   bool
+	Now    int64 // Unix ms
+}
+
+// LockRecorded is the reply to *RecordLock and *AbandonHeldLocks.
+type LockRecorded struct{ Err error }
+
+// Failure returns the store's error, nil on success.
+func (r *LockRecorded) Failure() error { return r.Err }
+
+// HeldLocks asks the store for the locks a route keeps; the reply is
+// *HeldLockList.
+type HeldLocks struct{ Route string }
+
+// HeldLock is one kept lock.
+type HeldLock struct {
+	Repo  string
+	Key   string
+	Mesh  string
+	Fence int64
+	TTL   time.Duration
+}
+
+// HeldLockList is the reply to *HeldLocks.
+type HeldLockList struct {
+	Locks []HeldLock
+	Err   error
+}
+
+// Failure returns the store's error, nil on success.
+func (r *HeldLockList) Failure() error { return r.Err }
+
+// AbandonHeldLocks asks the store to forget the locks of a route that will
+// not come back (a session not restored at the start), each an audit
+// entry lock.abandoned. The reply is *LockRecorded.
+type AbandonHeldLocks struct{ Route string }

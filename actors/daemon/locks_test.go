@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -92,6 +94,82 @@ func TestSessionLocks(t *testing.T) {
 	}
 	if list, err := c.Locks(ctx, "", ""); err != nil || len(list.Locks) != 1 || list.Locks[0].Repo != "repo-2" {
 		t.Errorf("Locks after the bad input = %+v, %v", list, err)
+	}
+}
+
+// TestSessionLockSurvivesRestart: a session's lock outlives a restart of
+// the daemon (the session comes back, the lock is read back and renewed):
+// another session waiting two of its TTLs after the restart is not granted
+// it; the session's end releases it; each transition is in the audit log,
+// and a session that does not come back abandons its locks.
+func TestSessionLockSurvivesRestart(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	ctx := context.Background()
+	c := ipc.NewClient(paths.Socket())
+	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
+	_, _ = register(t, c, "sess-gone", "gamma", os.Getpid())
+	waitListed(t, c, "alpha", "gamma")
+	got, err := c.AsSession(tokA).AcquireLock(ctx, &messages.LockAcquireRequest{Key: "deploy", TTLMs: 2000})
+	if err != nil || !got.Granted {
+		t.Fatalf("acquire = %+v, %v", got, err)
+	}
+	if got, err := c.Sessions(ctx); err != nil || len(got) != 2 {
+		t.Fatalf("sessions = %+v, %v", got, err)
+	}
+	// gamma's lock is kept too; gamma will not come back.
+	tokens, _ := paths.LoadSessions()
+	var tokG string
+	for _, r := range tokens {
+		if r.SessionID == "sess-gone" {
+			tokG = r.Token
+		}
+	}
+	if g, err := c.AsSession(tokG).AcquireLock(ctx, &messages.LockAcquireRequest{Key: "gamma-lock", TTLMs: 2000}); err != nil || !g.Granted {
+		t.Fatalf("gamma's acquire = %+v, %v", g, err)
+	}
+	d.Close()
+	recs, err := paths.LoadSessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		if recs[i].SessionID == "sess-gone" {
+			recs[i].StartTime++ // its process is gone: not restored
+		}
+	}
+	if err := paths.SaveSessions(recs); err != nil {
+		t.Fatal(err)
+	}
+
+	d = startEmbedded(t, paths)
+	defer d.Close()
+	tokB, _ := register(t, c, "sess-b", "beta", os.Getpid())
+	waitListed(t, c, "alpha", "beta")
+	other, err := c.AsSession(tokB).AcquireLock(ctx, &messages.LockAcquireRequest{Key: "deploy", TTLMs: 2000, WaitMs: 4000})
+	if err != nil || other.Granted || other.Lock.HolderName != "alpha" || other.Lock.FenceToken != got.Lock.FenceToken {
+		t.Fatalf("two TTLs after the restart = %+v, %v; want alpha's lock, renewed", other, err)
+	}
+	if _, err := c.DeregisterSession(ctx, tokA); err != nil {
+		t.Fatal(err)
+	}
+	if other, err = c.AsSession(tokB).AcquireLock(ctx, &messages.LockAcquireRequest{Key: "deploy", WaitMs: 5000}); err != nil || !other.Granted {
+		t.Fatalf("after alpha ended = %+v, %v", other, err)
+	}
+	var kinds []string
+	page, err := c.Audit(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Entries {
+		if strings.HasPrefix(e.Kind, "lock.") {
+			kinds = append(kinds, e.Kind+" "+e.Subject)
+		}
+	}
+	want := []string{"lock.acquired deploy", "lock.acquired gamma-lock", "lock.abandoned gamma-lock", "lock.released deploy",
+		"lock.acquired deploy"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("lock entries of the audit log = %q, want %q", kinds, want)
 	}
 }
 

@@ -294,6 +294,7 @@ func (s *sessions) restore() error {
 	for _, rec := range recs {
 		if !alive(rec) {
 			s.d.log.Info("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID, "why", "process gone")
+			s.abandonLocks(rec)
 			continue
 		}
 		secret, err := s.d.opts.Paths.SessionKey(rec.Mesh, rec.SessionID, "")
@@ -302,9 +303,16 @@ func (s *sessions) restore() error {
 		}
 		if err != nil {
 			s.d.log.Warn("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "err", err)
+			s.abandonLocks(rec)
 		}
 	}
 	return s.save()
+}
+
+// abandonLocks has the store forget the locks a session that does not come
+// back kept (they run out at the broker).
+func (s *sessions) abandonLocks(rec config.SessionRecord) {
+	s.d.tree.System.Root.Send(s.d.tree.Store, &messages.AbandonHeldLocks{Route: ipcserver.RouteOf(rec.Mesh, rec.SessionID)})
 }
 
 // alive reports whether rec's process still runs: its pid exists and, where
