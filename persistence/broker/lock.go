@@ -68,10 +68,6 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// activeMember is the condition of every lock write: the holder's member
-// is active, so that a revocation committed before it grants nothing.
-const activeMember = `EXISTS (SELECT 1 FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL)`
-
 // AcquireLock grants the lock to who for ttl and returns it, granted true;
 // or, when another holds it, returns it as the other holds it, granted
 // false. A holder that asks again extends its lock under the same token.
@@ -222,21 +218,12 @@ func (s *Store) lock(ctx context.Context, meshID, repo, key string) (*Lock, erro
 // Locks lists the mesh's held locks (of repo, unless all), by repository
 // and key.
 func (s *Store) Locks(ctx context.Context, meshID, repo string, all bool) ([]Lock, error) {
-	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(lockSelect+` WHERE mesh_id = ? AND holder IS NOT NULL AND expires_at > ?
-		AND (? OR repo = ?) ORDER BY repo, key`), meshID, s.d.time(s.clock()), all, repo)
+	locks, err := queryAll(ctx, s, scanLock, lockSelect+` WHERE mesh_id = ? AND holder IS NOT NULL AND expires_at > ?
+		AND (? OR repo = ?) ORDER BY repo, key`, meshID, s.d.time(s.clock()), all, repo)
 	if err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
-	defer rows.Close()
-	out := []Lock{}
-	for rows.Next() {
-		l, err := scanLock(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list locks: %w", err)
-		}
-		out = append(out, *l)
-	}
-	return out, rows.Err()
+	return locks, nil
 }
 
 // SweepLocks frees every lock expired by now and returns how many. An
@@ -257,17 +244,4 @@ func (s *Store) SweepLocks(ctx context.Context, now time.Time) (int64, error) {
 		return 0, fmt.Errorf("sweep locks: %w", err)
 	}
 	return n, nil
-}
-
-// memberActive is nil for an active member, ErrMemberRevoked otherwise.
-func (s *Store) memberActive(ctx context.Context, meshID, memberID string) error {
-	var n int
-	if err := s.db.GetContext(ctx, &n, s.d.rewrite(`SELECT COUNT(*) FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL`),
-		memberID, meshID); err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrMemberRevoked
-	}
-	return nil
 }

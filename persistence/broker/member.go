@@ -173,3 +173,41 @@ func (s *Store) SetProfile(ctx context.Context, meshID, pubkey string, u Profile
 	}
 	return m, nil
 }
+
+// activeMember is the condition of a write only an active member may make
+// (state, locks): a revocation committed before it stores nothing.
+const activeMember = `EXISTS (SELECT 1 FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL)`
+
+// memberActive is nil for an active member, ErrMemberRevoked for one
+// revoked or unknown: why a write conditional on activeMember wrote
+// nothing.
+func (s *Store) memberActive(ctx context.Context, meshID, memberID string) error {
+	var n int
+	if err := s.db.GetContext(ctx, &n, s.d.rewrite(`SELECT COUNT(*) FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL`),
+		memberID, meshID); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrMemberRevoked
+	}
+	return nil
+}
+
+// queryAll runs a read query and scans each of its rows with scan.
+func queryAll[T any](ctx context.Context, s *Store, scan func(interface{ Scan(...any) error }) (*T, error), query string,
+	args ...any) ([]T, error) {
+	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *v)
+	}
+	return out, rows.Err()
+}

@@ -121,13 +121,8 @@ func (s *Store) RemoveSkill(ctx context.Context, meshID, memberID, name string) 
 	if n, _ := res.RowsAffected(); n == 1 {
 		return true, nil
 	}
-	var active int
-	if err := s.rdb.GetContext(ctx, &active, s.d.rewrite(`SELECT COUNT(*) FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL`),
-		memberID, meshID); err != nil {
+	if err := s.memberActive(ctx, meshID, memberID); err != nil {
 		return false, fmt.Errorf("remove skill: %w", err)
-	}
-	if active == 0 {
-		return false, fmt.Errorf("remove skill: %w", ErrMemberRevoked)
 	}
 	return false, nil
 }

@@ -103,21 +103,20 @@ func (s *Store) SetState(ctx context.Context, meshID, origin string, set StateSe
 	now := s.clock()
 	// Every write is conditional on the member being active, in its own
 	// statement: a revocation committed before it stores nothing.
-	const active = `EXISTS (SELECT 1 FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL)`
 	args := []any{meshID, set.Key, string(set.Value), set.UpdatedBy, set.UpdatedByName, s.d.time(now), set.MemberID, meshID}
 	var query string
 	switch {
 	case set.IfVersion == nil:
 		query = `INSERT INTO state (mesh_id, key, value, version, updated_by, updated_by_name, updated_at)
-			SELECT ?, ?, ?, 1, ?, ?, ? WHERE ` + active + ` ON CONFLICT (mesh_id, key) DO UPDATE SET value = excluded.value,
+			SELECT ?, ?, ?, 1, ?, ?, ? WHERE ` + activeMember + ` ON CONFLICT (mesh_id, key) DO UPDATE SET value = excluded.value,
 			version = state.version + 1, updated_by = excluded.updated_by, updated_by_name = excluded.updated_by_name,
 			updated_at = excluded.updated_at RETURNING version`
 	case *set.IfVersion == 0:
 		query = `INSERT INTO state (mesh_id, key, value, version, updated_by, updated_by_name, updated_at)
-			SELECT ?, ?, ?, 1, ?, ?, ? WHERE ` + active + ` ON CONFLICT (mesh_id, key) DO NOTHING RETURNING version`
+			SELECT ?, ?, ?, 1, ?, ?, ? WHERE ` + activeMember + ` ON CONFLICT (mesh_id, key) DO NOTHING RETURNING version`
 	default:
 		query = `UPDATE state SET value = ?, version = version + 1, updated_by = ?, updated_by_name = ?, updated_at = ?
-			WHERE mesh_id = ? AND key = ? AND version = ? AND ` + active + ` RETURNING version`
+			WHERE mesh_id = ? AND key = ? AND version = ? AND ` + activeMember + ` RETURNING version`
 		args = []any{string(set.Value), set.UpdatedBy, set.UpdatedByName, s.d.time(now), meshID, set.Key, *set.IfVersion,
 			set.MemberID, meshID}
 	}
@@ -138,13 +137,8 @@ func (s *Store) SetState(ctx context.Context, meshID, origin string, set StateSe
 		return nil, fmt.Errorf("set state: %w", err)
 	}
 	if !matched {
-		var n int
-		if err := s.db.GetContext(ctx, &n, s.d.rewrite(`SELECT COUNT(*) FROM member WHERE id = ? AND mesh_id = ? AND revoked_at IS NULL`),
-			set.MemberID, meshID); err != nil {
+		if err := s.memberActive(ctx, meshID, set.MemberID); err != nil {
 			return nil, fmt.Errorf("set state: %w", err)
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("set state: %w", ErrMemberRevoked)
 		}
 		current, err := s.State(ctx, meshID, set.Key)
 		if err != nil && !errors.Is(err, ErrStateNotFound) {
@@ -184,21 +178,9 @@ func (s *Store) State(ctx context.Context, meshID, key string) (*StateEntry, err
 
 // States lists the mesh's state by key.
 func (s *Store) States(ctx context.Context, meshID string) ([]StateEntry, error) {
-	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(stateSelect+` WHERE mesh_id = ? ORDER BY key`), meshID)
+	entries, err := queryAll(ctx, s, scanState, stateSelect+` WHERE mesh_id = ? ORDER BY key`, meshID)
 	if err != nil {
 		return nil, fmt.Errorf("list state: %w", err)
 	}
-	defer rows.Close()
-	out := []StateEntry{}
-	for rows.Next() {
-		e, err := scanState(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list state: %w", err)
-		}
-		out = append(out, *e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list state: %w", err)
-	}
-	return out, nil
+	return entries, nil
 }

@@ -185,23 +185,11 @@ func (s *Store) Topic(ctx context.Context, meshID, ref string) (*Topic, error) {
 
 // Topics lists the topics of the mesh by name.
 func (s *Store) Topics(ctx context.Context, meshID string) ([]Topic, error) {
-	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(topicSelect+` WHERE t.mesh_id = ? ORDER BY t.name`), meshID)
+	topics, err := queryAll(ctx, s, scanTopic, topicSelect+` WHERE t.mesh_id = ? ORDER BY t.name`, meshID)
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
-	defer rows.Close()
-	out := []Topic{}
-	for rows.Next() {
-		t, err := scanTopic(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list topics: %w", err)
-		}
-		out = append(out, *t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
-	}
-	return out, nil
+	return topics, nil
 }
 
 // JoinTopic makes the member a member of the topic with role; joining
