@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -101,25 +100,9 @@ func (c *conn) listLocks(f *messages.ListLocksFrame) {
 // lockError answers a refused lock request with its code; a store failure
 // is logged and internal.
 func (c *conn) lockError(reqID string, err error) {
-	out := &messages.ErrorFrame{Type: messages.TypeError, Code: codeInternal, Message: err.Error(), ID: reqID, ReqID: reqID}
-	switch {
-	case errors.Is(err, broker.ErrInvalidLockKey):
-		out.Code = messages.CodeInvalidLockKey
-	case errors.Is(err, broker.ErrInvalidLockRepo):
-		out.Code = messages.CodeInvalidLockRepo
-	case errors.Is(err, broker.ErrInvalidLockTTL):
-		out.Code = messages.CodeInvalidLockTTL
-	case errors.Is(err, broker.ErrInvalidFence):
-		out.Code = messages.CodeInvalidFence
-	case errors.Is(err, broker.ErrLockNotHeld):
-		out.Code = messages.CodeLockNotHeld
-	case errors.Is(err, broker.ErrMemberRevoked):
-		out.Code, out.Message = "revoked", "this member was revoked"
-	default:
-		c.log.Error("lock_request_failed", "conn", c.id, "err", err)
-		out.Message = "the broker could not read or write the mesh's locks; try again"
-	}
-	c.sendFrame(out)
+	c.sendFrame(c.refusal(reqID, err, "locks", errorCode{broker.ErrInvalidLockKey, messages.CodeInvalidLockKey},
+		errorCode{broker.ErrInvalidLockRepo, messages.CodeInvalidLockRepo}, errorCode{broker.ErrInvalidLockTTL, messages.CodeInvalidLockTTL},
+		errorCode{broker.ErrInvalidFence, messages.CodeInvalidFence}, errorCode{broker.ErrLockNotHeld, messages.CodeLockNotHeld}))
 }
 
 func lockInfo(l *broker.Lock) messages.LockInfo {

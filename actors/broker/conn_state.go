@@ -74,29 +74,47 @@ func (c *conn) listState(f *messages.ListStateFrame) {
 // stateError answers a refused state request with its code; a conflict
 // carries the key as it is, a store failure is logged and internal.
 func (c *conn) stateError(reqID, key string, err error) {
-	out := &messages.ErrorFrame{Type: messages.TypeError, Code: codeInternal, Message: err.Error(), ID: reqID, ReqID: reqID}
 	var conflict *broker.StateConflict
-	switch {
-	case errors.As(err, &conflict):
-		out.Code, out.State = messages.CodeStateConflict, &messages.StateInfo{Key: key}
+	if errors.As(err, &conflict) {
+		out := &messages.ErrorFrame{Type: messages.TypeError, Code: messages.CodeStateConflict, Message: err.Error(), ID: reqID, ReqID: reqID,
+			State: &messages.StateInfo{Key: key}}
 		if conflict.Current != nil {
 			*out.State = stateInfo(conflict.Current)
 		}
-	case errors.Is(err, broker.ErrInvalidStateKey):
-		out.Code = messages.CodeInvalidStateKey
-	case errors.Is(err, broker.ErrStateValueTooLarge):
-		out.Code = messages.CodeStateValueTooLarge
-	case errors.Is(err, broker.ErrInvalidStateValue):
-		out.Code = messages.CodeInvalidStateValue
-	case errors.Is(err, broker.ErrInvalidIfVersion):
-		out.Code = messages.CodeInvalidIfVersion
-	case errors.Is(err, broker.ErrMemberRevoked):
-		out.Code, out.Message = "revoked", "this member was revoked"
-	default:
-		c.log.Error("state_request_failed", "conn", c.id, "err", err)
-		out.Message = "the broker could not read or write the mesh's state; try again"
+		c.sendFrame(out)
+		return
 	}
-	c.sendFrame(out)
+	c.sendFrame(c.refusal(reqID, err, "state", errorCode{broker.ErrInvalidStateKey, messages.CodeInvalidStateKey},
+		errorCode{broker.ErrStateValueTooLarge, messages.CodeStateValueTooLarge},
+		errorCode{broker.ErrInvalidStateValue, messages.CodeInvalidStateValue},
+		errorCode{broker.ErrInvalidIfVersion, messages.CodeInvalidIfVersion}))
+}
+
+// errorCode is the error frame code of a store error.
+type errorCode struct {
+	err  error
+	code string
+}
+
+// refusal is the error frame answering reqID with the code of the first of
+// codes that err is, "revoked" for a revoked member; any other error is a
+// store failure, logged and answered internal (what names the data: the
+// mesh's state, locks).
+func (c *conn) refusal(reqID string, err error, what string, codes ...errorCode) *messages.ErrorFrame {
+	out := &messages.ErrorFrame{Type: messages.TypeError, Code: codeInternal, Message: err.Error(), ID: reqID, ReqID: reqID}
+	for _, ec := range codes {
+		if errors.Is(err, ec.err) {
+			out.Code = ec.code
+			return out
+		}
+	}
+	if errors.Is(err, broker.ErrMemberRevoked) {
+		out.Code, out.Message = "revoked", "this member was revoked"
+		return out
+	}
+	c.log.Error(what+"_request_failed", "conn", c.id, "err", err)
+	out.Message = "the broker could not read or write the mesh's " + what + "; try again"
+	return out
 }
 
 func stateInfo(e *broker.StateEntry) messages.StateInfo {
