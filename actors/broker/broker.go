@@ -36,6 +36,13 @@ type Options struct {
 	// RevocationCheck is how often the broker looks for members revoked
 	// in its database (0: RevocationCheck, 5 s).
 	RevocationCheck time.Duration
+	// RelayPoll is how often, on PostgreSQL, the broker looks for
+	// deliveries that waited unclaimed longer than it — a notification it
+	// missed — and pushes them to its connections (0: DefaultRelayPoll,
+	// 2 s; negative: never). A missed notification is made up for within
+	// twice this. On SQLite, the only broker of its database, there is no
+	// poll.
+	RelayPoll time.Duration
 	// Limits bound the connections that have not sent an accepted hello
 	// yet: how long they may take, and how many one source address, and
 	// all, may hold open (zero fields: wsserver's defaults, 5 s, 32 and
@@ -119,6 +126,12 @@ func Start(opts Options) (*Broker, error) {
 	}
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
 	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log}
+	if opts.RelayPoll == 0 {
+		opts.RelayPoll = DefaultRelayPoll
+	}
+	if opts.Store.Backend() == "postgres" && opts.RelayPoll > 0 {
+		b.actors = append(b.actors, spawn("relay", newRelay(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RelayPoll)))
+	}
 	if err != nil {
 		b.stopActors()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
@@ -126,7 +139,11 @@ func Start(opts Options) (*Broker, error) {
 	system.Root.Send(d.hub, &hubSweeper{pid: d.sweeper})
 	listenCtx, stopListening := context.WithCancel(context.Background())
 	b.stopListening = stopListening
+	reconnected := m.listened("delivery")
 	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
+		if rs == nil {
+			reconnected()
+		}
 		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
 	})
 	listenState(listenCtx, d, system.Root)

@@ -131,8 +131,9 @@ func listenState(ctx context.Context, d *deps, root *actor.RootContext) {
 	d.replica = fmt.Sprintf("broker-%s", ulid.Make())
 	listening := make(chan struct{})
 	var once sync.Once
+	reconnected := d.metrics.listened("state")
 	go func() {
-		_ = d.store.ListenState(ctx, func() { once.Do(func() { close(listening) }) }, func(c *broker.StateChange) {
+		_ = d.store.ListenState(ctx, func() { reconnected(); once.Do(func() { close(listening) }) }, func(c *broker.StateChange) {
 			if c.Origin != d.replica {
 				root.Send(d.hub, &hubStateChange{meshID: c.MeshID, frame: stateChangeFrame(c.Entry)})
 			}
