@@ -26,12 +26,13 @@ type brokerUpCmd struct {
 	MaxPending       int    `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
 	MaxPendingPerIP  int    `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it upgrades are answered 429."`
 	brokerStoreFlags `embed:""`
-	RedisURL         string `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
-	RateLimit        int    `default:"6000" help:"Messages per mesh per rate window."`
-	RateWindow       string `default:"1m" help:"Rate window (a Go duration)."`
-	LogLevel         string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
-	ShutdownFor      string `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
-	LegacyProtocol   bool   `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
+	RedisURL         string        `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
+	RateLimit        int           `default:"6000" help:"Messages per mesh per rate window."`
+	RateWindow       string        `default:"1m" help:"Rate window (a Go duration)."`
+	RelayPoll        time.Duration `name:"relay-poll" default:"2s" help:"PostgreSQL replicas: how often this broker looks for deliveries that waited unclaimed longer than this (a notification it missed: its LISTEN connection lost or silently dead) and pushes them to its connections; such a message arrives within twice this. One indexed query per look. 0 turns the look off. Ignored on SQLite (one broker)."`
+	LogLevel         string        `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
+	ShutdownFor      string        `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
+	LegacyProtocol   bool          `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
 }
 
 func (c *brokerUpCmd) Run() error {
@@ -42,6 +43,13 @@ func (c *brokerUpCmd) Run() error {
 	window, err := time.ParseDuration(c.RateWindow)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--rate-window: %w", err)}
+	}
+	if c.RelayPoll < 0 {
+		return &exitError{code: 2, err: fmt.Errorf("--relay-poll %v: want a duration of 0 (off) or more, such as 2s", c.RelayPoll)}
+	}
+	relayPoll := c.RelayPoll
+	if relayPoll == 0 {
+		relayPoll = -1 // off: Options take 0 for the default
 	}
 	ctx := context.Background()
 	store, err := c.open(ctx, false, log)
@@ -75,7 +83,7 @@ func (c *brokerUpCmd) Run() error {
 		}
 	}
 	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{join.Path: join.Handler(store, log)}, Log: log,
-		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP}, Legacy: legacy})
+		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP}, Legacy: legacy, RelayPoll: relayPoll})
 	if err != nil {
 		return err
 	}
