@@ -245,12 +245,12 @@ func (s *Store) WaitingRecipients(ctx context.Context, after, until time.Time) (
 	}
 	err := s.rdb.SelectContext(ctx, &rows, s.d.rewrite(`SELECT d.mesh_id, d.recipient_pubkey,
 		       MAX(CASE WHEN m.priority = 'now' THEN 1 ELSE 0 END) = 1 AS now
-		  FROM delivery_queue d JOIN message m ON m.id = d.message_id
-		 WHERE d.id IN (SELECT id FROM delivery_queue
-		                 WHERE delivered_at IS NULL AND lease_expires_at IS NULL AND created_at > ? AND created_at <= ?
-		                UNION ALL
-		                SELECT id FROM delivery_queue
-		                 WHERE delivered_at IS NULL AND lease_expires_at > ? AND lease_expires_at <= ?)
+		  FROM (SELECT mesh_id, recipient_pubkey, message_id FROM delivery_queue
+		         WHERE delivered_at IS NULL AND lease_expires_at IS NULL AND created_at > ? AND created_at <= ?
+		        UNION ALL
+		        SELECT mesh_id, recipient_pubkey, message_id FROM delivery_queue
+		         WHERE delivered_at IS NULL AND lease_expires_at > ? AND lease_expires_at <= ?) d
+		  JOIN message m ON m.id = d.message_id
 		 GROUP BY d.mesh_id, d.recipient_pubkey
 		 ORDER BY d.mesh_id, d.recipient_pubkey`),
 		s.d.time(after), s.d.time(until), s.d.time(after), s.d.time(until))
