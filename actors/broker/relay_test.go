@@ -81,7 +81,7 @@ func TestRelayAfterListenTerminated(t *testing.T) {
 // nothing while they look up — a partition cuts them without a word — so
 // the replica misses every notification and cannot listen again; a DM to a
 // client of it is still pushed within twice the relay poll, by the poll,
-// and counted as a fallback drain.
+// and counted as a fallback drain — to a busy client, only priority "now".
 func TestRelayPollWhileListenDeaf(t *testing.T) {
 	url := brokertest.PostgresURL(t)
 	proxy, viaProxy := brokertest.NewProxy(t, url)
@@ -106,6 +106,23 @@ func TestRelayPollWhileListenDeaf(t *testing.T) {
 	waitFor(t, "a fallback drain counted for each message", func() bool {
 		return metric(t, second, "cm_broker_relay_fallback_drains_total") >= 2
 	})
+
+	// A busy recipient takes only priority "now" from the poll too; the
+	// rest waits for it to be idle.
+	b.send(map[string]any{"type": "set_status", "status": "dnd"})
+	held, urgent := sendFrame("deaf-held", bob.id.PublicKeyHex(), "hello"), sendFrame("deaf-urgent", bob.id.PublicKeyHex(), "hello")
+	urgent["priority"] = "now"
+	for _, f := range []map[string]any{held, urgent} {
+		a.send(f)
+		a.next("ack")
+	}
+	if p := pushWithin(b, relayBound); p["client_message_id"] != "deaf-urgent" {
+		t.Fatalf("bob (dnd) got %v, want only the priority-now message", p)
+	}
+	b.send(map[string]any{"type": "set_status", "status": "idle"})
+	if p := pushWithin(b, relayBound); p["client_message_id"] != "deaf-held" {
+		t.Fatalf("bob (idle again) got %v, want the held message", p)
+	}
 }
 
 // pushWithin returns c's next message push, acknowledged, failing after d.

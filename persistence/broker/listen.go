@@ -30,10 +30,10 @@ const listenRetry = time.Second
 // "-listen"): how operators, and tests, find them in pg_stat_activity.
 const DefaultListenName = "claudemesh-broker-listen"
 
-// ListenBound is how long a LISTEN connection that died without a word may
+// listenBound is how long a LISTEN connection that died without a word may
 // go unnoticed, and unreplaced, when the listen check is check: a quiet
 // wait, a probe, the retry pause and a connect.
-func ListenBound(check time.Duration) time.Duration { return 3*check + listenRetry }
+func listenBound(check time.Duration) time.Duration { return 3*check + listenRetry }
 
 // listenConfig parses the database URL for the LISTEN connections and names
 // them.

@@ -8,14 +8,15 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
 
-// TestListenReplacesSilentConnection: a LISTEN connection cut without a
+// TestListenReplacesSilentConnection: a quiet healthy LISTEN connection is
+// kept; one cut without a
 // word (a partition: no RST, nothing passes either way) is found dead by
 // the probe of its quiet wait; its loss is logged once, at Warn, however
 // many reconnects fail while the partition lasts; once the network heals
-// it is replaced within ListenBound — connected again, so that every
+// it is replaced within listenBound — connected again, so that every
 // connection drains — and notifications flow on the new connection.
 func TestListenReplacesSilentConnection(t *testing.T) {
-	const check = 100 * time.Millisecond
+	const check = 250 * time.Millisecond // short, yet a probe answers within it on a loaded machine
 	proxy, url := brokertest.NewProxy(t, brokertest.PostgresURL(t))
 	e := openEnv(t, Options{DatabaseURL: url, ListenCheck: check})
 	m := e.mesh(t, Mesh{})
@@ -49,6 +50,13 @@ func TestListenReplacesSilentConnection(t *testing.T) {
 		}
 	}
 	waitConnected(10 * time.Second)
+	// Healthy and quiet, it is probed every check and kept: an observation
+	// window of several checks sees no reconnect.
+	select {
+	case <-connected:
+		t.Fatalf("a healthy quiet connection was replaced (%d losses logged)", e.logs.count("listen_lost"))
+	case <-time.After(4 * check):
+	}
 
 	proxy.Cut(DefaultListenName) // the pool's connections are named otherwise and pass
 	deadline := time.Now().Add(10 * time.Second)
@@ -64,8 +72,8 @@ func TestListenReplacesSilentConnection(t *testing.T) {
 	}
 	proxy.Heal()
 	healed := time.Now()
-	at := waitConnected(ListenBound(check) + time.Second)
-	t.Logf("listening again %v after the partition healed (bound %v)", at.Sub(healed).Round(time.Millisecond), ListenBound(check))
+	at := waitConnected(listenBound(check) + time.Second)
+	t.Logf("listening again %v after the partition healed (bound %v)", at.Sub(healed).Round(time.Millisecond), listenBound(check))
 	if n := e.logs.count("listen_restored"); n != 1 {
 		t.Errorf("listen_restored logged %d times", n)
 	}
