@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -138,7 +139,7 @@ func (p *Proxy) pump(dst, src net.Conn, startup *startupSeen, fromClient bool) {
 // hold waits while the connection is cut; false when the proxy closed.
 func (p *Proxy) hold(startup *startupSeen) bool {
 	startup.mu.Lock()
-	seen := startup.buf
+	seen := slices.Clone(startup.buf) // the client's pump appends to it meanwhile
 	startup.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
