@@ -139,12 +139,13 @@ func Start(opts Options) (*Broker, error) {
 	system.Root.Send(d.hub, &hubSweeper{pid: d.sweeper})
 	listenCtx, stopListening := context.WithCancel(context.Background())
 	b.stopListening = stopListening
-	reconnected := m.listened("delivery")
-	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
-		if rs == nil {
-			reconnected()
-		}
-		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
+	startListening(listenCtx, d, "delivery", func(connected func()) {
+		_ = opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
+			system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
+			if rs == nil { // (re)connected: every connection here drains, then Start may serve
+				connected()
+			}
+		})
 	})
 	listenState(listenCtx, d, system.Root)
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
@@ -176,17 +177,20 @@ func (b *Broker) Close(ctx context.Context) {
 	b.stopActors()
 }
 
-// stopActors shuts down the broker's own system, or stops its actors in a
-// shared one (its connections' actors stop as their sockets close).
+// stopActors stops the broker's actors, each after the message in hand
+// (a store call, perhaps: none outlives Close, so the store can be closed
+// next), then shuts down the broker's own system. Its connections' actors
+// stop as their sockets close.
 func (b *Broker) stopActors() {
-	if b.ownSystem {
-		b.system.Shutdown()
-		return
-	}
 	for _, pid := range b.actors {
 		if pid != nil {
-			b.system.Root.Stop(pid)
+			if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
+				b.log.Warn("broker actor did not stop in time", "actor", pid.Id, "err", err)
+			}
 		}
+	}
+	if b.ownSystem {
+		b.system.Shutdown()
 	}
 }
 

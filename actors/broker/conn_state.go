@@ -118,34 +118,40 @@ func (h *hub) stateChange(m *hubStateChange) {
 	}
 }
 
-// stateListenWait bounds how long a broker's start waits for its state
-// LISTEN on PostgreSQL; past it the broker serves, and its connections miss
-// the other replicas' changes until the LISTEN is up.
-const stateListenWait = 5 * time.Second
+// listenWait bounds how long a broker's start waits for each of its
+// LISTENs on PostgreSQL; past it the broker serves, and its connections
+// miss the other replicas' notifications of that kind until it is up.
+const listenWait = 5 * time.Second
 
 // listenState names this broker in the store's state notifications and
-// hands the other replicas' changes to the hub until ctx is done. On
-// PostgreSQL it returns once the LISTEN is up (at most stateListenWait),
-// so that a connection the broker accepts hears every later change.
+// hands the other replicas' changes to the hub until ctx is done.
 func listenState(ctx context.Context, d *deps, root *actor.RootContext) {
 	d.replica = fmt.Sprintf("broker-%s", ulid.Make())
-	listening := make(chan struct{})
-	var once sync.Once
-	reconnected := d.metrics.listened("state")
-	go func() {
-		_ = d.store.ListenState(ctx, func() { reconnected(); once.Do(func() { close(listening) }) }, func(c *broker.StateChange) {
+	startListening(ctx, d, "state", func(connected func()) {
+		_ = d.store.ListenState(ctx, connected, func(c *broker.StateChange) {
 			if c.Origin != d.replica {
 				root.Send(d.hub, &hubStateChange{meshID: c.MeshID, frame: stateChangeFrame(c.Entry)})
 			}
 		})
-	}()
+	})
+}
+
+// startListening runs listen in a goroutine; on PostgreSQL it returns once
+// listen calls connected (at most listenWait), so that a connection the
+// broker accepts hears every later notification. Each later call of
+// connected is a reconnect, counted by channel.
+func startListening(ctx context.Context, d *deps, what string, listen func(connected func())) {
+	listening := make(chan struct{})
+	var once sync.Once
+	reconnected := d.metrics.listened(what)
+	go listen(func() { reconnected(); once.Do(func() { close(listening) }) })
 	if d.store.Backend() != "postgres" {
 		return
 	}
 	select {
 	case <-listening:
-	case <-time.After(stateListenWait):
-		d.log.Warn("state_listen_slow", "detail", "serving before the state LISTEN is up: other replicas' changes are missed until it is")
+	case <-time.After(listenWait):
+		d.log.Warn("listen_slow", "channel", what, "detail", "serving before the LISTEN is up: other replicas' notifications are missed until it is")
 	case <-ctx.Done():
 	}
 }

@@ -93,6 +93,11 @@ func TestRelayPollWhileListenDeaf(t *testing.T) {
 	second := attachRelayed(t, first, broker.Options{DatabaseURL: viaProxy}) // its listen check: the default 5 s
 	alice, bob := first.member("alice"), first.member("bob")
 	a, b := first.connect(alice, "a"), second.connect(bob, "b")
+	// bob's hello drains its queue after hello_ack; a round trip through
+	// its connection (frames are handled in order) puts that drain behind
+	// us, so that only the poll takes what follows.
+	b.send(map[string]any{"type": "list_peers", "_reqId": "settle"})
+	b.next("peers_list")
 	proxy.Cut(broker.DefaultListenName) // the replica's pool passes; its LISTEN connections go deaf
 	if n := metric(t, second, "cm_broker_relay_fallback_drains_total"); n != 0 {
 		t.Fatalf("fallback drains before the cut: %v", n)
