@@ -37,6 +37,13 @@ type Options struct {
 	// RevocationCheck is how often the broker looks for members revoked
 	// in its database (0: RevocationCheck, 5 s).
 	RevocationCheck time.Duration
+	// RelayPoll is how often, on PostgreSQL, the broker looks for
+	// deliveries that waited unclaimed longer than it — a notification it
+	// missed — and pushes them to its connections (0: DefaultRelayPoll,
+	// 2 s; negative: never). A missed notification is made up for within
+	// twice this. On SQLite, the only broker of its database, there is no
+	// poll.
+	RelayPoll time.Duration
 	// Limits bound the connections that have not sent an accepted hello
 	// yet: how long they may take, and how many one source address, and
 	// all, may hold open (zero fields: wsserver's defaults, 5 s, 32 and
@@ -127,6 +134,12 @@ func Start(opts Options) (*Broker, error) {
 	}
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
 	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log}
+	if opts.RelayPoll == 0 {
+		opts.RelayPoll = DefaultRelayPoll
+	}
+	if opts.Store.Backend() == "postgres" && opts.RelayPoll > 0 {
+		b.actors = append(b.actors, spawn("relay", newRelay(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RelayPoll)))
+	}
 	if err != nil {
 		b.stopActors()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
@@ -134,8 +147,13 @@ func Start(opts Options) (*Broker, error) {
 	system.Root.Send(d.hub, &hubSweeper{pid: d.sweeper})
 	listenCtx, stopListening := context.WithCancel(context.Background())
 	b.stopListening = stopListening
-	go opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
-		system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
+	startListening(listenCtx, d, "delivery", func(connected func()) {
+		_ = opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
+			system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
+			if rs == nil { // (re)connected: every connection here drains, then Start may serve
+				connected()
+			}
+		})
 	})
 	listenState(listenCtx, d, system.Root)
 	listenLocks(listenCtx, d, system.Root)
@@ -168,17 +186,20 @@ func (b *Broker) Close(ctx context.Context) {
 	b.stopActors()
 }
 
-// stopActors shuts down the broker's own system, or stops its actors in a
-// shared one (its connections' actors stop as their sockets close).
+// stopActors stops the broker's actors, each after the message in hand
+// (a store call, perhaps: none outlives Close, so the store can be closed
+// next), then shuts down the broker's own system. Its connections' actors
+// stop as their sockets close.
 func (b *Broker) stopActors() {
-	if b.ownSystem {
-		b.system.Shutdown()
-		return
-	}
 	for _, pid := range b.actors {
 		if pid != nil {
-			b.system.Root.Stop(pid)
+			if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
+				b.log.Warn("broker actor did not stop in time", "actor", pid.Id, "err", err)
+			}
 		}
+	}
+	if b.ownSystem {
+		b.system.Shutdown()
 	}
 }
 

@@ -157,11 +157,13 @@ func listenState(ctx context.Context, d *deps, root *actor.RootContext) {
 
 // startListening runs listen in a goroutine; on PostgreSQL it returns once
 // listen calls connected (at most listenWait), so that a connection the
-// broker accepts hears every later notification.
+// broker accepts hears every later notification. Each later call of
+// connected is a reconnect, counted by channel.
 func startListening(ctx context.Context, d *deps, what string, listen func(connected func())) {
 	listening := make(chan struct{})
 	var once sync.Once
-	go listen(func() { once.Do(func() { close(listening) }) })
+	reconnected := d.metrics.listened(what)
+	go listen(func() { reconnected(); once.Do(func() { close(listening) }) })
 	if d.store.Backend() != "postgres" {
 		return
 	}

@@ -9,6 +9,9 @@
 //	│              held up to AckDelay for others to join
 //	├── sweeper    lease redelivery on a timer; dedupe retention and the
 //	│              orphan check
+//	├── relay      PostgreSQL only: every RelayPoll, the deliveries that
+//	│              waited unclaimed past it (a missed NOTIFY) are drained
+//	│              by the connections here that take them
 //	└── conn-*     one per WebSocket: hello, negotiation, send (B0 → B1 →
 //	               accept), client_ack, list_peers, set_*; drains queued
 //	               deliveries on hello and when the sweeper says so

@@ -95,6 +95,14 @@ func backendsTimed(t *testing.T, lease, grace time.Duration, fn func(t *testing.
 // presence grace.
 func serveBrokerTimed(t testing.TB, opts broker.Options, limiter ratelimit.Limiter, lease, grace time.Duration) *env {
 	t.Helper()
+	return serveBrokerOpts(t, opts, Options{Limiter: limiter, PresenceGrace: grace, DeliveryLease: lease,
+		RevocationCheck: testRevocationCheck})
+}
+
+// serveBrokerOpts starts a broker with these options on a store opened
+// with opts; the store and the log are filled in.
+func serveBrokerOpts(t testing.TB, opts broker.Options, bo Options) *env {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("BROKER_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -105,8 +113,8 @@ func serveBrokerTimed(t testing.TB, opts broker.Options, limiter ratelimit.Limit
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	b, err := Start(Options{Store: store, Limiter: limiter, Log: log, PresenceGrace: grace,
-		DeliveryLease: lease, RevocationCheck: testRevocationCheck})
+	bo.Store, bo.Log = store, log
+	b, err := Start(bo)
 	if err != nil {
 		t.Fatal(err)
 	}

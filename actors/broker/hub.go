@@ -146,6 +146,11 @@ type (
 		recipients []broker.Recipient
 		all        bool
 	}
+	// hubFallback asks the hub to drain the connections here that would
+	// take deliveries of these waiting recipients (the relay's look); the
+	// reply is *hubDrained.
+	hubFallback struct{ waiting []broker.Waiting }
+	hubDrained  struct{ conns int }
 	// hubRevoked: these members were revoked; their connections are closed
 	// and they leave the peer lists.
 	hubRevoked struct{ members []broker.Recipient }
@@ -198,6 +203,8 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.presenceChanged(m)
 	case *hubRedeliver:
 		h.redeliver(ctx, m)
+	case *hubFallback:
+		ctx.Respond(h.fallback(ctx, m))
 	case *hubRevoked:
 		h.revoked(ctx, m)
 	case *hubMeshPush:
@@ -529,4 +536,20 @@ func (h *hub) redeliver(ctx actor.Context, m *hubRedeliver) {
 			}
 		}
 	}
+}
+
+// fallback drains, once each, the live connections receiving for a waiting
+// recipient that would claim one of its rows: a busy one (working, dnd)
+// only when a row has priority "now".
+func (h *hub) fallback(ctx actor.Context, m *hubFallback) *hubDrained {
+	drained := map[string]bool{}
+	for _, w := range m.waiting {
+		for id, p := range h.byMesh[w.MeshID] {
+			if !p.offline && !drained[id] && p.receives(w.Pubkey) && (w.Now || p.status() == broker.StatusIdle) {
+				drained[id] = true
+				ctx.Send(p.pid, &drain{})
+			}
+		}
+	}
+	return &hubDrained{conns: len(drained)}
 }

@@ -29,6 +29,8 @@ type metrics struct {
 	leasesReleased      prometheus.Counter
 	helloReplays        prometheus.Counter
 	locksExpired        prometheus.Counter
+	relayDrains         prometheus.Counter
+	listenReconnects    *prometheus.CounterVec // {channel}
 }
 
 func newMetrics() *metrics {
@@ -66,12 +68,30 @@ func newMetrics() *metrics {
 		Help: "Hellos and session_hellos refused because their signature was already used within its window (hello_replayed)."})
 	m.locksExpired = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_locks_expired_total",
 		Help: "Locks cleared by the sweep after their holder stopped renewing them."})
+	m.relayDrains = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_relay_fallback_drains_total",
+		Help: "Connections the relay poll had drain: deliveries for them waited unclaimed longer than the poll interval (PostgreSQL; a notification this replica missed)."})
+	m.listenReconnects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_broker_listen_reconnects_total",
+		Help: "LISTEN connections re-established after a loss (dropped, or found dead by a probe), by channel: delivery, state, locks."}, []string{"channel"})
 	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
 		m.acceptBatch, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
-		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays, m.locksExpired} {
+		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays, m.locksExpired, m.relayDrains, m.listenReconnects} {
 		f(c)
 	}
 	return m
+}
+
+// listened returns the connected callback of a LISTEN channel's listener:
+// every connection after the first is a reconnect. The listener calls it
+// from one goroutine.
+func (m *metrics) listened(channel string) func() {
+	first := true
+	return func() {
+		if first {
+			first = false
+			return
+		}
+		m.listenReconnects.WithLabelValues(channel).Inc()
+	}
 }
 
 // handler serves the registry in the Prometheus text format.

@@ -28,12 +28,13 @@ type brokerUpCmd struct {
 	NodeStaleAfter   time.Duration `name:"node-stale-after" default:"90s" placeholder:"DURATION" help:"How long a daemon's connection may go without a heartbeat (its pong to the broker's ping, every 30s) before claudemesh nodes lists it stale: its broker replica died, or the link hangs."`
 	PingInterval     time.Duration `name:"ping-interval" hidden:"" default:"30s" help:"Tests only: how often each connection is pinged, its heartbeat."`
 	brokerStoreFlags `embed:""`
-	RedisURL         string `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
-	RateLimit        int    `default:"6000" help:"Messages per mesh per rate window."`
-	RateWindow       string `default:"1m" help:"Rate window (a Go duration)."`
-	LogLevel         string `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
-	ShutdownFor      string `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
-	LegacyProtocol   bool   `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
+	RedisURL         string        `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
+	RateLimit        int           `default:"6000" help:"Messages per mesh per rate window."`
+	RateWindow       string        `default:"1m" help:"Rate window (a Go duration)."`
+	RelayPoll        time.Duration `name:"relay-poll" default:"2s" help:"PostgreSQL replicas: how often this broker looks for deliveries that waited unclaimed longer than this (a notification it missed: its LISTEN connection lost or silently dead) and pushes them to its connections; such a message arrives within twice this. One indexed query per look. 0 turns the look off. Ignored on SQLite (one broker)."`
+	LogLevel         string        `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
+	ShutdownFor      string        `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
+	LegacyProtocol   bool          `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
 }
 
 func (c *brokerUpCmd) Run() error {
@@ -48,6 +49,13 @@ func (c *brokerUpCmd) Run() error {
 	if c.PingInterval <= 0 || c.NodeStaleAfter < c.PingInterval {
 		return &exitError{code: 2, err: fmt.Errorf("--node-stale-after %s is shorter than the heartbeat interval (%s): every node would turn stale between two; give at least %s (default 90s, three heartbeats)",
 			c.NodeStaleAfter, c.PingInterval, c.PingInterval)}
+	}
+	if c.RelayPoll < 0 {
+		return &exitError{code: 2, err: fmt.Errorf("--relay-poll %v: want a duration of 0 (off) or more, such as 2s", c.RelayPoll)}
+	}
+	relayPoll := c.RelayPoll
+	if relayPoll == 0 {
+		relayPoll = -1 // off: Options take 0 for the default
 	}
 	ctx := context.Background()
 	store, err := c.open(ctx, false, log)
@@ -82,7 +90,7 @@ func (c *brokerUpCmd) Run() error {
 	}
 	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{join.Path: join.Handler(store, log)}, Log: log,
 		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP, PingInterval: c.PingInterval},
-		Legacy: legacy, NodeStaleAfter: c.NodeStaleAfter})
+		Legacy: legacy, NodeStaleAfter: c.NodeStaleAfter, RelayPoll: relayPoll})
 	if err != nil {
 		return err
 	}

@@ -220,6 +220,50 @@ func (s *Store) ExpiredLeases(ctx context.Context, after, until time.Time) ([]Re
 	return out, nil
 }
 
+// Waiting is a recipient with deliveries no connection claimed in time.
+// Now reports whether one of them has priority "now": a busy recipient
+// (working, dnd) takes only those.
+type Waiting struct {
+	Recipient
+	Now bool
+}
+
+// WaitingRecipients returns the recipients with undelivered rows that
+// became claimable in (after, until] and are claimable still: rows created
+// unleased (for a recipient not pushed to at the accept) and rows whose
+// lease ran out or was released. until is in the past, so nothing is
+// leased past it. With until a poll interval back, these are the rows whose
+// notification a replica missed — or whose recipient is offline, which the
+// caller tells apart by its own connections. The two range scans follow
+// delivery_queue_waiting_idx and delivery_queue_lease_idx: the cost is the
+// rows of the window, not the queue's backlog.
+func (s *Store) WaitingRecipients(ctx context.Context, after, until time.Time) ([]Waiting, error) {
+	var rows []struct {
+		MeshID string `db:"mesh_id"`
+		Pubkey string `db:"recipient_pubkey"`
+		Now    bool   `db:"now"`
+	}
+	err := s.rdb.SelectContext(ctx, &rows, s.d.rewrite(`SELECT d.mesh_id, d.recipient_pubkey,
+		       MAX(CASE WHEN m.priority = 'now' THEN 1 ELSE 0 END) = 1 AS now
+		  FROM (SELECT mesh_id, recipient_pubkey, message_id FROM delivery_queue
+		         WHERE delivered_at IS NULL AND lease_expires_at IS NULL AND created_at > ? AND created_at <= ?
+		        UNION ALL
+		        SELECT mesh_id, recipient_pubkey, message_id FROM delivery_queue
+		         WHERE delivered_at IS NULL AND lease_expires_at > ? AND lease_expires_at <= ?) d
+		  JOIN message m ON m.id = d.message_id
+		 GROUP BY d.mesh_id, d.recipient_pubkey
+		 ORDER BY d.mesh_id, d.recipient_pubkey`),
+		s.d.time(after), s.d.time(until), s.d.time(after), s.d.time(until))
+	if err != nil {
+		return nil, fmt.Errorf("find waiting recipients: %w", err)
+	}
+	out := make([]Waiting, len(rows))
+	for i, r := range rows {
+		out[i] = Waiting{Recipient: Recipient{MeshID: r.MeshID, Pubkey: r.Pubkey}, Now: r.Now}
+	}
+	return out, nil
+}
+
 // NextLeaseExpiry returns the earliest lease on an undelivered row that
 // expires after t, and false when there is none: when the redelivery timer
 // should next wake.
@@ -237,21 +281,24 @@ func (s *Store) NextLeaseExpiry(ctx context.Context, after time.Time) (time.Time
 	return *next, true, nil
 }
 
-// ReleaseRecipientLeases frees the leases on the undelivered rows of these
-// recipients in one mesh: the connection they were pushed to has closed,
+// ReleaseRecipientLeases ends now the live leases on the undelivered rows
+// of these recipients in one mesh: the connection they were pushed to has closed,
 // so no ack will come for them from there. The recipients' next drain — a
 // connection still live, or the next hello — pushes them again at once,
 // not when the lease runs out. A lease held for another live connection of
 // the same recipients is freed too; that push is repeated and the receiver
 // dedupes it. On PostgreSQL the same transaction NOTIFYs the recipients
 // when it freed anything, so that their connections at every replica
-// (this one's included) drain.
+// (this one's included) drain. A lease ended is set to now, not cleared:
+// the row stays marked as pushed, and WaitingRecipients finds it by when it
+// became claimable again should the notification be missed.
 func (s *Store) ReleaseRecipientLeases(ctx context.Context, meshID string, pubkeys []string) (int64, error) {
 	var n int64
+	now := s.d.time(s.clock())
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := s.txExec(ctx, tx, s.d.rewrite(`UPDATE delivery_queue SET lease_expires_at = NULL
+		res, err := s.txExec(ctx, tx, s.d.rewrite(`UPDATE delivery_queue SET lease_expires_at = ?
 			 WHERE mesh_id = ? AND recipient_pubkey IN (SELECT value FROM EACH(?))
-			   AND delivered_at IS NULL AND lease_expires_at IS NOT NULL`), meshID, jsonArray(pubkeys))
+			   AND delivered_at IS NULL AND lease_expires_at > ?`), now, meshID, jsonArray(pubkeys), now)
 		if err != nil {
 			return err
 		}

@@ -81,7 +81,8 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 			"DELETE FROM schema_migrations WHERE version >= 4"}
 		if e.s.Backend() == postgresName { // 0005 too (SQLite's rebuilds the table, and runs again as it is)
 			undo = append(undo, "ALTER TABLE client_message_dedupe DROP COLUMN sender_pubkey",
-				"ALTER TABLE client_message_dedupe ADD PRIMARY KEY (mesh_id, client_message_id)")
+				"ALTER TABLE client_message_dedupe ADD PRIMARY KEY (mesh_id, client_message_id)",
+				"DROP INDEX delivery_queue_waiting_idx") // 0013 (SQLite's is a comment)
 		} else {
 			undo = append(undo, "DROP TABLE memory_fts") // 0009's index; its triggers went with memory
 		}

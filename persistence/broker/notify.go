@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -14,17 +12,17 @@ import (
 // hold some of a mesh's connections. The broker that commits a message
 // pushes it to the recipients connected to it; for the others it NOTIFYs,
 // and every broker that holds one of their connections drains their queue
-// (ClaimDeliveries with SKIP LOCKED: exactly one claimer per row). On
-// SQLite there is one broker and both calls do nothing.
+// (ClaimDeliveries with SKIP LOCKED: exactly one claimer per row). A
+// notification a replica misses — its LISTEN connection lost, or dead
+// without a word — is made up for by WaitingRecipients, which each replica
+// polls (relay.go). On SQLite there is one broker and both calls do
+// nothing.
 
 // notifyChannel is the LISTEN/NOTIFY channel.
 const notifyChannel = "claudemesh_delivery"
 
 // maxNotifyPayload keeps each NOTIFY under PostgreSQL's 8000-byte limit.
 const maxNotifyPayload = 7000
-
-// listenRetry is the pause before re-establishing a lost LISTEN connection.
-const listenRetry = time.Second
 
 // notify announces, in tx, that these recipients have deliveries waiting:
 // PostgreSQL sends the notifications with the commit or not at all. On
@@ -75,43 +73,4 @@ func (s *Store) Listen(ctx context.Context, fn func([]Recipient)) error {
 		}
 		fn(rs)
 	})
-}
-
-// listen calls onPayload with every notification on channel until ctx is
-// done, and connected after each (re)connection. On SQLite it only waits
-// for ctx.
-func (s *Store) listen(ctx context.Context, channel string, connected func(), onPayload func(string)) error {
-	if s.d.name != postgresName {
-		<-ctx.Done()
-		return nil
-	}
-	for ctx.Err() == nil {
-		if err := s.listenOnce(ctx, channel, connected, onPayload); err != nil && ctx.Err() == nil {
-			s.log.Warn("listen_lost", "channel", channel, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(listenRetry):
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Store) listenOnce(ctx context.Context, channel string, connected func(), onPayload func(string)) error {
-	conn, err := pgx.Connect(ctx, s.url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
-		return err
-	}
-	connected()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		onPayload(n.Payload)
-	}
 }

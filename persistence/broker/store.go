@@ -46,6 +46,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"encoding/json"
@@ -57,6 +58,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -85,6 +87,10 @@ type Options struct {
 	Now func() time.Time
 	// MaxConns bounds the PostgreSQL pool; 0 means DefaultPostgresConns.
 	MaxConns int
+	// ListenCheck is how long a PostgreSQL LISTEN connection may be quiet
+	// before it is probed, and how long a probe or a connect of it may
+	// take; 0 means DefaultListenCheck.
+	ListenCheck time.Duration
 }
 
 // Store is the broker's database. It is safe for concurrent use.
@@ -97,7 +103,10 @@ type Store struct {
 	version int
 	lookup  *sqlx.Stmt // the B0 read, on rdb
 	stmts   *stmtCache // SQLite: the write path's statements
-	url     string     // PostgreSQL: the URL, for the LISTEN connection
+	// listenConfig (PostgreSQL) connects the LISTEN connections, which
+	// listenCheck bounds (listen.go).
+	listenConfig *pgx.ConnConfig
+	listenCheck  time.Duration
 	// unknownSenders is set when, at open, the dedupe table held rows of
 	// unknown sender (from before migration 0005, their message gone):
 	// while it is, the accept looks for an id's such row before claiming
@@ -127,6 +136,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Dir != "" {
 		err = s.openSQLite(ctx, opts.Dir)
 	} else {
+		s.listenCheck = cmp.Or(opts.ListenCheck, DefaultListenCheck)
 		err = s.openPostgres(ctx, opts.DatabaseURL, opts.MaxConns)
 	}
 	if err != nil {
@@ -173,7 +183,10 @@ func (s *Store) openSQLite(ctx context.Context, dir string) error {
 }
 
 func (s *Store) openPostgres(ctx context.Context, databaseURL string, maxConns int) error {
-	s.url = databaseURL
+	var err error
+	if s.listenConfig, err = listenConfig(databaseURL); err != nil {
+		return fmt.Errorf("open postgres: %w", err)
+	}
 	db, err := sqlx.Open("pgx", databaseURL)
 	if err != nil {
 		return fmt.Errorf("open postgres: %w", err)

@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
+)
+
+// TestBrokerRelayPollProcess: two `claudemesh broker up` processes on one
+// PostgreSQL database; the second reaches it through a proxy that then cuts
+// its LISTEN connections without a word, so it hears no notification and
+// does not know it. A DM from a client of the first to a client of the
+// second is still pushed within twice --relay-poll, and the second broker
+// says so: a Warn relay_fallback_drain in its log, and
+// cm_broker_relay_fallback_drains_total in its /metrics.
+func TestBrokerRelayPollProcess(t *testing.T) {
+	const poll = 300 * time.Millisecond
+	dbURL := brokertest.PostgresURL(t)
+	proxy, viaProxy := brokertest.NewProxy(t, dbURL)
+	brokerEnv, aliceEnv, bobEnv := newEnv(t), newEnv(t), newEnv(t)
+	first := startBrokerProc(t, brokerEnv, "--database-url", dbURL)
+	second := startBrokerProc(t, brokerEnv, "--database-url", viaProxy, "--relay-poll", poll.String())
+
+	if r := runCLI(t, brokerEnv, "broker", "mesh", "create", "relay", "--database-url", dbURL); r.code != 0 {
+		t.Fatalf("mesh create: exit %d\n%s", r.code, r.stderr)
+	}
+	r := runCLI(t, brokerEnv, "broker", "invite", "relay", "--uses", "2", "--database-url", dbURL, "--broker-url", "http://"+first.addr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	invite := lines[len(lines)-1]
+	for _, j := range []struct {
+		e    *env
+		name string
+	}{{aliceEnv, "alice"}, {bobEnv, "bob"}} {
+		if r := runCLI(t, j.e, "join", invite, "--name", j.name); r.code != 0 {
+			t.Fatalf("join %s: exit %d\n%s", j.name, r.code, r.stderr)
+		}
+	}
+	alice, bob := joinedMember(t, aliceEnv, "relay"), joinedMember(t, bobEnv, "relay")
+	a := alice.connect(t, "alice") // config.json names the first broker
+	b := dialBroker(t, "bob", "ws://"+second.addr+"/ws")
+	b.send(bob.hello("bob-session"))
+	b.next("hello_ack")
+
+	proxy.Cut(broker.DefaultListenName) // the second broker's LISTEN connections go deaf
+	frame, _ := alice.sealedDM(t, bob.Pubkey, "relay-1", "through the poll")
+	sent := time.Now()
+	a.send(frame)
+	if ack := a.next("ack"); ack["code"] != float64(201) {
+		t.Fatalf("ack %v", ack)
+	}
+	if push := b.push(); push["client_message_id"] != "relay-1" {
+		t.Fatalf("push on the second broker %v", push)
+	}
+	took := time.Since(sent)
+	if bound := 2*poll + time.Second; took > bound {
+		t.Fatalf("pushed %v after the send, over the bound %v", took, bound)
+	}
+	t.Logf("pushed %v after the send (poll %v)", took.Round(time.Millisecond), poll)
+
+	// The relay logs and counts as the hub answers it, beside the push.
+	waitFor(t, 5*time.Second, "relay_fallback_drain logged at Warn", func() bool {
+		return strings.Contains(second.stderr.String(), `"level":"WARN","msg":"relay_fallback_drain"`)
+	})
+	resp, err := http.Get("http://" + second.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !regexp.MustCompile(`(?m)^cm_broker_relay_fallback_drains_total [1-9]`).Match(body) {
+		t.Errorf("/metrics of the second broker counts no fallback drain")
+	}
+}

@@ -1,0 +1,4 @@
+-- Nothing to do on SQLite: the relay poll that ../postgres/0013 indexes
+-- for runs only between replicas on PostgreSQL (a SQLite database has one
+-- broker), and an index would cost every accept and claim for nothing.
+-- Keep in step with ../postgres/0013_delivery_waiting_idx.sql.
