@@ -69,7 +69,7 @@ type daemonCmd struct {
 	InstallService   daemonInstallServiceCmd   `cmd:"" name:"install-service" help:"Install the daemon as a user service (systemd on Linux, launchd on macOS)."`
 	UninstallService daemonUninstallServiceCmd `cmd:"" name:"uninstall-service" help:"Remove the user service that install-service created."`
 	Outbox           outboxCmd                 `cmd:"" help:"Inspect and recover the daemon's outbox."`
-	Audit            daemonAuditCmd            `cmd:"" help:"Read and verify the daemon's hash-chained audit log: every transition of every outbox row."`
+	Audit            daemonAuditCmd            `cmd:"" help:"Read and verify the daemon's hash-chained audit log: every transition of every outbox row and every lock transition the daemon saw."`
 	Inbox            daemonInboxCmd            `cmd:"" help:"Print the messages the daemon received (the last 24 h by default), and with -f those that arrive."`
 	Logs             daemonLogsCmd             `cmd:"" help:"Print the end of daemon.log (a detached daemon's log), and with -f what it writes next."`
 	RotateToken      daemonRotateTokenCmd      `cmd:"" name:"rotate-token" help:"Replace local-token, the bearer TCP clients present; a running daemon accepts the old one for 60 s more."`
