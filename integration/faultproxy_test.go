@@ -21,7 +21,7 @@ type faultProxy struct {
 	t       *testing.T
 	l       net.Listener
 	target  atomic.Pointer[string] // where new connections go
-	delay   atomic.Int64 // ns added before forwarding each read
+	delay   atomic.Int64           // ns added before forwarding each read
 	refuse  atomic.Bool
 	cutNext atomic.Bool // the next chunk read is forwarded in part, then both sides close
 	hole    atomic.Bool // bytes are read and dropped: a black hole, no close
