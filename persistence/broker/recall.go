@@ -238,5 +238,11 @@ func (s *Store) recallSQL(kind recallKind) string {
 		return fmt.Sprintf(recallQueries[sqliteName][kind], fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM json_each(?%d) want
 			WHERE NOT EXISTS (SELECT 1 FROM json_each(m.tags) have WHERE have.value = want.value))`, tagsParam))
 	}
-	return fmt.Sprintf(recallQueries[postgresName][kind], fmt.Sprintf(`m.tags @> CAST($%d AS jsonb)`, tagsParam))
+	// Among the words' matches the tags are a filter, never a second index
+	// scan: jsonb_contains is @> that the tags' index does not serve.
+	filter := `jsonb_contains(m.tags, CAST($%d AS jsonb))`
+	if kind == recallNewest {
+		filter = `m.tags @> CAST($%d AS jsonb)`
+	}
+	return fmt.Sprintf(recallQueries[postgresName][kind], fmt.Sprintf(filter, tagsParam))
 }
