@@ -77,13 +77,13 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 		undo := []string{"DROP INDEX member_name_key_idx", "ALTER TABLE member DROP COLUMN name_key",
 			"DROP TABLE hello_seen", "DROP TABLE broker_setting", "DROP TABLE mesh_owner_key", "ALTER TABLE member DROP COLUMN role",
 			"DROP TABLE topic_member", "DROP TABLE topic", "DROP INDEX message_topic_idx", "DROP TABLE state", "DROP TABLE memory",
-			"DROP TABLE skill", "DROP TABLE mesh_lock", "DROP TABLE node", // DROP TABLE memory undoes 0013 too
+			"DROP TABLE skill", "DROP TABLE mesh_lock", "DROP TABLE node",
 			"DELETE FROM schema_migrations WHERE version >= 4"}
 		if e.s.Backend() == postgresName { // 0005 too (SQLite's rebuilds the table, and runs again as it is)
 			undo = append(undo, "ALTER TABLE client_message_dedupe DROP COLUMN sender_pubkey",
 				"ALTER TABLE client_message_dedupe ADD PRIMARY KEY (mesh_id, client_message_id)")
 		} else {
-			undo = append(undo, "DROP TABLE memory_fts") // 0009's index (0013 merges it again); its triggers went with memory
+			undo = append(undo, "DROP TABLE memory_fts") // 0009's index; its triggers went with memory
 		}
 		for _, stmt := range undo {
 			if _, err := e.s.db.Exec(stmt); err != nil {
