@@ -52,9 +52,12 @@ type NewMemory struct {
 
 // RecallQuery is what recall asks for: memories with every word of Query
 // (with any of them when none has all), ranked by relevance (the words as
-// an exact phrase first), carrying every tag of Tags. A query with no
-// words lists the newest memories with the tags. Query is text: quotes,
-// operators and SQL in it are words or separators, never syntax.
+// an exact phrase first), carrying every tag of Tags. A word in more than
+// half of the newest 1,000 memories is left out of the match and the rank
+// (not of the phrase) unless every word is: "the build failed" asks for
+// "build failed". A query with no words lists the newest memories with
+// the tags. Query is text: quotes, operators and SQL in it are words or
+// separators, never syntax.
 type RecallQuery struct {
 	Query string
 	Tags  []string

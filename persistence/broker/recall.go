@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -67,9 +68,8 @@ func (s *Store) Recall(ctx context.Context, meshID string, q RecallQuery) ([]Mem
 // says almost nothing about relevance (bm25 gives it no weight), yet
 // matching and ranking it reads an index entry for nearly every memory.
 const (
-	recallSample    = 1000
-	recallSampleSQL = "1000"
-	nearUniversal   = recallSample / 2
+	recallSample  = 1000
+	nearUniversal = recallSample / 2
 )
 
 // tellingTerms returns terms without the near-universal ones, or all of
@@ -84,7 +84,7 @@ func (s *Store) tellingTerms(ctx context.Context, meshID string, terms []string)
 			fmt.Fprintf(&sql, `, (SELECT COUNT(*) FROM memory_fts WHERE memory_fts MATCH ?%d AND rowid > b.low)`, i+1)
 			args = append(args, `"`+t+`"`)
 		}
-		sql.WriteString(` FROM (SELECT COALESCE(MAX(seq), 0) - ` + recallSampleSQL + ` AS low FROM memory) b`)
+		sql.WriteString(` FROM (SELECT COALESCE(MAX(seq), 0) - ` + strconv.Itoa(recallSample) + ` AS low FROM memory) b`)
 	} else {
 		args = append(args, pgx.QueryExecModeExec, meshID)
 		sql.WriteString(`SELECT 0`)
@@ -93,7 +93,7 @@ func (s *Store) tellingTerms(ctx context.Context, meshID string, terms []string)
 			args = append(args, t)
 		}
 		sql.WriteString(` FROM (SELECT search FROM memory WHERE mesh_id = $1 ORDER BY remembered_at DESC, id DESC LIMIT ` +
-			recallSampleSQL + `) b`)
+			strconv.Itoa(recallSample) + `) b`)
 	}
 	counts := make([]int, len(terms)+1)
 	dest := make([]any, len(counts))
@@ -144,18 +144,28 @@ func (s *Store) search(ctx context.Context, meshID string, words, terms, tags []
 	if err := s.rdb.GetContext(ctx, &matched, s.recallSQL(recallCount), append(mode, match, meshID, maxRanked+1)...); err != nil {
 		return nil, fmt.Errorf("recall: %w", err)
 	}
-	if matched > maxRanked {
+	switch {
+	case matched == 0:
+		return []Memory{}, nil
+	case matched > maxRanked:
+		kind := recallNewestMatching
 		if s.d.name == postgresName {
 			// Words that common are most often met among the newest
-			// memories: a bounded look there first.
+			// memories: a bounded look there first. Had those few of
+			// them, the matches are sparse: sorted from the words' index
+			// rather than met reading the mesh newest first.
 			found, err := s.recallRows(ctx, meshID, s.recallSQL(recallNewestRecent), append(mode, match, meshID, jsonArray(tags), limit)...)
 			if err != nil || len(found) == limit {
 				return found, err
 			}
+			if len(found)*4 < limit {
+				kind = recallNewestSparse
+			}
 		}
-		return s.recallRows(ctx, meshID, s.recallSQL(recallNewestMatching), append(mode, match, meshID, jsonArray(tags), limit)...)
+		return s.recallRows(ctx, meshID, s.recallSQL(kind), append(mode, match, meshID, jsonArray(tags), limit)...)
+	default:
+		return s.recallRows(ctx, meshID, s.recallSQL(recallRanked), append(mode, phrase, match, meshID, jsonArray(tags), limit)...)
 	}
-	return s.recallRows(ctx, meshID, s.recallSQL(recallRanked), append(mode, phrase, match, meshID, jsonArray(tags), limit)...)
 }
 
 // recallRows runs a recall query and reads its memories.
@@ -196,6 +206,7 @@ const (
 	recallNewestMatching                   // (words, mesh, tags, limit)
 	recallRanked                           // (phrase, words, mesh, tags, limit)
 	recallNewestRecent                     // PostgreSQL: recallNewestMatching among the newest recallSample
+	recallNewestSparse                     // PostgreSQL: recallNewestMatching sorted, not in the index's order
 )
 
 const memoryColumns = `m.id, m.content, CAST(m.tags AS TEXT), m.remembered_by, m.remembered_by_name, m.remembered_at`
@@ -227,13 +238,15 @@ var recallQueries = map[string]map[recallKind]string{
 		recallCount: `SELECT COUNT(*) FROM (SELECT 1 FROM memory m
 			 WHERE m.search @@ websearch_to_tsquery('english', $1) AND m.mesh_id = $2 LIMIT $3) x`,
 		recallNewestRecent: `SELECT ` + memoryColumns + `, CAST(0 AS REAL)
-			  FROM (SELECT * FROM memory WHERE mesh_id = $2 ORDER BY remembered_at DESC, id DESC LIMIT ` + recallSampleSQL + `) m
+			  FROM (SELECT * FROM memory WHERE mesh_id = $2 ORDER BY remembered_at DESC, id DESC LIMIT ` + strconv.Itoa(recallSample) + `) m
 			 WHERE m.search @@ websearch_to_tsquery('english', $1) AND %s
 			 ORDER BY m.remembered_at DESC, m.id DESC LIMIT $4`,
-		// Fewer than the limit among the newest: the matches are sparse,
-		// and found through the words' index faster than by reading the
-		// mesh newest first (which the sort key, an expression, rules out).
 		recallNewestMatching: `SELECT ` + memoryColumns + `, CAST(0 AS REAL) FROM memory m
+			 WHERE m.search @@ websearch_to_tsquery('english', $1) AND m.mesh_id = $2 AND %s
+			 ORDER BY m.remembered_at DESC, m.id DESC LIMIT $4`,
+		// The sort key, an expression, rules out reading the mesh newest
+		// first along memory_mesh_idx: the matches come from the words'.
+		recallNewestSparse: `SELECT ` + memoryColumns + `, CAST(0 AS REAL) FROM memory m
 			 WHERE m.search @@ websearch_to_tsquery('english', $1) AND m.mesh_id = $2 AND %s
 			 ORDER BY m.remembered_at + INTERVAL '0 s' DESC, m.id DESC LIMIT $4`,
 		recallRanked: `SELECT ` + memoryColumns + `, ts_rank(m.search, q.words)
@@ -250,7 +263,8 @@ func (s *Store) recallSQL(kind recallKind) string {
 	if kind == recallCount {
 		return recallQueries[s.d.name][kind]
 	}
-	tagsParam := map[recallKind]int{recallNewest: 2, recallNewestMatching: 3, recallRanked: 4, recallNewestRecent: 3}[kind]
+	tagsParam := map[recallKind]int{recallNewest: 2, recallNewestMatching: 3, recallRanked: 4, recallNewestRecent: 3,
+		recallNewestSparse: 3}[kind]
 	if s.d.name == sqliteName {
 		return fmt.Sprintf(recallQueries[sqliteName][kind], fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM json_each(?%d) want
 			WHERE NOT EXISTS (SELECT 1 FROM json_each(m.tags) have WHERE have.value = want.value))`, tagsParam))

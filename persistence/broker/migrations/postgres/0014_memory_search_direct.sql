@@ -4,7 +4,7 @@
 -- a vacuum or a full list merges it: over 100,000 memories that list
 -- doubled a recall's median. Without it a remember updates the index
 -- itself. The list already pending is merged now. Keep in step with
--- ../sqlite/0013_memory_search_direct.sql.
+-- ../sqlite/0014_memory_search_direct.sql.
 ALTER INDEX memory_search_idx SET (fastupdate = off);
 ALTER INDEX memory_tags_idx SET (fastupdate = off);
 SELECT gin_clean_pending_list('memory_search_idx'::regclass);
