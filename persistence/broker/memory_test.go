@@ -290,3 +290,32 @@ func TestRecallLeavesOutNearUniversalWords(t *testing.T) {
 		}
 	})
 }
+
+// TestRecallNewestBeyondTheRecent: matches over the rank bound answer the
+// newest first, found among the newest memories or further back, whether
+// the newest hold a few of them (PostgreSQL reads the mesh newest first)
+// or too few (sorted from the words' index).
+func TestRecallNewestBeyondTheRecent(t *testing.T) {
+	old := maxRanked
+	maxRanked = 2
+	t.Cleanup(func() { maxRanked = old })
+	backends(t, func(t *testing.T, e *env) {
+		m := e.mesh(t, Mesh{})
+		var want []string // newest first
+		for range 5 {
+			e.clock.Advance(time.Second)
+			want = append([]string{e.remember(t, m.ID, "deploy notes").ID}, want...)
+		}
+		e.clock.Advance(time.Second)
+		fillMemories(t, e, m.ID, recallSample-2, func(i int) string { return fmt.Sprintf("lunch %d", i) })
+		for range 2 {
+			e.clock.Advance(time.Second)
+			want = append([]string{e.remember(t, m.ID, "deploy notes again").ID}, want...)
+		}
+		for _, limit := range []int{4, 20} { // the newest 1,000 hold 2: a few of 4, too few of 20
+			if ids := e.recallIDs(t, m.ID, RecallQuery{Query: "deploy", Limit: limit}); !slices.Equal(ids, want[:min(limit, len(want))]) {
+				t.Errorf("recall deploy, limit %d = %v, want %v", limit, ids, want[:min(limit, len(want))])
+			}
+		}
+	})
+}
