@@ -31,6 +31,11 @@ import (
 const (
 	DefaultBusyTimeout = 5 * time.Second
 	FileMode           = 0o600
+	// DefaultReadMmapBytes is how much of the file a read-only pool maps:
+	// its connections then share the OS page cache instead of each
+	// reading pages into a 2 MB cache of its own (a recall over 100,000
+	// memories reads a page per match).
+	DefaultReadMmapBytes = 1 << 30
 )
 
 // ErrIntegrity means PRAGMA integrity_check did not answer "ok".
@@ -85,7 +90,8 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 // journal the pages they change), and checks that WAL took effect. With
 // readConns 0 it is the writer: the file is created with FileMode, the pool
 // holds one connection and transactions BEGIN IMMEDIATE. Otherwise it is a
-// query-only pool of readConns connections over an existing file.
+// query-only pool of readConns connections over an existing file, which
+// maps up to DefaultReadMmapBytes of it.
 func OpenSQLite(ctx context.Context, path string, readConns int) (*sqlx.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -96,6 +102,7 @@ func OpenSQLite(ctx context.Context, path string, readConns int) (*sqlx.DB, erro
 	conns := readConns
 	if readConns > 0 {
 		q.Add("_pragma", "query_only(ON)")
+		q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", DefaultReadMmapBytes))
 	} else {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
 		if err != nil {

@@ -36,7 +36,7 @@ func BenchmarkRecall(b *testing.B) {
 				}
 				e = openEnv(b, opts)
 				m = e.mesh(b, Mesh{})
-				fillMemories(sub, e, m.ID, memories, words)
+				fillMemories(sub, e, m.ID, memories, func(i int) string { return words.sentence(10 + i%31) })
 			}
 			b := sub
 			ctx := context.Background()
@@ -76,9 +76,9 @@ func (w *wordSource) sentence(n int) string {
 	return strings.Join(out, " ")
 }
 
-// fillMemories inserts n memories of 10-40 words, each with one of eight
-// tags, in transactions of 5,000 rows.
-func fillMemories(b *testing.B, e *env, meshID string, n int, words *wordSource) {
+// fillMemories inserts n memories, the ith with content(i) and one of
+// eight tags, in transactions of 5,000 rows.
+func fillMemories(b testing.TB, e *env, meshID string, n int, content func(i int) string) {
 	b.Helper()
 	ctx := context.Background()
 	const batch = 5000
@@ -93,7 +93,7 @@ func fillMemories(b *testing.B, e *env, meshID string, n int, words *wordSource)
 			b.Fatal(err)
 		}
 		for i := start; i < min(start+batch, n); i++ {
-			if _, err := stmt.ExecContext(ctx, newTopicID(), meshID, words.sentence(10+i%31),
+			if _, err := stmt.ExecContext(ctx, newTopicID(), meshID, content(i),
 				fmt.Sprintf(`["tag%d"]`, i%8), strings.Repeat("a", 64), "bench", e.s.d.time(e.clock.Now())); err != nil {
 				b.Fatal(err)
 			}

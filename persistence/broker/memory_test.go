@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -261,6 +262,60 @@ func TestRecallBeyondRankBound(t *testing.T) {
 		}
 		if ids2 := e.recallIDs(t, m.ID, RecallQuery{Query: "notes deploy"}); len(ids2) != 4 {
 			t.Errorf("recall notes deploy = %v", ids2)
+		}
+	})
+}
+
+// TestRecallLeavesOutNearUniversalWords: a word in more than half of the
+// newest memories neither narrows the match nor ranks it, but stays in
+// the phrase ranked first; a query of such words only still matches them
+// all.
+func TestRecallLeavesOutNearUniversalWords(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		m := e.mesh(t, Mesh{})
+		fillMemories(t, e, m.ID, nearUniversal+100, func(i int) string { return fmt.Sprintf("ci job %d passed", i) })
+		without := e.remember(t, m.ID, "failed build on arm")
+		phrase := e.remember(t, m.ID, "ci build failed again")
+		if ids := e.recallIDs(t, m.ID, RecallQuery{Query: "CI build failed"}); !slices.Equal(ids, []string{phrase.ID, without.ID}) {
+			t.Errorf("recall CI build failed = %v, want the phrase %s then %s, which lacks ci", ids, phrase.ID, without.ID)
+		}
+		got, err := e.s.Recall(context.Background(), m.ID, RecallQuery{Query: "passed ci"})
+		if err != nil || len(got) != DefaultRecallLimit {
+			t.Fatalf("recall passed ci = %d memories, %v; want %d", len(got), err, DefaultRecallLimit)
+		}
+		for _, r := range got {
+			if !strings.HasPrefix(r.Content, "ci job ") {
+				t.Errorf("recall passed ci found %q, which lacks passed", r.Content)
+			}
+		}
+	})
+}
+
+// TestRecallNewestBeyondTheRecent: matches over the rank bound answer the
+// newest first, found among the newest memories or further back, whether
+// the newest hold a few of them (PostgreSQL reads the mesh newest first)
+// or too few (sorted from the words' index).
+func TestRecallNewestBeyondTheRecent(t *testing.T) {
+	old := maxRanked
+	maxRanked = 2
+	t.Cleanup(func() { maxRanked = old })
+	backends(t, func(t *testing.T, e *env) {
+		m := e.mesh(t, Mesh{})
+		var want []string // newest first
+		for range 5 {
+			e.clock.Advance(time.Second)
+			want = append([]string{e.remember(t, m.ID, "deploy notes").ID}, want...)
+		}
+		e.clock.Advance(time.Second)
+		fillMemories(t, e, m.ID, recallSample-2, func(i int) string { return fmt.Sprintf("lunch %d", i) })
+		for range 2 {
+			e.clock.Advance(time.Second)
+			want = append([]string{e.remember(t, m.ID, "deploy notes again").ID}, want...)
+		}
+		for _, limit := range []int{4, 20} { // the newest 1,000 hold 2: a few of 4, too few of 20
+			if ids := e.recallIDs(t, m.ID, RecallQuery{Query: "deploy", Limit: limit}); !slices.Equal(ids, want[:min(limit, len(want))]) {
+				t.Errorf("recall deploy, limit %d = %v, want %v", limit, ids, want[:min(limit, len(want))])
+			}
 		}
 	})
 }
