@@ -140,8 +140,10 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 const linkWait = 3 * time.Second
 
 // whenLinked runs read, and again while the daemon answers
-// broker_unavailable, for up to linkWait (within ctx). Only reads go
-// through it: a write the link dropped may have been done.
+// broker_unavailable, for up to linkWait (within ctx). Only reads, and
+// writes that are safe to repeat, go through it: a write the link dropped
+// may have been done (a lock's acquire repeated by its holder extends the
+// same grant, and a release repeated releases nothing more).
 func whenLinked[T any](ctx context.Context, read func() (T, error)) (T, error) {
 	deadline := time.Now().Add(linkWait)
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
