@@ -87,6 +87,8 @@ type BrokerConn struct {
 	locks       reqCalls[*lockCall]
 	lockWaiters map[lockName][]*lockCall
 	held        map[lockName]*heldLock
+	recording   map[uint64]pendingAnswer // answers waiting for their transition's record
+	nextRecord  uint64
 	nextReq     int
 	closing     bool
 	downAt      time.Time // when the connection was lost; zero before the first
@@ -134,7 +136,7 @@ func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metri
 	return func() actor.Actor {
 		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
-			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}}
+			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}}
 	}
 }
 
@@ -198,9 +200,7 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 	case *endHolds:
 		b.endHolds(ctx)
 	case *messages.LockRecorded:
-		if m.Err != nil {
-			b.log.Warn("record_lock", "err", m.Err)
-		}
+		b.lockRecorded(ctx, m)
 	case *messages.NodesRequest:
 		b.nodesRequest(ctx)
 	case *nodesExpired:

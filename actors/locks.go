@@ -114,10 +114,12 @@ func (b *BrokerConn) lockFrame(ctx actor.Context, f any) bool {
 		} else if call, ok := b.locks.take(f.ReqID); ok {
 			name := lockName{f.Repo, f.Key}
 			b.forget(name)
+			reply := &messages.LockReply{Released: f.Released}
 			if f.Released {
-				b.recordLock(ctx, name, call.req.Fence, 0, messages.LockKindReleased)
+				b.recordLock(ctx, name, call.req.Fence, 0, messages.LockKindReleased, call, reply)
+			} else {
+				b.lockAnswer(ctx, call, reply)
 			}
-			b.lockAnswer(ctx, call, &messages.LockReply{Released: f.Released})
 		}
 	case *messages.LockListFrame:
 		if call, ok := b.locks.take(f.ReqID); ok {
@@ -148,14 +150,16 @@ func (b *BrokerConn) lockResult(ctx actor.Context, call *lockCall, f *messages.L
 		workers.SendLater(ctx, min(retry, time.Until(call.deadline)), &lockRetry{call: call})
 		return
 	}
+	lock := f.LockInfo
+	reply := &messages.LockReply{Granted: f.Granted, Lock: &lock}
 	if f.Granted {
 		b.keep(ctx, name, f.FenceToken, call.req.TTL)
 		if !call.renewal {
-			b.recordLock(ctx, name, f.FenceToken, call.req.TTL, messages.LockKindAcquired)
+			b.recordLock(ctx, name, f.FenceToken, call.req.TTL, messages.LockKindAcquired, call, reply)
+			return
 		}
 	}
-	lock := f.LockInfo
-	b.lockAnswer(ctx, call, &messages.LockReply{Granted: f.Granted, Lock: &lock})
+	b.lockAnswer(ctx, call, reply)
 }
 
 // retryWaiters tries the parked acquires of name again.
@@ -188,7 +192,7 @@ func (b *BrokerConn) lockError(ctx actor.Context, call *lockCall, f *messages.Er
 		name := lockName{call.req.Repo, call.req.Key}
 		if h, ok := b.held[name]; ok && h.fence == call.req.Fence {
 			b.forget(name)
-			b.recordLock(ctx, name, h.fence, 0, messages.LockKindLost)
+			b.recordLock(ctx, name, h.fence, 0, messages.LockKindLost, nil, nil)
 			b.event(ctx, "lock_lost", map[string]any{"mesh": b.cfg.Slug, "key": name.key, "repo": name.repo, "fence_token": h.fence})
 		}
 		err = messages.LockNotHeld(b.cfg.Slug, call.req.Key)
@@ -303,14 +307,40 @@ func (b *BrokerConn) endHolds(ctx actor.Context) {
 			kind = messages.LockKindReleased
 		}
 		b.forget(name)
-		b.recordLock(ctx, name, h.fence, 0, kind)
+		b.recordLock(ctx, name, h.fence, 0, kind, nil, nil)
 	}
 	ctx.Respond(&endedHolds{})
 }
 
 // recordLock has the store record a transition (and keep a session's
-// acquired lock).
-func (b *BrokerConn) recordLock(ctx actor.Context, name lockName, fence int64, ttl time.Duration, kind string) {
-	ctx.Request(b.store, &messages.RecordLock{Route: b.cfg.Slug, Mesh: b.cfg.MeshID, Holder: b.cfg.Identity.PublicKeyHex(),
-		Repo: name.repo, Key: name.key, Fence: fence, TTL: ttl, Kind: kind, Keep: b.cfg.Session != nil, Now: time.Now().UnixMilli()})
+// acquired lock); call, when set, is answered reply once it is committed
+// (lockRecorded), so that a lock its caller was told of is in the audit
+// log and, for a session, renewed after a restart.
+func (b *BrokerConn) recordLock(ctx actor.Context, name lockName, fence int64, ttl time.Duration, kind string, call *lockCall,
+	reply *messages.LockReply) {
+	b.nextRecord++
+	if call != nil {
+		b.recording[b.nextRecord] = pendingAnswer{call: call, reply: reply}
+	}
+	ctx.Request(b.store, &messages.RecordLock{ID: b.nextRecord, Route: b.cfg.Slug, Mesh: b.cfg.MeshID,
+		Holder: b.cfg.Identity.PublicKeyHex(), Repo: name.repo, Key: name.key, Fence: fence, TTL: ttl, Kind: kind,
+		Keep: b.cfg.Session != nil, Now: time.Now().UnixMilli()})
+}
+
+// pendingAnswer is a caller's answer waiting for its transition's record.
+type pendingAnswer struct {
+	call  *lockCall
+	reply *messages.LockReply
+}
+
+// lockRecorded answers the caller whose transition the store recorded (a
+// record that failed is logged: the lock is the broker's all the same).
+func (b *BrokerConn) lockRecorded(ctx actor.Context, m *messages.LockRecorded) {
+	if m.Err != nil {
+		b.log.Warn("record_lock", "err", m.Err)
+	}
+	if p, ok := b.recording[m.ID]; ok {
+		delete(b.recording, m.ID)
+		b.lockAnswer(ctx, p.call, p.reply)
+	}
 }

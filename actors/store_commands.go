@@ -40,13 +40,15 @@ var commands = commandTable(
 			return s.outbox.ListAudit(tx, m)
 		}}),
 	// Lock transitions and a session's held locks (outbox.db, beside the
-	// audit log they append to). Nothing waits: a transition lost in a
+	// audit log they append to). The caller of an acquire or a release is
+	// answered once its transition is committed, not fsynced: one lost in a
 	// power cut loses its entry, and a kept lock its renewal after the
 	// restart (it runs out, which the broker's fence tokens make safe).
 	entry(spec[messages.RecordLock, messages.LockRecorded]{db: outboxDB,
 		run: func(s *Store, tx *persistence.Tx, m *messages.RecordLock, _ *actor.PID) (*messages.LockRecorded, error) {
 			return &messages.LockRecorded{}, s.outbox.RecordLock(tx, m)
-		}}),
+		},
+		echo: func(m *messages.RecordLock, r *messages.LockRecorded) { r.ID = m.ID }}),
 	entry(spec[messages.HeldLocks, messages.HeldLockList]{db: outboxDB,
 		run: func(s *Store, tx *persistence.Tx, m *messages.HeldLocks, _ *actor.PID) (*messages.HeldLockList, error) {
 			locks, err := s.outbox.HeldLocks(tx, m.Route)

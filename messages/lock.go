@@ -219,6 +219,7 @@ const (
 // session's lock, acquired) the held lock, which any other kind forgets.
 // The reply is *LockRecorded.
 type RecordLock struct {
+	ID     uint64 // echoed in the reply
 	Route  string
 	Mesh   string
 	Holder string
@@ -231,8 +232,11 @@ type RecordLock struct {
 	Now    int64 // Unix ms
 }
 
-// LockRecorded is the reply to *RecordLock and *AbandonHeldLocks.
-type LockRecorded struct{ Err error }
+// LockRecorded is the reply to *RecordLock (its ID) and *AbandonHeldLocks.
+type LockRecorded struct {
+	ID  uint64
+	Err error
+}
 
 // Failure returns the store's error, nil on success.
 func (r *LockRecorded) Failure() error { return r.Err }
