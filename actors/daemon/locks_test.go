@@ -25,8 +25,8 @@ func TestSessionLocks(t *testing.T) {
 	c := ipc.NewClient(paths.Socket())
 	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
 	tokB, _ := register(t, c, "sess-b", "beta", os.Getpid())
-	waitListed(t, c, "alpha", "beta")
 	a, b := c.AsSession(tokA), c.AsSession(tokB)
+	waitLinked(t, a, b)
 
 	got, err := a.AcquireLock(ctx, &messages.LockAcquireRequest{Key: "file:src/lib.rs", Repo: "repo-1", TTLMs: 1000})
 	if err != nil || !got.Granted || got.Lock.FenceToken < 1 || got.Lock.HolderName != "alpha" || got.Lock.Mesh != "local" {
@@ -109,7 +109,7 @@ func TestSessionLockSurvivesRestart(t *testing.T) {
 	c := ipc.NewClient(paths.Socket())
 	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
 	_, _ = register(t, c, "sess-gone", "gamma", os.Getpid())
-	waitListed(t, c, "alpha", "gamma")
+	waitLinked(t, c.AsSession(tokA))
 	got, err := c.AsSession(tokA).AcquireLock(ctx, &messages.LockAcquireRequest{Key: "deploy", TTLMs: 2000})
 	if err != nil || !got.Granted {
 		t.Fatalf("acquire = %+v, %v", got, err)
@@ -125,6 +125,7 @@ func TestSessionLockSurvivesRestart(t *testing.T) {
 			tokG = r.Token
 		}
 	}
+	waitLinked(t, c.AsSession(tokG))
 	if g, err := c.AsSession(tokG).AcquireLock(ctx, &messages.LockAcquireRequest{Key: "gamma-lock", TTLMs: 2000}); err != nil || !g.Granted {
 		t.Fatalf("gamma's acquire = %+v, %v", g, err)
 	}
@@ -145,7 +146,7 @@ func TestSessionLockSurvivesRestart(t *testing.T) {
 	d = startEmbedded(t, paths)
 	defer d.Close()
 	tokB, _ := register(t, c, "sess-b", "beta", os.Getpid())
-	waitListed(t, c, "alpha", "beta")
+	waitLinked(t, c.AsSession(tokA), c.AsSession(tokB))
 	other, err := c.AsSession(tokB).AcquireLock(ctx, &messages.LockAcquireRequest{Key: "deploy", TTLMs: 2000, WaitMs: 4000})
 	if err != nil || other.Granted || other.Lock.HolderName != "alpha" || other.Lock.FenceToken != got.Lock.FenceToken {
 		t.Fatalf("two TTLs after the restart = %+v, %v; want alpha's lock, renewed", other, err)
@@ -170,6 +171,18 @@ func TestSessionLockSurvivesRestart(t *testing.T) {
 		"lock.acquired deploy"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("lock entries of the audit log = %q, want %q", kinds, want)
+	}
+}
+
+// waitLinked waits until each session's broker connection is up: its lock
+// list answers (a peer list may name a session before its link is).
+func waitLinked(t *testing.T, sessions ...*ipc.Client) {
+	t.Helper()
+	for _, s := range sessions {
+		waitFor(t, "a session's broker connection", func() bool {
+			_, err := s.Locks(context.Background(), "", "")
+			return err == nil
+		})
 	}
 }
 
