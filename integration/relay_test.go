@@ -23,29 +23,10 @@ func TestBrokerRelayPollProcess(t *testing.T) {
 	const poll = 300 * time.Millisecond
 	dbURL := brokertest.PostgresURL(t)
 	proxy, viaProxy := brokertest.NewProxy(t, dbURL)
-	brokerEnv, aliceEnv, bobEnv := newEnv(t), newEnv(t), newEnv(t)
+	brokerEnv := newEnv(t)
 	first := startBrokerProc(t, brokerEnv, "--database-url", dbURL)
 	second := startBrokerProc(t, brokerEnv, "--database-url", viaProxy, "--relay-poll", poll.String())
-
-	if r := runCLI(t, brokerEnv, "broker", "mesh", "create", "relay", "--database-url", dbURL); r.code != 0 {
-		t.Fatalf("mesh create: exit %d\n%s", r.code, r.stderr)
-	}
-	r := runCLI(t, brokerEnv, "broker", "invite", "relay", "--uses", "2", "--database-url", dbURL, "--broker-url", "http://"+first.addr)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	invite := lines[len(lines)-1]
-	for _, j := range []struct {
-		e    *env
-		name string
-	}{{aliceEnv, "alice"}, {bobEnv, "bob"}} {
-		if r := runCLI(t, j.e, "join", invite, "--name", j.name); r.code != 0 {
-			t.Fatalf("join %s: exit %d\n%s", j.name, r.code, r.stderr)
-		}
-	}
-	alice, bob := joinedMember(t, aliceEnv, "relay"), joinedMember(t, bobEnv, "relay")
-	a := alice.connect(t, "alice") // config.json names the first broker
-	b := dialBroker(t, "bob", "ws://"+second.addr+"/ws")
-	b.send(bob.hello("bob-session"))
-	b.next("hello_ack")
+	alice, bob, a, b := twoMembersOnReplicas(t, brokerEnv, dbURL, "relay", first, second)
 
 	proxy.Cut(broker.DefaultListenName) // the second broker's LISTEN connections go deaf
 	frame, _ := alice.sealedDM(t, bob.Pubkey, "relay-1", "through the poll")
