@@ -70,7 +70,7 @@ func (b *BrokerConn) lockRequest(ctx actor.Context, m *messages.LockRequest) {
 	if m.Wait > 0 {
 		call.deadline = time.Now().Add(m.Wait)
 	}
-	if b.session != nil && !slices.Contains(b.session.Abilities, wsclient.AbilityLocks) {
+	if b.lacks(wsclient.AbilityLocks) {
 		ctx.Send(call.who, &messages.LockReply{Err: &messages.Error{Status: http.StatusNotImplemented, Code: "locks_unsupported",
 			Detail: fmt.Sprintf("the broker of mesh %s has no locks (it is upstream's, or older): run claudemesh-go's broker for them", b.cfg.Slug)}})
 		return

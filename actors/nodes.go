@@ -26,7 +26,7 @@ const NodesTimeout = 5 * time.Second
 type nodesExpired struct{ id string }
 
 func (b *BrokerConn) nodesRequest(ctx actor.Context) {
-	if b.session != nil && !slices.Contains(b.session.Abilities, wsclient.AbilityNodes) {
+	if b.lacks(wsclient.AbilityNodes) {
 		ctx.Respond(&messages.NodesReply{Err: &messages.Error{Status: http.StatusNotImplemented, Code: messages.CodeNodesUnsupported,
 			Detail: fmt.Sprintf("the broker of mesh %s does not list nodes (it is upstream's, or older than claudemesh's nodes): "+
 				"see the mesh's peers with `claudemesh peers` instead", b.cfg.Slug)}})
@@ -38,6 +38,13 @@ func (b *BrokerConn) nodesRequest(ctx actor.Context) {
 		return
 	}
 	workers.SendLater(ctx, NodesTimeout, &nodesExpired{id: id})
+}
+
+// lacks reports whether the connected broker did not advertise ability
+// (upstream's, or an older one): a request of it is not sent. While the
+// link is down nothing is known, and the request fails as unsent.
+func (b *BrokerConn) lacks(ability string) bool {
+	return b.session != nil && !slices.Contains(b.session.Abilities, ability)
 }
 
 // nodesError answers the node list an error frame names; it reports false

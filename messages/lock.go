@@ -139,14 +139,28 @@ func checkLockTTL(ttlMs int64) error {
 	return nil
 }
 
-// CheckLockName refuses a key or a repository id the broker would: a key
-// is 1-512 bytes, a repository id 0-256, of UTF-8 with no control
-// characters.
+// CheckLockName refuses a key or a repository id the broker would
+// (CheckLockKey, CheckLockRepo).
 func CheckLockName(key, repo string) error {
+	if err := CheckLockKey(key); err != nil {
+		return err
+	}
+	return CheckLockRepo(repo)
+}
+
+// CheckLockKey refuses a key the broker would: 1-512 bytes of UTF-8 with
+// no control characters.
+func CheckLockKey(key string) error {
 	if !printable(key) || key == "" || len(key) > MaxLockKey {
 		return badRequest(CodeInvalidLockKey, "a lock key is 1-%d bytes of UTF-8 with no control characters (e.g. file:src/lib.rs), got %q",
 			MaxLockKey, key)
 	}
+	return nil
+}
+
+// CheckLockRepo refuses a repository id the broker would: at most 256
+// bytes of UTF-8 with no control characters ("" for none).
+func CheckLockRepo(repo string) error {
 	if !printable(repo) || len(repo) > MaxLockRepo {
 		return badRequest(CodeInvalidLockRepo, "a repository id is at most %d bytes of UTF-8 with no control characters, got %q",
 			MaxLockRepo, repo)

@@ -51,12 +51,11 @@ type LockHolder struct {
 }
 
 func checkLock(repo, key string) error {
-	if err := messages.CheckLockName(key, repo); err != nil {
-		var me *messages.Error
-		if errors.As(err, &me) && me.Code == messages.CodeInvalidLockRepo {
-			return ErrInvalidLockRepo
-		}
+	switch {
+	case messages.CheckLockKey(key) != nil:
 		return ErrInvalidLockKey
+	case messages.CheckLockRepo(repo) != nil:
+		return ErrInvalidLockRepo
 	}
 	return nil
 }

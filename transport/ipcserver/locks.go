@@ -69,11 +69,9 @@ func (s *Server) lockRelease(w http.ResponseWriter, r *http.Request) {
 // locks.
 func (s *Server) lockList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if repo := q.Get("repo"); repo != "" {
-		if err := messages.CheckLockName("-", repo); err != nil {
-			writeError(w, err)
-			return
-		}
+	if err := messages.CheckLockRepo(q.Get("repo")); err != nil {
+		writeError(w, err)
+		return
 	}
 	mesh, reply, err := lockAsk(s, r, q.Get("mesh"), &messages.LockRequest{Op: messages.TypeListLocks, Repo: q.Get("repo")}, 0)
 	if err != nil {
