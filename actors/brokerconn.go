@@ -117,8 +117,9 @@ type (
 	// linkUp / linkDown tell the dispatcher the connection's state; it
 	// writes its sends to the connection itself.
 	linkUp struct {
-		conn   *wsclient.Conn
-		maxAge time.Duration
+		conn      *wsclient.Conn
+		maxAge    time.Duration
+		firstSend bool // the broker takes first_send (wsclient.Session.FirstSend)
 	}
 	linkDown struct{}
 	// inboundPush is a push for the inbox, with the connection it came on
@@ -301,7 +302,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		<-conn.Done()
 		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
 	}()
-	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge()})
+	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge(), firstSend: m.session.FirstSend})
 	b.renewHeld(ctx)
 
 }
