@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/gorilla/websocket"
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -28,7 +30,10 @@ type MeshConfig struct {
 	Identity *meshcrypto.Identity
 	Name     string
 	URL      string // the broker's WebSocket URL
-	Legacy   bool   // --legacy-broker
+	// Dial, when set, makes the connection under the WebSocket instead of
+	// a TCP dial of URL's host (the embedded broker's pipes).
+	Dial   DialFunc
+	Legacy bool // --legacy-broker
 	// Liveness is how long a silent broker connection is kept (0: the
 	// protocol's 75 s); pings go out at 2/5 of it.
 	Liveness time.Duration
@@ -48,6 +53,10 @@ type MeshConfig struct {
 
 	pace *paceBoard // the dispatcher's pacing, for the connection's status (set by meshProps)
 }
+
+// DialFunc connects to a broker's address (a websocket.Dialer's
+// NetDialContext).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // SessionConfig is what a session's connection says about it.
 type SessionConfig struct {
@@ -226,6 +235,9 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 		DaemonVersion: b.cfg.Version}
 	if s := b.cfg.Session; s != nil {
 		cfg.Parent, cfg.SessionID, cfg.PID, cfg.Cwd, cfg.Groups = s.Parent, s.SessionID, s.PID, s.Cwd, s.Groups
+	}
+	if b.cfg.Dial != nil {
+		cfg.Dialer = &websocket.Dialer{NetDialContext: b.cfg.Dial, HandshakeTimeout: wsclient.DefaultHelloTimeout}
 	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
