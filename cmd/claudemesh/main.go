@@ -42,6 +42,7 @@ type cli struct {
 	Launch    launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`
 	Install   installCmd       `cmd:"" help:"Register claudemesh with an agent tool."`
 	Uninstall uninstallCmd     `cmd:"" help:"Remove what install registered."`
+	Web       webCmd           `cmd:"" help:"Open the daemon's web view in a browser (with --no-open: print its one-time link): peers and sessions, inbox, outbox, locks, compose; live."`
 	Hook      hookCmd          `cmd:"" help:"Receive an agent's hook event (claudemesh hook <event>: appends it to hooks.db for the daemon, never blocks the agent), or install the receiver in Claude Code's hooks."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
