@@ -38,9 +38,6 @@ var routes = []route{
 }
 
 func findRoute(method, path string) (route, bool) {
-	if path == "" {
-		path = "/"
-	}
 	for _, rt := range routes {
 		if rt.path == path && (rt.method == method || rt.method == http.MethodGet && method == http.MethodHead) {
 			return rt, true

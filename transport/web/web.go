@@ -156,6 +156,10 @@ func (v *View) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := strings.TrimPrefix(r.URL.Path, Prefix)
+	if path == "" { // the cookie's path is /web/: send the browser there
+		http.Redirect(w, r, Prefix+"/", http.StatusMovedPermanently)
+		return
+	}
 	if strings.HasPrefix(path, "/static/") && r.Method == http.MethodGet {
 		v.static(w, r, strings.TrimPrefix(path, "/static/"))
 		return
