@@ -78,7 +78,7 @@ var overlapTable = []struct {
 	{"/a**b", "a/b", false}, // ** inside a segment is *
 	{"a**b", "axyb", true},
 	{"a**b", "a/b", true}, // a/b/axb
-	{"/.*", "/?", false},       // only "." is both, and no file is named .
+	{"/.*", "/?", false},  // only "." is both, and no file is named .
 	{"/.*", "/??", true},
 }
 
