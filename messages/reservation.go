@@ -217,4 +217,3 @@ func ReservationsUnsupported(mesh string) *Error {
 	return &Error{Status: http.StatusNotImplemented, Code: CodeReservationsUnsupported,
 		Detail: fmt.Sprintf("the broker of mesh %s has no file reservations (it is upstream's, or older): run claudemesh-go's broker for them", mesh)}
 }
-

@@ -27,11 +27,11 @@ import (
 var (
 	ErrInvalidReservationRepo = fmt.Errorf("%w: a reservation's repository id is 1-%d bytes of UTF-8 with no control characters",
 		ErrInvalid, messages.MaxLockRepo)
-	ErrInvalidPattern         = fmt.Errorf("%w: invalid path pattern", ErrInvalid)
-	ErrInvalidPath            = fmt.Errorf("%w: invalid path", ErrInvalid)
-	ErrTooManyPatterns        = fmt.Errorf("%w: a reservation has 1-%d patterns", ErrInvalid, messages.MaxReservePatterns)
-	ErrTooManyPaths           = fmt.Errorf("%w: a check names 1-%d paths", ErrInvalid, messages.MaxCheckPaths)
-	ErrInvalidReservationTTL  = fmt.Errorf("%w: a reservation's TTL is %v to %v", ErrInvalid, messages.MinReservationTTL, messages.MaxReservationTTL)
+	ErrInvalidPattern        = fmt.Errorf("%w: invalid path pattern", ErrInvalid)
+	ErrInvalidPath           = fmt.Errorf("%w: invalid path", ErrInvalid)
+	ErrTooManyPatterns       = fmt.Errorf("%w: a reservation has 1-%d patterns", ErrInvalid, messages.MaxReservePatterns)
+	ErrTooManyPaths          = fmt.Errorf("%w: a check names 1-%d paths", ErrInvalid, messages.MaxCheckPaths)
+	ErrInvalidReservationTTL = fmt.Errorf("%w: a reservation's TTL is %v to %v", ErrInvalid, messages.MinReservationTTL, messages.MaxReservationTTL)
 	// ErrReservationNotHeld is a renewal of a grant none of whose
 	// reservations stands: expired, released, or forced released (the
 	// error then says by whom).
