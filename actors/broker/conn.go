@@ -48,6 +48,9 @@ type deps struct {
 	// staleAfter is how long a node may go unheard before it is listed
 	// stale (conn_nodes.go).
 	staleAfter time.Duration
+	// reservationStale is how long a reservation's holder may go without a
+	// renewal before another may force it released.
+	reservationStale time.Duration
 }
 
 // Connection messages; revokedNow says the member was revoked while
@@ -197,6 +200,16 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		c.listLocks(f)
 	case *messages.ListNodesFrame:
 		c.listNodes(f)
+	case *messages.ReserveFrame:
+		c.reserve(ctx, f)
+	case *messages.ReservationRenewFrame:
+		c.renewReservations(f)
+	case *messages.ReservationReleaseFrame:
+		c.releaseReservations(ctx, f)
+	case *messages.ListReservationsFrame:
+		c.listReservations(f)
+	case *messages.ReservationCheckFrame:
+		c.checkReservations(f)
 	default:
 		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
 	}
