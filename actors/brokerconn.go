@@ -89,6 +89,11 @@ type BrokerConn struct {
 	held        map[lockName]*heldLock
 	recording   map[uint64]pendingAnswer // answers waiting for their transition's record
 	nextRecord  uint64
+	// reservations in flight, parked reserves by repository, and a
+	// session's held grants (reservations.go)
+	resv        reqCalls[*resvCall]
+	resvWaiters map[string][]*resvCall
+	grants      map[*heldGrant]bool
 	nextReq     int
 	closing     bool
 	downAt      time.Time // when the connection was lost; zero before the first
@@ -136,7 +141,8 @@ func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metri
 	return func() actor.Actor {
 		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
-			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}}
+			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{},
+			resvWaiters: map[string][]*resvCall{}, grants: map[*heldGrant]bool{}}
 	}
 }
 
@@ -201,6 +207,14 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.endHolds(ctx)
 	case *messages.LockRecorded:
 		b.lockRecorded(ctx, m)
+	case *messages.ReservationRequest:
+		b.reservationRequest(ctx, m)
+	case *resvExpired:
+		b.resvExpired(ctx, m)
+	case *resvRetry:
+		b.resvRetry(ctx, m)
+	case *resvRenewal:
+		b.renewGrant(ctx, m.grant)
 	case *messages.NodesRequest:
 		b.nodesRequest(ctx)
 	case *nodesExpired:
@@ -303,7 +317,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	}()
 	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge()})
 	b.renewHeld(ctx)
-
+	b.renewGrants(ctx)
 }
 
 func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
@@ -330,6 +344,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	b.memoryDown(ctx)
 	b.locksDown(ctx)
 	b.nodesDown(ctx)
+	b.reservationsDown(ctx)
 	if b.closing {
 		return
 	}
@@ -346,6 +361,9 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 		return
 	}
 	if b.lockFrame(ctx, f) { // locks.go
+		return
+	}
+	if b.reservationFrame(ctx, f) { // reservations.go
 		return
 	}
 	switch f := f.(type) {

@@ -295,8 +295,8 @@ func (b *BrokerConn) restoreHeld(ctx actor.Context, m *messages.HeldLockList) {
 	}
 }
 
-// endHolds releases every held lock as the session ends, and answers once
-// the releases are queued before the connection's close (a lock whose
+// endHolds releases every held lock (and reservation) as the session
+// ends, and answers once the releases are queued before the connection's close (a lock whose
 // release is lost runs out with its TTL; one held while the broker is out
 // of reach is abandoned to it).
 func (b *BrokerConn) endHolds(ctx actor.Context) {
@@ -309,6 +309,7 @@ func (b *BrokerConn) endHolds(ctx actor.Context) {
 		b.forget(name)
 		b.recordLock(ctx, name, h.fence, 0, kind, nil, nil)
 	}
+	b.endGrants() // reservations.go
 	ctx.Respond(&endedHolds{})
 }
 

@@ -1,0 +1,91 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// reserveAs asks c for patterns in the test repository.
+func reserveAs(t *testing.T, c *ipc.Client, req messages.ReserveRequest) *messages.Reserved {
+	t.Helper()
+	if req.Repo == "" {
+		req.Repo = "git:reservations-test"
+	}
+	got, err := c.Reserve(context.Background(), &req)
+	if err != nil {
+		t.Fatalf("reserve %v: %v", req.Patterns, err)
+	}
+	return got
+}
+
+// TestReservationsTwoDaemons: two daemons on two broker replicas of one
+// PostgreSQL database, two agent sessions on each. A's exclusive src/**
+// refuses B's src/app.py, exclusive and shared, naming the holder, the
+// pattern, exclusivity and expiry, and the other session of A's own daemon
+// too; B's docs/*.md is granted; A's daemon renews the reservation past
+// its TTL; the guard's check names A; a session that ends releases its
+// reservations at once; once A's daemon is killed (its session gone, no
+// release) and the TTL passes, B's waiting request is granted with a
+// higher fence token.
+func TestReservationsTwoDaemons(t *testing.T) {
+	m := newLockMesh(t)
+	as, bs := m.sessions(t, m.alice, "a-", 2), m.sessions(t, m.bob, "b-", 2)
+	held := reserveAs(t, as[0], messages.ReserveRequest{Patterns: []string{"src/**"}, TTLMs: 2000})
+	if !held.Granted || held.FenceToken < 1 {
+		t.Fatalf("a-0's src/** = %+v", held)
+	}
+	for _, shared := range []bool{false, true} {
+		got := reserveAs(t, bs[0], messages.ReserveRequest{Patterns: []string{"src/app.py"}, Shared: shared})
+		if got.Granted || len(got.Conflicts) != 1 {
+			t.Fatalf("b-0's src/app.py (shared %v) = %+v; want refused", shared, got)
+		}
+		c := got.Conflicts[0]
+		if c.HolderName != "a-0" || c.Pattern != "src/**" || !c.Exclusive || c.ExpiresAt == "" || c.Path != "src/app.py" {
+			t.Errorf("conflict = %+v", c)
+		}
+	}
+	if got := reserveAs(t, as[1], messages.ReserveRequest{Patterns: []string{"src/lib/x.go"}}); got.Granted {
+		t.Errorf("a-1 (a-0's daemon, another session) = %+v; want refused", got)
+	}
+	docs := reserveAs(t, bs[0], messages.ReserveRequest{Patterns: []string{"docs/*.md"}})
+	if !docs.Granted || docs.FenceToken <= held.FenceToken {
+		t.Fatalf("b-0's docs/*.md = %+v", docs)
+	}
+
+	time.Sleep(3 * time.Second) // past the TTL: only a-0's daemon's renewals keep it
+	if got := reserveAs(t, bs[1], messages.ReserveRequest{Patterns: []string{"src/main.go"}}); got.Granted {
+		t.Fatalf("b-1 after a-0's first TTL = %+v; want refused (renewed)", got)
+	}
+	check, err := bs[0].CheckPaths(context.Background(), &messages.CheckPathsRequest{Repo: "git:reservations-test",
+		Paths: []string{"README.md", "src/app.py", "docs/a.md"}})
+	if err != nil || len(check.Conflicts) != 1 || check.Conflicts[0].Path != "src/app.py" || check.Conflicts[0].HolderName != "a-0" {
+		t.Errorf("b-0's check (its own docs/*.md not in its way) = %+v, %v", check, err)
+	}
+
+	lib := registerSession(t, m.alice.env.socket(), "demo", "a-lib", "a-lib")
+	pollUntil(t, 30*time.Second, pollInterval, func() string { return "a-lib connected" }, func() bool {
+		_, err := lib.c.Reservations(context.Background(), "", "")
+		return err == nil
+	})
+	if got := reserveAs(t, lib.c, messages.ReserveRequest{Patterns: []string{"lib/**"}, TTLMs: 60000}); !got.Granted {
+		t.Fatalf("a-lib's lib/** = %+v", got)
+	}
+	if _, err := ipc.NewClient(m.alice.env.socket()).DeregisterSession(context.Background(), lib.token); err != nil {
+		t.Fatal(err)
+	}
+	if got := reserveAs(t, bs[1], messages.ReserveRequest{Patterns: []string{"lib/x.go"}, WaitMs: 5000}); !got.Granted {
+		t.Errorf("b-1's lib/x.go after a-lib ended = %+v; want granted (released, not run out)", got)
+	}
+
+	m.alice.d.kill9()
+	start := time.Now()
+	got := reserveAs(t, bs[0], messages.ReserveRequest{Patterns: []string{"src/app.py"}, WaitMs: 15000})
+	if !got.Granted || got.FenceToken <= docs.FenceToken {
+		t.Fatalf("b-0's src/app.py after a-0's daemon died = %+v; want granted with a higher fence token", got)
+	}
+	t.Logf("granted %v after the kill, fence token %d (a-0's was %d)", time.Since(start).Round(time.Millisecond), got.FenceToken, held.FenceToken)
+}
