@@ -14,12 +14,15 @@
 //     the repository's root (`src/*.go`, `/README.md`); one without
 //     matches at any depth (`*.md` is `**/*.md`).
 //   - A pattern names files, and a directory with everything below it
-//     when it ends in `/` or `/**`, or its last segment has no wildcard:
-//     `src` and `src/` cover `src/app.py`, as an ignored directory ignores
-//     its content (`src` covers a file named src too). A last segment with
-//     a wildcard names what it matches only: `*.py` covers `a/x.py` but
-//     not `x.py/y.go`, where .gitignore would ignore the content of a
-//     directory named x.py — so that `*.py` and `*.go` do not overlap.
+//     when it ends in `/` or `/**`, or its last segment is a plain name
+//     with no '.' but at its start: `src`, `src/` and `.github` cover what
+//     is below them, as an ignored directory ignores its content (`src`
+//     covers a file named src too). A last segment with a wildcard, or a
+//     name with an extension, names what it matches only: `*.py` covers
+//     `a/x.py` but not `x.py/y.go`, `src/app.py` not `src/app.py/x`, where
+//     .gitignore would ignore the content of a directory of that name —
+//     so that `*.py` and `*.go`, or `src/app.py` and `Makefile`, do not
+//     overlap. Write `v1.2/` for a directory whose name has a dot.
 //   - Paths are compared as git stores them: case-sensitive, `/`-separated.
 //
 // Refused (ErrInvalid): negation (`!` at the start), `.` and `..`
@@ -280,8 +283,8 @@ func (p *parser) classRune() (rune, error) {
 
 // newAlternative splits an expansion into segments: one without a
 // separator but at its end, not anchored by a leading '/', matches at any
-// depth; a directory (a trailing separator, or a last segment without a
-// wildcard) ends in a globstar.
+// depth; a directory (a trailing separator, or a last segment isDirName)
+// ends in a globstar.
 func newAlternative(items []item, rootAnchored bool) (alternative, error) {
 	dir := false
 	if n := len(items); n > 0 && items[n-1].sep {
@@ -320,7 +323,7 @@ func newAlternative(items []item, rootAnchored bool) (alternative, error) {
 	if len(segs) == 1 && !rootAnchored && !segs[0].globstar {
 		segs = append([]segment{{globstar: true}}, segs...)
 	}
-	if last := segs[len(segs)-1]; !last.globstar && (dir || literal(last.toks) != "") {
+	if last := segs[len(segs)-1]; !last.globstar && (dir || isDirName(literal(last.toks))) {
 		segs = append(segs, segment{globstar: true})
 	}
 	if len(segs) > MaxSegments {
@@ -334,6 +337,12 @@ func newAlternative(items []item, rootAnchored bool) (alternative, error) {
 		alt.renders = append(alt.renders, render(segs[:n-1]))
 	}
 	return alt, nil
+}
+
+// isDirName reports whether a pattern's plain last segment names a
+// directory too: a name with no '.' but at its start.
+func isDirName(name string) bool {
+	return name != "" && !strings.Contains(name[1:], ".")
 }
 
 // literal is the segment's text when it is literal characters only.

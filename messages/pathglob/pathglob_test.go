@@ -41,7 +41,13 @@ var overlapTable = []struct {
 	{"**", "anything/at/all", true},
 	{"**/*.go", "cmd/main.go", true},
 	{"**/*.go", "cmd/*.rs", false},
-	{"**/*.go", "cmd/main.rs", true}, // cmd/main.rs/x.go: a literal name may be a directory
+	{"**/*.go", "cmd/main.rs", false}, // a name with an extension is a file
+	{"**/*.go", "cmd/main", true},     // cmd/main/x.go: a plain name may be a directory
+	{"src/app.py", "Makefile", false},
+	{"Makefile", "src/**", true},
+	{".github", ".github/workflows/ci.yml", true},
+	{"/v1.2", "v1.2/x", false},
+	{"v1.2/", "v1.2/x", true},
 	{"**/test/**", "src/test/a.go", true},
 	{"**/test/**", "src/tests/*.go", false},
 	{"a/**/b", "a/b", true},
@@ -112,7 +118,7 @@ func TestCovers(t *testing.T) {
 		{"src/**", "src/app.py", true}, {"src/**", "srcx/app.py", false}, {"src", "src/a/b/c", true},
 		{"*.md", "docs/a/b.md", true}, {"docs/*.md", "docs/a/b.md", false}, {"/a.md", "b/a.md", false},
 		{"/[!x]y", "a/y", false}, {"?", "/", false}, {"a/", "a", true}, {`\{x\}`, "{x}", true},
-		{"src/{a,b/c}.go", "src/b/c.go", true}, {"src/{a,b/c}.go", "src/b.go", false}, {"*.py", "x.py/y.go", false},
+		{"src/{a,b/c}.go", "src/b/c.go", true}, {"src/{a,b/c}.go", "src/b.go", false}, {"*.py", "x.py/y.go", false}, {"src/app.py", "src/app.py/x", false}, {"src/app", "src/app/x", true},
 	} {
 		if got := mustParse(t, c.pattern).Covers(c.path); got != c.want {
 			t.Errorf("%q covers %q = %v, want %v", c.pattern, c.path, got, c.want)
