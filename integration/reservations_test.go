@@ -2,6 +2,9 @@ package integration
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +91,28 @@ func TestReservationsTwoDaemons(t *testing.T) {
 		t.Fatalf("b-0's src/app.py after a-0's daemon died = %+v; want granted with a higher fence token", got)
 	}
 	t.Logf("granted %v after the kill, fence token %d (a-0's was %d)", time.Since(start).Round(time.Millisecond), got.FenceToken, held.FenceToken)
+}
+
+// TestReservationsLegacyBroker: against a broker that does not advertise
+// reservations (one speaking upstream's protocol), every reservation route
+// is 501 reservations_unsupported, and claudemesh reserve says so.
+func TestReservationsLegacyBroker(t *testing.T) {
+	m := newE2EMesh(t)
+	m.restartBrokerWith("--legacy-protocol")
+	m.alice.startLegacy(t)
+	var body messages.ErrorBody
+	if st, _, err := getJSON(m.alice.c, "http://localhost/v1/reservations", &body); err != nil || st != http.StatusNotImplemented ||
+		body.Error != messages.CodeReservationsUnsupported {
+		t.Errorf("GET /v1/reservations: %d %+v %v; want 501 reservations_unsupported", st, body, err)
+	}
+	res := do(t, m.alice.c, newRequest(t, http.MethodPost, "http://localhost/v1/reservations", []byte(`{"repo":"git:r","patterns":["src/**"]}`)))
+	if res.status != http.StatusNotImplemented || res.json(t)["error"] != messages.CodeReservationsUnsupported {
+		t.Errorf("POST /v1/reservations: %d %s", res.status, res.body)
+	}
+	dir := t.TempDir()
+	gitRun(t, dir, os.Environ(), "init", "-q")
+	gitRun(t, dir, os.Environ(), "commit", "-q", "--allow-empty", "-m", "root")
+	if r := cliIn(t, dir, m.alice.env.environ(), "reserve", "src/**"); r.code == 0 || !strings.Contains(r.stderr, "has no file reservations") {
+		t.Errorf("claudemesh reserve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
