@@ -91,13 +91,14 @@ type BrokerConn struct {
 	nextRecord  uint64
 	// reservations in flight, parked reserves by repository, and a
 	// session's held grants (reservations.go)
-	resv        reqCalls[*resvCall]
-	resvWaiters map[string][]*resvCall
-	grants      map[*heldGrant]bool
-	nextReq     int
-	closing     bool
-	downAt      time.Time // when the connection was lost; zero before the first
-	downBy      int       // the close code it was lost with
+	resv          reqCalls[*resvCall]
+	resvWaiters   map[string][]*resvCall
+	grants        map[*heldGrant]bool
+	resvRecording map[uint64]pendingReservation // answers waiting for their grant's record
+	nextReq       int
+	closing       bool
+	downAt        time.Time // when the connection was lost; zero before the first
+	downBy        int       // the close code it was lost with
 	// revoked says the broker refused the member key as revoked (reported
 	// once until a hello succeeds again).
 	revoked bool
@@ -142,7 +143,7 @@ func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metri
 		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
 			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{},
-			resvWaiters: map[string][]*resvCall{}, grants: map[*heldGrant]bool{}}
+			resvWaiters: map[string][]*resvCall{}, grants: map[*heldGrant]bool{}, resvRecording: map[uint64]pendingReservation{}}
 	}
 }
 
@@ -152,6 +153,7 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.dial(ctx)
 		if b.cfg.Session != nil {
 			ctx.Request(b.store, &messages.HeldLocks{Route: b.cfg.Slug})
+			ctx.Request(b.store, &messages.HeldReservations{Route: b.cfg.Slug})
 		}
 	case *actor.Stopping, *actor.Restarting:
 		b.closing = true
@@ -215,6 +217,8 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.resvRetry(ctx, m)
 	case *resvRenewal:
 		b.renewGrant(ctx, m.grant)
+	case *messages.HeldReservationList:
+		b.restoreGrants(ctx, m)
 	case *messages.NodesRequest:
 		b.nodesRequest(ctx)
 	case *nodesExpired:

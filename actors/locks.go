@@ -309,7 +309,7 @@ func (b *BrokerConn) endHolds(ctx actor.Context) {
 		b.forget(name)
 		b.recordLock(ctx, name, h.fence, 0, kind, nil, nil)
 	}
-	b.endGrants() // reservations.go
+	b.endHeldGrants(ctx) // reservations.go
 	ctx.Respond(&endedHolds{})
 }
 
@@ -343,5 +343,7 @@ func (b *BrokerConn) lockRecorded(ctx actor.Context, m *messages.LockRecorded) {
 	if p, ok := b.recording[m.ID]; ok {
 		delete(b.recording, m.ID)
 		b.lockAnswer(ctx, p.call, p.reply)
+	} else {
+		b.reservationRecorded(ctx, m.ID)
 	}
 }

@@ -109,7 +109,7 @@ func (b *BrokerConn) reservationFrame(ctx actor.Context, f any) bool {
 		if f.ReqID == "" { // pushed: another connection released, or forced ours
 			b.reservationsPushed(ctx, f)
 		} else if call, ok := b.resv.take(f.ReqID); ok {
-			b.dropPatterns(f.Repo, f.Patterns)
+			b.endGrants(ctx, b.dropPatterns(f.Repo, f.Patterns), messages.LockKindReleased)
 			b.reservationAnswer(ctx, call, &messages.ReservationReply{Released: f.Patterns})
 		}
 	case *messages.ReservationListFrame:
@@ -152,13 +152,18 @@ func (b *BrokerConn) reservationResult(ctx actor.Context, call *resvCall, f *mes
 		workers.SendLater(ctx, min(retry, time.Until(call.deadline)), &resvRetry{call: call})
 		return
 	}
-	if f.Granted && b.cfg.Session != nil {
-		b.dropPatterns(f.Repo, call.req.Patterns)
-		g := &heldGrant{repo: f.Repo, fence: f.FenceToken, ttl: call.req.TTL, patterns: call.req.Patterns}
+	reply := &messages.ReservationReply{Result: f}
+	if !f.Granted {
+		b.reservationAnswer(ctx, call, reply)
+		return
+	}
+	g := &heldGrant{repo: f.Repo, fence: f.FenceToken, ttl: call.req.TTL, patterns: call.req.Patterns}
+	if b.cfg.Session != nil {
+		b.endGrants(ctx, b.dropPatterns(f.Repo, call.req.Patterns), messages.LockKindReleased) // moved to this grant
 		g.timer = workers.SendLater(ctx, renewEvery(g.ttl), &resvRenewal{grant: g})
 		b.grants[g] = true
 	}
-	b.reservationAnswer(ctx, call, &messages.ReservationReply{Result: f})
+	b.recordReservation(ctx, g, messages.LockKindAcquired, call, reply)
 }
 
 // renewEvery is how often a grant of ttl is renewed.
@@ -168,7 +173,7 @@ func renewEvery(ttl time.Duration) time.Duration { return min(ttl/3, messages.Re
 // forgets the patterns of a grant another holder forced released.
 func (b *BrokerConn) reservationsPushed(ctx actor.Context, f *messages.ReservationReleasedFrame) {
 	if f.ForcedBy != "" && f.Holder == b.cfg.Identity.PublicKeyHex() {
-		b.dropPatterns(f.Repo, f.Patterns)
+		b.endGrants(ctx, b.dropPatterns(f.Repo, f.Patterns), messages.LockKindLost)
 		b.event(ctx, "reservation_lost", map[string]any{"mesh": b.cfg.Slug, "repo": f.Repo, "patterns": f.Patterns, "forced_by": f.ForcedBy})
 	}
 	waiters := b.resvWaiters[f.Repo]
@@ -178,18 +183,21 @@ func (b *BrokerConn) reservationsPushed(ctx actor.Context, f *messages.Reservati
 	}
 }
 
-// dropPatterns stops renewing patterns of repo (released, moved to a new
-// grant, or lost); a grant left with none is forgotten.
-func (b *BrokerConn) dropPatterns(repo string, patterns []string) {
+// dropPatterns stops renewing patterns of repo (none: all of them) —
+// released, moved to a new grant, or lost — and returns the grants left
+// with none.
+func (b *BrokerConn) dropPatterns(repo string, patterns []string) []*heldGrant {
+	var emptied []*heldGrant
 	for g := range b.grants {
 		if g.repo != repo {
 			continue
 		}
 		g.patterns = slices.DeleteFunc(g.patterns, func(p string) bool { return len(patterns) == 0 || slices.Contains(patterns, p) })
 		if len(g.patterns) == 0 {
-			b.forgetGrant(g)
+			emptied = append(emptied, g)
 		}
 	}
+	return emptied
 }
 
 func (b *BrokerConn) forgetGrant(g *heldGrant) {
@@ -218,7 +226,7 @@ func (b *BrokerConn) reservationError(ctx actor.Context, call *resvCall, f *mess
 	switch f.Code {
 	case messages.CodeReservationNotHeld:
 		if g := call.grant; g != nil && b.grants[g] {
-			b.forgetGrant(g)
+			b.endGrants(ctx, []*heldGrant{g}, messages.LockKindLost)
 			b.event(ctx, "reservation_lost", map[string]any{"mesh": b.cfg.Slug, "repo": g.repo, "patterns": g.patterns,
 				"fence_token": g.fence, "reason": f.Message})
 		}
@@ -284,20 +292,75 @@ func (b *BrokerConn) renewGrants(ctx actor.Context) {
 	}
 }
 
-// endGrants releases every held grant as the session ends: one release of
-// all the session's reservations per repository, queued before the
-// connection's close (one lost runs out with its TTL).
-func (b *BrokerConn) endGrants() {
+// endHeldGrants releases every held grant as the session ends: one
+// release of all the session's reservations per repository, queued before
+// the connection's close (one lost runs out with its TTL), or, with the
+// broker out of reach, abandoned to their TTL.
+func (b *BrokerConn) endHeldGrants(ctx actor.Context) {
 	var repos []string
+	all := make([]*heldGrant, 0, len(b.grants))
 	for g := range b.grants {
 		if !slices.Contains(repos, g.repo) {
 			repos = append(repos, g.repo)
 		}
-		b.forgetGrant(g)
+		all = append(all, g)
 	}
+	kind := messages.LockKindAbandoned
 	for _, repo := range repos {
-		if b.conn != nil {
-			_ = b.send(&messages.ReservationReleaseFrame{Type: messages.TypeReservationRelease, Repo: repo})
+		if b.conn != nil && b.send(&messages.ReservationReleaseFrame{Type: messages.TypeReservationRelease, Repo: repo}) == nil {
+			kind = messages.LockKindReleased
 		}
+	}
+	b.endGrants(ctx, all, kind)
+}
+
+// endGrants forgets grants and records how they ended.
+func (b *BrokerConn) endGrants(ctx actor.Context, grants []*heldGrant, kind string) {
+	for _, g := range grants {
+		b.forgetGrant(g)
+		b.recordReservation(ctx, g, kind, nil, nil)
+	}
+}
+
+// recordReservation has the store record a grant's transition (and keep
+// a session's acquired grant); call, when set, is answered reply once it
+// is committed (lockRecorded).
+func (b *BrokerConn) recordReservation(ctx actor.Context, g *heldGrant, kind string, call *resvCall, reply *messages.ReservationReply) {
+	b.nextRecord++
+	if call != nil {
+		b.resvRecording[b.nextRecord] = pendingReservation{call: call, reply: reply}
+	}
+	ctx.Request(b.store, &messages.RecordReservation{ID: b.nextRecord, Route: b.cfg.Slug, Mesh: b.cfg.MeshID,
+		Holder: b.cfg.Identity.PublicKeyHex(), Repo: g.repo, Fence: g.fence, Patterns: g.patterns, TTL: g.ttl, Kind: kind,
+		Keep: b.cfg.Session != nil, Now: time.Now().UnixMilli()})
+}
+
+// pendingReservation is a caller's answer waiting for its grant's record.
+type pendingReservation struct {
+	call  *resvCall
+	reply *messages.ReservationReply
+}
+
+// reservationRecorded answers the caller whose grant the store recorded
+// under id, if any.
+func (b *BrokerConn) reservationRecorded(ctx actor.Context, id uint64) {
+	if p, ok := b.resvRecording[id]; ok {
+		delete(b.resvRecording, id)
+		b.reservationAnswer(ctx, p.call, p.reply)
+	}
+}
+
+// restoreGrants takes back the grants the store kept for this session's
+// route (a daemon restart, or this actor's): they are renewed once the
+// connection is up.
+func (b *BrokerConn) restoreGrants(ctx actor.Context, m *messages.HeldReservationList) {
+	if m.Err != nil {
+		b.log.Warn("read_held_reservations", "err", m.Err) // they run out
+		return
+	}
+	for _, h := range m.Grants {
+		g := &heldGrant{repo: h.Repo, fence: h.Fence, ttl: h.TTL, patterns: h.Patterns}
+		b.grants[g] = true
+		b.renewGrant(ctx, g)
 	}
 }

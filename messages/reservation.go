@@ -217,3 +217,43 @@ func ReservationsUnsupported(mesh string) *Error {
 	return &Error{Status: http.StatusNotImplemented, Code: CodeReservationsUnsupported,
 		Detail: fmt.Sprintf("the broker of mesh %s has no file reservations (it is upstream's, or older): run claudemesh-go's broker for them", mesh)}
 }
+
+// RecordReservation asks the store to record a grant transition of a
+// broker connection's route: the audit entry reservation.<Kind> (a
+// LockKind*), and for Keep (a session's grant, acquired) the held grant,
+// which any other kind forgets. The reply is *LockRecorded (its ID).
+type RecordReservation struct {
+	ID       uint64 // echoed in the reply
+	Route    string
+	Mesh     string
+	Holder   string
+	Repo     string
+	Fence    int64
+	Patterns []string
+	TTL      time.Duration
+	Kind     string
+	Keep     bool
+	Now      int64 // Unix ms
+}
+
+// HeldReservations asks the store for the grants a route keeps; the reply
+// is *HeldReservationList.
+type HeldReservations struct{ Route string }
+
+// HeldReservation is one kept grant.
+type HeldReservation struct {
+	Repo     string
+	Mesh     string
+	Fence    int64
+	Patterns []string
+	TTL      time.Duration
+}
+
+// HeldReservationList is the reply to *HeldReservations.
+type HeldReservationList struct {
+	Grants []HeldReservation
+	Err    error
+}
+
+// Failure returns the store's error, nil on success.
+func (r *HeldReservationList) Failure() error { return r.Err }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,4 +104,52 @@ func postRaw(t *testing.T, sock, tok, path, body string) (int, string) {
 	var e messages.ErrorBody
 	_ = json.NewDecoder(res.Body).Decode(&e)
 	return res.StatusCode, e.Error
+}
+
+// TestSessionReservationSurvivesRestart: a session's grant outlives a
+// restart of the daemon (the session comes back, the grant is read back
+// and renewed): another session waiting two of its TTLs after the restart
+// is refused; the session's end releases it; each transition is in the
+// audit log.
+func TestSessionReservationSurvivesRestart(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	ctx := context.Background()
+	c := ipc.NewClient(paths.Socket())
+	tokA, _ := register(t, c, "sess-a", "alpha", os.Getpid())
+	waitLinked(t, c.AsSession(tokA))
+	got, err := c.AsSession(tokA).Reserve(ctx, &messages.ReserveRequest{Repo: "git:r", Patterns: []string{"src/**"}, TTLMs: 2000})
+	if err != nil || !got.Granted {
+		t.Fatalf("reserve = %+v, %v", got, err)
+	}
+	d.Close()
+
+	d = startEmbedded(t, paths)
+	defer d.Close()
+	tokB, _ := register(t, c, "sess-b", "beta", os.Getpid())
+	waitLinked(t, c.AsSession(tokA), c.AsSession(tokB))
+	other, err := c.AsSession(tokB).Reserve(ctx, &messages.ReserveRequest{Repo: "git:r", Patterns: []string{"src/a.go"}, WaitMs: 4000})
+	if err != nil || other.Granted || len(other.Conflicts) != 1 || other.Conflicts[0].FenceToken != got.FenceToken {
+		t.Fatalf("two TTLs after the restart = %+v, %v; want alpha's grant, renewed", other, err)
+	}
+	if _, err := c.DeregisterSession(ctx, tokA); err != nil {
+		t.Fatal(err)
+	}
+	if other, err = c.AsSession(tokB).Reserve(ctx, &messages.ReserveRequest{Repo: "git:r", Patterns: []string{"src/a.go"},
+		WaitMs: 5000}); err != nil || !other.Granted {
+		t.Fatalf("after alpha ended = %+v, %v", other, err)
+	}
+	page, err := c.Audit(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range page.Entries {
+		if strings.HasPrefix(e.Kind, "reservation.") {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if want := []string{"reservation.acquired", "reservation.released", "reservation.acquired"}; !slices.Equal(kinds, want) {
+		t.Errorf("reservation entries of the audit log = %q, want %q", kinds, want)
+	}
 }
