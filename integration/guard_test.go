@@ -2,11 +2,15 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // gitRun runs git in dir with env and returns its output and exit code.
@@ -147,5 +151,70 @@ func TestGuardCommits(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dirs[m.alice], ".git", "hooks", "pre-push")); !os.IsNotExist(err) {
 		t.Errorf("pre-push after uninstall: %v", err)
+	}
+}
+
+// TestGuardSessionFromHook: an agent session of Claude Code with
+// `claudemesh mcp` (no `claudemesh launch`): the SessionStart hook exports
+// the session's token file into Claude Code's shell (CLAUDE_ENV_FILE), the
+// daemon writes the token there when the session registers, and a command
+// the agent runs with that environment acts as the session — its
+// reservation is the session's, and the guard lets the session's own
+// commit through while another session's reservation refuses it. The file
+// goes when the session ends.
+func TestGuardSessionFromHook(t *testing.T) {
+	t.Parallel()
+	e := localAgentsEnv(t)
+	startDaemon(t, e, "--no-tcp")
+	sess := registerSession(t, e.socket(), "local", "cc-sess-1", "claude-editor") // as claudemesh mcp does
+	other := registerSession(t, e.socket(), "local", "other-sess", "other-editor")
+	envFile := filepath.Join(t.TempDir(), "claude-env")
+	hookEnv := *e
+	hookEnv.extra = append(slices.Clone(e.extra), "CLAUDE_ENV_FILE="+envFile)
+	runHook(t, &hookEnv, hookBinPath, "SessionStart", hookInput(t, "SessionStart", "cc-sess-1"))
+	line, err := os.ReadFile(envFile)
+	want := "export CLAUDEMESH_IPC_TOKEN_FILE='" + filepath.Join(e.daemonDir, "session-tokens", "cc-sess-1") + "'\n"
+	if err != nil || string(line) != want {
+		t.Fatalf("CLAUDE_ENV_FILE = %q, %v; want %q", line, err, want)
+	}
+	tokenFile := filepath.Join(e.daemonDir, "session-tokens", "cc-sess-1")
+	if got, err := os.ReadFile(tokenFile); err != nil || strings.TrimSpace(string(got)) != sess.token {
+		t.Fatalf("the token file = %q, %v", got, err)
+	}
+	agentEnv := append(e.environ(), "CLAUDEMESH_IPC_TOKEN_FILE="+tokenFile)
+
+	repo := t.TempDir()
+	gitRun(t, repo, os.Environ(), "init", "-q")
+	gitRun(t, repo, os.Environ(), "commit", "-q", "--allow-empty", "-m", "root")
+	if r := cliIn(t, repo, e.environ(), "guard", "install"); r.code != 0 {
+		t.Fatalf("guard install: %s%s", r.stdout, r.stderr)
+	}
+	var r cliResult
+	pollUntil(t, startDeadline, pollInterval, func() string { return "the session's reservation: " + r.stderr }, func() bool {
+		r = cliIn(t, repo, agentEnv, "reserve", "src/**", "--ttl", "1m")
+		return r.code == 0
+	})
+	if r = cliIn(t, repo, e.environ(), "reservations"); !strings.Contains(r.stdout, "claude-editor") {
+		t.Errorf("the reservation is not the session's:\n%s%s", r.stdout, r.stderr)
+	}
+	if err := os.MkdirAll(filepath.Join(repo, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "src", "app.py"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, repo, agentEnv, "add", "src/app.py")
+	otherEnv := append(e.environ(), "CLAUDEMESH_IPC_TOKEN="+other.token)
+	if out, code := gitRun(t, repo, otherEnv, "commit", "-q", "-m", "other's"); code == 0 || !strings.Contains(out, "claude-editor") {
+		t.Errorf("another session's commit: exit %d\n%s", code, out)
+	}
+	if out, code := gitRun(t, repo, agentEnv, "commit", "-q", "-m", "the session's"); code != 0 {
+		t.Errorf("the session's own commit: exit %d\n%s", code, out)
+	}
+	if _, err := ipc.NewClient(e.socket()).DeregisterSession(context.Background(), sess.token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tokenFile); !os.IsNotExist(err) {
+		t.Errorf("the token file after the session ended: %v", err)
 	}
 }
