@@ -85,14 +85,14 @@ type BrokerConn struct {
 	// locks in flight, parked acquires waiting for a lock, and a
 	// session's held locks (locks.go)
 	locks       reqCalls[*lockCall]
-	lockWaiters map[lockName][]*lockCall
+	lockWaiters parked[lockName, *lockCall]
 	held        map[lockName]*heldLock
 	recording   map[uint64]pendingAnswer // answers waiting for their transition's record
 	nextRecord  uint64
 	// reservations in flight, parked reserves by repository, and a
 	// session's held grants (reservations.go)
 	resv          reqCalls[*resvCall]
-	resvWaiters   map[string][]*resvCall
+	resvWaiters   parked[string, *resvCall]
 	grants        map[*heldGrant]bool
 	resvRecording map[uint64]pendingReservation // answers waiting for their grant's record
 	nextReq       int
@@ -142,8 +142,8 @@ func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metri
 	return func() actor.Actor {
 		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
-			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{},
-			resvWaiters: map[string][]*resvCall{}, grants: map[*heldGrant]bool{}, resvRecording: map[uint64]pendingReservation{}}
+			held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}, grants: map[*heldGrant]bool{},
+			resvRecording: map[uint64]pendingReservation{}}
 	}
 }
 

@@ -142,14 +142,11 @@ func (b *BrokerConn) reservationResult(ctx actor.Context, call *resvCall, f *mes
 		return
 	}
 	if !f.Granted && time.Now().Before(call.deadline) {
-		retry := resvRetryCap
-		for _, c := range f.Conflicts {
-			if exp, err := time.Parse(time.RFC3339Nano, c.ExpiresAt); err == nil {
-				retry = min(retry, max(time.Until(exp), 0)+5*time.Millisecond)
-			}
+		expiries := make([]string, len(f.Conflicts))
+		for i, c := range f.Conflicts {
+			expiries[i] = c.ExpiresAt
 		}
-		b.resvWaiters[f.Repo] = append(b.resvWaiters[f.Repo], call)
-		workers.SendLater(ctx, min(retry, time.Until(call.deadline)), &resvRetry{call: call})
+		workers.SendLater(ctx, b.resvWaiters.park(f.Repo, call, resvRetryCap, call.deadline, expiries...), &resvRetry{call: call})
 		return
 	}
 	reply := &messages.ReservationReply{Result: f}
@@ -176,9 +173,7 @@ func (b *BrokerConn) reservationsPushed(ctx actor.Context, f *messages.Reservati
 		b.endGrants(ctx, b.dropPatterns(f.Repo, f.Patterns), messages.LockKindLost)
 		b.event(ctx, "reservation_lost", map[string]any{"mesh": b.cfg.Slug, "repo": f.Repo, "patterns": f.Patterns, "forced_by": f.ForcedBy})
 	}
-	waiters := b.resvWaiters[f.Repo]
-	delete(b.resvWaiters, f.Repo)
-	for _, call := range waiters {
+	for _, call := range b.resvWaiters.take(f.Repo) {
 		b.sendReservation(ctx, call)
 	}
 }
@@ -209,16 +204,9 @@ func (b *BrokerConn) forgetGrant(g *heldGrant) {
 
 // resvRetry tries a parked reserve again, unless a release already did.
 func (b *BrokerConn) resvRetry(ctx actor.Context, m *resvRetry) {
-	repo := m.call.req.Repo
-	i := slices.Index(b.resvWaiters[repo], m.call)
-	if i < 0 {
-		return
+	if b.resvWaiters.remove(m.call.req.Repo, m.call) {
+		b.sendReservation(ctx, m.call)
 	}
-	b.resvWaiters[repo] = slices.Delete(b.resvWaiters[repo], i, i+1)
-	if len(b.resvWaiters[repo]) == 0 {
-		delete(b.resvWaiters, repo)
-	}
-	b.sendReservation(ctx, m.call)
 }
 
 func (b *BrokerConn) reservationError(ctx actor.Context, call *resvCall, f *messages.ErrorFrame) {
@@ -257,11 +245,8 @@ func (b *BrokerConn) reservationsDown(ctx actor.Context) {
 	for _, call := range b.resv.drain() {
 		b.reservationAnswer(ctx, call, &messages.ReservationReply{Err: ErrNotConnected})
 	}
-	for repo, waiters := range b.resvWaiters {
-		for _, call := range waiters {
-			b.reservationAnswer(ctx, call, &messages.ReservationReply{Err: ErrNotConnected})
-		}
-		delete(b.resvWaiters, repo)
+	for _, call := range b.resvWaiters.drain() {
+		b.reservationAnswer(ctx, call, &messages.ReservationReply{Err: ErrNotConnected})
 	}
 }
 

@@ -109,18 +109,30 @@ func (m *mcpServer) addReservationTools() {
 var errNoRepo = errors.New("this session does not run in a git repository with a commit, so it has no files to reserve: " +
 	"start the agent in the repository's directory")
 
-func (m *mcpServer) reserveFiles(ctx context.Context, _ *mcp.CallToolRequest, in reserveIn) (*mcp.CallToolResult, *reserveOut, error) {
-	req := &messages.ReserveRequest{Repo: repoOnce(), Patterns: in.Patterns, Shared: in.Shared, TTLMs: int64(in.TTLSeconds) * 1000,
-		WaitMs: int64(in.WaitSeconds) * 1000, Force: in.Force}
-	if req.Repo == "" {
-		return nil, nil, errNoRepo
+// repoSession checks a request in the server's repository (req nil: none
+// to check) and returns the session to make it as.
+func (m *mcpServer) repoSession(ctx context.Context, req interface{ Validate() error }) (*Session, error) {
+	if repoOnce() == "" {
+		return nil, errNoRepo
 	}
-	if err := req.Validate(); err != nil {
-		return nil, nil, m.lockError(nil, err)
+	if req != nil {
+		if err := req.Validate(); err != nil {
+			return nil, m.lockError(nil, err)
+		}
 	}
 	s, err := m.link.get(ctx)
 	if err != nil {
-		return nil, nil, m.toolError(nil, err)
+		return nil, m.toolError(nil, err)
+	}
+	return s, nil
+}
+
+func (m *mcpServer) reserveFiles(ctx context.Context, _ *mcp.CallToolRequest, in reserveIn) (*mcp.CallToolResult, *reserveOut, error) {
+	req := &messages.ReserveRequest{Repo: repoOnce(), Patterns: in.Patterns, Shared: in.Shared, TTLMs: int64(in.TTLSeconds) * 1000,
+		WaitMs: int64(in.WaitSeconds) * 1000, Force: in.Force}
+	s, err := m.repoSession(ctx, req)
+	if err != nil {
+		return nil, nil, err
 	}
 	out, text, err := m.reserve(ctx, s, req)
 	if err != nil {
@@ -175,15 +187,9 @@ func reservationOf(r messages.ReservationInfo) reservationOut {
 
 func (m *mcpServer) releaseFiles(ctx context.Context, _ *mcp.CallToolRequest, in releaseIn) (*mcp.CallToolResult, *releaseOut, error) {
 	req := &messages.ReleaseReservationsRequest{Repo: repoOnce(), Patterns: in.Patterns}
-	if req.Repo == "" {
-		return nil, nil, errNoRepo
-	}
-	if err := req.Validate(); err != nil {
-		return nil, nil, m.lockError(nil, err)
-	}
-	s, err := m.link.get(ctx)
+	s, err := m.repoSession(ctx, req)
 	if err != nil {
-		return nil, nil, m.toolError(nil, err)
+		return nil, nil, err
 	}
 	res, err := whenLinked(ctx, func() (*messages.ReservationsReleased, error) { return s.as().ReleaseReservations(ctx, req) })
 	if err != nil {
@@ -197,15 +203,11 @@ func (m *mcpServer) releaseFiles(ctx context.Context, _ *mcp.CallToolRequest, in
 }
 
 func (m *mcpServer) listReservations(ctx context.Context, _ *mcp.CallToolRequest, _ reservationsIn) (*mcp.CallToolResult, *reservationsOut, error) {
-	repo := repoOnce()
-	if repo == "" {
-		return nil, nil, errNoRepo
-	}
-	s, err := m.link.get(ctx)
+	s, err := m.repoSession(ctx, nil)
 	if err != nil {
-		return nil, nil, m.toolError(nil, err)
+		return nil, nil, err
 	}
-	res, err := whenLinked(ctx, func() (*messages.ReservationList, error) { return s.as().Reservations(ctx, "", repo) })
+	res, err := whenLinked(ctx, func() (*messages.ReservationList, error) { return s.as().Reservations(ctx, "", repoOnce()) })
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}
@@ -224,18 +226,16 @@ func (m *mcpServer) listReservations(ctx context.Context, _ *mcp.CallToolRequest
 
 func (m *mcpServer) startSession(ctx context.Context, _ *mcp.CallToolRequest, in startSessionIn) (*mcp.CallToolResult, *startSessionOut, error) {
 	var req *messages.ReserveRequest
+	var s *Session
+	var err error
 	if len(in.Patterns) > 0 {
 		req = &messages.ReserveRequest{Repo: repoOnce(), Patterns: in.Patterns, Shared: in.Shared, TTLMs: int64(in.TTLSeconds) * 1000}
-		if req.Repo == "" {
-			return nil, nil, errNoRepo
-		}
-		if err := req.Validate(); err != nil {
-			return nil, nil, m.lockError(nil, err)
-		}
+		s, err = m.repoSession(ctx, req)
+	} else if s, err = m.link.get(ctx); err != nil {
+		err = m.toolError(nil, err)
 	}
-	s, err := m.link.get(ctx)
 	if err != nil {
-		return nil, nil, m.toolError(nil, err)
+		return nil, nil, err
 	}
 	reg, _ := s.Info()
 	out := &startSessionOut{Mesh: reg.Mesh, You: reg.DisplayName, Repo: repoOnce()}
