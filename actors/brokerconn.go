@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/gorilla/websocket"
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -28,7 +30,10 @@ type MeshConfig struct {
 	Identity *meshcrypto.Identity
 	Name     string
 	URL      string // the broker's WebSocket URL
-	Legacy   bool   // --legacy-broker
+	// Dial, when set, makes the connection under the WebSocket instead of
+	// a TCP dial of URL's host (the embedded broker's pipes).
+	Dial   DialFunc
+	Legacy bool // --legacy-broker
 	// Liveness is how long a silent broker connection is kept (0: the
 	// protocol's 75 s); pings go out at 2/5 of it.
 	Liveness time.Duration
@@ -48,6 +53,10 @@ type MeshConfig struct {
 
 	pace *paceBoard // the dispatcher's pacing, for the connection's status (set by meshProps)
 }
+
+// DialFunc connects to a broker's address (a websocket.Dialer's
+// NetDialContext).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // SessionConfig is what a session's connection says about it.
 type SessionConfig struct {
@@ -123,8 +132,9 @@ type (
 	// linkUp / linkDown tell the dispatcher the connection's state; it
 	// writes its sends to the connection itself.
 	linkUp struct {
-		conn   *wsclient.Conn
-		maxAge time.Duration
+		conn      *wsclient.Conn
+		maxAge    time.Duration
+		firstSend bool // the broker takes first_send (wsclient.Session.FirstSend)
 	}
 	linkDown struct{}
 	// inboundPush is a push for the inbox, with the connection it came on
@@ -244,6 +254,9 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 	if s := b.cfg.Session; s != nil {
 		cfg.Parent, cfg.SessionID, cfg.PID, cfg.Cwd, cfg.Groups = s.Parent, s.SessionID, s.PID, s.Cwd, s.Groups
 	}
+	if b.cfg.Dial != nil {
+		cfg.Dialer = &websocket.Dialer{NetDialContext: b.cfg.Dial, HandshakeTimeout: wsclient.DefaultHelloTimeout}
+	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -319,7 +332,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		<-conn.Done()
 		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
 	}()
-	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge()})
+	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge(), firstSend: m.session.FirstSend})
 	b.renewHeld(ctx)
 	b.renewGrants(ctx)
 }

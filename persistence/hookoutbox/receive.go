@@ -75,6 +75,7 @@ func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now ti
 		return
 	}
 	_ = Poke(r.Wake) // a daemon that is down reads the row when it starts
+	_ = w.BoundWAL(context.Background())
 	// w is not closed: see Writer.Close.
 }
 

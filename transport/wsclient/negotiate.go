@@ -91,6 +91,11 @@ type Session struct {
 	DedupeMode string
 	// DedupeRetentionDays is D (retention_scoped only).
 	DedupeRetentionDays int
+	// FirstSend is true when the broker advertised
+	// client_message_id_dedupe's first_send: a send frame may say it is its
+	// id's first attempt (messages.SendFrame.FirstSend), which spares the
+	// broker a dedupe read.
+	FirstSend bool
 	// ConnectionPolicy is concurrent_connection_policy.default_policy ("" if
 	// absent or invalid).
 	ConnectionPolicy string
@@ -211,6 +216,7 @@ func Validate(resp *messages.FeatureNegotiationResponseFrame) (*Session, *messag
 		return fail(KindUnavailable, FeatureDedupe, "request_fingerprint is %v, not true", p["request_fingerprint"])
 	}
 	s.DedupeMode = mode
+	s.FirstSend, _ = p["first_send"].(bool)
 	if mode == ModeRetentionScoped {
 		days, ok := intParam(p, "dedupe_retention_days")
 		switch {
