@@ -219,16 +219,6 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.endHolds(ctx)
 	case *messages.LockRecorded:
 		b.lockRecorded(ctx, m)
-	case *messages.ReservationRequest:
-		b.reservationRequest(ctx, m)
-	case *resvExpired:
-		b.resvExpired(ctx, m)
-	case *resvRetry:
-		b.resvRetry(ctx, m)
-	case *resvRenewal:
-		b.renewGrant(ctx, m.grant)
-	case *messages.HeldReservationList:
-		b.restoreGrants(ctx, m)
 	case *messages.NodesRequest:
 		b.nodesRequest(ctx)
 	case *nodesExpired:
@@ -238,7 +228,9 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 			b.log.Warn("append event", "err", m.Err)
 		}
 	default:
-		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		if !b.reservationMessage(ctx, m) { // reservations.go
+			b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		}
 	}
 }
 

@@ -56,6 +56,26 @@ type (
 	resvRenewal struct{ grant *heldGrant }
 )
 
+// reservationMessage handles a reservation request, timer or the store's
+// kept grants; it reports false for a message of another kind.
+func (b *BrokerConn) reservationMessage(ctx actor.Context, m any) bool {
+	switch m := m.(type) {
+	case *messages.ReservationRequest:
+		b.reservationRequest(ctx, m)
+	case *resvExpired:
+		b.resvExpired(ctx, m)
+	case *resvRetry:
+		b.resvRetry(ctx, m)
+	case *resvRenewal:
+		b.renewGrant(ctx, m.grant)
+	case *messages.HeldReservationList:
+		b.restoreGrants(ctx, m)
+	default:
+		return false
+	}
+	return true
+}
+
 // reservationRequest sends the request's frame, after checking that the
 // broker has reservations.
 func (b *BrokerConn) reservationRequest(ctx actor.Context, m *messages.ReservationRequest) {

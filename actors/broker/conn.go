@@ -200,18 +200,10 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		c.listLocks(f)
 	case *messages.ListNodesFrame:
 		c.listNodes(f)
-	case *messages.ReserveFrame:
-		c.reserve(ctx, f)
-	case *messages.ReservationRenewFrame:
-		c.renewReservations(f)
-	case *messages.ReservationReleaseFrame:
-		c.releaseReservations(ctx, f)
-	case *messages.ListReservationsFrame:
-		c.listReservations(f)
-	case *messages.ReservationCheckFrame:
-		c.checkReservations(f)
 	default:
-		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
+		if !c.reservationFrame(ctx, v) { // conn_reservations.go
+			c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
+		}
 	}
 }
 

@@ -23,6 +23,26 @@ import (
 // FeatureReservations is the reservation frames' feature.
 const FeatureReservations = "reservations"
 
+// reservationFrame answers a reservation frame; it reports false for a
+// frame of another kind.
+func (c *conn) reservationFrame(ctx actor.Context, v any) bool {
+	switch f := v.(type) {
+	case *messages.ReserveFrame:
+		c.reserve(ctx, f)
+	case *messages.ReservationRenewFrame:
+		c.renewReservations(f)
+	case *messages.ReservationReleaseFrame:
+		c.releaseReservations(ctx, f)
+	case *messages.ListReservationsFrame:
+		c.listReservations(f)
+	case *messages.ReservationCheckFrame:
+		c.checkReservations(f)
+	default:
+		return false
+	}
+	return true
+}
+
 func (c *conn) reserve(ctx actor.Context, f *messages.ReserveFrame) {
 	g, err := c.store.Reserve(context.Background(), c.mesh.ID, c.replica, broker.Reserve{Repo: f.Repo, Patterns: f.Patterns,
 		Exclusive: f.Exclusive, TTL: time.Duration(f.TTLMs) * time.Millisecond, Force: f.Force, StaleAfter: c.reservationStale}, c.holder())
