@@ -49,7 +49,7 @@ func cliIn(t *testing.T, dir string, env []string, args ...string) cliResult {
 // `claudemesh reserve src/app.py` there exits 3 naming her; alice's
 // session's commit goes through, and her old hook still runs; her push
 // goes through, bob's push of a commit made with --no-verify is refused
-// by the pre-push hook; with bob's
+// by the pre-push hook; once alice releases, bob reserves; with bob's
 // daemon stopped his commit goes through with a warning; uninstall puts
 // alice's hook back as it was.
 func TestGuardCommits(t *testing.T) {
@@ -135,6 +135,16 @@ func TestGuardCommits(t *testing.T) {
 	if out, code := gitRun(t, dirs[m.bob], sessEnv[m.bob], "push", "-q", "origin", "HEAD:bob"); code == 0 ||
 		!strings.Contains(out, "push refused") || !strings.Contains(out, "alice-editor") {
 		t.Errorf("bob's push of a commit touching src/app.py: exit %d\n%s", code, out)
+	}
+
+	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "src/app.py", "--json"); r.code != 3 || !strings.Contains(r.stdout, `"granted":false`) {
+		t.Errorf("bob's reserve --json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = cliIn(t, dirs[m.alice], sessEnv[m.alice], "release"); r.code != 0 || r.stdout != "released src/**\n" {
+		t.Errorf("alice's release: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "src/app.py", "--shared"); r.code != 0 || !strings.Contains(r.stdout, "(shared)") {
+		t.Errorf("bob's reserve after alice's release: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	m.bob.d.stop()
