@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,5 +116,54 @@ func TestReservationsLegacyBroker(t *testing.T) {
 	gitRun(t, dir, os.Environ(), "commit", "-q", "--allow-empty", "-m", "root")
 	if r := cliIn(t, dir, m.alice.env.environ(), "reserve", "src/**"); r.code == 0 || !strings.Contains(r.stderr, "has no file reservations") {
 		t.Errorf("claudemesh reserve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestReservationsContended: 20 agent sessions, 10 on each of two daemons
+// whose brokers are two replicas on one PostgreSQL database, each reserve
+// twice (waiting) one of four exclusive patterns that all cover
+// src/app.py, hold it a moment and release it: at no time do two hold
+// overlapping reservations, and the fence tokens of the grants, in the
+// order they were held, only grow.
+func TestReservationsContended(t *testing.T) {
+	m := newLockMesh(t)
+	agents := append(m.sessions(t, m.alice, "a-", 10), m.sessions(t, m.bob, "b-", 10)...)
+	patterns := []string{"src/**", "src/app.py", "**/*.py", "src/*.py"}
+	ctx := context.Background()
+	var holding atomic.Int32
+	var mu sync.Mutex
+	var fences []int64
+	var wg sync.WaitGroup
+	for i, c := range agents {
+		wg.Go(func() {
+			for round := range 2 {
+				got, err := c.Reserve(ctx, &messages.ReserveRequest{Repo: "git:contended", Patterns: []string{patterns[(i+round)%len(patterns)]},
+					TTLMs: 10000, WaitMs: 120000})
+				if err != nil || !got.Granted {
+					t.Errorf("agent %d round %d: %+v, %v", i, round, got, err)
+					return
+				}
+				if n := holding.Add(1); n != 1 {
+					t.Errorf("agent %d holds %s with %d others", i, got.Reservations[0].Pattern, n-1)
+				}
+				mu.Lock()
+				fences = append(fences, got.FenceToken)
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond) // the work the reservation guards
+				holding.Add(-1)
+				if _, err := c.ReleaseReservations(ctx, &messages.ReleaseReservationsRequest{Repo: "git:contended"}); err != nil {
+					t.Errorf("agent %d release: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(fences) != 40 {
+		t.Fatalf("%d grants, want 40", len(fences))
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("grant %d has fence token %d after %d", i, fences[i], fences[i-1])
+		}
 	}
 }
