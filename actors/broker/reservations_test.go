@@ -79,6 +79,8 @@ func TestReservationFrames(t *testing.T) {
 			{map[string]any{"type": "reservation_release", "repo": "r", "patterns": []string{"!a"}}, "invalid_pattern"},
 			{map[string]any{"type": "reservation_check", "repo": "r", "paths": []string{"../x"}}, "invalid_path"},
 			{map[string]any{"type": "reservation_check", "repo": "r", "paths": []string{}}, "too_many_paths"},
+			{map[string]any{"type": "reservation_check", "repo": "", "paths": []string{"a"}}, "invalid_reservation_repo"},
+			{map[string]any{"type": "list_reservations", "repo": "r\x01"}, "invalid_reservation_repo"},
 		} {
 			bad.frame["_reqId"] = "bad"
 			a.send(bad.frame)

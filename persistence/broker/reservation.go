@@ -379,6 +379,9 @@ func (s *Store) ReleaseReservations(ctx context.Context, meshID, origin, repo st
 // Reservations lists the mesh's standing reservations (of repo, unless it
 // is ""), by repository, pattern and holder.
 func (s *Store) Reservations(ctx context.Context, meshID, repo string) ([]Reservation, error) {
+	if messages.CheckLockRepo(repo) != nil {
+		return nil, ErrInvalidReservationRepo
+	}
 	out, err := queryAll(ctx, s, scanReservation, reservationSelect+` WHERE mesh_id = ? AND released_by IS NULL AND expires_at > ?
 		AND (? = '' OR repo = ?) ORDER BY repo, pattern, holder`, meshID, s.d.time(s.clock()), repo, repo)
 	if err != nil {
