@@ -94,14 +94,20 @@ type BrokerConn struct {
 	// locks in flight, parked acquires waiting for a lock, and a
 	// session's held locks (locks.go)
 	locks       reqCalls[*lockCall]
-	lockWaiters map[lockName][]*lockCall
+	lockWaiters parked[lockName, *lockCall]
 	held        map[lockName]*heldLock
 	recording   map[uint64]pendingAnswer // answers waiting for their transition's record
 	nextRecord  uint64
-	nextReq     int
-	closing     bool
-	downAt      time.Time // when the connection was lost; zero before the first
-	downBy      int       // the close code it was lost with
+	// reservations in flight, parked reserves by repository, and a
+	// session's held grants (reservations.go)
+	resv          reqCalls[*resvCall]
+	resvWaiters   parked[string, *resvCall]
+	grants        map[*heldGrant]bool
+	resvRecording map[uint64]pendingReservation // answers waiting for their grant's record
+	nextReq       int
+	closing       bool
+	downAt        time.Time // when the connection was lost; zero before the first
+	downBy        int       // the close code it was lost with
 	// revoked says the broker refused the member key as revoked (reported
 	// once until a hello succeeds again).
 	revoked bool
@@ -146,7 +152,8 @@ func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metri
 	return func() actor.Actor {
 		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
-			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}}
+			held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}, grants: map[*heldGrant]bool{},
+			resvRecording: map[uint64]pendingReservation{}}
 	}
 }
 
@@ -156,6 +163,7 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.dial(ctx)
 		if b.cfg.Session != nil {
 			ctx.Request(b.store, &messages.HeldLocks{Route: b.cfg.Slug})
+			ctx.Request(b.store, &messages.HeldReservations{Route: b.cfg.Slug})
 		}
 	case *actor.Stopping, *actor.Restarting:
 		b.closing = true
@@ -220,7 +228,9 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 			b.log.Warn("append event", "err", m.Err)
 		}
 	default:
-		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		if !b.reservationMessage(ctx, m) { // reservations.go
+			b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		}
 	}
 }
 
@@ -316,7 +326,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	}()
 	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge(), firstSend: m.session.FirstSend})
 	b.renewHeld(ctx)
-
+	b.renewGrants(ctx)
 }
 
 func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
@@ -343,6 +353,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	b.memoryDown(ctx)
 	b.locksDown(ctx)
 	b.nodesDown(ctx)
+	b.reservationsDown(ctx)
 	if b.closing {
 		return
 	}
@@ -359,6 +370,9 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 		return
 	}
 	if b.lockFrame(ctx, f) { // locks.go
+		return
+	}
+	if b.reservationFrame(ctx, f) { // reservations.go
 		return
 	}
 	switch f := f.(type) {

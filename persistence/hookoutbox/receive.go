@@ -25,6 +25,9 @@ type Receiver struct {
 	Create func(ctx context.Context, path string) error
 	Env    hookevent.Env
 	Stderr io.Writer
+	// SessionStarted, when set, is told the session id of a session_start
+	// event (before its row is written).
+	SessionStarted func(sessionID string)
 }
 
 // Receive reads the hook's JSON (payload, else stdin), normalises it,
@@ -57,6 +60,9 @@ func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now ti
 	if err != nil {
 		fail(err)
 		return
+	}
+	if row.EventType == hookevent.SessionStart && r.SessionStarted != nil {
+		r.SessionStarted(row.SessionID)
 	}
 	w, err := Open(r.DB, r.Create)
 	if err == nil {

@@ -23,17 +23,18 @@ const (
 )
 
 // Abilities are our broker's abilities beyond the delivery contract: the
-// shared data (state, memory, skills, topics), fenced locks and the list of
-// the mesh's nodes, advertised beside the delivery features so that a
+// shared data (state, memory, skills, topics), fenced locks, the list of
+// the mesh's nodes and file reservations, advertised beside the delivery features so that a
 // client tells it from the upstream broker, which advertises none of them.
 // The daemon records those advertised at version 1 (Session.Abilities).
-var Abilities = []string{AbilityLocks, "memory", AbilityNodes, "skills", "state", "topics"}
+var Abilities = []string{AbilityLocks, "memory", AbilityNodes, AbilityReservations, "skills", "state", "topics"}
 
-// The abilities the daemon checks before it asks: list_nodes, and the lock
-// frames.
+// The abilities the daemon checks before it asks: list_nodes, the lock
+// frames and the reservation frames.
 const (
-	AbilityNodes = "nodes"
-	AbilityLocks = "locks"
+	AbilityNodes        = "nodes"
+	AbilityLocks        = "locks"
+	AbilityReservations = "reservations"
 )
 
 // Close-reason kinds (spec §15.3).

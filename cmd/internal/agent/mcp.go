@@ -35,7 +35,9 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 	`small JSON state every agent can read and set ` +
 	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget) ` +
 	`skills, named instructions any agent can fetch (skill_list, skill_get), ` +
-	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list).`
+	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list). ` +
+	`Reserve the files you are about to edit by pattern so that no other agent edits them meanwhile (reserve_files, release_files, ` +
+	`list_reservations); start_session does it, and returns your unread messages, in one call: call it first.`
 
 // MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
 // else the daemon's only mesh), the display name peers see ("":

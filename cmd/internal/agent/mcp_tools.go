@@ -138,6 +138,8 @@ func (m *mcpServer) addTools() {
 
 	m.addMemoryTools() // mcp_memory.go
 	m.addLockTools()   // mcp_locks.go
+
+	m.addReservationTools() // mcp_reservations.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or
