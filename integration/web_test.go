@@ -147,8 +147,8 @@ func shots(t *testing.T, ctx context.Context, dir, name string) {
 // TestWebView: bob's web view in Chromium, signed in with the link
 // `claudemesh web --no-open` prints. A DM alice sends appears in bob's
 // inbox page without a reload; bob marks it seen; a dead outbox row is
-// requeued through its confirmation page; a lock bob takes appears on the
-// files page; a hostile name and body show as text and open no dialog; a
+// requeued through its confirmation page; a reservation and a lock bob
+// takes appear on the files page; a hostile name and body show as text and open no dialog; a
 // wrong cookie, another Origin and another Host are refused. Every page
 // is photographed at desktop and phone width (into
 // CLAUDEMESH_WEB_SCREENSHOTS when set, as docs/web was made).
@@ -223,12 +223,19 @@ func TestWebView(t *testing.T) {
 		t.Errorf("after the requeue bob's outbox has %d aborted rows, want the dead one retired", n)
 	}
 
-	// A lock bob takes shows on the files page, with its fence token.
-	browse(t, ctx, "the files page", chromedp.Navigate(base+"/web/files"), waitText("No lock is held"))
+	// A reservation and a lock bob takes show on the files page as they
+	// are granted.
+	browse(t, ctx, "the files page", chromedp.Navigate(base+"/web/files"), waitText("No file is reserved"), waitText("No lock is held"))
+	repo := t.TempDir()
+	gitRun(t, repo, os.Environ(), "init", "-q")
+	gitRun(t, repo, os.Environ(), "commit", "-q", "--allow-empty", "-m", "root")
+	if r := cliIn(t, repo, bob.env.environ(), "reserve", "src/**", "--ttl", "5m"); r.code != 0 {
+		t.Fatalf("reserve: %d %s%s", r.code, r.stdout, r.stderr)
+	}
 	if r := runCLI(t, bob.env, "lock", "acquire", "release-train", "--ttl", "5m"); r.code != 0 {
 		t.Fatalf("lock acquire: %d %s%s", r.code, r.stdout, r.stderr)
 	}
-	browse(t, ctx, "the lock appears", waitText("release-train"))
+	browse(t, ctx, "the reservation and the lock appear", waitText("src/**"), waitText("exclusive"), waitText("release-train"))
 	shots(t, ctx, dir, "files")
 	browse(t, ctx, "compose", chromedp.Navigate(base+"/web/compose"), waitText("To a peer"))
 	shots(t, ctx, dir, "compose")

@@ -266,15 +266,19 @@ func (v *View) outboxDrop(w http.ResponseWriter, r *http.Request, s *session) {
 	v.back(w, r, "/outbox", "dropped "+res.ClientMessageID, "")
 }
 
-// filesData is the files and locks page.
+// filesData is the files and locks page: each mesh's reservations and
+// locks; a part that failed (a broker without them) says why.
 type filesData struct {
-	Locks []meshLocks
+	Meshes []meshFiles
+	Error  string
 }
 
-type meshLocks struct {
-	Mesh  string
-	Locks []messages.LockInfo
-	Error string
+type meshFiles struct {
+	Mesh         string
+	Reservations []messages.ReservationInfo
+	ResError     string
+	Locks        []messages.LockInfo
+	LockError    string
 }
 
 func (v *View) filesPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -283,17 +287,21 @@ func (v *View) filesPage(w http.ResponseWriter, r *http.Request, s *session) {
 	var d filesData
 	h, err := v.api.Health(ctx)
 	if err != nil {
-		d.Locks = []meshLocks{{Error: errorDetail(err)}}
+		d.Error = errorDetail(err)
 	}
 	for _, m := range meshesOf(h) {
-		ml := meshLocks{Mesh: m}
-		list, err := v.api.Locks(ctx, m, "")
-		if err != nil {
-			ml.Error = errorDetail(err)
+		f := meshFiles{Mesh: m}
+		if res, err := v.api.Reservations(ctx, m, ""); err != nil {
+			f.ResError = errorDetail(err)
 		} else {
-			ml.Locks = list.Locks
+			f.Reservations = res.Reservations
 		}
-		d.Locks = append(d.Locks, ml)
+		if list, err := v.api.Locks(ctx, m, ""); err != nil {
+			f.LockError = errorDetail(err)
+		} else {
+			f.Locks = list.Locks
+		}
+		d.Meshes = append(d.Meshes, f)
 	}
 	v.render(w, r, s, "files", &d)
 }

@@ -35,7 +35,7 @@
     es.onopen = function () { live.textContent = "live"; live.className = "live on"; };
     es.onerror = function () { live.textContent = "reconnecting…"; live.className = "live off"; };
     const names = new Set(["message", "peer_join", "peer_leave", "broker_status", "daemon_disconnect",
-      "daemon_reconnect", "agent_event", "member_revoked", "lock_lost", "outbox_pressure_high"]);
+      "daemon_reconnect", "agent_event", "member_revoked", "lock_lost", "reservation_lost", "outbox_pressure_high"]);
     names.forEach(function (name) {
       es.addEventListener(name, function () {
         const s = watch();
