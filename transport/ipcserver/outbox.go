@@ -200,7 +200,8 @@ func (s *Server) decodeRequeue(w http.ResponseWriter, r *http.Request) (*message
 		if err != nil {
 			return nil, err
 		}
-		cmd.Replacement = &messages.Replacement{Mesh: prepared.Mesh, Fingerprint: prepared.Fingerprint, Payload: prepared.Payload}
+		cmd.Replacement = &messages.Replacement{Mesh: prepared.Mesh, Fingerprint: prepared.Fingerprint, Payload: prepared.Payload,
+			Mail: prepared.Mail}
 	}
 	return cmd, nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
-	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
 // send answers POST /v1/send: validate (phase A; a rejection writes nothing
@@ -98,29 +97,15 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 // attempt will send, with a DM body sealed to the recipient by the mesh's
 // identity (the session's key on a route).
 func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages.AcceptSend, error) {
-	var nonce, ciphertext string
-	var err error
-	switch {
-	case send.Destination.NamesPeer():
+	if send.Destination.NamesPeer() {
 		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo,
 			Detail: fmt.Sprintf("%q names a peer, which only POST /v1/send resolves: give the 64-hex pubkey", send.Destination.Ref)}
-	case send.Destination.Kind == messages.KindDM:
-		nonce, ciphertext, err = mesh.Identity.SealDM(send.Destination.TargetSpec, send.Body)
-	default:
-		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
 	}
+	cmd, err := messages.NewAccept(mesh.Info.Mesh, send, clientMessageID, ulid.Make().String(), now(), mesh.Identity.SendFrame)
 	if err != nil {
-		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo,
-			Detail: fmt.Sprintf("cannot encrypt to %s: %v", send.Destination.TargetSpec, err)}
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo, Detail: err.Error()}
 	}
-	spec := send.Fingerprint()
-	fp := spec.Scoped(mesh.Info.Mesh)
-	payload, err := messages.NewSendFrame(send, clientMessageID, fp, nonce, ciphertext).Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("encode send frame: %w", err)
-	}
-	return &messages.AcceptSend{Mesh: mesh.Info.Mesh, ClientMessageID: clientMessageID, RowID: ulid.Make().String(),
-		Fingerprint: fp, SpecFingerprint: spec, Payload: payload, Now: now()}, nil
+	return cmd, nil
 }
 
 // mesh picks the membership a request goes to: the one it names, or the
