@@ -1,6 +1,9 @@
 package messages
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Contact policies: what a route (a membership, or an agent session) does
 // with a direct message from a key that is not one of its contacts — a
@@ -39,6 +42,7 @@ const (
 	CodeInvalidPolicy     = "invalid_policy"
 	CodeInvalidTTL        = "invalid_request_ttl"
 	CodeNoContactRequest  = "no_contact_request"
+	CodeMissingPeer       = "missing_peer"
 	CodeAmbiguousRequest  = "ambiguous_contact_request"
 	CodeMessageHeld       = "message_held"
 	CodeInboxRowNotFound  = "inbox_row_not_found"
@@ -72,12 +76,41 @@ type ContactPolicyRequest struct {
 	RequestTTL string `json:"request_ttl,omitempty"`
 }
 
+// Validate checks the policy and the TTL.
+func (r *ContactPolicyRequest) Validate() error {
+	if err := CheckPolicy(r.Policy); err != nil {
+		return err
+	}
+	if r.RequestTTL == "" {
+		return nil
+	}
+	ttl, err := time.ParseDuration(r.RequestTTL)
+	if err != nil {
+		return badRequest(CodeInvalidTTL, "request_ttl must be a duration such as 72h, not %q", r.RequestTTL)
+	}
+	return CheckRequestTTL(ttl)
+}
+
+// TTL is the request TTL asked for, 0 for none (a validated request).
+func (r *ContactPolicyRequest) TTL() time.Duration {
+	ttl, _ := time.ParseDuration(r.RequestTTL)
+	return ttl
+}
+
 // ContactDecisionRequest is the body of POST /v1/contacts/accept and
 // /v1/contacts/refuse: Peer names a pending request's sender by pubkey, a
 // pubkey prefix of at least 8 hex digits, or display name.
 type ContactDecisionRequest struct {
 	Mesh string `json:"mesh,omitempty"`
 	Peer string `json:"peer"`
+}
+
+// Validate checks that the request names a peer.
+func (r *ContactDecisionRequest) Validate() error {
+	if strings.TrimSpace(r.Peer) == "" {
+		return badRequest(CodeMissingPeer, "peer is required: the pubkey, a pubkey prefix or the name of a pending request's sender")
+	}
+	return nil
 }
 
 // Contact is one contact of a route.

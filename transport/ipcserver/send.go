@@ -20,7 +20,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			Detail: "the outbox is under disk pressure ([outbox] max_size_mb, [disk] reserved_mb); nothing was stored: retry later"})
 		return
 	}
-	cmd, kind, err := s.decodeSend(w, r)
+	cmd, send, err := s.decodeSend(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -31,7 +31,10 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := acceptStatus[result.Outcome]
-	s.metrics.Send.WithLabelValues(cmd.Mesh, kind, status).Inc()
+	s.metrics.Send.WithLabelValues(cmd.Mesh, destinationKind(send.Destination), status).Inc()
+	if result.Outcome != messages.AcceptConflict {
+		s.noteContact(cmd.Mesh, send)
+	}
 	if !result.Inserted && result.Outcome != messages.AcceptConflict {
 		s.metrics.Dedupe.WithLabelValues(cmd.Mesh, "out").Inc()
 	}
@@ -56,12 +59,12 @@ func destinationKind(d messages.Destination) string {
 	return "topic"
 }
 
-// decodeSend reads and validates the body and prepares the accept; kind is
-// the destination's metrics label.
-func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messages.AcceptSend, kind string, err error) {
+// decodeSend reads and validates the body and prepares the accept of the
+// send it returns.
+func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messages.AcceptSend, send *messages.Send, err error) {
 	body, err := readBody(w, r)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	defer bufPool.Put(body)
 	keys, hasKey := r.Header["Idempotency-Key"]
@@ -69,9 +72,9 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 	if hasKey {
 		key = keys[0]
 	}
-	send, err := messages.DecodeSend(body.Bytes(), key, hasKey)
+	send, err = messages.DecodeSend(body.Bytes(), key, hasKey)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	id := send.ClientMessageID
 	if id == "" {
@@ -79,16 +82,19 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 	}
 	mesh, err := s.scope(r, send.Mesh)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err := s.resolveTopic(mesh, send); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err := s.resolveRecipient(mesh, send); err != nil {
-		return nil, "", err
+		return nil, nil, err
+	}
+	if err := s.resolveThread(mesh, send); err != nil {
+		return nil, nil, err
 	}
 	cmd, err = prepare(mesh, send, id)
-	return cmd, destinationKind(send.Destination), err
+	return cmd, send, err
 }
 
 // prepare turns a validated send into the accept command for mesh (a

@@ -137,6 +137,7 @@ type Server struct {
 	probes   chan struct{} // the probes' own reserve
 	replies  *replies
 	names    peerDirectory // peer lists for sends by name (names.go)
+	noted    contactsNoted // the contacts sends recorded (mail.go)
 	http     *http.Server
 
 	stopping atomic.Bool
