@@ -27,7 +27,7 @@ type cli struct {
 	Send      sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
 	Peers     peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
 	Nodes     nodesCmd         `cmd:"" help:"List the mesh's daemons (its members' connections) with host, version, state (online, stale, offline) and when each was last heard from."`
-	Inbox     daemonInboxCmd   `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive."`
+	Inbox     inboxCmd         `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive; read a thread, acknowledge a message, search."`
 	Sessions  sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
 	Profile   profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
 	State     stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
@@ -43,6 +43,7 @@ type cli struct {
 	Install   installCmd       `cmd:"" help:"Register claudemesh with an agent tool."`
 	Uninstall uninstallCmd     `cmd:"" help:"Remove what install registered."`
 	Hook      hookCmd          `cmd:"" help:"Receive an agent's hook event (claudemesh hook <event>: appends it to hooks.db for the daemon, never blocks the agent), or install the receiver in Claude Code's hooks."`
+	Contacts  contactsCmd      `cmd:"" help:"Set who may send you direct messages (contacts policy open, auto, contacts_only, block_all), and list, accept or refuse the contact requests it holds."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
 
