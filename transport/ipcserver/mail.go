@@ -1,6 +1,7 @@
 package ipcserver
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,24 +17,44 @@ import (
 
 // resolveThread names the thread of a reply sent without one: the thread
 // of the message it answers, as this sender's inbox (or outbox) has it, or
-// else that message's own id, the root's (messages/mail.go).
+// else that message's own id, the root's (messages/mail.go). A reply_to_id
+// that is no message's client_message_id but one of this route's inbox
+// row ids (what an agent reads first) is taken for that message's
+// client_message_id, which is what the recipient knows.
 func (s *Server) resolveThread(mesh *Mesh, send *messages.Send) error {
-	if send.Mail == nil || send.Mail.ThreadID != "" || send.ReplyToID == "" {
+	if send.Mail == nil || send.ReplyToID == "" {
 		return nil
 	}
-	for _, q := range []any{&messages.ThreadOfInbox{Mesh: mesh.Info.Mesh, ClientMessageID: send.ReplyToID},
-		&messages.ThreadOfOutbox{Mesh: mesh.Info.Mesh, ClientMessageID: send.ReplyToID}} {
+	thread, err := s.threadOf(mesh.Info.Mesh, send)
+	if err == nil && send.Mail.ThreadID == "" {
+		send.Thread = thread
+	}
+	return err
+}
+
+// threadOf is the thread of the message send.ReplyToID names (see
+// resolveThread), whose id it may correct.
+func (s *Server) threadOf(mesh string, send *messages.Send) (string, error) {
+	reply := send.ReplyToID
+	for _, q := range []any{&messages.ThreadOfInbox{Mesh: mesh, ClientMessageID: reply},
+		&messages.ThreadOfOutbox{Mesh: mesh, ClientMessageID: reply}} {
 		found, err := ask[*messages.ThreadFound](s, s.opts.Store, q)
 		if err != nil {
-			return err
+			return "", err
 		}
-		if found.Found && found.Thread != "" {
-			send.Thread = found.Thread
-			return nil
+		if found.Found {
+			return cmp.Or(found.Thread, reply), nil
 		}
 	}
-	send.Thread = send.ReplyToID
-	return nil
+	row, err := ask[*messages.InboxRowFound](s, s.opts.Store, &messages.GetInboxRow{ID: reply, Mesh: mesh})
+	if err != nil {
+		return "", err
+	}
+	if row.Item == nil {
+		return reply, nil
+	}
+	send.ReplyToID, send.Mail.ReplyToID = row.Item.ClientMessageID, row.Item.ClientMessageID
+	return cmp.Or(row.Item.ThreadID, row.Item.ClientMessageID), nil
 }
 
 // contactsNoted remembers the (route, key) pairs whose "wrote to" contact

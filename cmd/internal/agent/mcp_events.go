@@ -184,8 +184,14 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if it.Topic != "" {
 		meta["topic"] = topicLabel(it.Topic)
 	}
-	if it.ReplyToID != "" {
-		meta["reply_to_id"] = it.ReplyToID
+	for k, v := range map[string]string{"reply_to_id": it.ReplyToID, "subject": it.Subject, "thread_id": it.ThreadID,
+		"importance": it.Importance} {
+		if v != "" {
+			meta[k] = v
+		}
+	}
+	if it.AckRequired {
+		meta["ack_required"] = "true"
 	}
 	if declared {
 		// Read before it is pushed: a check_messages right after the push

@@ -21,8 +21,12 @@ type (
 		To              string `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh."`
 		Message         string `json:"message" jsonschema:"The text to send, at most 32 KiB."`
 		Priority        string `json:"priority,omitempty" jsonschema:"How urgent it is: now (interrupt the recipient), next (the default: when it next looks) or low (whenever convenient)."`
-		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The id of the message this answers (check_messages shows ids), so that the recipient sees the thread."`
+		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The message this answers (its client_message_id, or its id as check_messages shows it): the reply joins that message's thread, and the recipient sees what it answers."`
 		ClientMessageID string `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
+		Subject         string `json:"subject,omitempty" jsonschema:"A subject line, at most 200 bytes (sealed with a direct message like its text)."`
+		ThreadID        string `json:"thread_id,omitempty" jsonschema:"The thread this message belongs to (get_thread reads it). Default: the thread of the message reply_to_id names; else the message starts a thread of its own, named by its client_message_id."`
+		Importance      string `json:"importance,omitempty" jsonschema:"normal (the default), high or urgent: the recipient can pick out the important ones."`
+		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"Ask the recipient to acknowledge the message (acknowledge_message); list_awaiting_acks shows what is still unacknowledged."`
 	}
 	sendMessageOut struct {
 		ClientMessageID string `json:"client_message_id" jsonschema:"The message's idempotency key."`
@@ -47,8 +51,13 @@ type (
 		Topic           string `json:"topic,omitempty" jsonschema:"The topic or group it was sent to."`
 		Body            string `json:"body" jsonschema:"The text."`
 		ReceivedAt      string `json:"received_at" jsonschema:"When it arrived (RFC 3339)."`
-		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The id of the message it answers."`
+		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The client_message_id of the message it answers."`
 		ClientMessageID string `json:"client_message_id" jsonschema:"The sender's idempotency key."`
+		Subject         string `json:"subject,omitempty" jsonschema:"Its subject."`
+		ThreadID        string `json:"thread_id,omitempty" jsonschema:"The thread it belongs to: get_thread reads it, send_message with thread_id answers in it."`
+		Importance      string `json:"importance,omitempty" jsonschema:"high or urgent (absent: normal)."`
+		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"The sender asks you to acknowledge it (acknowledge_message with its id)."`
+		Acked           bool   `json:"acked,omitempty" jsonschema:"You acknowledged it."`
 	}
 	listPeersIn  struct{}
 	listPeersOut struct {
@@ -104,6 +113,9 @@ func (m *mcpServer) addTools() {
 			p["priority"].Enum = []any{"now", "next", "low"}
 			p["client_message_id"].Pattern = `^[!-~]{1,128}$`
 			p["reply_to_id"].Pattern = `^[!-~]{1,128}$`
+			p["thread_id"].Pattern = `^[!-~]{1,128}$`
+			p["subject"].MaxLength = jsonschema.Ptr(messages.MaxSubjectBytes)
+			p["importance"].Enum = []any{messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent}
 		}),
 	}, m.sendMessage)
 	mcp.AddTool(m.srv, &mcp.Tool{
@@ -138,6 +150,7 @@ func (m *mcpServer) addTools() {
 
 	m.addMemoryTools() // mcp_memory.go
 	m.addLockTools()   // mcp_locks.go
+	m.addMailTools()   // mcp_mail.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or
@@ -159,7 +172,8 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 		cid = ulid.Make().String()
 	}
 	msg := in.Message
-	req := &messages.SendRequest{To: to, Message: &msg, Priority: in.Priority, ReplyToID: in.ReplyToID, ClientMessageID: cid}
+	req := &messages.SendRequest{To: to, Message: &msg, Priority: in.Priority, ReplyToID: in.ReplyToID, ClientMessageID: cid,
+		Subject: in.Subject, ThreadID: in.ThreadID, Importance: in.Importance, AckRequired: in.AckRequired}
 	if isDirect(to) {
 		req.To = "*" // checked below, once resolved
 	}
