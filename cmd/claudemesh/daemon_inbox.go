@@ -22,16 +22,16 @@ import (
 )
 
 type daemonInboxCmd struct {
-	Since  string `default:"24h" placeholder:"TIME" help:"Messages received since this time: a duration ago (90m, 24h, 168h) or an RFC 3339 time."`
-	Mesh   string `placeholder:"SLUG" help:"Only this mesh's (this agent's) messages."`
-	Topic  string `placeholder:"TOPIC" help:"Only this topic's messages (without the #)."`
-	From   string `placeholder:"PUBKEY" help:"Only messages from this sender."`
-	Limit  int    `default:"1000" help:"Show at most this many messages (the oldest of the window first)."`
+	Since      string `default:"24h" placeholder:"TIME" help:"Messages received since this time: a duration ago (90m, 24h, 168h) or an RFC 3339 time."`
+	Mesh       string `placeholder:"SLUG" help:"Only this mesh's (this agent's) messages."`
+	Topic      string `placeholder:"TOPIC" help:"Only this topic's messages (without the #)."`
+	From       string `placeholder:"PUBKEY" help:"Only messages from this sender."`
+	Limit      int    `default:"1000" help:"Show at most this many messages (the oldest of the window first)."`
 	Thread     string `placeholder:"ID" help:"Only the messages of this thread (and the message that started it)."`
 	Importance string `enum:",normal,high,urgent" default:"" help:"Only the messages of this importance: normal, high or urgent."`
 	Unacked    bool   `help:"Only the messages that ask for an acknowledgement you have not given (claudemesh inbox ack)."`
-	Follow bool   `short:"f" help:"Then keep printing messages as they arrive, until interrupted."`
-	JSON   bool   `name:"json" help:"Print each message as one JSON object per line, with the daemon that answered."`
+	Follow     bool   `short:"f" help:"Then keep printing messages as they arrive, until interrupted."`
+	JSON       bool   `name:"json" help:"Print each message as one JSON object per line, with the daemon that answered."`
 
 	daemon *ipc.Daemon // the daemon that answers: ours or upstream's
 }

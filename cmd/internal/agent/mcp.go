@@ -234,7 +234,7 @@ func (m *mcpServer) serve(ctx context.Context) error {
 	pumpDone := make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		(&messagePump{link: m.link, deliver: m.deliver, log: m.log}).run(pctx, m.ready)
+		(&messagePump{link: m.link, deliver: m.deliver, notice: m.notice, log: m.log}).run(pctx, m.ready)
 	}()
 	closed := make(chan error, 1)
 	go func() { closed <- ss.Wait() }()
