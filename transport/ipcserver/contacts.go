@@ -65,7 +65,9 @@ func (s *Server) contactsRequests(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) contactsAccept(w http.ResponseWriter, r *http.Request) { s.contactsDecide(w, r, true) }
-func (s *Server) contactsRefuse(w http.ResponseWriter, r *http.Request) { s.contactsDecide(w, r, false) }
+func (s *Server) contactsRefuse(w http.ResponseWriter, r *http.Request) {
+	s.contactsDecide(w, r, false)
+}
 
 // contactsDecide answers POST /v1/contacts/accept and /refuse {peer}: each
 // held message's sender is told first (accepted, or refused), through the
