@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"encoding/json"
 	"time"
 
@@ -51,7 +52,7 @@ func (in *InboxActor) mail(p *messages.PushFrame, it *messages.InboxItem) *messa
 // push once the record is on disk (else the broker pushes it again).
 func (in *InboxActor) receipt(ctx actor.Context, p *messages.PushFrame, conn *wsclient.Conn, h *messages.Mail) {
 	rec := &messages.RecordReceipt{Mesh: in.cfg.Slug, ClientMessageID: h.ReceiptFor, Kind: h.Receipt, Peer: p.SenderPubkey,
-		PeerName: p.SenderName, At: pushTime(p), Reason: h.Reason}
+		PeerName: cmp.Or(p.SenderName, h.Name), At: pushTime(p), Reason: h.Reason}
 	if rec.PeerName == "" && len(p.SenderPubkey) >= 8 {
 		rec.PeerName = p.SenderPubkey[:8]
 	}
@@ -95,9 +96,9 @@ func (in *InboxActor) receiptEvent(ctx actor.Context, rec *messages.RecordReceip
 func (in *InboxActor) notice(ctx actor.Context, pp *pendingPush, r *messages.InboundStored) {
 	p := pp.push
 	m := messages.Mail{Receipt: messages.ReceiptRefused, ReceiptFor: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
-		Reason: messages.ReasonBlockAll}
+		Reason: messages.ReasonBlockAll, Name: in.cfg.Name}
 	if !r.Refused {
-		m = messages.Mail{Receipt: messages.ReceiptHeld, ReceiptFor: m.ReceiptFor, Until: isoMs(r.Held)}
+		m = messages.Mail{Receipt: messages.ReceiptHeld, ReceiptFor: m.ReceiptFor, Until: isoMs(r.Held), Name: in.cfg.Name}
 	}
 	send, cid := messages.ReceiptSend(m, p.SenderPubkey, "")
 	cmd, err := messages.NewAccept(in.cfg.Slug, send, cid, ulid.Make().String(), time.Now().UnixMilli(), in.cfg.Identity.SendFrame)

@@ -39,15 +39,14 @@ const (
 
 // Contact error codes.
 const (
-	CodeInvalidPolicy     = "invalid_policy"
-	CodeInvalidTTL        = "invalid_request_ttl"
-	CodeNoContactRequest  = "no_contact_request"
-	CodeMissingPeer       = "missing_peer"
-	CodeAmbiguousRequest  = "ambiguous_contact_request"
-	CodeMessageHeld       = "message_held"
-	CodeInboxRowNotFound  = "inbox_row_not_found"
-	CodeNoSender          = "no_sender"
-	CodeReceiptNotAllowed = "receipt_not_allowed"
+	CodeInvalidPolicy    = "invalid_policy"
+	CodeInvalidTTL       = "invalid_request_ttl"
+	CodeNoContactRequest = "no_contact_request"
+	CodeMissingPeer      = "missing_peer"
+	CodeAmbiguousRequest = "ambiguous_contact_request"
+	CodeMessageHeld      = "message_held"
+	CodeInboxRowNotFound = "inbox_row_not_found"
+	CodeNoSender         = "no_sender"
 )
 
 // CheckPolicy validates a policy name.

@@ -12,7 +12,8 @@ import (
 //
 // where body_hash is the lowercase hex SHA-256 of the body. It is computed
 // once, at accept, and stored frozen with the outbox row. A send with a
-// mail header has it in its meta, under MailMetaKey, as requested.
+// mail header has it in its meta, under MailMetaKey, as requested (but
+// reply_to_id, a part of its own).
 type Fingerprint [32]byte
 
 // Hex is the full fingerprint as 64 lowercase hex characters.
@@ -35,7 +36,12 @@ func (s *Send) Fingerprint() Fingerprint {
 	}
 	meta := s.Meta
 	if s.Mail != nil {
-		meta = fingerprintMeta(meta, s.Mail)
+		// reply_to_id is a part of its own: a reply with no other mail
+		// field is the request it was before mail headers.
+		m := *s.Mail
+		if m.ReplyToID = ""; m != (Mail{}) {
+			meta = fingerprintMeta(meta, &m)
+		}
 	}
 	in = append(append(append(in, meta...), 0), bodyHex[:]...)
 	return sha256.Sum256(in)

@@ -66,7 +66,9 @@ const (
 // Mail is a message's mail header. A request sets Subject, ThreadID,
 // ReplyToID, Importance and AckRequired; a receipt sets Receipt and
 // ReceiptFor (the client_message_id it is about), Until (held: when the
-// contact request expires, RFC 3339) and Reason (refused: why).
+// contact request expires, RFC 3339), Reason (refused: why) and Name (its
+// sender's display name, which a push drained after a reconnect does not
+// carry).
 type Mail struct {
 	Subject     string `json:"subject,omitempty"`
 	ThreadID    string `json:"thread_id,omitempty"`
@@ -77,6 +79,7 @@ type Mail struct {
 	ReceiptFor  string `json:"receipt_for,omitempty"`
 	Until       string `json:"until,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	Name        string `json:"name,omitempty"`
 }
 
 // MailEnvelope is the value of MailMetaKey in a frame's meta: a sealed
@@ -277,7 +280,7 @@ func (m *Mail) check() error {
 	}
 	switch m.Receipt {
 	case "":
-		if m.ReceiptFor != "" || m.Until != "" || m.Reason != "" {
+		if m.ReceiptFor != "" || m.Until != "" || m.Reason != "" || m.Name != "" {
 			return bad("receipt fields without a receipt")
 		}
 		return nil
@@ -293,8 +296,10 @@ func (m *Mail) check() error {
 			return bad("until is not an RFC 3339 time")
 		}
 	}
-	if len(m.Reason) > MaxSubjectBytes || !utf8.ValidString(m.Reason) {
-		return bad("reason is not %d bytes of UTF-8 at most", MaxSubjectBytes)
+	for _, text := range []string{m.Reason, m.Name} {
+		if len(text) > MaxSubjectBytes || !utf8.ValidString(text) {
+			return bad("a reason or name is not %d bytes of UTF-8 at most", MaxSubjectBytes)
+		}
 	}
 	return nil
 }

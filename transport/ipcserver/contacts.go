@@ -95,9 +95,9 @@ func (s *Server) contactsDecide(w http.ResponseWriter, r *http.Request, accept b
 		writeError(w, err)
 		return
 	}
-	notice := messages.Mail{Receipt: messages.ReceiptAccepted}
+	notice := messages.Mail{Receipt: messages.ReceiptAccepted, Name: mesh.Name}
 	if !accept {
-		notice = messages.Mail{Receipt: messages.ReceiptRefused, Reason: messages.ReasonRequestRefused}
+		notice = messages.Mail{Receipt: messages.ReceiptRefused, Reason: messages.ReasonRequestRefused, Name: mesh.Name}
 	}
 	for _, it := range pending.Messages {
 		notice.ReceiptFor = it.ClientMessageID

@@ -120,7 +120,7 @@ func (s *Server) inboxAck(w http.ResponseWriter, r *http.Request) {
 			Detail: fmt.Sprintf("message %s came on %s, which the daemon no longer serves: nothing can be sent from it", id, it.Mesh)})
 		return
 	}
-	send, cid := messages.ReceiptSend(messages.Mail{Receipt: messages.ReceiptAck, ReceiptFor: it.ClientMessageID},
+	send, cid := messages.ReceiptSend(messages.Mail{Receipt: messages.ReceiptAck, ReceiptFor: it.ClientMessageID, Name: mesh.Name},
 		it.SenderPubkey, it.Subject)
 	status, err := s.acceptReceipt(mesh, send, cid)
 	if err != nil {
@@ -170,7 +170,9 @@ func (s *Server) served(slug string) *Mesh {
 }
 
 // acceptReceipt queues a receipt from mesh and returns how the outbox took
-// it: queued, inflight or duplicate (sent before).
+// it: queued, inflight or duplicate. Its id is derived from what it says
+// (messages.ReceiptID): a row of that id is this receipt queued before,
+// even if it differs in a detail (its sender renamed since).
 func (s *Server) acceptReceipt(mesh *Mesh, send *messages.Send, cid string) (string, error) {
 	cmd, err := prepare(mesh, send, cid)
 	if err != nil {
@@ -185,11 +187,8 @@ func (s *Server) acceptReceipt(mesh *Mesh, send *messages.Send, cid string) (str
 		return "queued", nil
 	case messages.AcceptInflight:
 		return "inflight", nil
-	case messages.AcceptDuplicate:
-		return "duplicate", nil
 	}
-	return "", &messages.Error{Status: http.StatusConflict, Code: messages.CodeReceiptNotAllowed,
-		Detail: fmt.Sprintf("receipt %s has an outbox row that says something else (%s): nothing more was sent", cid, res.Conflict)}
+	return "duplicate", nil
 }
 
 // inboxSearch answers GET /v1/inbox/search?q=&mesh=&limit=: the messages

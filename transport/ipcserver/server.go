@@ -69,6 +69,9 @@ type Mesh struct {
 	// it belongs to ("" for a membership). Routes are served like meshes
 	// but only a session's own requests reach them.
 	Parent string
+	// Name is the display name this identity goes by, which its receipts
+	// carry.
+	Name string
 }
 
 // Options configure a Server.
