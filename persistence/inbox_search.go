@@ -20,7 +20,7 @@ import (
 const maxSearchTerms = 32
 
 // maxRankedInbox bounds the messages a search ranks by relevance.
-const maxRankedInbox = 2000
+var maxRankedInbox = 2000
 
 // searchColumns are inboxColumns read from the join of the index and the
 // inbox (i).
