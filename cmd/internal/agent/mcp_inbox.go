@@ -123,7 +123,7 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	peers, err := sessionPeers(ctx, s)
+	peers, err := m.peers.get(ctx, s, true)
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}

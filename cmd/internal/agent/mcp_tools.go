@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -209,26 +211,34 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 }
 
 // resolve turns out.To, a display name, pubkey or prefix, into the peer's
-// pubkey and says whether it is online.
+// pubkey and says whether it is online, from the peer list the server
+// kept (peerCache); a name that list does not resolve is looked up again.
 func (m *mcpServer) resolve(ctx context.Context, s *Session, mesh string, out *sendMessageOut) error {
-	peers, err := sessionPeers(ctx, s)
-	if err != nil {
-		return m.toolError(s, err)
-	}
-	list := make([]messages.Peer, len(peers))
-	for i := range peers {
-		list[i] = peers[i].Peer
-	}
-	online := false
-	if len(out.To) == 64 && messages.IsHex(out.To) {
-		out.ResolvedTo = strings.ToLower(out.To)
-	} else {
-		key, err := messages.ResolvePeer(out.To, mesh, list)
+	direct := len(out.To) == 64 && messages.IsHex(out.To)
+	var list []messages.Peer
+	for _, fresh := range []bool{false, true} {
+		peers, err := m.peers.get(ctx, s, fresh)
 		if err != nil {
+			return m.toolError(s, err)
+		}
+		list = make([]messages.Peer, len(peers))
+		for i := range peers {
+			list[i] = peers[i].Peer
+		}
+		if direct {
+			out.ResolvedTo = strings.ToLower(out.To)
+			break
+		}
+		key, err := messages.ResolvePeer(out.To, mesh, list)
+		if err == nil {
+			out.ResolvedTo = key
+			break
+		}
+		if fresh {
 			return fmt.Errorf("%v; nothing was sent: call list_peers to see who is online", err)
 		}
-		out.ResolvedTo = key
 	}
+	online := false
 	for _, p := range list {
 		if strings.EqualFold(p.Pubkey, out.ResolvedTo) {
 			// The broker's directory lists members who are away too.
@@ -238,6 +248,38 @@ func (m *mcpServer) resolve(ctx context.Context, s *Session, mesh string, out *s
 	}
 	out.RecipientOnline = &online
 	return nil
+}
+
+// peerCache is the session's last peer list: send_message needs one for
+// every direct message (a name's key, whether the recipient is online),
+// and reads it from the broker at most every peerCacheTTL. list_peers
+// always asks.
+type peerCache struct {
+	mu    sync.Mutex
+	s     *Session
+	at    time.Time
+	peers []ipc.MeshPeer
+}
+
+const peerCacheTTL = 2 * time.Second
+
+// get is s's peer list: the one kept, unless fresh or it is older than
+// peerCacheTTL or another session's.
+func (c *peerCache) get(ctx context.Context, s *Session, fresh bool) ([]ipc.MeshPeer, error) {
+	c.mu.Lock()
+	if !fresh && c.s == s && time.Since(c.at) < peerCacheTTL {
+		peers := c.peers
+		c.mu.Unlock()
+		return peers, nil
+	}
+	c.mu.Unlock()
+	peers, err := sessionPeers(ctx, s)
+	if err == nil {
+		c.mu.Lock()
+		c.s, c.at, c.peers = s, time.Now(), peers
+		c.mu.Unlock()
+	}
+	return peers, err
 }
 
 func sendSummary(out *sendMessageOut) string {
