@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -60,10 +61,7 @@ func (in *InboxActor) receipt(ctx actor.Context, p *messages.PushFrame, conn *ws
 		rec.Until = t.UnixMilli()
 	}
 	ctx.ReenterAfter(ctx.RequestFuture(in.store, rec, StoreTimeout), func(res any, err error) {
-		r, ok := res.(*messages.ReceiptRecorded)
-		if err == nil && ok {
-			err = r.Err
-		}
+		r, err := answerOf[*messages.ReceiptRecorded](res, err)
 		if err != nil {
 			in.log.Error("record receipt", "client_message_id", h.ReceiptFor, "err", err)
 			return // not acked: the broker pushes it again
@@ -108,16 +106,25 @@ func (in *InboxActor) notice(ctx actor.Context, pp *pendingPush, r *messages.Inb
 		return
 	}
 	ctx.ReenterAfter(ctx.RequestFuture(in.store, cmd, StoreTimeout), func(res any, err error) {
-		a, ok := res.(*messages.AcceptResult)
-		if err == nil && ok {
-			err = a.Err
-		}
-		if err != nil {
+		if _, err = answerOf[*messages.AcceptResult](res, err); err != nil {
 			in.log.Error("contact notice not queued; the message will be pushed again", "client_message_id", p.ClientMessageID, "err", err)
 			return
 		}
 		in.ack(p, pp.conn)
 	})
+}
+
+// answerOf is the store's answer res to a request, of type T, with its
+// error: the future's, a reply of another type, or the one it carries.
+func answerOf[T interface{ Failure() error }](res any, err error) (T, error) {
+	r, ok := res.(T)
+	switch {
+	case err != nil:
+		return r, err
+	case !ok:
+		return r, fmt.Errorf("the store answered %T", res)
+	}
+	return r, r.Failure()
 }
 
 // ack tells the broker push p is kept.

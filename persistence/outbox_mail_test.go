@@ -78,8 +78,8 @@ func TestOutboxReceipts(t *testing.T) {
 	}
 	for _, r := range []*messages.RecordReceipt{
 		{Mesh: "m", ClientMessageID: "A1", Kind: messages.ReceiptAck, Peer: eveKey, PeerName: "eve", At: 41}, // not its recipient
-		{Mesh: "other", ClientMessageID: "A1", Kind: messages.ReceiptAck, Peer: bobKey, At: 41},            // another sender's
-		{Mesh: "m", ClientMessageID: "nope", Kind: messages.ReceiptAck, Peer: bobKey, At: 41},              // no such row
+		{Mesh: "other", ClientMessageID: "A1", Kind: messages.ReceiptAck, Peer: bobKey, At: 41},              // another sender's
+		{Mesh: "m", ClientMessageID: "nope", Kind: messages.ReceiptAck, Peer: bobKey, At: 41},                // no such row
 	} {
 		if got := receipt(t, o, r); got.Inserted {
 			t.Errorf("%+v was recorded", r)

@@ -38,9 +38,13 @@ func (c *contactsPolicyCmd) Run() error {
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.Contacts, error) {
 		return client.SetContactPolicy(ctx, req)
 	}, func(res *messages.Contacts) error {
-		fmt.Printf("contact policy of %s: %s (contact requests wait %s)\n", printable(res.Mesh), res.Policy, res.RequestTTL)
+		printPolicy(res)
 		return nil
 	})
+}
+
+func printPolicy(c *messages.Contacts) {
+	fmt.Printf("contact policy of %s: %s (contact requests wait %s)\n", printable(c.Mesh), c.Policy, c.RequestTTL)
 }
 
 type contactsRequestsCmd struct{ topicFlags }
@@ -94,7 +98,7 @@ func (c *contactsListCmd) Run() error {
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.Contacts, error) {
 		return client.Contacts(ctx, c.Mesh)
 	}, func(res *messages.Contacts) error {
-		fmt.Printf("contact policy of %s: %s (contact requests wait %s)\n", printable(res.Mesh), res.Policy, res.RequestTTL)
+		printPolicy(res)
 		if len(res.Contacts) == 0 {
 			fmt.Println("no contacts")
 		}

@@ -51,17 +51,23 @@ func (s *Server) contactsPolicy(w http.ResponseWriter, r *http.Request) {
 // contactsRequests answers GET /v1/contacts/requests?mesh=: the pending
 // contact requests, each with the messages it holds.
 func (s *Server) contactsRequests(w http.ResponseWriter, r *http.Request) {
-	mesh, err := s.scope(r, r.URL.Query().Get("mesh"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	reqs, err := ask[*messages.ContactRequests](s, s.opts.Store, &messages.ListContactRequests{Mesh: mesh.Info.Mesh, Now: now()})
+	_, reqs, err := s.pendingRequests(r, r.URL.Query().Get("mesh"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, reqs)
+}
+
+// pendingRequests are the pending contact requests of the route a request
+// acts on (named, or a session's own).
+func (s *Server) pendingRequests(r *http.Request, named string) (*Mesh, *messages.ContactRequests, error) {
+	mesh, err := s.scope(r, named)
+	if err != nil {
+		return nil, nil, err
+	}
+	reqs, err := ask[*messages.ContactRequests](s, s.opts.Store, &messages.ListContactRequests{Mesh: mesh.Info.Mesh, Now: now()})
+	return mesh, reqs, err
 }
 
 func (s *Server) contactsAccept(w http.ResponseWriter, r *http.Request) { s.contactsDecide(w, r, true) }
@@ -80,12 +86,7 @@ func (s *Server) contactsDecide(w http.ResponseWriter, r *http.Request, accept b
 		writeError(w, err)
 		return
 	}
-	mesh, err := s.scope(r, req.Mesh)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	reqs, err := ask[*messages.ContactRequests](s, s.opts.Store, &messages.ListContactRequests{Mesh: mesh.Info.Mesh, Now: now()})
+	mesh, reqs, err := s.pendingRequests(r, req.Mesh)
 	if err != nil {
 		writeError(w, err)
 		return

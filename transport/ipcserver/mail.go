@@ -213,9 +213,7 @@ func (s *Server) inboxSearch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if page.Items == nil {
-		page.Items = []messages.InboxItem{}
-	}
+	page.Items = nonNil(page.Items)
 	writeJSON(w, http.StatusOK, page)
 }
 
