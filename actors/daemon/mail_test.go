@@ -56,17 +56,24 @@ func TestMailBadInput(t *testing.T) {
 	if _, err := a.Send(ctx, &messages.SendRequest{To: regB.SessionPubkey, Message: &msg, ClientMessageID: "a1"}, ""); err != nil {
 		t.Fatal(err)
 	}
+	var heldID, aRow string
+	waitFor(t, "a's message held", func() bool { // before b writes to a, which makes a b's contact
+		reqs, err := b.ContactRequests(ctx, "")
+		if err != nil || len(reqs.Requests) != 1 {
+			return false
+		}
+		heldID = reqs.Requests[0].Messages[0].ID
+		return true
+	})
 	if _, err := b.Send(ctx, &messages.SendRequest{To: regA.SessionPubkey, Message: &msg, ClientMessageID: "b1"}, ""); err != nil {
 		t.Fatal(err)
 	}
-	var heldID, aRow string
-	waitFor(t, "a's held message and b's message", func() bool {
-		reqs, err := b.ContactRequests(ctx, "")
-		page, err2 := a.Inbox(ctx, url.Values{"mark_seen": {"false"}})
-		if err != nil || err2 != nil || len(reqs.Requests) != 1 || len(page.Items) != 1 {
+	waitFor(t, "b's message", func() bool {
+		page, err := a.Inbox(ctx, url.Values{"mark_seen": {"false"}})
+		if err != nil || len(page.Items) != 1 {
 			return false
 		}
-		heldID, aRow = reqs.Requests[0].Messages[0].ID, page.Items[0].ID
+		aRow = page.Items[0].ID
 		return true
 	})
 	outbox := sqlx.MustOpen("sqlite", "file:"+paths.OutboxDB()+"?mode=ro&_pragma=busy_timeout(5000)")

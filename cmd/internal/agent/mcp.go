@@ -35,7 +35,11 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 	`small JSON state every agent can read and set ` +
 	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget) ` +
 	`skills, named instructions any agent can fetch (skill_list, skill_get), ` +
-	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list).`
+	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list). ` +
+	`Messages may carry a subject, a thread, an importance and ask for an acknowledgement (send_message's fields): ` +
+	`read a conversation with get_thread, search what you received with search_messages, acknowledge a message with ` +
+	`acknowledge_message (list_unacknowledged lists those asking you; list_awaiting_acks yours still waiting), and choose who ` +
+	`may message you directly (set_contact_policy; list_contacts and answer_contact_request for strangers' requests).`
 
 // MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
 // else the daemon's only mesh), the display name peers see ("":
