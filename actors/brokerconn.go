@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/gorilla/websocket"
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -28,7 +30,10 @@ type MeshConfig struct {
 	Identity *meshcrypto.Identity
 	Name     string
 	URL      string // the broker's WebSocket URL
-	Legacy   bool   // --legacy-broker
+	// Dial, when set, makes the connection under the WebSocket instead of
+	// a TCP dial of URL's host (the embedded broker's pipes).
+	Dial   DialFunc
+	Legacy bool // --legacy-broker
 	// Liveness is how long a silent broker connection is kept (0: the
 	// protocol's 75 s); pings go out at 2/5 of it.
 	Liveness time.Duration
@@ -48,6 +53,10 @@ type MeshConfig struct {
 
 	pace *paceBoard // the dispatcher's pacing, for the connection's status (set by meshProps)
 }
+
+// DialFunc connects to a broker's address (a websocket.Dialer's
+// NetDialContext).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // SessionConfig is what a session's connection says about it.
 type SessionConfig struct {
@@ -85,14 +94,20 @@ type BrokerConn struct {
 	// locks in flight, parked acquires waiting for a lock, and a
 	// session's held locks (locks.go)
 	locks       reqCalls[*lockCall]
-	lockWaiters map[lockName][]*lockCall
+	lockWaiters parked[lockName, *lockCall]
 	held        map[lockName]*heldLock
 	recording   map[uint64]pendingAnswer // answers waiting for their transition's record
 	nextRecord  uint64
-	nextReq     int
-	closing     bool
-	downAt      time.Time // when the connection was lost; zero before the first
-	downBy      int       // the close code it was lost with
+	// reservations in flight, parked reserves by repository, and a
+	// session's held grants (reservations.go)
+	resv          reqCalls[*resvCall]
+	resvWaiters   parked[string, *resvCall]
+	grants        map[*heldGrant]bool
+	resvRecording map[uint64]pendingReservation // answers waiting for their grant's record
+	nextReq       int
+	closing       bool
+	downAt        time.Time // when the connection was lost; zero before the first
+	downBy        int       // the close code it was lost with
 	// revoked says the broker refused the member key as revoked (reported
 	// once until a hello succeeds again).
 	revoked bool
@@ -117,8 +132,9 @@ type (
 	// linkUp / linkDown tell the dispatcher the connection's state; it
 	// writes its sends to the connection itself.
 	linkUp struct {
-		conn   *wsclient.Conn
-		maxAge time.Duration
+		conn      *wsclient.Conn
+		maxAge    time.Duration
+		firstSend bool // the broker takes first_send (wsclient.Session.FirstSend)
 	}
 	linkDown struct{}
 	// inboundPush is a push for the inbox, with the connection it came on
@@ -136,7 +152,8 @@ func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metri
 	return func() actor.Actor {
 		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
 			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
-			lockWaiters: map[lockName][]*lockCall{}, held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}}
+			held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}, grants: map[*heldGrant]bool{},
+			resvRecording: map[uint64]pendingReservation{}}
 	}
 }
 
@@ -146,6 +163,7 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.dial(ctx)
 		if b.cfg.Session != nil {
 			ctx.Request(b.store, &messages.HeldLocks{Route: b.cfg.Slug})
+			ctx.Request(b.store, &messages.HeldReservations{Route: b.cfg.Slug})
 		}
 	case *actor.Stopping, *actor.Restarting:
 		b.closing = true
@@ -210,7 +228,9 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 			b.log.Warn("append event", "err", m.Err)
 		}
 	default:
-		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		if !b.reservationMessage(ctx, m) { // reservations.go
+			b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
+		}
 	}
 }
 
@@ -225,6 +245,9 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 		DaemonVersion: b.cfg.Version}
 	if s := b.cfg.Session; s != nil {
 		cfg.Parent, cfg.SessionID, cfg.PID, cfg.Cwd, cfg.Groups = s.Parent, s.SessionID, s.PID, s.Cwd, s.Groups
+	}
+	if b.cfg.Dial != nil {
+		cfg.Dialer = &websocket.Dialer{NetDialContext: b.cfg.Dial, HandshakeTimeout: wsclient.DefaultHelloTimeout}
 	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
@@ -301,9 +324,9 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		<-conn.Done()
 		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
 	}()
-	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge()})
+	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge(), firstSend: m.session.FirstSend})
 	b.renewHeld(ctx)
-
+	b.renewGrants(ctx)
 }
 
 func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
@@ -330,6 +353,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	b.memoryDown(ctx)
 	b.locksDown(ctx)
 	b.nodesDown(ctx)
+	b.reservationsDown(ctx)
 	if b.closing {
 		return
 	}
@@ -346,6 +370,9 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 		return
 	}
 	if b.lockFrame(ctx, f) { // locks.go
+		return
+	}
+	if b.reservationFrame(ctx, f) { // reservations.go
 		return
 	}
 	switch f := f.(type) {

@@ -51,6 +51,7 @@ type Dispatcher struct {
 	store      *actor.PID
 	metrics    *metrics.Daemon
 	link       *wsclient.Conn // nil while the link is down
+	firstSend  bool           // the link's broker takes first_send
 	log        *slog.Logger
 	gen        uint64 // this link's registration; 0 while down
 	inflight   map[string]*flight
@@ -110,7 +111,7 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		d.stopTimers()
 	case *linkUp:
-		d.link, d.gen = m.conn, dispatchGen.Add(1)
+		d.link, d.gen, d.firstSend = m.conn, dispatchGen.Add(1), m.firstSend
 		d.pacer.LinkUp()
 		ctx.Request(d.store, &messages.DispatchReady{Mesh: d.mesh, Gen: d.gen, Window: DispatchWindow,
 			MaxAge: m.maxAge.Milliseconds(), Now: time.Now().UnixMilli()})
@@ -166,7 +167,11 @@ func (d *Dispatcher) transmit(ctx actor.Context, f *flight, now time.Time) {
 	d.sent = append(d.sent, f)
 	d.armAckTimer(ctx)
 	d.pacer.Sent(now)
-	if err := d.link.Send(json.RawMessage(f.row.Payload)); err != nil {
+	payload := f.row.Payload
+	if d.firstSend && f.row.Attempts == 1 {
+		payload = messages.WithFirstSend(payload) // never sent before: the broker may skip its dedupe read
+	}
+	if err := d.link.Send(json.RawMessage(payload)); err != nil {
 		d.finish(ctx, f, &messages.SendOutcome{Outcome: messages.OutcomeRetry, Reason: err.Error()}, time.Time{})
 	}
 }

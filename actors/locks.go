@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -142,12 +141,7 @@ func (b *BrokerConn) lockFrame(ctx actor.Context, f any) bool {
 func (b *BrokerConn) lockResult(ctx actor.Context, call *lockCall, f *messages.LockResultFrame) {
 	name := lockName{call.req.Repo, call.req.Key}
 	if !f.Granted && time.Now().Before(call.deadline) {
-		retry := lockRetryCap
-		if exp, err := time.Parse(time.RFC3339Nano, f.ExpiresAt); err == nil {
-			retry = min(retry, max(time.Until(exp), 0)+5*time.Millisecond)
-		}
-		b.lockWaiters[name] = append(b.lockWaiters[name], call)
-		workers.SendLater(ctx, min(retry, time.Until(call.deadline)), &lockRetry{call: call})
+		workers.SendLater(ctx, b.lockWaiters.park(name, call, lockRetryCap, call.deadline, f.ExpiresAt), &lockRetry{call: call})
 		return
 	}
 	lock := f.LockInfo
@@ -164,25 +158,16 @@ func (b *BrokerConn) lockResult(ctx actor.Context, call *lockCall, f *messages.L
 
 // retryWaiters tries the parked acquires of name again.
 func (b *BrokerConn) retryWaiters(ctx actor.Context, name lockName) {
-	waiters := b.lockWaiters[name]
-	delete(b.lockWaiters, name)
-	for _, call := range waiters {
+	for _, call := range b.lockWaiters.take(name) {
 		b.sendLock(ctx, call)
 	}
 }
 
 // lockRetry tries a parked acquire again, unless a release already did.
 func (b *BrokerConn) lockRetry(ctx actor.Context, m *lockRetry) {
-	name := lockName{m.call.req.Repo, m.call.req.Key}
-	i := slices.Index(b.lockWaiters[name], m.call)
-	if i < 0 {
-		return
+	if b.lockWaiters.remove(lockName{m.call.req.Repo, m.call.req.Key}, m.call) {
+		b.sendLock(ctx, m.call)
 	}
-	b.lockWaiters[name] = slices.Delete(b.lockWaiters[name], i, i+1)
-	if len(b.lockWaiters[name]) == 0 {
-		delete(b.lockWaiters, name)
-	}
-	b.sendLock(ctx, m.call)
 }
 
 func (b *BrokerConn) lockError(ctx actor.Context, call *lockCall, f *messages.ErrorFrame) {
@@ -221,11 +206,8 @@ func (b *BrokerConn) locksDown(ctx actor.Context) {
 	for _, call := range b.locks.drain() {
 		b.lockAnswer(ctx, call, &messages.LockReply{Err: ErrNotConnected})
 	}
-	for name, waiters := range b.lockWaiters {
-		for _, call := range waiters {
-			b.lockAnswer(ctx, call, &messages.LockReply{Err: ErrNotConnected})
-		}
-		delete(b.lockWaiters, name)
+	for _, call := range b.lockWaiters.drain() {
+		b.lockAnswer(ctx, call, &messages.LockReply{Err: ErrNotConnected})
 	}
 }
 
@@ -295,8 +277,8 @@ func (b *BrokerConn) restoreHeld(ctx actor.Context, m *messages.HeldLockList) {
 	}
 }
 
-// endHolds releases every held lock as the session ends, and answers once
-// the releases are queued before the connection's close (a lock whose
+// endHolds releases every held lock (and reservation) as the session
+// ends, and answers once the releases are queued before the connection's close (a lock whose
 // release is lost runs out with its TTL; one held while the broker is out
 // of reach is abandoned to it).
 func (b *BrokerConn) endHolds(ctx actor.Context) {
@@ -309,6 +291,7 @@ func (b *BrokerConn) endHolds(ctx actor.Context) {
 		b.forget(name)
 		b.recordLock(ctx, name, h.fence, 0, kind, nil, nil)
 	}
+	b.endHeldGrants(ctx) // reservations.go
 	ctx.Respond(&endedHolds{})
 }
 
@@ -342,5 +325,7 @@ func (b *BrokerConn) lockRecorded(ctx actor.Context, m *messages.LockRecorded) {
 	if p, ok := b.recording[m.ID]; ok {
 		delete(b.recording, m.ID)
 		b.lockAnswer(ctx, p.call, p.reply)
+	} else {
+		b.reservationRecorded(ctx, m.ID)
 	}
 }

@@ -39,8 +39,8 @@ var commands = commandTable(
 		run: func(s *Store, tx *persistence.Tx, m *messages.ListAudit, _ *actor.PID) (*messages.AuditPage, error) {
 			return s.outbox.ListAudit(tx, m)
 		}}),
-	// Lock transitions and a session's held locks (outbox.db, beside the
-	// audit log they append to). The caller of an acquire or a release is
+	// Lock and reservation transitions and a session's held locks and
+	// grants (outbox.db, beside the audit log they append to). The caller of an acquire or a release is
 	// answered once its transition is committed, not fsynced: one lost in a
 	// power cut loses its entry, and a kept lock its renewal after the
 	// restart (it runs out, which the broker's fence tokens make safe).
@@ -53,6 +53,16 @@ var commands = commandTable(
 		run: func(s *Store, tx *persistence.Tx, m *messages.HeldLocks, _ *actor.PID) (*messages.HeldLockList, error) {
 			locks, err := s.outbox.HeldLocks(tx, m.Route)
 			return &messages.HeldLockList{Locks: locks}, err
+		}}),
+	entry(spec[messages.RecordReservation, messages.LockRecorded]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.RecordReservation, _ *actor.PID) (*messages.LockRecorded, error) {
+			return &messages.LockRecorded{}, s.outbox.RecordReservation(tx, m)
+		},
+		echo: func(m *messages.RecordReservation, r *messages.LockRecorded) { r.ID = m.ID }}),
+	entry(spec[messages.HeldReservations, messages.HeldReservationList]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.HeldReservations, _ *actor.PID) (*messages.HeldReservationList, error) {
+			grants, err := s.outbox.HeldReservations(tx, m.Route)
+			return &messages.HeldReservationList{Grants: grants}, err
 		}}),
 	entry(spec[messages.AbandonHeldLocks, messages.LockRecorded]{db: outboxDB,
 		run: func(s *Store, tx *persistence.Tx, m *messages.AbandonHeldLocks, _ *actor.PID) (*messages.LockRecorded, error) {

@@ -73,7 +73,8 @@ func (p Paths) LoadSessions() ([]SessionRecord, error) {
 	return f.Sessions, nil
 }
 
-// SaveSessions replaces sessions.json atomically (0600).
+// SaveSessions replaces sessions.json atomically (0600), and brings the
+// session token files in step with it (SessionTokenFile).
 func (p Paths) SaveSessions(records []SessionRecord) error {
 	if records == nil {
 		records = []SessionRecord{}
@@ -82,7 +83,51 @@ func (p Paths) SaveSessions(records []SessionRecord) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(p.SessionsFile(), append(b, '\n'), 0o600)
+	if err := WriteFileAtomic(p.SessionsFile(), append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return p.saveSessionTokens(records)
+}
+
+// SessionTokenFile is where the token of the session id is kept for the
+// agent's own commands, which find it through CLAUDEMESH_IPC_TOKEN_FILE
+// (the agent hook exports it into Claude Code's shell at SessionStart):
+// DaemonDir/session-tokens/<id>, 0600 in a 0700 directory, as readable as
+// local-token.
+func (p Paths) SessionTokenFile(id string) string {
+	return filepath.Join(p.DaemonDir, "session-tokens", id)
+}
+
+// saveSessionTokens writes each record's token file and removes those of
+// sessions no longer registered.
+func (p Paths) saveSessionTokens(records []SessionRecord) error {
+	dir := filepath.Dir(p.SessionTokenFile("x"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, r := range records {
+		keep[r.SessionID] = true
+		path, data := p.SessionTokenFile(r.SessionID), []byte(r.Token+"\n")
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			continue // written at the session's registration
+		}
+		if err := WriteFileAtomic(path, data, 0o600); err != nil {
+			return err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !keep[e.Name()] && !strings.HasPrefix(e.Name(), ".") {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 type sessionKeyFile struct {

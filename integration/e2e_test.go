@@ -127,6 +127,19 @@ func TestE2EDirectMessage(t *testing.T) {
 	if r := runCLI(t, alice.env, "daemon", "metrics"); r.code != 0 || !strings.Contains(r.stdout, `cm_daemon_send_total{kind="dm",mesh="demo"`) {
 		t.Errorf("claudemesh daemon metrics: exit %d\nstdout %.300q\nstderr %s", r.code, r.stdout, r.stderr)
 	}
+	// Each row went out once, marked first_send (the IPC answered the
+	// resend from the outbox): the broker skipped both B0 reads.
+	resp, err := http.Get("http://" + m.broker.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, w := range []string{"cm_broker_first_send_total 2\n", `cm_broker_accept_total{outcome="created"} 2`} {
+		if !strings.Contains(string(raw), w) {
+			t.Errorf("the broker's /metrics lacks %q", w)
+		}
+	}
 }
 
 // TestE2EBrokerRestarts: 1,000 DMs sent from 8 goroutines while the broker

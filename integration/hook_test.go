@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/hookoutbox"
 )
 
 // The agent-hook outbox (spec/hook-outbox.md) with real processes: the
@@ -278,6 +279,12 @@ func TestHookReceiversConcurrent(t *testing.T) {
 		})
 	}
 	<-half
+	// Receivers that run while no daemon does keep the WAL near its bound
+	// (hookoutbox.MaxWAL): each one would otherwise read all of it.
+	if st, err := os.Stat(e.file("hooks.db-wal")); err != nil || st.Size() > 2*hookoutbox.MaxWAL {
+		t.Errorf("hooks.db-wal after %d events without a daemon: %v %v, want at most %d bytes", written.Load(), st.Size(), err,
+			2*hookoutbox.MaxWAL)
+	}
 	startDaemon(t, e, "--no-tcp")
 	stream := openSSE(t, e.socket(), "0")
 	wg.Wait()

@@ -331,6 +331,8 @@ func newClientFrame(typ string) any {
 		return newLockClientFrame(typ)
 	case TypeListNodes:
 		return new(ListNodesFrame)
+	case TypeReserve, TypeReservationRenew, TypeReservationRelease, TypeListReservations, TypeReservationCheck:
+		return newReservationClientFrame(typ)
 	}
 	return newTopicClientFrame(typ)
 }

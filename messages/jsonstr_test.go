@@ -28,13 +28,15 @@ func FuzzAppendJSONString(f *testing.F) {
 	})
 }
 
-// FuzzSendFrameMarshal: the frame's own encoding is json.Marshal's.
+// FuzzSendFrameMarshal: the frame's own encoding is json.Marshal's, and a
+// stored frame given first_send (WithFirstSend) is the frame marshalled
+// with it.
 func FuzzSendFrameMarshal(f *testing.F) {
-	f.Add("01J0000000000000000000000A", "#builds", "now", "bm9uY2U=", "Y2lwaGVy", "", []byte(nil))
-	f.Add(`q"<&>`, "\u2028", "", "", "", "r", []byte(`{"a": "<b>"}`))
-	f.Fuzz(func(t *testing.T, id, target, priority, nonce, ciphertext, replyTo string, meta []byte) {
+	f.Add("01J0000000000000000000000A", "#builds", "now", "bm9uY2U=", "Y2lwaGVy", "", []byte(nil), false)
+	f.Add(`q"<&>`, "\u2028", "", "", "", "r", []byte(`{"a": "<b>"}`), true)
+	f.Fuzz(func(t *testing.T, id, target, priority, nonce, ciphertext, replyTo string, meta []byte, first bool) {
 		fr := &SendFrame{Type: "send", ID: id, ClientMessageID: id, RequestFingerprint: "00ff", TargetSpec: target,
-			Priority: priority, Nonce: nonce, Ciphertext: ciphertext, ReplyToID: replyTo}
+			Priority: priority, Nonce: nonce, Ciphertext: ciphertext, ReplyToID: replyTo, FirstSend: first}
 		if json.Valid(meta) {
 			fr.Meta = meta
 		}
@@ -42,6 +44,14 @@ func FuzzSendFrameMarshal(f *testing.F) {
 		got, err := fr.Marshal()
 		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
 			t.Fatalf("Marshal = %s %v, json.Marshal = %s %v", got, err, want, werr)
+		}
+		if first || err != nil {
+			return
+		}
+		fr.FirstSend = true
+		want, _ = json.Marshal(fr)
+		if hinted := WithFirstSend(got); !bytes.Equal(hinted, want) {
+			t.Fatalf("WithFirstSend = %s, want %s", hinted, want)
 		}
 	})
 }

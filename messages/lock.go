@@ -246,7 +246,8 @@ type RecordLock struct {
 	Now    int64 // Unix ms
 }
 
-// LockRecorded is the reply to *RecordLock (its ID) and *AbandonHeldLocks.
+// LockRecorded is the reply to *RecordLock and *RecordReservation (their
+// ID) and *AbandonHeldLocks.
 type LockRecorded struct {
 	ID  uint64
 	Err error
@@ -277,7 +278,8 @@ type HeldLockList struct {
 // Failure returns the store's error, nil on success.
 func (r *HeldLockList) Failure() error { return r.Err }
 
-// AbandonHeldLocks asks the store to forget the locks of a route that will
-// not come back (a session not restored at the start), each an audit
-// entry lock.abandoned. The reply is *LockRecorded.
+// AbandonHeldLocks asks the store to forget the locks and the reservation
+// grants of a route that will not come back (a session not restored at
+// the start), each an audit entry lock.abandoned or
+// reservation.abandoned. The reply is *LockRecorded.
 type AbandonHeldLocks struct{ Route string }

@@ -21,6 +21,12 @@ type SendFrame struct {
 	Ciphertext         string          `json:"ciphertext"`
 	ReplyToID          string          `json:"replyToId,omitempty"`
 	Meta               json.RawMessage `json:"meta,omitempty"`
+	// FirstSend says this is the id's first attempt: its sender never put
+	// it on a wire before, so the broker may skip the B0 dedupe read (the
+	// accept transaction still decides duplicates). Sent only to a broker
+	// that advertises client_message_id_dedupe's first_send; never stored
+	// (the dispatcher adds it to the first attempt's bytes: WithFirstSend).
+	FirstSend bool `json:"first_send,omitempty"`
 }
 
 // NewSendFrame builds the frame of a validated send whose body was already
@@ -59,7 +65,25 @@ func (f *SendFrame) Marshal() ([]byte, error) {
 	if f.ReplyToID != "" {
 		b = AppendJSONString(append(b, `,"replyToId":`...), f.ReplyToID, true)
 	}
+	if f.FirstSend {
+		b = append(b, firstSendMember...)
+	}
 	return append(b, '}'), nil
+}
+
+// firstSendMember is SendFrame.FirstSend set, as JSON.
+const firstSendMember = `,"first_send":true`
+
+// WithFirstSend returns a stored send frame (a JSON object, as Marshal
+// makes it) with first_send set, in a new slice; payload is unchanged.
+func WithFirstSend(payload []byte) []byte {
+	end := len(payload) - 1
+	if end < 1 || payload[end] != '}' {
+		return payload
+	}
+	out := make([]byte, 0, len(payload)+len(firstSendMember))
+	out = append(append(out, payload[:end]...), firstSendMember...)
+	return append(out, '}')
 }
 
 // ReassignFrame returns a stored payload with its id fields set to a new

@@ -2,6 +2,8 @@ package persistence
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -300,5 +302,66 @@ func TestHookReceiverFailures(t *testing.T) {
 	}
 	if err := hookoutbox.Poke(filepath.Join(dir, "hooks.wake")); err == nil {
 		t.Fatal("a poke of nobody succeeded")
+	}
+}
+
+// TestHookWriterBoundsWAL: past hookoutbox.MaxWAL the writer empties the
+// WAL into hooks.db, losing no row; while another connection reads (the
+// daemon), it leaves the WAL alone at once instead of waiting.
+func TestHookWriterBoundsWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hooks.db")
+	w, err := hookoutbox.Open(path, CreateHooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	walSize := func() int64 {
+		st, err := os.Stat(path + "-wal")
+		if errors.Is(err, os.ErrNotExist) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	n := 0
+	grow := func() {
+		for walSize() <= hookoutbox.MaxWAL {
+			appendRow(t, w, "s", "tool_use", int64(n))
+			n++
+		}
+	}
+	grow()
+	if err := w.BoundWAL(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := walSize(); s != 0 {
+		t.Fatalf("WAL of %d bytes after BoundWAL, want it emptied", s)
+	}
+
+	h, err := OpenHooks(context.Background(), path, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	rdb, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	reader, err := rdb.BeginTx(context.Background(), nil) // a read that pins the WAL
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	if err := reader.QueryRow(`SELECT count(*) FROM hook_outbox`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	grow()
+	_ = w.BoundWAL(context.Background()) // busy: returns without waiting for the reader
+	_ = reader.Rollback()
+	if s := stats(t, h); s.Backlog != n {
+		t.Fatalf("backlog %d, want every one of the %d rows", s.Backlog, n)
 	}
 }

@@ -75,7 +75,8 @@ func (o *Outbox) HeldLocks(tx *Tx, route string) ([]messages.HeldLock, error) {
 }
 
 // AbandonHeldLocks forgets every lock route keeps, each with its audit
-// entry lock.abandoned.
+// entry lock.abandoned, and every reservation grant it keeps
+// (reservations.go).
 func (o *Outbox) AbandonHeldLocks(tx *Tx, route string) error {
 	rows, err := o.heldLocks(tx, route)
 	if err != nil {
@@ -89,5 +90,5 @@ func (o *Outbox) AbandonHeldLocks(tx *Tx, route string) error {
 	if _, err := tx.Exec(`DELETE FROM held_lock WHERE route = ?`, route); err != nil {
 		return fmt.Errorf("abandon held locks: %w", err)
 	}
-	return nil
+	return o.abandonHeldReservations(tx, route)
 }

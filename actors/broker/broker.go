@@ -15,6 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 	"github.com/claudemesh/claudemesh-go/transport/wsserver"
@@ -53,6 +54,10 @@ type Options struct {
 	// heartbeat before its node is listed stale (0: NodeStaleBeats ping
 	// intervals, 90 s).
 	NodeStaleAfter time.Duration
+	// ReservationStaleAfter is how long a reservation's holder may go
+	// without a renewal before another may force its reservations
+	// released (0: messages.ReservationStaleAfter, 90 s).
+	ReservationStaleAfter time.Duration
 	// System is the actor system to spawn the broker's actors in (nil: a
 	// system of its own, which Close shuts down). A daemon's embedded
 	// broker shares the daemon's: a system's process registry alone is
@@ -104,7 +109,8 @@ func Start(opts Options) (*Broker, error) {
 	}
 	m := newMetrics()
 	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now,
-		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy, staleAfter: opts.NodeStaleAfter}
+		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy, staleAfter: opts.NodeStaleAfter,
+		reservationStale: cmp.Or(opts.ReservationStaleAfter, messages.ReservationStaleAfter)}
 	var err error
 	spawn := func(name string, p actor.Producer) *actor.PID {
 		if err != nil {
@@ -157,6 +163,7 @@ func Start(opts Options) (*Broker, error) {
 	})
 	listenState(listenCtx, d, system.Root)
 	listenLocks(listenCtx, d, system.Root)
+	listenReservations(listenCtx, d, system.Root)
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		m.connections.Inc()

@@ -307,6 +307,58 @@ func TestRateLimitSparesRetries(t *testing.T) {
 	})
 }
 
+// TestFirstSendMark: a send marked first_send skips B0 and still answers
+// as the contract says — a committed id (the mark wrong) 200 duplicate
+// with no second push, another fingerprint 409 — and when the limiter
+// refuses it, B0 runs after all: a committed id is answered duplicate in a
+// later, spent window, never 429.
+func TestFirstSendMark(t *testing.T) {
+	clock := brokertest.NewClock(time.Now())
+	backends(t, ratelimit.Options{Limit: 2, Window: time.Hour, Now: clock.Now}, func(t *testing.T, e *env) {
+		alice, bob := e.member("alice"), e.member("bob")
+		a, b := e.connect(alice, "a"), e.connect(bob, "b")
+		first := func(id, body string) map[string]any {
+			f := sendFrame(id, bob.id.PublicKeyHex(), body)
+			f["first_send"] = true
+			a.send(f)
+			return a.next("ack")
+		}
+		ack := first("f-1", "hello")
+		if ack["code"] != float64(201) {
+			t.Fatalf("first: %v", ack)
+		}
+		b.push()
+		if dup := first("f-1", "hello"); dup["code"] != float64(200) || dup["duplicate"] != true ||
+			dup["broker_message_id"] != ack["broker_message_id"] {
+			t.Fatalf("a committed id marked first: %v", dup)
+		}
+		if c := first("f-1", "other"); c["code"] != float64(409) || c["error"] != "idempotency_key_reused" {
+			t.Fatalf("another fingerprint marked first: %v", c)
+		}
+		clock.Advance(time.Hour) // a new window, spent by two new ids
+		for _, id := range []string{"f-2", "f-3"} {
+			if ack := first(id, "hello"); ack["code"] != float64(201) {
+				t.Fatalf("%s: %v", id, ack)
+			}
+		}
+		if ack := first("f-4", "hello"); ack["code"] != float64(429) {
+			t.Fatalf("a new id over budget: %v", ack)
+		}
+		if dup := first("f-1", "hello"); dup["code"] != float64(200) || dup["duplicate"] != true {
+			t.Fatalf("a committed id marked first in a spent window: %v", dup)
+		}
+		clock.Advance(time.Hour)
+		if ack := first("f-5", "marker"); ack["code"] != float64(201) {
+			t.Fatalf("marker: %v", ack)
+		}
+		for _, want := range []string{"f-2", "f-3", "f-5"} {
+			if p := b.push(); p["client_message_id"] != want {
+				t.Fatalf("bob got %v, want %s (and no second f-1)", p["client_message_id"], want)
+			}
+		}
+	})
+}
+
 // TestPeersAndProfile: list_peers shows connected members with their
 // profile; set_* changes persist.
 func TestPeersAndProfile(t *testing.T) {
@@ -398,7 +450,9 @@ func TestMetrics(t *testing.T) {
 	e := startBroker(t, broker.Options{Dir: t.TempDir()}, ratelimit.Options{Limit: 1, Window: time.Hour})
 	alice, bob := e.member("alice"), e.member("bob")
 	a := e.connect(alice, "a")
-	for _, f := range []map[string]any{sendFrame("1", bob.id.PublicKeyHex(), "hello"), sendFrame("1", bob.id.PublicKeyHex(), "hello"),
+	first := sendFrame("1", bob.id.PublicKeyHex(), "hello")
+	first["first_send"] = true
+	for _, f := range []map[string]any{first, sendFrame("1", bob.id.PublicKeyHex(), "hello"),
 		sendFrame("1", bob.id.PublicKeyHex(), "other"), sendFrame("2", bob.id.PublicKeyHex(), "hello")} {
 		a.send(f)
 		a.next("ack")
@@ -411,7 +465,7 @@ func TestMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{`cm_broker_accept_total{outcome="created"} 1`, `cm_broker_accept_total{outcome="duplicate"} 1`,
 		`cm_broker_accept_total{outcome="conflict"} 1`, `cm_broker_accept_total{outcome="rate_limited"} 1`,
-		`cm_broker_rate_limit_rejection_total 1`, `cm_broker_connections 1`, "go_goroutines ", "process_resident_memory_bytes "} {
+		`cm_broker_rate_limit_rejection_total 1`, `cm_broker_first_send_total 1`, `cm_broker_connections 1`, "go_goroutines ", "process_resident_memory_bytes "} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -48,6 +48,9 @@ type deps struct {
 	// staleAfter is how long a node may go unheard before it is listed
 	// stale (conn_nodes.go).
 	staleAfter time.Duration
+	// reservationStale is how long a reservation's holder may go without a
+	// renewal before another may force it released.
+	reservationStale time.Duration
 }
 
 // Connection messages; revokedNow says the member was revoked while
@@ -198,7 +201,9 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 	case *messages.ListNodesFrame:
 		c.listNodes(f)
 	default:
-		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
+		if !c.reservationFrame(ctx, v) { // conn_reservations.go
+			c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
+		}
 	}
 }
 

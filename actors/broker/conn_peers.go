@@ -124,7 +124,8 @@ const (
 
 // features advertises what the broker supports for this connection's mesh.
 func (c *conn) features() map[string]messages.Feature {
-	dedupe := messages.FeatureParams{"version": 1, "mode": c.mesh.DedupeMode, "request_fingerprint": true}
+	dedupe := messages.FeatureParams{"version": 1, "mode": c.mesh.DedupeMode, "request_fingerprint": true,
+		"first_send": true}
 	if c.mesh.DedupeMode == broker.DedupeRetentionScoped {
 		dedupe["dedupe_retention_days"] = c.mesh.DedupeRetentionDays
 	}

@@ -18,6 +18,7 @@ type metrics struct {
 	rateLimitRejected   prometheus.Counter
 	consumedThenB2      prometheus.Counter
 	acceptBatch         prometheus.Histogram
+	firstSends          prometheus.Counter
 	connections         prometheus.Gauge
 	pushes              prometheus.Counter
 	acks                prometheus.Counter
@@ -48,6 +49,8 @@ func newMetrics() *metrics {
 		Help: "Sends that paid rate budget and were then rejected in the accept transaction (B2)."})
 	m.acceptBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cm_broker_accept_batch_size",
 		Help: "Sends per accept transaction (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 9)})
+	m.firstSends = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_first_send_total",
+		Help: "Sends marked first_send by their sender: their B0 dedupe read skipped (the accept transaction still answers duplicates)."})
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_broker_connections",
 		Help: "Open WebSocket connections."})
 	m.pushes = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_push_total", Help: "Message pushes written to connections."})
@@ -73,7 +76,7 @@ func newMetrics() *metrics {
 	m.listenReconnects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_broker_listen_reconnects_total",
 		Help: "LISTEN connections re-established after a loss (dropped, or found dead by a probe), by channel: delivery, state, locks."}, []string{"channel"})
 	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
-		m.acceptBatch, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
+		m.acceptBatch, m.firstSends, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
 		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays, m.locksExpired, m.relayDrains, m.listenReconnects} {
 		f(c)
 	}

@@ -188,12 +188,16 @@ func (s *sweeper) revocations(ctx actor.Context) {
 	s.scheduleRevocations(ctx)
 }
 
-// sweepLocks clears the locks expired by now.
+// sweepLocks clears the locks expired by now, and deletes the
+// reservations that ran out an hour ago.
 func (s *sweeper) sweepLocks(ctx actor.Context) {
 	if n, err := s.store.SweepLocks(context.Background(), s.now()); err != nil {
 		s.log.Warn("sweep expired locks", "err", err) // the next sweep covers them
 	} else if n > 0 {
 		s.metrics.locksExpired.Add(float64(n))
+	}
+	if _, err := s.store.SweepReservations(context.Background(), s.now()); err != nil {
+		s.log.Warn("sweep reservations", "err", err)
 	}
 	s.lockTimer = workers.SendLater(ctx, LockSweep, &lockSweepTick{})
 }

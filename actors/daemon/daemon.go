@@ -284,17 +284,17 @@ func retentionOf(cfg config.File) messages.Retention {
 // meshConfig is one membership's subtree configuration; a membership
 // without a brokerUrl is served by the embedded broker.
 func (d *Daemon) meshConfig(m config.Membership, id *meshcrypto.Identity) actors.MeshConfig {
-	url := m.BrokerURL
+	url, dial := m.BrokerURL, actors.DialFunc(nil)
 	if url == "" {
-		url = d.embedded.url
+		url, dial = d.embedded.url, d.embedded.pipes.Dial
 	}
 	profile, err := d.opts.Paths.ProfileDisplayName()
 	if err != nil {
 		d.log.Warn("profile_display_name_unreadable", "err", err) // the membership's own name, or the hostname, then
 	}
 	cfg := actors.MeshConfig{Slug: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID, Identity: id,
-		Name: m.HelloName(profile), URL: url, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness, Features: &d.features,
-		Version: d.opts.Version}
+		Name: m.HelloName(profile), URL: url, Dial: dial, Legacy: d.opts.LegacyBroker, Liveness: d.opts.BrokerLiveness,
+		Features: &d.features, Version: d.opts.Version}
 	return cfg
 }
 

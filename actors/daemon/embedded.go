@@ -23,12 +23,14 @@ const EmbeddedRateLimit = 1_000_000
 // embeddedBroker is the broker a daemon runs in-process for memberships
 // with no brokerUrl (the `local` mesh): SQLite in <daemon dir>/broker, on a
 // loopback port the kernel picks, so agents on one machine can message each
-// other with nothing else set up.
+// other with nothing else set up. The daemon's own connections to it go
+// through pipes instead (pipeListener).
 type embeddedBroker struct {
 	store  *broker.Store
 	broker *brokeractors.Broker
 	srv    *http.Server
 	url    string
+	pipes  *pipeListener
 }
 
 // startEmbeddedBroker opens the broker's store, registers the local
@@ -59,7 +61,9 @@ func (d *Daemon) startEmbeddedBroker(local []config.Membership, system *actor.Ac
 	}
 	e.url = "ws://" + l.Addr().String() + "/ws"
 	e.srv = &http.Server{Handler: e.broker.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	e.pipes = newPipeListener()
 	go func() { d.fail(ignoreClosed(e.srv.Serve(l))) }()
+	go func() { d.fail(ignoreClosed(e.srv.Serve(e.pipes))) }()
 	return e, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 	"github.com/claudemesh/claudemesh-go/transport/join"
@@ -21,20 +22,21 @@ import (
 )
 
 type brokerUpCmd struct {
-	Listen           string        `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
-	PublicURL        string        `name:"public-url" placeholder:"URL" help:"Base URL joiners reach this broker at (http or https), recorded in its database for claudemesh broker invite. Default: http:// and the address --listen bound (the hostname for a wildcard address)."`
-	MaxPending       int           `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
-	MaxPendingPerIP  int           `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it upgrades are answered 429."`
-	NodeStaleAfter   time.Duration `name:"node-stale-after" default:"90s" placeholder:"DURATION" help:"How long a daemon's connection may go without a heartbeat (its pong to the broker's ping, every 30s) before claudemesh nodes lists it stale: its broker replica died, or the link hangs."`
-	PingInterval     time.Duration `name:"ping-interval" hidden:"" default:"30s" help:"Tests only: how often each connection is pinged, its heartbeat."`
-	brokerStoreFlags `embed:""`
-	RedisURL         string        `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
-	RateLimit        int           `default:"6000" help:"Messages per mesh per rate window."`
-	RateWindow       string        `default:"1m" help:"Rate window (a Go duration)."`
-	RelayPoll        time.Duration `name:"relay-poll" default:"2s" help:"PostgreSQL replicas: how often this broker looks for deliveries that waited unclaimed longer than this (a notification it missed: its LISTEN connection lost or silently dead) and pushes them to its connections; such a message arrives within twice this. One indexed query per look. 0 turns the look off. Ignored on SQLite (one broker)."`
-	LogLevel         string        `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
-	ShutdownFor      string        `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
-	LegacyProtocol   bool          `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
+	Listen                string        `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
+	PublicURL             string        `name:"public-url" placeholder:"URL" help:"Base URL joiners reach this broker at (http or https), recorded in its database for claudemesh broker invite. Default: http:// and the address --listen bound (the hostname for a wildcard address)."`
+	MaxPending            int           `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
+	MaxPendingPerIP       int           `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it upgrades are answered 429."`
+	NodeStaleAfter        time.Duration `name:"node-stale-after" default:"90s" placeholder:"DURATION" help:"How long a daemon's connection may go without a heartbeat (its pong to the broker's ping, every 30s) before claudemesh nodes lists it stale: its broker replica died, or the link hangs."`
+	ReservationStaleAfter time.Duration `name:"reservation-stale-after" default:"90s" placeholder:"DURATION" help:"How long a reservation's holder may go without renewing it (a session's daemon renews at least every 20s) before another may force its reservations released (claudemesh reserve --force)."`
+	PingInterval          time.Duration `name:"ping-interval" hidden:"" default:"30s" help:"Tests only: how often each connection is pinged, its heartbeat."`
+	brokerStoreFlags      `embed:""`
+	RedisURL              string        `name:"redis-url" env:"CLAUDEMESH_REDIS_URL" placeholder:"URL" help:"Redis for the rate limiter shared by several brokers (default: in memory)."`
+	RateLimit             int           `default:"6000" help:"Messages per mesh per rate window."`
+	RateWindow            string        `default:"1m" help:"Rate window (a Go duration)."`
+	RelayPoll             time.Duration `name:"relay-poll" default:"2s" help:"PostgreSQL replicas: how often this broker looks for deliveries that waited unclaimed longer than this (a notification it missed: its LISTEN connection lost or silently dead) and pushes them to its connections; such a message arrives within twice this. One indexed query per look. 0 turns the look off. Ignored on SQLite (one broker)."`
+	LogLevel              string        `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
+	ShutdownFor           string        `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
+	LegacyProtocol        bool          `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
 }
 
 func (c *brokerUpCmd) Run() error {
@@ -49,6 +51,10 @@ func (c *brokerUpCmd) Run() error {
 	if c.PingInterval <= 0 || c.NodeStaleAfter < c.PingInterval {
 		return &exitError{code: 2, err: fmt.Errorf("--node-stale-after %s is shorter than the heartbeat interval (%s): every node would turn stale between two; give at least %s (default 90s, three heartbeats)",
 			c.NodeStaleAfter, c.PingInterval, c.PingInterval)}
+	}
+	if c.ReservationStaleAfter < 2*messages.ReservationRenewEvery {
+		return &exitError{code: 2, err: fmt.Errorf("--reservation-stale-after %s is shorter than two renewals (%s): a live holder could be forced; give at least %s (default 90s)",
+			c.ReservationStaleAfter, 2*messages.ReservationRenewEvery, 2*messages.ReservationRenewEvery)}
 	}
 	if c.RelayPoll < 0 {
 		return &exitError{code: 2, err: fmt.Errorf("--relay-poll %v: want a duration of 0 (off) or more, such as 2s", c.RelayPoll)}
@@ -90,7 +96,8 @@ func (c *brokerUpCmd) Run() error {
 	}
 	b, err := brokeractors.Start(brokeractors.Options{Store: store, Limiter: limiter, Extra: map[string]http.Handler{join.Path: join.Handler(store, log)}, Log: log,
 		Limits: wsserver.Limits{Pending: c.MaxPending, PendingPerSource: c.MaxPendingPerIP, PingInterval: c.PingInterval},
-		Legacy: legacy, NodeStaleAfter: c.NodeStaleAfter, RelayPoll: relayPoll})
+		Legacy: legacy, NodeStaleAfter: c.NodeStaleAfter, RelayPoll: relayPoll,
+		ReservationStaleAfter: c.ReservationStaleAfter})
 	if err != nil {
 		return err
 	}

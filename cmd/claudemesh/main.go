@@ -1,9 +1,10 @@
 // Command claudemesh is the claudemesh daemon and its operator CLI.
 //
 // Exit codes: 0 success; 1 a generic failure (daemon already running, not
-// running, I/O); 2 bad usage or configuration; 4 host fingerprint mismatch;
-// 5 broker feature negotiation failed; 8 outbox integrity failure (a
-// damaged outbox.db, a broken audit chain); 10-13
+// running, I/O); 2 bad usage or configuration; 3 refused (a lock or a
+// reservation another holds, a commit the guard refuses); 4 host
+// fingerprint mismatch; 5 broker feature negotiation failed; 8 outbox
+// integrity failure (a damaged outbox.db, a broken audit chain); 10-13
 // join refused the invite link (not a link, malformed, expired, tampered).
 package main
 
@@ -21,30 +22,34 @@ import (
 var version = "0.1.0-dev"
 
 type cli struct {
-	Daemon    daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
-	Broker    brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
-	Join      joinCmd          `cmd:"" help:"Join a mesh with an invite link (ours or upstream's): check it, mint a member key, enroll it with the broker, record the mesh in config.json."`
-	Send      sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
-	Peers     peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
-	Nodes     nodesCmd         `cmd:"" help:"List the mesh's daemons (its members' connections) with host, version, state (online, stale, offline) and when each was last heard from."`
-	Inbox     inboxCmd         `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive; read a thread, acknowledge a message, search."`
-	Sessions  sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
-	Profile   profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
-	State     stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
-	Topic     topicCmd         `cmd:"" help:"Create, list, join and leave the mesh's topics, and read their members and history (send to one with claudemesh send '#name')."`
-	Skill     skillCmd         `cmd:"" help:"List, read, publish and remove the mesh's skills: named instructions any agent of the mesh can fetch."`
-	Lock      lockCmd          `cmd:"" help:"Take, renew, release and list fenced locks the mesh's broker holds (e.g. on a file before editing it): one holder at a time across every machine, a fence token per grant."`
-	Remember  rememberCmd      `cmd:"" help:"Store a memory in the mesh (with --tag): text any agent of the mesh can find with recall."`
-	Recall    recallCmd        `cmd:"" help:"Search the mesh's memories by relevance (the exact phrase first; --tag to filter), with who remembered each and when."`
-	Forget    forgetCmd        `cmd:"" help:"Delete a memory of the mesh for good (by the id remember or recall print)."`
-	Bench     benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
-	MCP       mcpCmd           `cmd:"" name:"mcp" help:"Serve the Model Context Protocol on stdin/stdout for an AI agent (Claude Code): tools to message peers, and arriving messages pushed live."`
-	Launch    launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`
-	Install   installCmd       `cmd:"" help:"Register claudemesh with an agent tool."`
-	Uninstall uninstallCmd     `cmd:"" help:"Remove what install registered."`
-	Hook      hookCmd          `cmd:"" help:"Receive an agent's hook event (claudemesh hook <event>: appends it to hooks.db for the daemon, never blocks the agent), or install the receiver in Claude Code's hooks."`
-	Contacts  contactsCmd      `cmd:"" help:"Set who may send you direct messages (contacts policy open, auto, contacts_only, block_all), and list, accept or refuse the contact requests it holds."`
-	Version   kong.VersionFlag `help:"Print the version and exit."`
+	Daemon       daemonCmd        `cmd:"" help:"Run and operate the local daemon."`
+	Broker       brokerCmd        `cmd:"" help:"Run and provision a claudemesh broker."`
+	Join         joinCmd          `cmd:"" help:"Join a mesh with an invite link (ours or upstream's): check it, mint a member key, enroll it with the broker, record the mesh in config.json."`
+	Send         sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
+	Peers        peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
+	Nodes        nodesCmd         `cmd:"" help:"List the mesh's daemons (its members' connections) with host, version, state (online, stale, offline) and when each was last heard from."`
+	Inbox        inboxCmd         `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive; read a thread, acknowledge a message, search."`
+	Sessions     sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
+	Profile      profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
+	State        stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
+	Topic        topicCmd         `cmd:"" help:"Create, list, join and leave the mesh's topics, and read their members and history (send to one with claudemesh send '#name')."`
+	Skill        skillCmd         `cmd:"" help:"List, read, publish and remove the mesh's skills: named instructions any agent of the mesh can fetch."`
+	Lock         lockCmd          `cmd:"" help:"Take, renew, release and list fenced locks the mesh's broker holds (e.g. on a file before editing it): one holder at a time across every machine, a fence token per grant."`
+	Remember     rememberCmd      `cmd:"" help:"Store a memory in the mesh (with --tag): text any agent of the mesh can find with recall."`
+	Recall       recallCmd        `cmd:"" help:"Search the mesh's memories by relevance (the exact phrase first; --tag to filter), with who remembered each and when."`
+	Forget       forgetCmd        `cmd:"" help:"Delete a memory of the mesh for good (by the id remember or recall print)."`
+	Bench        benchCmd         `cmd:"" help:"Measure throughput and latency: accepts at a daemon, end to end through a broker, or a broker alone."`
+	MCP          mcpCmd           `cmd:"" name:"mcp" help:"Serve the Model Context Protocol on stdin/stdout for an AI agent (Claude Code): tools to message peers, and arriving messages pushed live."`
+	Launch       launchCmd        `cmd:"" help:"Run a command (e.g. claude) as an agent session of its own: register it with the daemon, pass its token in the environment, end it when the command exits."`
+	Install      installCmd       `cmd:"" help:"Register claudemesh with an agent tool."`
+	Uninstall    uninstallCmd     `cmd:"" help:"Remove what install registered."`
+	Hook         hookCmd          `cmd:"" help:"Receive an agent's hook event (claudemesh hook <event>: appends it to hooks.db for the daemon, never blocks the agent), or install the receiver in Claude Code's hooks."`
+	Reserve      reserveCmd       `cmd:"" help:"Reserve files of a git repository by pattern (src/**, docs/*.md) across every machine of the mesh, exclusive or --shared (exit 3 when another session's reservation is in the way, naming it)."`
+	Release      releaseCmd       `cmd:"" help:"Release your reservations in the repository (the patterns given, else all)."`
+	Reservations reservationsCmd  `cmd:"" help:"List the repository's reservations (--all: the mesh's) with holder, kind, fence token and expiry."`
+	Guard        guardCmd         `cmd:"" help:"Install (or remove) git hooks that refuse a commit or push touching files another session reserved exclusively."`
+	Contacts     contactsCmd      `cmd:"" help:"Set who may send you direct messages (contacts policy open, auto, contacts_only, block_all), and list, accept or refuse the contact requests it holds."`
+	Version      kong.VersionFlag `help:"Print the version and exit."`
 }
 
 type brokerCmd struct {

@@ -84,11 +84,46 @@ func (w *Writer) Append(ctx context.Context, row Row, now time.Time) error {
 	return wrap(w.path, err)
 }
 
+// MaxWAL is the size of hooks.db-wal past which a receiver empties it
+// (Writer.BoundWAL). While the daemon is down every receiver is the first
+// connection to hooks.db and rebuilds SQLite's WAL index by reading the
+// whole WAL, and no checkpoint ever restarts it (the index that would tell
+// it the WAL was copied dies with each process), so without a bound each
+// hook would take longer than the one before: 5 ms at the first event,
+// 12 ms after 1,500 on the machine of docs/BENCHMARKS.md. 256 KiB is some
+// 20 events; the checkpoint that empties it costs two fsyncs, once in
+// those 20.
+const MaxWAL = 256 << 10
+
+// BoundWAL copies the WAL into hooks.db and truncates it when it has grown
+// past MaxWAL, without waiting: when the daemon (or another receiver) is
+// using the file the checkpoint is left to it, and the daemon running
+// keeps the WAL index alive anyway. It is best effort: an error changes
+// nothing stored.
+func (w *Writer) BoundWAL(ctx context.Context) error {
+	st, err := os.Stat(w.path + "-wal")
+	if err != nil || st.Size() <= MaxWAL {
+		return nil
+	}
+	conn, err := w.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	_, rerr := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", BusyTimeout.Milliseconds()))
+	return errors.Join(err, rerr)
+}
+
 // Close closes the database. The receiver process does not call it: as
 // the last connection to hooks.db (the daemon down), closing checkpoints
-// the WAL into the file with two fsyncs, which is the daemon's work to do.
-// An exit without it leaves the commit in the WAL, exactly as a crash
-// after the commit would, and the next opener finds it there.
+// the WAL into the file with two fsyncs at every event; BoundWAL does that
+// once in some 20. An exit without it leaves the commit in the WAL,
+// exactly as a crash after the commit would, and the next opener finds it
+// there.
 func (w *Writer) Close() error { return w.db.Close() }
 
 func wrap(path string, err error) error {

@@ -25,6 +25,9 @@ type Receiver struct {
 	Create func(ctx context.Context, path string) error
 	Env    hookevent.Env
 	Stderr io.Writer
+	// SessionStarted, when set, is told the session id of a session_start
+	// event (before its row is written).
+	SessionStarted func(sessionID string)
 }
 
 // Receive reads the hook's JSON (payload, else stdin), normalises it,
@@ -58,6 +61,9 @@ func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now ti
 		fail(err)
 		return
 	}
+	if row.EventType == hookevent.SessionStart && r.SessionStarted != nil {
+		r.SessionStarted(row.SessionID)
+	}
 	w, err := Open(r.DB, r.Create)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*BusyTimeout)
@@ -69,6 +75,7 @@ func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now ti
 		return
 	}
 	_ = Poke(r.Wake) // a daemon that is down reads the row when it starts
+	_ = w.BoundWAL(context.Background())
 	// w is not closed: see Writer.Close.
 }
 

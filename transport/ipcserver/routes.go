@@ -17,7 +17,8 @@ const Protocol = "claudemesh-ws/1"
 
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics", "memory", "skills", "state", "locks", "nodes", "audit", "mail", "inbox_search", "contacts"}
+	"sessions", "topics", "memory", "skills", "state", "locks", "nodes", "audit",
+	"reservations", "mail", "inbox_search", "contacts"}
 
 type route struct {
 	method string
@@ -70,6 +71,10 @@ var routes = []route{
 	{http.MethodGet, "/v1/peers", anyListener, (*Server).peers},
 	{http.MethodGet, "/v1/profile", anyListener, (*Server).ownProfiles},
 	{http.MethodPost, "/v1/profile", anyListener, (*Server).profile},
+	{http.MethodGet, "/v1/reservations", anyListener, (*Server).reservationList},
+	{http.MethodPost, "/v1/reservations", anyListener, (*Server).reserve},
+	{http.MethodPost, "/v1/reservations/check", anyListener, (*Server).checkReservations},
+	{http.MethodPost, "/v1/reservations/release", anyListener, (*Server).releaseReservations},
 	{http.MethodPost, "/v1/send", anyListener, (*Server).send},
 	{http.MethodGet, "/v1/sessions", anyListener, (*Server).sessionsList},
 	{http.MethodDelete, "/v1/sessions/", anyListener, (*Server).sessionsDelete},

@@ -140,7 +140,8 @@ func TestDialOurBroker(t *testing.T) {
 	cfgA := b.config(alice)
 	cfgA.PingInterval = 20 * time.Millisecond
 	ca, sa := dial(t, cfgA)
-	if sa.Legacy || sa.DedupeMode != ModeRetentionScoped || sa.DedupeRetentionDays != 365 || sa.MaxAge() != 7884*time.Hour {
+	if sa.Legacy || sa.DedupeMode != ModeRetentionScoped || sa.DedupeRetentionDays != 365 || sa.MaxAge() != 7884*time.Hour ||
+		!sa.FirstSend {
 		t.Fatalf("session = %+v, max age %s", sa, sa.MaxAge())
 	}
 	want := []string{FeatureDedupe, FeatureConcurrent, FeatureMaxPayload}

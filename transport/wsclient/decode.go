@@ -55,6 +55,9 @@ func newBrokerFrame(typ string) any {
 		return messages.NewLockBrokerFrame(typ)
 	case messages.TypeNodeList:
 		return messages.NewNodeBrokerFrame(typ)
+	case messages.TypeReservationResult, messages.TypeReservationReleased, messages.TypeReservationList,
+		messages.TypeReservationCheckResult:
+		return messages.NewReservationBrokerFrame(typ)
 	}
 	return messages.NewTopicBrokerFrame(typ)
 }

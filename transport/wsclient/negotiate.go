@@ -23,17 +23,18 @@ const (
 )
 
 // Abilities are our broker's abilities beyond the delivery contract: the
-// shared data (state, memory, skills, topics), fenced locks and the list of
-// the mesh's nodes, advertised beside the delivery features so that a
+// shared data (state, memory, skills, topics), fenced locks, the list of
+// the mesh's nodes and file reservations, advertised beside the delivery features so that a
 // client tells it from the upstream broker, which advertises none of them.
 // The daemon records those advertised at version 1 (Session.Abilities).
-var Abilities = []string{AbilityLocks, "memory", AbilityNodes, "skills", "state", "topics"}
+var Abilities = []string{AbilityLocks, "memory", AbilityNodes, AbilityReservations, "skills", "state", "topics"}
 
-// The abilities the daemon checks before it asks: list_nodes, and the lock
-// frames.
+// The abilities the daemon checks before it asks: list_nodes, the lock
+// frames and the reservation frames.
 const (
-	AbilityNodes = "nodes"
-	AbilityLocks = "locks"
+	AbilityNodes        = "nodes"
+	AbilityLocks        = "locks"
+	AbilityReservations = "reservations"
 )
 
 // Close-reason kinds (spec §15.3).
@@ -90,6 +91,11 @@ type Session struct {
 	DedupeMode string
 	// DedupeRetentionDays is D (retention_scoped only).
 	DedupeRetentionDays int
+	// FirstSend is true when the broker advertised
+	// client_message_id_dedupe's first_send: a send frame may say it is its
+	// id's first attempt (messages.SendFrame.FirstSend), which spares the
+	// broker a dedupe read.
+	FirstSend bool
 	// ConnectionPolicy is concurrent_connection_policy.default_policy ("" if
 	// absent or invalid).
 	ConnectionPolicy string
@@ -210,6 +216,7 @@ func Validate(resp *messages.FeatureNegotiationResponseFrame) (*Session, *messag
 		return fail(KindUnavailable, FeatureDedupe, "request_fingerprint is %v, not true", p["request_fingerprint"])
 	}
 	s.DedupeMode = mode
+	s.FirstSend, _ = p["first_send"].(bool)
 	if mode == ModeRetentionScoped {
 		days, ok := intParam(p, "dedupe_retention_days")
 		switch {

@@ -36,6 +36,8 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget) ` +
 	`skills, named instructions any agent can fetch (skill_list, skill_get), ` +
 	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list). ` +
+	`Reserve the files you are about to edit by pattern so that no other agent edits them meanwhile (reserve_files, release_files, ` +
+	`list_reservations); start_session does it, and returns your unread messages, in one call: call it first. ` +
 	`Messages may carry a subject, a thread, an importance and ask for an acknowledgement (send_message's fields): ` +
 	`read a conversation with get_thread, search what you received with search_messages, acknowledge a message with ` +
 	`acknowledge_message (list_unacknowledged lists those asking you; list_awaiting_acks yours still waiting), and choose who ` +

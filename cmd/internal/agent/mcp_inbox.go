@@ -18,21 +18,30 @@ import (
 )
 
 func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, in checkMessagesIn) (*mcp.CallToolResult, *checkMessagesOut, error) {
-	limit := cmp.Or(in.Limit, checkMessagesDefault)
 	s, err := m.link.get(ctx)
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	page, err := s.as().Inbox(ctx, url.Values{"unread_only": {"true"}, "mark_seen": {"true"}, "limit": {strconv.Itoa(limit)}})
+	out, text, err := readUnread(ctx, s, cmp.Or(in.Limit, checkMessagesDefault))
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
+	}
+	return textResult(text), out, nil
+}
+
+// readUnread reads up to limit of the session's unread messages, oldest
+// first, and marks them read: the tool's result and its text.
+func readUnread(ctx context.Context, s *Session, limit int) (*checkMessagesOut, string, error) {
+	page, err := s.as().Inbox(ctx, url.Values{"unread_only": {"true"}, "mark_seen": {"true"}, "limit": {strconv.Itoa(limit)}})
+	if err != nil {
+		return nil, "", err
 	}
 	out := &checkMessagesOut{Messages: make([]inboxMessage, 0, len(page.Items)), More: page.Next != ""}
 	for i := range page.Items {
 		out.Messages = append(out.Messages, toInboxMessage(&page.Items[i]))
 	}
 	if len(out.Messages) == 0 {
-		return textResult("No unread messages."), out, nil
+		return out, "No unread messages.", nil
 	}
 	var b strings.Builder
 	if len(out.Messages) == 1 {
@@ -48,7 +57,7 @@ func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, i
 	if out.More {
 		b.WriteString("\nMore unread messages are waiting: call check_messages again.")
 	}
-	return textResult(b.String()), out, nil
+	return out, b.String(), nil
 }
 
 func toInboxMessage(it *messages.InboxItem) inboxMessage {

@@ -152,7 +152,9 @@ func (m *mcpServer) addTools() {
 
 	m.addMemoryTools() // mcp_memory.go
 	m.addLockTools()   // mcp_locks.go
-	m.addMailTools()   // mcp_mail.go
+
+	m.addReservationTools() // mcp_reservations.go
+	m.addMailTools()        // mcp_mail.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or

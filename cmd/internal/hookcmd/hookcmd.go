@@ -10,6 +10,7 @@ package hookcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,6 +75,40 @@ func Receive(agent, event, payload string, stdin io.Reader, stderr io.Writer) {
 		},
 		Env: hookevent.Env{SessionID: os.Getenv(config.EnvSessionID), Mesh: os.Getenv(config.EnvMesh),
 			DisplayName: os.Getenv(config.EnvDisplayName), PID: hookoutbox.AgentPID()},
-		Stderr: stderr}
+		Stderr: stderr,
+		SessionStarted: func(id string) {
+			if err := exportTokenFile(paths, id); err != nil {
+				fmt.Fprintf(stderr, "claudemesh hook: %v (the session's commands run without its token)\n", err)
+			}
+		}}
 	r.Receive(agent, event, payload, stdin, now)
+}
+
+// Environment of Claude Code's SessionStart hooks and of the agent's
+// commands.
+const (
+	envClaudeEnvFile = "CLAUDE_ENV_FILE"           // lines `export K=V` it applies to the agent's shell
+	envTokenFile     = "CLAUDEMESH_IPC_TOKEN_FILE" // agent.EnvTokenFile
+)
+
+// exportTokenFile gives the agent's shell commands the session's token, as
+// `claudemesh launch` gives its child: at SessionStart it appends
+// `export CLAUDEMESH_IPC_TOKEN_FILE='<the session's token file>'` to
+// Claude Code's CLAUDE_ENV_FILE, so that the commit guard (and the CLI)
+// act as the session that runs them. The daemon writes the file when the
+// session registers (config.Paths.SessionTokenFile). Under `claudemesh
+// launch`, which set the variable already, and outside Claude Code,
+// nothing is done.
+func exportTokenFile(paths config.Paths, sessionID string) error {
+	envFile := os.Getenv(envClaudeEnvFile)
+	if envFile == "" || os.Getenv(envTokenFile) != "" || sessionID == "" {
+		return nil
+	}
+	path := strings.ReplaceAll(paths.SessionTokenFile(sessionID), "'", `'\''`)
+	f, err := os.OpenFile(envFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("export the session's token file: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "export %s='%s'\n", envTokenFile, path)
+	return errors.Join(err, f.Close())
 }

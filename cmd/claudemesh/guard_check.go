@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/messages/pathglob"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// guardCheckCmd is what the hooks run, in the repository: the paths of the
+// commit (staged) or of the push (the commits it sends), asked of the
+// local daemon as the committing session — the session token the
+// environment of an agent carries (`claudemesh launch`), never a name —
+// or, outside any session, as the daemon's member, whom every session's
+// reservations bind.
+type guardCheckCmd struct {
+	Hook    string `arg:"" enum:"pre-commit,pre-push" help:"The hook that runs it."`
+	Warn    bool   `help:"Warn instead of refusing."`
+	Offline string `enum:"allow,refuse" default:"allow" help:"When the daemon cannot answer: allow or refuse."`
+}
+
+// guardTimeout bounds the whole check: a commit waits no longer for it.
+const guardTimeout = 10 * time.Second
+
+func (c *guardCheckCmd) Run() error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	repo, err := agent.RepoID(dir)
+	if err != nil { // no commit yet: nothing can be reserved in it
+		return nil
+	}
+	var paths []string
+	if c.Hook == "pre-commit" {
+		paths, err = gitPaths("diff", "--cached", "--name-only", "-z", "--no-renames")
+	} else {
+		paths, err = pushedPaths(os.Stdin)
+	}
+	if err != nil {
+		return fmt.Errorf("claudemesh guard: list the paths to check: %w", err)
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	conflicts, err := askGuard(repo, paths)
+	if err != nil {
+		return c.cannotAsk(err)
+	}
+	return c.judge(conflicts)
+}
+
+// cannotAsk lets the commit through with a warning, or refuses it when
+// the guard was installed to.
+func (c *guardCheckCmd) cannotAsk(err error) error {
+	if c.Offline == "refuse" {
+		return &exitError{code: 3, err: fmt.Errorf("guard: the daemon could not answer (%v), and this guard refuses then: "+
+			"start it (claudemesh daemon up), or skip the check with git %s --no-verify", err, strings.TrimPrefix(c.Hook, "pre-"))}
+	}
+	fmt.Fprintf(os.Stderr, "claudemesh guard: warning: the daemon could not answer (%v); %s not checked against reservations\n",
+		printableLines(err.Error()), strings.TrimPrefix(c.Hook, "pre-"))
+	return nil
+}
+
+// judge says what others reserved exclusively: a refusal, or warnings.
+func (c *guardCheckCmd) judge(conflicts []messages.PathConflict) error {
+	if len(conflicts) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, cf := range conflicts {
+		fmt.Fprintf(&b, "\n  %s is reserved exclusively by %s (pattern %s, fence token %d, until %s)", printable(cf.Path),
+			printable(cf.HolderName), printable(cf.Pattern), cf.FenceToken, cf.ExpiresAt)
+	}
+	what := strings.TrimPrefix(c.Hook, "pre-")
+	if c.Warn {
+		fmt.Fprintf(os.Stderr, "claudemesh guard: warning: this %s touches files another session reserved:%s\n", what, b.String())
+		return nil
+	}
+	return &exitError{code: 3, err: fmt.Errorf("guard: %s refused: it touches files another session reserved:%s\n"+
+		"Ask the holder (claudemesh send <name> …), wait for the reservation to end (claudemesh reservations), "+
+		"or skip the check with git %s --no-verify", what, b.String(), what)}
+}
+
+// askGuard asks the daemon, as the session the environment names (if
+// any), in parts the daemon takes.
+func askGuard(repo string, paths []string) ([]messages.PathConflict, error) {
+	paths = slices.DeleteFunc(paths, func(p string) bool { // a name git allows and a pattern cannot name
+		return pathglob.CheckPath(p) != nil
+	})
+	cfg, err := config.ResolvePaths()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := agent.SessionToken()
+	if err != nil {
+		return nil, err
+	}
+	client := ipc.NewClient(cfg.Socket()).AsSession(tok)
+	ctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
+	defer cancel()
+	var out []messages.PathConflict
+	for len(paths) > 0 {
+		n, size := 0, 0
+		for n < len(paths) && n < messages.MaxCheckPaths && size+len(paths[n]) <= messages.MaxCheckPathBytes {
+			size += len(paths[n])
+			n++
+		}
+		res, err := client.CheckPaths(ctx, &messages.CheckPathsRequest{Repo: repo, Paths: paths[:n]})
+		if err != nil {
+			return nil, err
+		}
+		out, paths = append(out, res.Conflicts...), paths[n:]
+	}
+	return out, nil
+}
+
+// gitPaths runs git with args and returns the NUL-separated paths it
+// prints, each once.
+func gitPaths(args ...string) ([]string, error) {
+	var stderr bytes.Buffer
+	cmd := exec.Command("git", args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	var paths []string
+	for p := range strings.SplitSeq(string(out), "\x00") {
+		if p = strings.Trim(p, "\n"); p != "" && !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	return paths, nil
+}
+
+// pushedPaths reads pre-push's input (<local ref> <local sha> <remote
+// ref> <remote sha>, a line per ref) and returns the paths the pushed
+// commits change: those between the remote's commit and ours, or, for a
+// new branch (or a remote commit not here), those of our commits no remote
+// branch has. A deletion changes none.
+func pushedPaths(in io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 4 || strings.Trim(f[1], "0") == "" {
+			continue
+		}
+		paths, err := gitPaths("log", "--format=", "--name-only", "-z", "--no-renames", f[3]+".."+f[1])
+		if strings.Trim(f[3], "0") == "" || err != nil {
+			paths, err = gitPaths("log", "--format=", "--name-only", "-z", "--no-renames", f[1], "--not", "--remotes")
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, sc.Err()
+}
