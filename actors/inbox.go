@@ -73,7 +73,7 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 		}
 		in.message(ctx, m.push, m.conn)
 	case *messages.InboundStored:
-		in.stored(m)
+		in.stored(ctx, m)
 	case *sweepPending:
 		in.sweep(ctx)
 	case *messages.EventAppended:
@@ -83,9 +83,13 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 }
 
 // message asks the store to keep a pushed message; its answer (stored)
-// acks it.
+// acks it. A receipt is recorded on its outbox row instead (inbox_mail.go).
 func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *wsclient.Conn) {
-	item := in.item(p)
+	item, receipt := in.item(p)
+	if receipt != nil {
+		in.receipt(ctx, p, conn, receipt)
+		return
+	}
 	in.pending[item.ID] = &pendingPush{push: p, conn: conn, kind: item.Kind, body: item.Body != nil, asked: time.Now()}
 	ctx.Request(in.store, &messages.StoreInbound{Item: item})
 	if !in.sweeping {
@@ -95,9 +99,10 @@ func (in *InboxActor) message(ctx actor.Context, p *messages.PushFrame, conn *ws
 }
 
 // stored acks a message the store kept (or found already kept) to the
-// broker. One the store failed to keep is not acked: the broker delivers
-// it again.
-func (in *InboxActor) stored(r *messages.InboundStored) {
+// broker; one its contact policy held or refused once the sender's notice
+// is queued. One the store failed to keep is not acked: the broker
+// delivers it again.
+func (in *InboxActor) stored(ctx actor.Context, r *messages.InboundStored) {
 	p, ok := in.pending[r.ID]
 	if !ok {
 		return // dropped by a sweep, or asked before a restart: not acked
@@ -108,6 +113,9 @@ func (in *InboxActor) stored(r *messages.InboundStored) {
 		return
 	}
 	switch {
+	case r.Held != 0 || r.Refused:
+		in.notice(ctx, p, r)
+		return
 	case !r.Inserted:
 		in.metrics.Dedupe.WithLabelValues(in.cfg.Slug, "in").Inc()
 	case !p.body:
@@ -115,9 +123,7 @@ func (in *InboxActor) stored(r *messages.InboundStored) {
 	default:
 		in.metrics.Recv.WithLabelValues(in.cfg.Slug, p.kind, "peer").Inc()
 	}
-	if err := p.conn.Send(clientAckFrame(p.push)); err != nil {
-		in.log.Warn("client_ack not sent; the broker will push again", "client_message_id", p.push.ClientMessageID, "err", err)
-	}
+	in.ack(p.push, p.conn)
 }
 
 // sweep drops the pushes the store left unanswered for StoreTimeout.
@@ -136,8 +142,9 @@ func (in *InboxActor) sweep(ctx actor.Context) {
 	}
 }
 
-// item decodes a push into its inbox row.
-func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {
+// item decodes a push into its inbox row, or into the receipt it carries
+// (a receipt is not an inbox row).
+func (in *InboxActor) item(p *messages.PushFrame) (messages.InboxItem, *messages.Mail) {
 	ms := time.Now().UnixMilli() // what is stored: the event says the time /v1/inbox will
 	it := messages.InboxItem{ID: ulid.Make().String(), ClientMessageID: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
 		BrokerMessageID: p.MessageID, Mesh: in.cfg.Slug, Kind: "dm", SenderPubkey: p.SenderPubkey, SenderName: p.SenderName,
@@ -155,14 +162,18 @@ func (in *InboxActor) item(p *messages.PushFrame) messages.InboxItem {
 		// The upstream broker's multicast push names the topic, not the target.
 		it.Kind, it.Topic = "topic", p.Topic
 	}
+	h := in.mail(p, &it)
+	if h != nil && h.Receipt != "" {
+		return it, h
+	}
 	body, err := in.decrypt(p, it.Kind == "dm")
 	if err != nil {
-		it.Meta = decryptError(p.Meta, err)
-		return it
+		it.Meta = metaNote(it.Meta, "decrypt_error", err)
+		return it, nil
 	}
 	text := string(body)
 	it.Body = &text
-	return it
+	return it, nil
 }
 
 // decrypt opens a DM with the member key; any other body is base64
@@ -179,10 +190,12 @@ func (in *InboxActor) decrypt(p *messages.PushFrame, dm bool) ([]byte, error) {
 	return body, err
 }
 
-func decryptError(meta json.RawMessage, err error) json.RawMessage {
+// metaNote is meta with key set to err's text: how an inbox row says what
+// could not be read of it.
+func metaNote(meta json.RawMessage, key string, err error) json.RawMessage {
 	m := map[string]any{}
 	_ = json.Unmarshal(meta, &m) // a meta that is not an object is replaced
-	m["decrypt_error"] = err.Error()
+	m[key] = err.Error()
 	out, _ := json.Marshal(m)
 	return out
 }

@@ -421,11 +421,18 @@ func (s *Store) publish(ctx actor.Context, reqs []storeRequest, replies []any) {
 		return
 	}
 	for i, r := range reqs {
-		if r.cmd.event == nil || replies[i] == nil {
+		if replies[i] == nil {
 			continue
 		}
-		if ev := r.cmd.event(replies[i]); ev != nil {
-			ctx.Send(s.events, &messages.Publish{Event: *ev})
+		if r.cmd.event != nil {
+			if ev := r.cmd.event(replies[i]); ev != nil {
+				ctx.Send(s.events, &messages.Publish{Event: *ev})
+			}
+		}
+		if r.cmd.events != nil {
+			for _, ev := range r.cmd.events(replies[i]) {
+				ctx.Send(s.events, &messages.Publish{Event: ev})
+			}
 		}
 	}
 }

@@ -111,6 +111,29 @@ var commands = commandTable(
 	entry(spec[messages.HookStats, messages.HookCounts]{db: hooksDB, run: (*Store).hookStats}),
 	entry(spec[messages.PruneHooks, messages.HooksPruned]{db: hooksDB, run: (*Store).pruneHooks}),
 
+	// Agent mail (store_mail.go). A receipt is recorded on its outbox row
+	// before the inbox actor acks it to the broker: its reply waits for
+	// outbox.db's fsync. An acknowledgement, a policy and a contact
+	// decision are promised to their caller: they wait for inbox.db's.
+	entry(spec[messages.RecordReceipt, messages.ReceiptRecorded]{db: outboxDB, durable: true, savepoint: true,
+		run: (*Store).recordReceipt}),
+	entry(spec[messages.ThreadOfOutbox, messages.ThreadFound]{db: outboxDB, run: (*Store).threadOfOutbox}),
+	entry(spec[messages.GetInboxRow, messages.InboxRowFound]{db: inboxDB, run: (*Store).inboxRow}),
+	entry(spec[messages.MarkInboxAcked, messages.InboxRowFound]{db: inboxDB, durable: true, savepoint: true,
+		run: (*Store).markAcked}),
+	entry(spec[messages.ThreadOfInbox, messages.ThreadFound]{db: inboxDB, run: (*Store).threadOfInbox}),
+	entry(spec[messages.SearchInbox, messages.InboxPage]{db: inboxDB, run: (*Store).searchInbox}),
+	entry(spec[messages.SetContactPolicy, messages.Contacts]{db: inboxDB, durable: true, savepoint: true,
+		run: (*Store).setContactPolicy}),
+	entry(spec[messages.ListContacts, messages.Contacts]{db: inboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.ListContacts, _ *actor.PID) (*messages.Contacts, error) {
+			return s.inbox.Contacts(tx, m.Mesh)
+		}}),
+	entry(spec[messages.ListContactRequests, messages.ContactRequests]{db: inboxDB, run: (*Store).contactRequests}),
+	entry(spec[messages.NoteContact, none]{db: inboxDB, run: (*Store).noteContact}),
+	entry(spec[messages.DecideContact, messages.ContactDecision]{db: inboxDB, durable: true, savepoint: true,
+		run: (*Store).decideContact, events: func(r *messages.ContactDecision) []messages.Event { return r.Events }}),
+
 	// Retention passes (store_retention.go), sent by the store to itself.
 	entry(spec[messages.PruneInbox, messages.Pruned]{db: inboxDB, savepoint: true, run: (*Store).pruneInbox}),
 	entry(spec[messages.PruneOutbox, messages.Pruned]{db: outboxDB, savepoint: true, run: (*Store).pruneOutbox}),
@@ -146,8 +169,10 @@ type command struct {
 	run func(s *Store, tx *persistence.Tx, msg any, from *actor.PID) (reply any, err error)
 	// fail is msg's reply that carries err (nil: the command has no reply).
 	fail func(msg any, err error) any
-	// event is the event a committed reply publishes (nil: none).
-	event func(reply any) *messages.Event
+	// event is the event a committed reply publishes (nil: none); events,
+	// the events, for a command that may append several.
+	event  func(reply any) *messages.Event
+	events func(reply any) []messages.Event
 }
 
 // promises says the command's reply waits for db's WAL fsync: on
@@ -166,6 +191,7 @@ type spec[M, R any] struct {
 	hold      bool
 	run       func(s *Store, tx *persistence.Tx, m *M, from *actor.PID) (*R, error)
 	event     func(reply *R) *messages.Event
+	events    func(reply *R) []messages.Event
 	// echo copies what identifies the request into every reply to it, a
 	// failure's too, for a sender with several requests in flight.
 	echo func(m *M, reply *R)
@@ -204,6 +230,14 @@ func entry[M, R any](c spec[M, R]) tableEntry {
 		cmd.event = func(reply any) *messages.Event {
 			if r, ok := reply.(*R); ok {
 				return c.event(r)
+			}
+			return nil
+		}
+	}
+	if c.events != nil {
+		cmd.events = func(reply any) []messages.Event {
+			if r, ok := reply.(*R); ok {
+				return c.events(r)
 			}
 			return nil
 		}

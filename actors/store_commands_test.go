@@ -56,6 +56,18 @@ func TestStoreHandlesEveryMessage(t *testing.T) {
 			&messages.HooksFinished{}},
 		{&messages.HookStats{Now: now}, &messages.HookCounts{}},
 		{&messages.PruneHooks{Before: now, Limit: 10}, &messages.HooksPruned{}},
+		{&messages.RecordReceipt{Mesh: "m", ClientMessageID: "a", Kind: messages.ReceiptAck, Peer: "p", PeerName: "n", At: now},
+			&messages.ReceiptRecorded{}},
+		{&messages.ThreadOfOutbox{Mesh: "m", ClientMessageID: "a"}, &messages.ThreadFound{}},
+		{&messages.GetInboxRow{ID: "i1"}, &messages.InboxRowFound{}},
+		{&messages.MarkInboxAcked{ID: "i1", Now: now}, &messages.InboxRowFound{}},
+		{&messages.ThreadOfInbox{Mesh: "m", ClientMessageID: "c1"}, &messages.ThreadFound{}},
+		{&messages.SearchInbox{Query: "hello", Limit: 10}, &messages.InboxPage{}},
+		{&messages.SetContactPolicy{Mesh: "m", Policy: messages.PolicyAuto, Now: now}, &messages.Contacts{}},
+		{&messages.ListContacts{Mesh: "m"}, &messages.Contacts{}},
+		{&messages.ListContactRequests{Mesh: "m", Now: now}, &messages.ContactRequests{}},
+		{&messages.NoteContact{Mesh: "m", Peer: "p", Name: "n", Now: now}, nil},
+		{&messages.DecideContact{Mesh: "m", Peer: "p", Accept: true, Now: now}, &messages.ContactDecision{}},
 	}
 	// One actor asks every question, as a dispatcher would: DispatchReady
 	// registers it, and the claims the store then sends it are passed over.

@@ -64,7 +64,7 @@ func (s *Store) retain(ctx actor.Context) {
 	s.kept.passes.pending, s.kept.passes.more = 2, false
 	s.enqueue(ctx, request(&messages.PruneInbox{Before: cutoff(now, keep.InboxDays),
 		EventsKeep: persistence.DefaultEventsKeep, EventsBefore: now.Add(-persistence.DefaultEventsMaxAge).UnixMilli(),
-		Limit: RetentionBatch}, ctx.Self()))
+		Limit: RetentionBatch, Now: now.UnixMilli()}, ctx.Self()))
 	s.enqueue(ctx, request(&messages.PruneOutbox{Before: cutoff(now, keep.OutboxDays),
 		Limit: RetentionBatch}, ctx.Self()))
 }
@@ -114,6 +114,11 @@ func (s *Store) pruneInbox(tx *persistence.Tx, m *messages.PruneInbox, _ *actor.
 	if out.Events, err = s.inbox.TrimEvents(tx, m.EventsKeep, m.EventsBefore, m.Limit); err != nil {
 		return nil, err
 	}
+	held, err := s.inbox.PruneRequests(tx, m.Now, m.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out.Inbox += held
 	out.More = out.Inbox >= int64(m.Limit) || out.Events >= int64(m.Limit)
 	if !out.More {
 		if out.InboxRows, err = s.inbox.Count(tx); err != nil {

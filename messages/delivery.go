@@ -100,10 +100,16 @@ type StoreInbound struct {
 // InboundStored is the reply to *StoreInbound. ID is the item's, so that
 // its sender can have several in flight. Event is nil when nothing new was
 // stored or the row did not decrypt.
+//
+// A direct message meets its route's contact policy first (contacts.go):
+// Refused says block_all refused it (nothing stored); Held, that it is
+// held as a contact request until then (Unix ms; 0: it is not).
 type InboundStored struct {
 	ID       string
 	Inserted bool
 	Event    *Event
+	Held     int64
+	Refused  bool
 	Err      error
 }
 
@@ -133,6 +139,15 @@ type InboxItem struct {
 	// (RecipientKind "session") or the member's ("member").
 	RecipientPubkey string `json:"recipient_pubkey,omitempty"`
 	RecipientKind   string `json:"recipient_kind,omitempty"`
+	// The mail header (absent: none; importance absent: normal). AckedAt
+	// is when this recipient acknowledged it (RFC 3339; absent: not yet);
+	// HeldUntil, on a contact request's message, when the request expires.
+	Subject     string  `json:"subject,omitempty"`
+	ThreadID    string  `json:"thread_id,omitempty"`
+	Importance  string  `json:"importance,omitempty"`
+	AckRequired bool    `json:"ack_required,omitempty"`
+	AckedAt     *string `json:"acked_at,omitempty"`
+	HeldUntil   *string `json:"held_until,omitempty"`
 }
 
 // Marshal is the item's JSON, byte for byte what json.Marshal makes of it
@@ -175,7 +190,27 @@ func (it *InboxItem) Marshal() ([]byte, error) {
 	if it.RecipientKind != "" {
 		b = AppendJSONString(append(b, `,"recipient_kind":`...), it.RecipientKind, true)
 	}
-	return append(b, '}'), nil
+	return append(it.appendMail(b), '}'), nil
+}
+
+// appendMail appends the mail fields of the item, as json.Marshal would.
+func (it *InboxItem) appendMail(b []byte) []byte {
+	for _, f := range [...]struct{ key, value string }{{`,"subject":`, it.Subject}, {`,"thread_id":`, it.ThreadID},
+		{`,"importance":`, it.Importance}} {
+		if f.value != "" {
+			b = AppendJSONString(append(b, f.key...), f.value, true)
+		}
+	}
+	if it.AckRequired {
+		b = append(b, `,"ack_required":true`...)
+	}
+	if it.AckedAt != nil {
+		b = AppendJSONString(append(b, `,"acked_at":`...), *it.AckedAt, true)
+	}
+	if it.HeldUntil != nil {
+		b = AppendJSONString(append(b, `,"held_until":`...), *it.HeldUntil, true)
+	}
+	return b
 }
 
 // Event is one server-sent event: a persisted, strictly increasing id, a
@@ -233,6 +268,13 @@ type ListInbox struct {
 	UnreadOnly bool
 	MarkSeen   bool
 	Now        int64 // Unix ms, the stamp
+	// Thread keeps a thread's messages and its root; Importance the
+	// messages of that importance (normal, high or urgent); Unacked the
+	// messages that asked for an acknowledgement this recipient has not
+	// given.
+	Thread     string
+	Importance string
+	Unacked    bool
 }
 
 // InboxPage is the reply to *ListInbox and the body of GET /v1/inbox.
@@ -365,13 +407,15 @@ type MeshStatusReply struct {
 func (m *MeshStatusReply) Failure() error { return m.Err }
 
 // PruneInbox is one retention pass over inbox.db: inbox rows received
-// before Before and the event log beyond EventsKeep events or older than
-// EventsBefore (Unix ms), at most Limit rows of each. The reply is *Pruned.
+// before Before, messages held as contact requests that expired by Now,
+// and the event log beyond EventsKeep events or older than EventsBefore
+// (Unix ms), at most Limit rows of each. The reply is *Pruned.
 type PruneInbox struct {
 	Before       int64
 	EventsKeep   int
 	EventsBefore int64
 	Limit        int
+	Now          int64
 }
 
 // PruneOutbox is one retention pass over outbox.db: the payloads of done

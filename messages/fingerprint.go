@@ -11,7 +11,9 @@ import (
 //	reply_to_id 0x00 priority 0x00 meta_canonical_json 0x00 body_hash
 //
 // where body_hash is the lowercase hex SHA-256 of the body. It is computed
-// once, at accept, and stored frozen with the outbox row.
+// once, at accept, and stored frozen with the outbox row. A send with a
+// mail header has it in its meta, under MailMetaKey, as requested (but
+// reply_to_id, a part of its own).
 type Fingerprint [32]byte
 
 // Hex is the full fingerprint as 64 lowercase hex characters.
@@ -32,7 +34,16 @@ func (s *Send) Fingerprint() Fingerprint {
 	for _, part := range [...]string{envelopeVersion1, s.Destination.Kind, s.Destination.Ref, s.ReplyToID, s.Priority} {
 		in = append(append(in, part...), 0)
 	}
-	in = append(append(append(in, s.Meta...), 0), bodyHex[:]...)
+	meta := s.Meta
+	if s.Mail != nil {
+		// reply_to_id is a part of its own: a reply with no other mail
+		// field is the request it was before mail headers.
+		m := *s.Mail
+		if m.ReplyToID = ""; m != (Mail{}) {
+			meta = fingerprintMeta(meta, &m)
+		}
+	}
+	in = append(append(append(in, meta...), 0), bodyHex[:]...)
 	return sha256.Sum256(in)
 }
 

@@ -207,6 +207,10 @@ var (
 		"replyToId":         {str: func(r *SendRequest, s string) { r.ReplyToIDCompat = s }},
 		"client_message_id": {str: func(r *SendRequest, s string) { r.ClientMessageID = s }},
 		"mesh":              {str: func(r *SendRequest, s string) { r.Mesh = s }},
+		"subject":           {str: func(r *SendRequest, s string) { r.Subject = s }},
+		"thread_id":         {str: func(r *SendRequest, s string) { r.ThreadID = s }},
+		"importance":        {str: func(r *SendRequest, s string) { r.Importance = s }},
+		"ack_required":      {flag: func(r *SendRequest, b bool) { r.AckRequired = b }},
 	})
 	pushFields = flatFields(map[string]flatField[PushFrame]{
 		"type":                {str: func(f *PushFrame, s string) { f.Type = s }},

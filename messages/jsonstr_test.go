@@ -58,13 +58,18 @@ func FuzzSendFrameMarshal(f *testing.F) {
 
 // FuzzInboxItemMarshal: the item's own encoding is json.Marshal's.
 func FuzzInboxItemMarshal(f *testing.F) {
-	f.Add("01J0000000000000000000000A", "c1", "", "dm", "", "hello <b> & \u2028", true, []byte(nil), "")
-	f.Add("i", "broker:x", "b1", "topic", "builds", "", false, []byte(`{"decrypt_error":"x"}`), "r")
-	f.Fuzz(func(t *testing.T, id, cid, bmid, kind, topic, body string, hasBody bool, meta []byte, replyTo string) {
+	f.Add("01J0000000000000000000000A", "c1", "", "dm", "", "hello <b> & \u2028", true, []byte(nil), "", "", false)
+	f.Add("i", "broker:x", "b1", "topic", "builds", "", false, []byte(`{"decrypt_error":"x"}`), "r", "", false)
+	f.Add("i", "c2", "b2", "dm", "", "text", true, []byte(nil), "c1", "Re: <the build>", true)
+	f.Fuzz(func(t *testing.T, id, cid, bmid, kind, topic, body string, hasBody bool, meta []byte, replyTo, subject string, mail bool) {
 		it := &InboxItem{ID: id, ClientMessageID: cid, BrokerMessageID: bmid, Mesh: "m", Kind: kind, Topic: topic,
-			SenderPubkey: "ab", SenderName: "alice", ReceivedAt: "2026-11-25T00:00:00Z", ReceivedAtMs: 5, ReplyToID: replyTo}
+			SenderPubkey: "ab", SenderName: "alice", ReceivedAt: "2026-11-25T00:00:00Z", ReceivedAtMs: 5, ReplyToID: replyTo,
+			Subject: subject, ThreadID: replyTo}
 		if hasBody {
 			it.Body = &body
+		}
+		if mail {
+			it.Importance, it.AckRequired, it.AckedAt, it.HeldUntil = "urgent", true, &topic, &body
 		}
 		if json.Valid(meta) {
 			it.Meta = meta

@@ -25,6 +25,10 @@ type AcceptSend struct {
 	SpecFingerprint Fingerprint
 	Payload         []byte // the SendFrame JSON
 	Now             int64  // Unix ms
+	// Mail is the message's mail header in the clear (nil: none), which
+	// the row keeps for the sender's views (subject, thread, whether it
+	// waits for acknowledgements).
+	Mail *Mail
 }
 
 // AcceptOutcome is which kind of answer the §4.5 table gave.
@@ -64,6 +68,13 @@ type ListOutbox struct {
 	// ClientMessageID, when set, lists the rows of that id: one per mesh
 	// that used it, or the one of Mesh.
 	ClientMessageID string
+	// Thread keeps the rows of a thread (its messages, and its root).
+	Thread string
+	// AwaitingAck keeps the rows that asked for an acknowledgement and
+	// have none yet (pending, inflight or done), enqueued before
+	// EnqueuedBefore (Unix ms; 0: any time).
+	AwaitingAck    bool
+	EnqueuedBefore int64
 }
 
 // OutboxPage is the reply to *ListOutbox and the body of GET /v1/outbox.
@@ -96,6 +107,35 @@ type OutboxItem struct {
 	AbortedBy          *string `json:"aborted_by"`
 	SupersededBy       *string `json:"superseded_by"`
 	PayloadBytes       int     `json:"payload_bytes"`
+	// The mail header the message carried (absent: none).
+	Subject     string `json:"subject,omitempty"`
+	ThreadID    string `json:"thread_id,omitempty"`
+	ReplyToID   string `json:"reply_to_id,omitempty"`
+	Importance  string `json:"importance,omitempty"`
+	AckRequired bool   `json:"ack_required,omitempty"`
+	// AckedBy are the recipients that acknowledged it, first first;
+	// Receipts what recipients' contact policies did with it.
+	AckedBy  []Acker   `json:"acked_by,omitempty"`
+	Receipts []Receipt `json:"receipts,omitempty"`
+}
+
+// Acker is a recipient that acknowledged a message, and when (RFC 3339:
+// when the broker took the acknowledgement).
+type Acker struct {
+	Pubkey string `json:"pubkey"`
+	Name   string `json:"name"`
+	At     string `json:"at"`
+}
+
+// Receipt is what a recipient's daemon said of a message: held as a
+// contact request until Until, refused (Reason), or accepted.
+type Receipt struct {
+	Kind   string `json:"kind"`
+	Pubkey string `json:"pubkey"`
+	Name   string `json:"name"`
+	At     string `json:"at"`
+	Until  string `json:"until,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // RequeueRequest is the body of POST /v1/outbox/requeue. Patch, when given,
@@ -129,6 +169,7 @@ type Replacement struct {
 	Mesh        string
 	Fingerprint Fingerprint
 	Payload     []byte
+	Mail        *Mail
 }
 
 // RequeueResult is the reply to *RequeueOutbox and the body of a successful

@@ -58,6 +58,11 @@ type SendRequest struct {
 	ReplyToIDCompat string          `json:"replyToId,omitempty"`
 	ClientMessageID string          `json:"client_message_id,omitempty"`
 	Mesh            string          `json:"mesh,omitempty"`
+	// The mail header (mail.go): all optional.
+	Subject     string `json:"subject,omitempty"`
+	ThreadID    string `json:"thread_id,omitempty"`
+	Importance  string `json:"importance,omitempty"`
+	AckRequired bool   `json:"ack_required,omitempty"`
 }
 
 // Destination is a validated `to`: the fingerprint's kind and ref, and the
@@ -90,6 +95,9 @@ func (d Destination) NamesPeer() bool { return d.Kind == KindDM && d.TargetSpec 
 
 // Send is a send request that passed phase A validation. Meta is the RFC 8785
 // form of the request's meta object, nil when meta was absent, null or {}.
+// Mail is the mail header as requested (nil: none); Thread is the thread
+// its sealed copy names, which the daemon resolves for a reply given
+// without one (mail.go) — the fingerprint covers the request as typed.
 type Send struct {
 	Mesh            string // "" when the request named none
 	ClientMessageID string // "" when neither header nor body gave one
@@ -98,6 +106,21 @@ type Send struct {
 	Meta            []byte
 	ReplyToID       string
 	Body            []byte
+	Mail            *Mail
+	Thread          string
+}
+
+// Header is the mail header the frame carries: Mail with the resolved
+// thread; nil when the send has none.
+func (s *Send) Header() *Mail {
+	if s.Mail == nil {
+		return nil
+	}
+	h := *s.Mail
+	if h.ThreadID == "" {
+		h.ThreadID = s.Thread
+	}
+	return &h
 }
 
 // DecodeSend parses and validates a POST /v1/send body. idempotencyKey is the
@@ -269,6 +292,12 @@ func (r *SendRequest) Validate() (*Send, error) {
 		return nil, err
 	}
 	if s.ReplyToID, err = replyTo(r.ReplyToID, r.ReplyToIDCompat); err != nil {
+		return nil, err
+	}
+	if hasMailKey(s.Meta) {
+		return nil, badRequest(CodeInvalidMeta, "meta key %q is reserved for the mail header: use subject, thread_id, importance and ack_required", MailMetaKey)
+	}
+	if s.Mail, err = mailOf(r, s.ReplyToID); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -293,11 +293,15 @@ func TestInboxMigrationUpgrade(t *testing.T) {
 	                               AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name`); err != nil {
 		t.Fatal(err)
 	}
-	want := "[inbox_received_at:CREATE INDEX inbox_received_at ON inbox(received_at) " +
+	want := "[inbox_held:CREATE INDEX inbox_held ON inbox(mesh, sender_pubkey, held_until) WHERE held_until IS NOT NULL " +
+		"inbox_received_at:CREATE INDEX inbox_received_at ON inbox(received_at) " +
 		"inbox_sender:CREATE INDEX inbox_sender ON inbox(sender_pubkey) " +
+		"inbox_thread:CREATE INDEX inbox_thread ON inbox(thread_id) WHERE thread_id IS NOT NULL " +
 		"inbox_topic:CREATE INDEX inbox_topic ON inbox(topic) WHERE topic IS NOT NULL " +
+		"inbox_unacked:CREATE INDEX inbox_unacked ON inbox(mesh, received_at) WHERE ack_required = 1 AND acked_at IS NULL " +
 		"inbox_unseen:CREATE INDEX inbox_unseen ON inbox(mesh, received_at) WHERE seen_at IS NULL]"
-	// 0005: no events_created_at, inbox_topic partial; 0006: inbox_unseen; 0007 rebuilt them
+	// 0005: no events_created_at, inbox_topic partial; 0006: inbox_unseen; 0007 and 0008 rebuilt them, 0008
+	// added the mail ones
 	if fmt.Sprint(idx) != want {
 		t.Fatalf("indexes after upgrade:\n%v\nwant\n%s", idx, want)
 	}

@@ -30,6 +30,7 @@ var ErrBadCursor = errors.New("invalid inbox cursor")
 type Inbox struct {
 	*DB
 	insert         *sqlx.Stmt
+	admission      *sqlx.Stmt // a DM's contact policy and whether its sender is a contact
 	appendEvent    *sqlx.Stmt
 	eventsAfter    *sqlx.Stmt
 	lastEvent      *sqlx.Stmt
@@ -47,9 +48,11 @@ func NewInbox(db *DB) (*Inbox, error) {
 		query string
 	}{
 		{&in.insert, `INSERT INTO inbox (id, client_message_id, broker_message_id, mesh, topic, sender_pubkey,
-		                                  sender_name, body, meta, received_at, reply_to_id, recipient_pubkey, recipient_kind)
-		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		              ON CONFLICT(mesh, sender_pubkey, client_message_id) DO NOTHING`},
+		                                  sender_name, body, meta, received_at, reply_to_id, recipient_pubkey, recipient_kind,
+		                                  subject, thread_id, importance, ack_required, held_until)
+		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		              ON CONFLICT(mesh, client_message_id, sender_pubkey) DO NOTHING`},
+		{&in.admission, admissionSQL},
 		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?)`},
 		{&in.eventsAfter, `SELECT id, name, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`},
 		{&in.lastEvent, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`},
@@ -67,7 +70,7 @@ func NewInbox(db *DB) (*Inbox, error) {
 
 func (in *Inbox) closeStmts() error {
 	var errs []error
-	for _, s := range []*sqlx.Stmt{in.insert, in.appendEvent, in.eventsAfter, in.lastEvent, in.trimmedThrough} {
+	for _, s := range []*sqlx.Stmt{in.insert, in.admission, in.appendEvent, in.eventsAfter, in.lastEvent, in.trimmedThrough} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
@@ -97,14 +100,29 @@ type InboxRow struct {
 	SeenAt          *int64  `db:"seen_at"`          // nil: unread
 	RecipientPubkey *string `db:"recipient_pubkey"` // the key it reached
 	RecipientKind   *string `db:"recipient_kind"`   // session | member
+	Subject         *string `db:"subject"`
+	ThreadID        *string `db:"thread_id"`
+	Importance      *string `db:"importance"` // nil: normal
+	AckRequired     bool    `db:"ack_required"`
+	AckedAt         *int64  `db:"acked_at"`
+	HeldUntil       *int64  `db:"held_until"` // held as a contact request until then
 }
+
+// inboxColumns are the columns of an InboxRow, as a select lists them.
+const inboxColumns = `id, client_message_id, broker_message_id, mesh, topic, sender_pubkey, sender_name, body, meta,
+	received_at, reply_to_id, seen_at, recipient_pubkey, recipient_kind, subject, thread_id, importance, ack_required,
+	acked_at, held_until`
 
 // InboxRowOf is the row that stores a received message.
 func InboxRowOf(it *messages.InboxItem) *InboxRow {
 	row := &InboxRow{ID: it.ID, ClientMessageID: it.ClientMessageID, BrokerMessageID: optional(it.BrokerMessageID),
 		Mesh: it.Mesh, Topic: optional(it.Topic), SenderPubkey: it.SenderPubkey, SenderName: it.SenderName,
 		Body: it.Body, ReceivedAt: it.ReceivedAtMs, ReplyToID: optional(it.ReplyToID),
-		RecipientPubkey: optional(it.RecipientPubkey), RecipientKind: optional(it.RecipientKind)}
+		RecipientPubkey: optional(it.RecipientPubkey), RecipientKind: optional(it.RecipientKind),
+		Subject: optional(it.Subject), ThreadID: optional(it.ThreadID), AckRequired: it.AckRequired}
+	if it.Importance != messages.ImportanceNormal {
+		row.Importance = optional(it.Importance)
+	}
 	if len(it.Meta) > 0 {
 		meta := string(it.Meta)
 		row.Meta = &meta
@@ -129,7 +147,18 @@ func (r *InboxRow) Item() messages.InboxItem {
 	if r.Meta != nil {
 		it.Meta = json.RawMessage(*r.Meta)
 	}
+	it.Subject, it.ThreadID, it.Importance = messages.Deref(r.Subject), messages.Deref(r.ThreadID), messages.Deref(r.Importance)
+	it.AckRequired, it.AckedAt, it.HeldUntil = r.AckRequired, msTime(r.AckedAt), msTime(r.HeldUntil)
 	return it
+}
+
+// msTime is a nullable Unix ms as RFC 3339, nil for NULL.
+func msTime(ms *int64) *string {
+	if ms == nil {
+		return nil
+	}
+	s := time.UnixMilli(*ms).UTC().Format(time.RFC3339Nano)
+	return &s
 }
 
 // optional is s as a nullable column: nil for "".
@@ -164,7 +193,8 @@ func (in *Inbox) Insert(tx *Tx, row *InboxRow) (inserted bool, err error) {
 			row.ID, row.ClientMessageID)
 	}
 	n, err := affected(tx.Prepared(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
-		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID, row.RecipientPubkey, row.RecipientKind))
+		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID, row.RecipientPubkey, row.RecipientKind,
+		row.Subject, row.ThreadID, row.Importance, row.AckRequired, row.HeldUntil))
 	if err != nil {
 		return false, fmt.Errorf("insert inbox row %s: %w", row.ClientMessageID, err)
 	}
@@ -182,6 +212,13 @@ type InboxQuery struct {
 	After string // cursor: the next of the previous page
 	// UnreadOnly keeps the rows not seen yet.
 	UnreadOnly bool
+	// Thread keeps a thread's rows (thread_id, or the root's
+	// client_message_id); Importance the rows of one importance ("normal"
+	// or "" for normal, high, urgent); Unacked the rows that asked for an
+	// acknowledgement not given yet.
+	Thread     string
+	Importance string
+	Unacked    bool
 }
 
 // List returns one page of inbox rows in ascending (received_at, id) order.
@@ -196,23 +233,7 @@ func (in *Inbox) List(tx *Tx, q InboxQuery) (rows []InboxRow, next string, err e
 	case limit > MaxInboxLimit:
 		limit = MaxInboxLimit
 	}
-	var where []string
-	var args []any
-	if q.Since != 0 {
-		where, args = append(where, "received_at >= ?"), append(args, q.Since)
-	}
-	if q.Topic != "" {
-		where, args = append(where, "topic = ?"), append(args, q.Topic)
-	}
-	if q.From != "" {
-		where, args = append(where, "sender_pubkey = ?"), append(args, q.From)
-	}
-	if q.Mesh != "" {
-		where, args = append(where, "mesh = ?"), append(args, q.Mesh)
-	}
-	if q.UnreadOnly {
-		where = append(where, "seen_at IS NULL")
-	}
+	where, args := q.filters()
 	if q.After != "" {
 		at, id, err := decodeInboxCursor(q.After)
 		if err != nil {
@@ -222,11 +243,7 @@ func (in *Inbox) List(tx *Tx, q InboxQuery) (rows []InboxRow, next string, err e
 		where = append(where, "received_at >= ? AND (received_at > ? OR id > ?)")
 		args = append(args, at, at, id)
 	}
-	query := `SELECT id, client_message_id, broker_message_id, mesh, topic, sender_pubkey, sender_name,
-	                 body, meta, received_at, reply_to_id, seen_at, recipient_pubkey, recipient_kind FROM inbox`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
+	query := `SELECT ` + inboxColumns + ` FROM inbox WHERE ` + strings.Join(where, " AND ")
 	query += " ORDER BY received_at, id LIMIT ?"
 	args = append(args, limit+1)
 	if err := tx.Select(&rows, query, args...); err != nil {
@@ -238,6 +255,42 @@ func (in *Inbox) List(tx *Tx, q InboxQuery) (rows []InboxRow, next string, err e
 		next = encodeInboxCursor(last.ReceivedAt, last.ID)
 	}
 	return rows, next, nil
+}
+
+// filters are the query's conditions and their arguments: never a
+// message held as a contact request.
+func (q *InboxQuery) filters() (where []string, args []any) {
+	where = []string{"held_until IS NULL"}
+	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
+	if q.Since != 0 {
+		add("received_at >= ?", q.Since)
+	}
+	if q.Topic != "" {
+		add("topic = ?", q.Topic)
+	}
+	if q.From != "" {
+		add("sender_pubkey = ?", q.From)
+	}
+	if q.Mesh != "" {
+		add("mesh = ?", q.Mesh)
+	}
+	if q.UnreadOnly {
+		add("seen_at IS NULL")
+	}
+	if q.Thread != "" {
+		add("(thread_id = ? OR client_message_id = ?)", q.Thread, q.Thread)
+	}
+	switch q.Importance {
+	case "":
+	case messages.ImportanceNormal:
+		add("importance IS NULL")
+	default:
+		add("importance = ?", q.Importance)
+	}
+	if q.Unacked {
+		add("ack_required = 1 AND acked_at IS NULL")
+	}
+	return where, args
 }
 
 // encodeInboxCursor makes the opaque keyset cursor: base64url("ms:id").

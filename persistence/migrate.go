@@ -42,8 +42,12 @@ type Migration struct {
 var ErrSchemaTooNew = fmt.Errorf("database schema is newer than this binary; install the matching claudemesh version")
 
 // migrate applies, in order and each in its own transaction, every
-// migration newer than the highest one recorded in schema_migrations, and
-// returns the resulting version.
+// migration not recorded in schema_migrations, and returns the highest
+// version applied. One below a version already applied is applied too:
+// two lines of work numbered their migrations apart (0009 on one, 0010 on
+// the other), and a file the second migrated to 0010 must still get 0009
+// when it is opened by the code that merged both. Such a migration must
+// therefore stand on its own, whatever came after its number.
 func migrate(ctx context.Context, db *sqlx.DB, files fs.FS) (int, error) {
 	all, err := LoadMigrations(files)
 	if err != nil {
@@ -53,9 +57,14 @@ func migrate(ctx context.Context, db *sqlx.DB, files fs.FS) (int, error) {
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return 0, err
 	}
-	var current int
-	if err := db.GetContext(ctx, &current, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"); err != nil {
+	var done []int
+	if err := db.SelectContext(ctx, &done, "SELECT version FROM schema_migrations"); err != nil {
 		return 0, err
+	}
+	applied := make(map[int]bool, len(done))
+	current := 0
+	for _, v := range done {
+		applied[v], current = true, max(current, v)
 	}
 	latest := 0
 	if len(all) > 0 {
@@ -65,13 +74,13 @@ func migrate(ctx context.Context, db *sqlx.DB, files fs.FS) (int, error) {
 		return 0, fmt.Errorf("%w (file has version %d, binary knows %d)", ErrSchemaTooNew, current, latest)
 	}
 	for _, m := range all {
-		if m.Version <= current {
+		if applied[m.Version] {
 			continue
 		}
 		if err := apply(ctx, db, m); err != nil {
 			return 0, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 		}
-		current = m.Version
+		current = max(current, m.Version)
 	}
 	return current, nil
 }

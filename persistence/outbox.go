@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -87,8 +86,8 @@ type acceptRow struct {
 // conflict: a client_message_id is unique per (client_message_id, mesh)
 // (outbox migration 0006).
 const insertSQL = `INSERT INTO outbox (id, client_message_id, mesh, request_fingerprint, fingerprint_version, payload,
-                     enqueued_at, attempts, next_attempt_at, status)
- VALUES (?, ?, ?, ?, ?, ?, ?, %d, ?, '%s')
+                     enqueued_at, attempts, next_attempt_at, status, mail, thread_id, ack_required)
+ VALUES (?, ?, ?, ?, ?, ?, ?, %d, ?, '%s', ?, ?, ?)
  ON CONFLICT(client_message_id, mesh) DO NOTHING`
 
 // Accept runs the §4.5 lookup-and-insert inside the caller's batch
@@ -104,8 +103,9 @@ func (o *Outbox) Accept(tx *Tx, cmd *messages.AcceptSend, claim bool) (*messages
 	if claim {
 		insert = o.claimed
 	}
+	mail, thread, ack := mailColumns(cmd.Mail)
 	n, err := affected(tx.Prepared(insert).Exec(cmd.RowID, cmd.ClientMessageID, cmd.Mesh, cmd.Fingerprint[:],
-		messages.FingerprintScoped, cmd.Payload, cmd.Now, cmd.Now))
+		messages.FingerprintScoped, cmd.Payload, cmd.Now, cmd.Now, mail, thread, ack))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("insert outbox row: %w", err)
@@ -157,6 +157,18 @@ func decide(row *acceptRow, cmd *messages.AcceptSend) *messages.AcceptResult {
 	return r
 }
 
+// mailColumns are a row's mail, thread_id and ack_required for header m
+// (nil: NULL, NULL, 0).
+func mailColumns(m *messages.Mail) (mail, thread any, ack int) {
+	if m == nil {
+		return nil, nil, 0
+	}
+	if m.AckRequired {
+		ack = 1
+	}
+	return string(m.JSON()), optional(m.ThreadID), ack
+}
+
 func nullable(s sql.NullString) *string {
 	if !s.Valid {
 		return nil
@@ -187,71 +199,6 @@ func (o *Outbox) ReleaseInflight(ctx context.Context, now time.Time) (int64, err
 	return res.RowsAffected()
 }
 
-type listRow struct {
-	ID                 string         `db:"id"`
-	ClientMessageID    string         `db:"client_message_id"`
-	Mesh               string         `db:"mesh"`
-	Status             string         `db:"status"`
-	Attempts           int            `db:"attempts"`
-	RequestFingerprint []byte         `db:"request_fingerprint"`
-	Payload            []byte         `db:"payload"`
-	EnqueuedAt         int64          `db:"enqueued_at"`
-	NextAttemptAt      int64          `db:"next_attempt_at"`
-	DeliveredAt        sql.NullInt64  `db:"delivered_at"`
-	BrokerMessageID    sql.NullString `db:"broker_message_id"`
-	HistoryID          sql.NullString `db:"history_id"`
-	LastError          sql.NullString `db:"last_error"`
-	AbortedAt          sql.NullInt64  `db:"aborted_at"`
-	AbortedBy          sql.NullString `db:"aborted_by"`
-	SupersededBy       sql.NullString `db:"superseded_by"`
-}
-
-// List returns one page of rows, newest first (row ids are ULIDs).
-func (o *Outbox) List(tx *Tx, q *messages.ListOutbox) (*messages.OutboxPage, error) {
-	const columns = `SELECT id, client_message_id, mesh, status, attempts, request_fingerprint, payload,
-	       enqueued_at, next_attempt_at, delivered_at, broker_message_id, history_id, last_error,
-	       aborted_at, aborted_by, superseded_by
-	  FROM outbox`
-	var rows []listRow
-	var err error
-	if q.ClientMessageID != "" {
-		// One row per sender that used the id, at most (the unique index).
-		err = tx.Select(&rows, columns+` WHERE client_message_id = ?1 AND (?2 = '' OR mesh = ?2)
-	 ORDER BY id DESC`, q.ClientMessageID, q.Mesh)
-	} else {
-		err = tx.Select(&rows, columns+`
-	 WHERE (?1 = '' OR status = ?1) AND (?2 = '' OR id < ?2) AND (?4 = '' OR mesh = ?4)
-	 ORDER BY id DESC LIMIT ?3`, q.Status, q.Before, q.Limit+1, q.Mesh)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list outbox: %w", err)
-	}
-	page := &messages.OutboxPage{Items: make([]messages.OutboxItem, 0, len(rows))}
-	if len(rows) > q.Limit {
-		rows = rows[:q.Limit]
-		page.Next = rows[len(rows)-1].ID
-	}
-	for i := range rows {
-		page.Items = append(page.Items, rows[i].item())
-	}
-	return page, nil
-}
-
-func (r *listRow) item() messages.OutboxItem {
-	var frame struct {
-		TargetSpec string `json:"targetSpec"`
-	}
-	_ = json.Unmarshal(r.Payload, &frame) // a payload we wrote; an unreadable one shows an empty "to"
-	return messages.OutboxItem{
-		ID: r.ID, ClientMessageID: r.ClientMessageID, Mesh: r.Mesh, Status: r.Status, To: frame.TargetSpec,
-		Attempts: r.Attempts, RequestFingerprint: fmt.Sprintf("%x", r.RequestFingerprint),
-		EnqueuedAt: isoTime(r.EnqueuedAt), NextAttemptAt: isoTime(r.NextAttemptAt),
-		DeliveredAt: nullTime(r.DeliveredAt), BrokerMessageID: nullable(r.BrokerMessageID),
-		HistoryID: nullable(r.HistoryID), LastError: nullable(r.LastError), AbortedAt: nullTime(r.AbortedAt),
-		AbortedBy: nullable(r.AbortedBy), SupersededBy: nullable(r.SupersededBy), PayloadBytes: len(r.Payload),
-	}
-}
-
 func isoTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
 
 func nullTime(v sql.NullInt64) *string {
@@ -263,12 +210,15 @@ func nullTime(v sql.NullInt64) *string {
 }
 
 type requeueRow struct {
-	Status          string `db:"status"`
-	ClientMessageID string `db:"client_message_id"`
-	Mesh            string `db:"mesh"`
-	Fingerprint     []byte `db:"request_fingerprint"`
-	Version         int    `db:"fingerprint_version"`
-	Payload         []byte `db:"payload"`
+	Status          string         `db:"status"`
+	ClientMessageID string         `db:"client_message_id"`
+	Mesh            string         `db:"mesh"`
+	Fingerprint     []byte         `db:"request_fingerprint"`
+	Version         int            `db:"fingerprint_version"`
+	Payload         []byte         `db:"payload"`
+	Mail            sql.NullString `db:"mail"`
+	ThreadID        sql.NullString `db:"thread_id"`
+	AckRequired     int            `db:"ack_required"`
 }
 
 // Requeue retires a dead or pending row and inserts its successor under a
@@ -282,8 +232,11 @@ func (o *Outbox) Requeue(tx *Tx, cmd *messages.RequeueOutbox) (*messages.Requeue
 		return nil, err
 	}
 	mesh, fp, version, payload := old.Mesh, old.Fingerprint, old.Version, []byte(nil)
+	var mail, thread any = nullable(old.Mail), nullable(old.ThreadID)
+	ack := old.AckRequired
 	if r := cmd.Replacement; r != nil {
 		mesh, fp, version, payload = r.Mesh, r.Fingerprint[:], messages.FingerprintScoped, r.Payload
+		mail, thread, ack = mailColumns(r.Mail)
 	} else if payload, err = messages.ReassignFrame(old.Payload, cmd.NewClientMessageID); err != nil {
 		return nil, err
 	}
@@ -300,7 +253,8 @@ func (o *Outbox) Requeue(tx *Tx, cmd *messages.RequeueOutbox) (*messages.Requeue
 	                       WHERE id = ?`, cmd.Now, cmd.NewRowID, cmd.ID); err != nil {
 		return nil, fmt.Errorf("abort outbox row: %w", err)
 	}
-	n, err := affected(tx.Prepared(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, version, payload, cmd.Now, cmd.Now))
+	n, err := affected(tx.Prepared(o.insert).Exec(cmd.NewRowID, cmd.NewClientMessageID, mesh, fp, version, payload, cmd.Now, cmd.Now,
+		mail, thread, ack))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("insert successor row: %w", err)
@@ -316,7 +270,8 @@ func (o *Outbox) Requeue(tx *Tx, cmd *messages.RequeueOutbox) (*messages.Requeue
 // not found.
 func retirable(tx *Tx, id, scope, verb, code string) (*requeueRow, error) {
 	var old requeueRow
-	err := tx.Get(&old, `SELECT status, client_message_id, mesh, request_fingerprint, fingerprint_version, payload
+	err := tx.Get(&old, `SELECT status, client_message_id, mesh, request_fingerprint, fingerprint_version, payload,
+	                            mail, thread_id, ack_required
 	                       FROM outbox WHERE id = ?1 AND (?2 = '' OR mesh = ?2)`, id, scope)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &messages.Error{Status: 404, Code: messages.CodeRowNotFound, Detail: "no outbox row with id " + id}

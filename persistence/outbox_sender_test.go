@@ -191,8 +191,10 @@ func TestOutboxMigrationPerSender(t *testing.T) {
 	}
 	want := []string{
 		"outbox_aborted:CREATE INDEX outbox_aborted ON outbox(status, aborted_at) WHERE status = 'aborted'",
+		"outbox_awaiting_ack:CREATE INDEX outbox_awaiting_ack ON outbox(enqueued_at) WHERE ack_required = 1", // 0009
 		"outbox_done_payload:CREATE INDEX outbox_done_payload ON outbox(delivered_at) WHERE status = 'done' AND length(payload) > 0",
 		"outbox_queue:CREATE INDEX outbox_queue ON outbox(status, mesh, enqueued_at, id, next_attempt_at)\n  WHERE status = 'pending' OR status = 'inflight'",
+		"outbox_thread:CREATE INDEX outbox_thread ON outbox(thread_id) WHERE thread_id IS NOT NULL", // 0009
 	}
 	var ours []string
 	for _, i := range idx {

@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -187,6 +188,37 @@ func TestMigrations(t *testing.T) {
 	db.Close()
 	if _, err := Open(ctx, filepath.Join(t.TempDir(), "y.db"), fstest.MapFS{"x.sql": {}}); err == nil {
 		t.Fatal("a badly named migration must be an error")
+	}
+}
+
+// TestMigrationsFillGap: a migration numbered below one already applied
+// (two lines of work numbered theirs apart, then merged) is applied at the
+// next open, once.
+func TestMigrationsFillGap(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	one := fstest.MapFS{"0001_init.sql": {Data: []byte("CREATE TABLE t (a INTEGER);")}}
+	three := fstest.MapFS{"0001_init.sql": one["0001_init.sql"], "0003_c.sql": {Data: []byte("ALTER TABLE t ADD COLUMN c TEXT;")}}
+	db, err := Open(ctx, path, three)
+	if err != nil || db.SchemaVersion() != 3 {
+		t.Fatalf("open at 0003: %v", err)
+	}
+	db.Close()
+	merged := fstest.MapFS{"0001_init.sql": one["0001_init.sql"], "0002_b.sql": {Data: []byte("ALTER TABLE t ADD COLUMN b TEXT;")},
+		"0003_c.sql": three["0003_c.sql"]}
+	for range 2 {
+		if db, err = Open(ctx, path, merged); err != nil || db.SchemaVersion() != 3 {
+			t.Fatalf("open with 0002 merged in: %v (version %d)", err, db.SchemaVersion())
+		}
+		var versions []int
+		if err := db.db.Select(&versions, "SELECT version FROM schema_migrations ORDER BY version"); err != nil ||
+			fmt.Sprint(versions) != "[1 2 3]" {
+			t.Fatalf("applied %v, %v", versions, err)
+		}
+		if _, err := db.db.Exec("INSERT INTO t (a, b, c) VALUES (1, 'b', 'c')"); err != nil {
+			t.Fatalf("0002's column: %v", err)
+		}
+		db.Close()
 	}
 }
 

@@ -230,7 +230,8 @@ func (d *Daemon) meshOf(m config.Membership) (ipcserver.Mesh, error) {
 	if err != nil || id.PublicKeyHex() != m.Pubkey {
 		return ipcserver.Mesh{}, fmt.Errorf("%s: mesh %q: secretKey does not match pubkey", d.opts.Paths.ConfigFile(), m.Slug)
 	}
-	return ipcserver.Mesh{Identity: id, Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
+	profile, _ := d.opts.Paths.ProfileDisplayName() // unreadable: the hello's name falls back as meshConfigs' does
+	return ipcserver.Mesh{Identity: id, Name: m.HelloName(profile), Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
 		MemberPubkey: m.Pubkey, Agent: m.BrokerURL == "" && m.Slug != config.LocalMeshSlug}}, nil
 }
 

@@ -162,7 +162,7 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipcserver.S
 			delete(s.records, rec.Token)
 			return nil, errors.Join(err, s.save())
 		}
-		s.d.server.AddMesh(ipcserver.Mesh{Identity: id, Parent: rec.Mesh, Info: messages.MeshInfo{Mesh: route,
+		s.d.server.AddMesh(ipcserver.Mesh{Identity: id, Parent: rec.Mesh, Name: rec.DisplayName, Info: messages.MeshInfo{Mesh: route,
 			MeshID: member.Info.MeshID, MemberID: member.Info.MemberID, MemberPubkey: id.PublicKeyHex()}}, pids.Conn)
 	}
 	sess := &ipcserver.Session{Token: rec.Token, Mesh: rec.Mesh, Route: route, Info: infoOf(rec, id.PublicKeyHex(), member.Info.MemberPubkey)}

@@ -22,13 +22,16 @@ import (
 )
 
 type daemonInboxCmd struct {
-	Since  string `default:"24h" placeholder:"TIME" help:"Messages received since this time: a duration ago (90m, 24h, 168h) or an RFC 3339 time."`
-	Mesh   string `placeholder:"SLUG" help:"Only this mesh's (this agent's) messages."`
-	Topic  string `placeholder:"TOPIC" help:"Only this topic's messages (without the #)."`
-	From   string `placeholder:"PUBKEY" help:"Only messages from this sender."`
-	Limit  int    `default:"1000" help:"Show at most this many messages (the oldest of the window first)."`
-	Follow bool   `short:"f" help:"Then keep printing messages as they arrive, until interrupted."`
-	JSON   bool   `name:"json" help:"Print each message as one JSON object per line, with the daemon that answered."`
+	Since      string `default:"24h" placeholder:"TIME" help:"Messages received since this time: a duration ago (90m, 24h, 168h) or an RFC 3339 time."`
+	Mesh       string `placeholder:"SLUG" help:"Only this mesh's (this agent's) messages."`
+	Topic      string `placeholder:"TOPIC" help:"Only this topic's messages (without the #)."`
+	From       string `placeholder:"PUBKEY" help:"Only messages from this sender."`
+	Limit      int    `default:"1000" help:"Show at most this many messages (the oldest of the window first)."`
+	Thread     string `placeholder:"ID" help:"Only the messages of this thread (and the message that started it)."`
+	Importance string `enum:",normal,high,urgent" default:"" help:"Only the messages of this importance: normal, high or urgent."`
+	Unacked    bool   `help:"Only the messages that ask for an acknowledgement you have not given (claudemesh inbox ack)."`
+	Follow     bool   `short:"f" help:"Then keep printing messages as they arrive, until interrupted."`
+	JSON       bool   `name:"json" help:"Print each message as one JSON object per line, with the daemon that answered."`
 
 	daemon *ipc.Daemon // the daemon that answers: ours or upstream's
 }
@@ -44,12 +47,19 @@ func (c *daemonInboxCmd) Run() error {
 	}
 	q.Set("since", since)
 	q.Set("mark_seen", "false") // a look, not a read: an agent's check_messages still shows them
-	for k, v := range map[string]string{"mesh": c.Mesh, "topic": c.Topic, "from": c.From} {
+	for k, v := range map[string]string{"mesh": c.Mesh, "topic": c.Topic, "from": c.From, "thread": c.Thread,
+		"importance": c.Importance} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
 	needs := []string{"inbox"}
+	if c.Unacked {
+		q.Set("unacked", "true")
+	}
+	if c.Thread != "" || c.Importance != "" || c.Unacked {
+		needs = append(needs, "mail")
+	}
 	if c.Follow {
 		needs = append(needs, "events")
 	}
@@ -148,11 +158,15 @@ func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.V
 	return shown, nil
 }
 
-// matches applies --mesh, --topic and --from to a live message (--mesh is
+// matches applies --mesh, --topic, --from and the mail filters to a live
+// message (--mesh is
 // also the stream's own filter on our daemon; upstream's stream has none).
 func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
+	importance := cmp.Or(it.Importance, messages.ImportanceNormal)
 	return (c.Mesh == "" || it.Mesh == c.Mesh) && (c.Topic == "" || it.Topic == c.Topic) &&
-		(c.From == "" || strings.EqualFold(it.SenderPubkey, c.From))
+		(c.From == "" || strings.EqualFold(it.SenderPubkey, c.From)) &&
+		(c.Thread == "" || it.ThreadID == c.Thread || it.ClientMessageID == c.Thread) &&
+		(c.Importance == "" || importance == c.Importance) && (!c.Unacked || it.AckRequired && it.AckedAt == nil)
 }
 
 // print writes one message: as its JSON, exact, or as inboxLine.

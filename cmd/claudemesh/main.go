@@ -28,7 +28,7 @@ type cli struct {
 	Send         sendCmd          `cmd:"" help:"Send a message to a peer, #topic, @group or * (through the daemon when one answers, else directly to the broker)."`
 	Peers        peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
 	Nodes        nodesCmd         `cmd:"" help:"List the mesh's daemons (its members' connections) with host, version, state (online, stale, offline) and when each was last heard from."`
-	Inbox        daemonInboxCmd   `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive."`
+	Inbox        inboxCmd         `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive; read a thread, acknowledge a message, search."`
 	Sessions     sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
 	Profile      profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
 	State        stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
@@ -48,6 +48,7 @@ type cli struct {
 	Release      releaseCmd       `cmd:"" help:"Release your reservations in the repository (the patterns given, else all)."`
 	Reservations reservationsCmd  `cmd:"" help:"List the repository's reservations (--all: the mesh's) with holder, kind, fence token and expiry."`
 	Guard        guardCmd         `cmd:"" help:"Install (or remove) git hooks that refuse a commit or push touching files another session reserved exclusively."`
+	Contacts     contactsCmd      `cmd:"" help:"Set who may send you direct messages (contacts policy open, auto, contacts_only, block_all), and list, accept or refuse the contact requests it holds."`
 	Web          webCmd           `cmd:"" help:"Open the daemon's web view in a browser (with --no-open: print its one-time link): peers and sessions, inbox, outbox, locks, compose; live."`
 	Version      kong.VersionFlag `help:"Print the version and exit."`
 }

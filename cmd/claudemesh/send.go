@@ -43,6 +43,11 @@ type sendCmd struct {
 	NoDaemon        bool          `name:"no-daemon" help:"Do not use a running daemon: connect to the broker directly (cold path)."`
 	LegacyBroker    bool          `name:"legacy-broker" help:"Cold path: accept a broker that does not negotiate the delivery contract (the upstream broker; also [features] legacy_broker = true in config.toml). It cannot dedupe, so a retry after a lost ack may deliver twice."`
 	Wait            time.Duration `placeholder:"DURATION" help:"Through the daemon: wait up to this long (e.g. 10s) for the broker to accept the message, then say so (exit 0), or that it went dead (exit 1) or is still queued (exit 3; it stays queued). With --json, print its outbox row. The cold path always waits for the broker."`
+	Subject         string        `placeholder:"TEXT" help:"A subject line (at most 200 bytes), sealed with a DM like its text."`
+	Thread          string        `placeholder:"ID" help:"The thread the message belongs to (default: a reply's, else none: the message starts a thread named by its client_message_id)."`
+	ReplyTo         string        `name:"reply-to" placeholder:"ID" help:"The client_message_id of the message this answers; without --thread the reply joins that message's thread."`
+	Importance      string        `enum:"normal,high,urgent" default:"normal" help:"How important it is: normal, high or urgent (the recipient can list by it)."`
+	Ack             bool          `help:"Ask the recipient to acknowledge it (claudemesh inbox ack); claudemesh inbox awaiting-ack lists what is still waiting."`
 }
 
 // sendWaitPoll spaces the looks at the outbox row while --wait waits.
@@ -136,7 +141,8 @@ func (c *sendCmd) check() (direct bool, err error) {
 // request is the send request to `to`.
 func (c *sendCmd) request(to string) *messages.SendRequest {
 	msg := c.Message
-	req := &messages.SendRequest{To: to, Message: &msg, Priority: c.Priority, ClientMessageID: c.ClientMessageID, Mesh: c.Mesh}
+	req := &messages.SendRequest{To: to, Message: &msg, Priority: c.Priority, ClientMessageID: c.ClientMessageID, Mesh: c.Mesh,
+		Subject: c.Subject, ThreadID: c.Thread, ReplyToID: c.ReplyTo, Importance: c.Importance, AckRequired: c.Ack}
 	if c.Meta != "" {
 		req.Meta = json.RawMessage(c.Meta)
 	}
@@ -194,6 +200,11 @@ func listOrNone(s []string) string {
 func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, direct bool) error {
 	if c.Wait > 0 {
 		if err := d.Require("outbox", "send --wait (it follows the message's outbox row)"); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	if c.Subject != "" || c.Thread != "" || c.Importance != messages.ImportanceNormal || c.Ack {
+		if err := d.Require("mail", "send --subject, --thread, --importance and --ack"); err != nil {
 			return usageErr("%v", err)
 		}
 	}

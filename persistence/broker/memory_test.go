@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // recallIDs recalls q in the mesh and returns the ids in order.
@@ -140,7 +142,7 @@ func TestRecallSyntaxIsText(t *testing.T) {
 				continue
 			}
 			for _, r := range got {
-				if r.ID != drop.ID && len(recallTerms(q)) > 0 {
+				if r.ID != drop.ID && len(messages.SearchTerms(q, MaxRecallTerms)) > 0 {
 					t.Errorf("Recall(%q) matched %q", q, r.Content)
 				}
 			}
@@ -187,30 +189,6 @@ func TestRememberRefusals(t *testing.T) {
 			t.Errorf("Remember at the cap = %+v, %v", max, err)
 		}
 	})
-}
-
-func TestRecallTerms(t *testing.T) {
-	for q, want := range map[string][]string{
-		"Flaky TEST flaky":          {"flaky", "test"},
-		`'; DROP TABLE x; --`:       {"drop", "table", "x"},
-		`NEAR("a b", 2) OR c*`:      {"near", "a", "b", "2", "or", "c"},
-		"café naïve":                {"café", "naïve"},
-		"":                          nil,
-		`"*-^():`:                   nil,
-		strings.Repeat("w ", 100):   {"w"},
-		"e\u0301t\u00e9 2026-11-25": {"e\u0301t\u00e9", "2026", "11", "25"},
-	} {
-		if got := recallTerms(q); !slices.Equal(got, want) {
-			t.Errorf("recallTerms(%q) = %q, want %q", q, got, want)
-		}
-	}
-	many := make([]string, 40)
-	for i := range many {
-		many[i] = strings.Repeat("z", i+1)
-	}
-	if got := recallTerms(strings.Join(many, " ")); len(got) != MaxRecallTerms {
-		t.Errorf("%d terms of 40 words, want %d", len(got), MaxRecallTerms)
-	}
 }
 
 // FuzzRecall: no query, however malformed, makes recall fail on SQLite

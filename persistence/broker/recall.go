@@ -4,32 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// recallTerms splits a query into its words (runs of letters, digits and
-// marks, lowercased), at most MaxRecallTerms of them, each once: all a
-// search is made of, so that nothing else in a query can be syntax.
-func recallTerms(query string) []string {
-	var terms []string
-	for _, w := range strings.FieldsFunc(query, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.IsMark(r)
-	}) {
-		w = strings.ToLower(w)
-		if !slices.Contains(terms, w) {
-			terms = append(terms, w)
-		}
-		if len(terms) == MaxRecallTerms {
-			break
-		}
-	}
-	return terms
-}
+	"github.com/claudemesh/claudemesh-go/messages"
+)
 
 // Recall searches the mesh's memories. A query over MaxRecallQueryBytes
 // or bad tags wrap ErrInvalid.
@@ -48,7 +29,7 @@ func (s *Store) Recall(ctx context.Context, meshID string, q RecallQuery) ([]Mem
 	case limit > MaxRecallLimit:
 		limit = MaxRecallLimit
 	}
-	terms := recallTerms(q.Query)
+	terms := messages.SearchTerms(q.Query, MaxRecallTerms)
 	if len(terms) == 0 {
 		return s.recallRows(ctx, meshID, s.recallSQL(recallNewest), meshID, jsonArray(tags), limit)
 	}

@@ -133,19 +133,14 @@ func (s *Session) Send(ctx context.Context, send *messages.Send) (cid string, ac
 	if cid == "" {
 		cid = ulid.Make().String()
 	}
-	var nonce, ciphertext string
-	switch {
-	case send.Destination.NamesPeer():
+	if send.Destination.NamesPeer() {
 		return cid, nil, fmt.Errorf("%q names a peer: resolve it through Peers first", send.Destination.Ref)
-	case send.Destination.Kind == messages.KindDM:
-		nonce, ciphertext, err = s.id.SealDM(send.Destination.TargetSpec, send.Body)
-	default:
-		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
 	}
+	frame, err := s.id.SendFrame(send, cid, send.Fingerprint().Scoped(s.mesh))
 	if err != nil {
-		return cid, nil, fmt.Errorf("cannot encrypt to %s: %w", send.Destination.TargetSpec, err)
+		return cid, nil, err
 	}
-	if err := s.conn.Send(messages.NewSendFrame(send, cid, send.Fingerprint().Scoped(s.mesh), nonce, ciphertext)); err != nil {
+	if err := s.conn.Send(frame); err != nil {
 		return cid, nil, fmt.Errorf("mesh %s: send: %w", s.mesh, err)
 	}
 	err = s.await(ctx, "the ack of "+cid, func(f any) (bool, error) {

@@ -18,8 +18,8 @@ const (
 	MaxInboxLimit     = 1000
 )
 
-// inboxList answers GET /v1/inbox?since=&topic=&from=&mesh=&limit=&after=,
-// oldest first, with a Link rel="next" header carrying the same filters when
+// inboxList answers GET /v1/inbox?since=&topic=&from=&mesh=&limit=&after=
+// (and the mail filters thread=, importance=, unacked=true), oldest first, with a Link rel="next" header carrying the same filters when
 // more rows exist.
 func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
@@ -53,7 +53,7 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	}
 	if page.Next != "" {
 		next := url.Values{"limit": {strconv.Itoa(q.Limit)}, "after": {page.Next}}
-		for _, k := range []string{"since", "topic", "from", "mesh", "unread_only", "mark_seen"} {
+		for _, k := range []string{"since", "topic", "from", "mesh", "unread_only", "mark_seen", "thread", "importance", "unacked"} {
 			if x := v.Get(k); x != "" {
 				next.Set(k, x)
 			}
@@ -65,7 +65,15 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 
 func parseInboxQuery(v url.Values) (*messages.ListInbox, error) {
 	q := &messages.ListInbox{Topic: v.Get("topic"), From: v.Get("from"), Mesh: v.Get("mesh"), After: v.Get("after"),
-		Limit: DefaultInboxLimit}
+		Limit: DefaultInboxLimit, Thread: v.Get("thread"), Importance: v.Get("importance")}
+	if q.Thread != "" && !messages.ValidClientMessageID(q.Thread) {
+		return nil, invalidQuery("thread must be a thread id (1-128 printable ASCII characters)")
+	}
+	switch q.Importance {
+	case "", messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent:
+	default:
+		return nil, invalidQuery("importance must be normal, high or urgent")
+	}
 	if since := v.Get("since"); since != "" {
 		ms, err := parseSince(since)
 		if err != nil {
@@ -75,6 +83,9 @@ func parseInboxQuery(v url.Values) (*messages.ListInbox, error) {
 	}
 	var err error
 	if q.UnreadOnly, err = boolQuery(v, "unread_only", false); err != nil {
+		return nil, err
+	}
+	if q.Unacked, err = boolQuery(v, "unacked", false); err != nil {
 		return nil, err
 	}
 	if l := v.Get("limit"); l != "" {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -18,8 +19,10 @@ const (
 	MaxOutboxLimit     = 500
 )
 
-// outboxList answers GET /v1/outbox?status=&mesh=&limit=&before=, newest
-// first, with a Link rel="next" header when more rows exist. status
+// outboxList answers GET /v1/outbox?status=&mesh=&limit=&before= (and the
+// mail views thread=, awaiting_ack=true&older_than=D: the messages that
+// asked for an acknowledgement and have none, enqueued more than D ago),
+// newest first, with a Link rel="next" header when more rows exist. status
 // "failed" is an alias of "dead". mesh (a membership's slug or a session's
 // route) keeps that sender's rows; a session caller sees its own route's
 // rows only. ?client_message_id= lists the rows of that id: a
@@ -50,6 +53,11 @@ func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
 		if q.Mesh != "" {
 			next.Set("mesh", q.Mesh)
 		}
+		for _, k := range []string{"thread", "awaiting_ack", "older_than"} {
+			if x := r.URL.Query().Get(k); x != "" {
+				next.Set(k, x)
+			}
+		}
 		w.Header().Set("Link", `</v1/outbox?`+next.Encode()+`>; rel="next"`)
 	}
 	writeJSON(w, http.StatusOK, page)
@@ -79,7 +87,13 @@ func validMeshName(s string) bool {
 
 func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
 	q := &messages.ListOutbox{Status: v.Get("status"), Mesh: v.Get("mesh"), Limit: DefaultOutboxLimit, Before: v.Get("before"),
-		ClientMessageID: v.Get("client_message_id")}
+		ClientMessageID: v.Get("client_message_id"), Thread: v.Get("thread")}
+	if err := parseAwaitingAck(v, q); err != nil {
+		return nil, err
+	}
+	if q.Thread != "" && !messages.ValidClientMessageID(q.Thread) {
+		return nil, invalidQuery("thread must be a thread id (1-128 printable ASCII characters)")
+	}
 	if q.ClientMessageID != "" && !messages.ValidClientMessageID(q.ClientMessageID) {
 		return nil, invalidQuery("client_message_id is not a valid id")
 	}
@@ -106,6 +120,28 @@ func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
 		}
 	}
 	return q, nil
+}
+
+// parseAwaitingAck reads awaiting_ack=true and older_than=<duration> (the
+// rows enqueued more than that long ago; only with awaiting_ack).
+func parseAwaitingAck(v url.Values, q *messages.ListOutbox) error {
+	var err error
+	if q.AwaitingAck, err = boolQuery(v, "awaiting_ack", false); err != nil {
+		return err
+	}
+	older := v.Get("older_than")
+	if older == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(older)
+	switch {
+	case !q.AwaitingAck:
+		return invalidQuery("older_than goes with awaiting_ack=true")
+	case err != nil || d < 0:
+		return invalidQuery("older_than must be a duration such as 10m")
+	}
+	q.EnqueuedBefore = time.Now().Add(-d).UnixMilli()
+	return nil
 }
 
 func invalidQuery(detail string) error {
@@ -200,7 +236,8 @@ func (s *Server) decodeRequeue(w http.ResponseWriter, r *http.Request) (*message
 		if err != nil {
 			return nil, err
 		}
-		cmd.Replacement = &messages.Replacement{Mesh: prepared.Mesh, Fingerprint: prepared.Fingerprint, Payload: prepared.Payload}
+		cmd.Replacement = &messages.Replacement{Mesh: prepared.Mesh, Fingerprint: prepared.Fingerprint, Payload: prepared.Payload,
+			Mail: prepared.Mail}
 	}
 	return cmd, nil
 }

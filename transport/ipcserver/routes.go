@@ -18,12 +18,13 @@ const Protocol = "claudemesh-ws/1"
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
 	"sessions", "topics", "memory", "skills", "state", "locks", "nodes", "audit",
-	"reservations", "web"}
+	"reservations", "mail", "inbox_search", "contacts", "web"}
 
 type route struct {
 	method string
 	// path is matched exactly; a path ending in '/' matches one more
-	// segment (DELETE /v1/sessions/<token>), which the handler reads.
+	// segment (DELETE /v1/sessions/<token>), which the handler reads, and
+	// a segment "*" any one segment (POST /v1/inbox/<id>/ack).
 	path    string
 	access  access
 	handler func(*Server, http.ResponseWriter, *http.Request)
@@ -41,11 +42,18 @@ const (
 // routes is the whole IPC surface, sorted by path.
 var routes = []route{
 	{http.MethodGet, "/v1/audit", anyListener, (*Server).auditList},
+	{http.MethodGet, "/v1/contacts", anyListener, (*Server).contactsList},
+	{http.MethodPost, "/v1/contacts/accept", anyListener, (*Server).contactsAccept},
+	{http.MethodPost, "/v1/contacts/policy", anyListener, (*Server).contactsPolicy},
+	{http.MethodPost, "/v1/contacts/refuse", anyListener, (*Server).contactsRefuse},
+	{http.MethodGet, "/v1/contacts/requests", anyListener, (*Server).contactsRequests},
 	{http.MethodGet, "/v1/events", anyListener, (*Server).events},
 	{http.MethodGet, "/v1/health", anyListener, (*Server).health},
 	{http.MethodDelete, "/v1/inbox", anyListener, (*Server).inboxDelete},
 	{http.MethodGet, "/v1/inbox", anyListener, (*Server).inboxList},
 	{http.MethodDelete, "/v1/inbox/", anyListener, (*Server).inboxDeleteOne},
+	{http.MethodPost, "/v1/inbox/*/ack", anyListener, (*Server).inboxAck},
+	{http.MethodGet, "/v1/inbox/search", anyListener, (*Server).inboxSearch},
 	{http.MethodPost, "/v1/inbox/seen", anyListener, (*Server).inboxSeen},
 	{http.MethodGet, "/v1/locks", anyListener, (*Server).lockList},
 	{http.MethodPost, "/v1/locks/acquire", anyListener, (*Server).lockAcquire},
@@ -121,6 +129,18 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 // matches reports whether path is this route's: the same, or for a path
 // ending in '/', one non-empty segment more.
 func (rt *route) matches(path string) bool {
+	if strings.Contains(rt.path, "/*/") {
+		want, got := strings.Split(rt.path, "/"), strings.Split(path, "/")
+		if len(want) != len(got) {
+			return false
+		}
+		for i := range want {
+			if want[i] != got[i] && (want[i] != "*" || got[i] == "") {
+				return false
+			}
+		}
+		return true
+	}
 	if !strings.HasSuffix(rt.path, "/") {
 		return rt.path == path
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
-	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
 // send answers POST /v1/send: validate (phase A; a rejection writes nothing
@@ -21,7 +20,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			Detail: "the outbox is under disk pressure ([outbox] max_size_mb, [disk] reserved_mb); nothing was stored: retry later"})
 		return
 	}
-	cmd, kind, err := s.decodeSend(w, r)
+	cmd, send, err := s.decodeSend(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -32,7 +31,10 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := acceptStatus[result.Outcome]
-	s.metrics.Send.WithLabelValues(cmd.Mesh, kind, status).Inc()
+	s.metrics.Send.WithLabelValues(cmd.Mesh, destinationKind(send.Destination), status).Inc()
+	if result.Outcome != messages.AcceptConflict {
+		s.noteContact(cmd.Mesh, send)
+	}
 	if !result.Inserted && result.Outcome != messages.AcceptConflict {
 		s.metrics.Dedupe.WithLabelValues(cmd.Mesh, "out").Inc()
 	}
@@ -57,12 +59,12 @@ func destinationKind(d messages.Destination) string {
 	return "topic"
 }
 
-// decodeSend reads and validates the body and prepares the accept; kind is
-// the destination's metrics label.
-func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messages.AcceptSend, kind string, err error) {
+// decodeSend reads and validates the body and prepares the accept of the
+// send it returns.
+func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messages.AcceptSend, send *messages.Send, err error) {
 	body, err := readBody(w, r)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	defer bufPool.Put(body)
 	keys, hasKey := r.Header["Idempotency-Key"]
@@ -70,9 +72,9 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 	if hasKey {
 		key = keys[0]
 	}
-	send, err := messages.DecodeSend(body.Bytes(), key, hasKey)
+	send, err = messages.DecodeSend(body.Bytes(), key, hasKey)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	id := send.ClientMessageID
 	if id == "" {
@@ -80,16 +82,19 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 	}
 	mesh, err := s.scope(r, send.Mesh)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err := s.resolveTopic(mesh, send); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err := s.resolveRecipient(mesh, send); err != nil {
-		return nil, "", err
+		return nil, nil, err
+	}
+	if err := s.resolveThread(mesh, send); err != nil {
+		return nil, nil, err
 	}
 	cmd, err = prepare(mesh, send, id)
-	return cmd, destinationKind(send.Destination), err
+	return cmd, send, err
 }
 
 // prepare turns a validated send into the accept command for mesh (a
@@ -98,29 +103,15 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 // attempt will send, with a DM body sealed to the recipient by the mesh's
 // identity (the session's key on a route).
 func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages.AcceptSend, error) {
-	var nonce, ciphertext string
-	var err error
-	switch {
-	case send.Destination.NamesPeer():
+	if send.Destination.NamesPeer() {
 		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo,
 			Detail: fmt.Sprintf("%q names a peer, which only POST /v1/send resolves: give the 64-hex pubkey", send.Destination.Ref)}
-	case send.Destination.Kind == messages.KindDM:
-		nonce, ciphertext, err = mesh.Identity.SealDM(send.Destination.TargetSpec, send.Body)
-	default:
-		nonce, ciphertext, err = meshcrypto.EncodePlain(send.Body)
 	}
+	cmd, err := messages.NewAccept(mesh.Info.Mesh, send, clientMessageID, ulid.Make().String(), now(), mesh.Identity.SendFrame)
 	if err != nil {
-		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo,
-			Detail: fmt.Sprintf("cannot encrypt to %s: %v", send.Destination.TargetSpec, err)}
+		return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidTo, Detail: err.Error()}
 	}
-	spec := send.Fingerprint()
-	fp := spec.Scoped(mesh.Info.Mesh)
-	payload, err := messages.NewSendFrame(send, clientMessageID, fp, nonce, ciphertext).Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("encode send frame: %w", err)
-	}
-	return &messages.AcceptSend{Mesh: mesh.Info.Mesh, ClientMessageID: clientMessageID, RowID: ulid.Make().String(),
-		Fingerprint: fp, SpecFingerprint: spec, Payload: payload, Now: now()}, nil
+	return cmd, nil
 }
 
 // mesh picks the membership a request goes to: the one it names, or the

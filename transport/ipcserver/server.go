@@ -70,6 +70,9 @@ type Mesh struct {
 	// it belongs to ("" for a membership). Routes are served like meshes
 	// but only a session's own requests reach them.
 	Parent string
+	// Name is the display name this identity goes by, which its receipts
+	// carry.
+	Name string
 }
 
 // Options configure a Server.
@@ -141,6 +144,7 @@ type Server struct {
 	probes   chan struct{} // the probes' own reserve
 	replies  *replies
 	names    peerDirectory // peer lists for sends by name (names.go)
+	noted    contactsNoted // the contacts sends recorded (mail.go)
 	http     *http.Server
 	web      *web.View
 

@@ -106,11 +106,8 @@ func (s *Server) scope(r *http.Request, named string) (*Mesh, error) {
 
 // Served is the served entry (membership or session route) named slug.
 func (s *Server) Served(slug string) (*Mesh, error) {
-	meshes := s.Meshes()
-	for i := range meshes {
-		if meshes[i].Info.Mesh == slug {
-			return &meshes[i], nil
-		}
+	if m := s.served(slug); m != nil {
+		return m, nil
 	}
 	return nil, &messages.Error{Status: http.StatusServiceUnavailable, Code: "session_not_connected",
 		Detail: "this session's identity is not attached (the daemon is attaching it or it was just deregistered); retry, or register it again"}

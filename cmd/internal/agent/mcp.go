@@ -37,7 +37,11 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 	`skills, named instructions any agent can fetch (skill_list, skill_get), ` +
 	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list). ` +
 	`Reserve the files you are about to edit by pattern so that no other agent edits them meanwhile (reserve_files, release_files, ` +
-	`list_reservations); start_session does it, and returns your unread messages, in one call: call it first.`
+	`list_reservations); start_session does it, and returns your unread messages, in one call: call it first. ` +
+	`Messages may carry a subject, a thread, an importance and ask for an acknowledgement (send_message's fields): ` +
+	`read a conversation with get_thread, search what you received with search_messages, acknowledge a message with ` +
+	`acknowledge_message (list_unacknowledged lists those asking you; list_awaiting_acks yours still waiting), and choose who ` +
+	`may message you directly (set_contact_policy; list_contacts and answer_contact_request for strangers' requests).`
 
 // MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
 // else the daemon's only mesh), the display name peers see ("":
@@ -173,10 +177,11 @@ func (l *sessionLink) establish(ctx context.Context) (*Session, error) {
 // mcpServer is the MCP side: the SDK's server, the tools, and the pushes
 // of arriving messages.
 type mcpServer struct {
-	link *sessionLink
-	log  *slog.Logger
-	srv  *mcp.Server
-	out  *rawTransport
+	link  *sessionLink
+	log   *slog.Logger
+	srv   *mcp.Server
+	out   *rawTransport
+	peers peerCache // send_message's peer list
 
 	readyOnce sync.Once
 	ready     chan struct{} // closed once the client has initialised
@@ -236,7 +241,7 @@ func (m *mcpServer) serve(ctx context.Context) error {
 	pumpDone := make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		(&messagePump{link: m.link, deliver: m.deliver, log: m.log}).run(pctx, m.ready)
+		(&messagePump{link: m.link, deliver: m.deliver, notice: m.notice, log: m.log}).run(pctx, m.ready)
 	}()
 	closed := make(chan error, 1)
 	go func() { closed <- ss.Wait() }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -35,7 +36,9 @@ const (
 type messagePump struct {
 	link    *sessionLink
 	deliver func(ctx context.Context, it *messages.InboxItem)
-	log     *slog.Logger
+	// notice tells the client about a receipt or a contact request.
+	notice func(ctx context.Context, name string, data []byte)
+	log    *slog.Logger
 
 	last   int64     // the last event id seen
 	since  time.Time // when the pump started: the catch-up's horizon
@@ -105,6 +108,8 @@ func (p *messagePump) stream(ctx context.Context) (opened bool, err error) {
 			} else {
 				p.hand(ctx, &it)
 			}
+		case "receipt", "contact_request":
+			p.notice(ctx, ev.Name, ev.Data)
 		case "events_missed":
 			if err := p.catchUp(ctx, s); err != nil {
 				return true, err
@@ -184,8 +189,14 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if it.Topic != "" {
 		meta["topic"] = topicLabel(it.Topic)
 	}
-	if it.ReplyToID != "" {
-		meta["reply_to_id"] = it.ReplyToID
+	for k, v := range map[string]string{"reply_to_id": it.ReplyToID, "subject": it.Subject, "thread_id": it.ThreadID,
+		"importance": it.Importance} {
+		if v != "" {
+			meta[k] = v
+		}
+	}
+	if it.AckRequired {
+		meta["ack_required"] = "true"
 	}
 	if declared {
 		// Read before it is pushed: a check_messages right after the push
@@ -199,6 +210,58 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if err := m.out.notify(ctx, channelMethod, &channelParams{Content: bodyText(it), Meta: meta}); err != nil {
 		m.log.Warn("mcp_channel_notification_failed", "err", err)
 	}
+}
+
+// notice tells the client, as deliver does a message, about a receipt for
+// one of the session's messages or a contact request its policy holds.
+func (m *mcpServer) notice(ctx context.Context, name string, data []byte) {
+	ss := m.session()
+	if ss == nil {
+		return
+	}
+	text, meta := noticeText(name, data)
+	if text == "" {
+		return
+	}
+	//lint:ignore SA1019 logging notifications stay until every client reads channels; the protocol keeps them through 2027
+	if err := ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "claudemesh",
+		Data: map[string]any{"text": "claudemesh " + name + ". " + text}}); err != nil {
+		m.log.Warn("mcp_log_notification_failed", "err", err)
+	}
+	if _, takes := channelClient(ss.InitializeParams()); takes {
+		if err := m.out.notify(ctx, channelMethod, &channelParams{Content: text, Meta: meta}); err != nil {
+			m.log.Warn("mcp_channel_notification_failed", "err", err)
+		}
+	}
+}
+
+// noticeText is the sentence and attributes of a receipt or contact
+// request event ("" for data that does not read).
+func noticeText(name string, data []byte) (string, map[string]string) {
+	if name == "contact_request" {
+		var ev messages.ContactRequestEvent
+		if json.Unmarshal(data, &ev) != nil {
+			return "", nil
+		}
+		return fmt.Sprintf("%s (%.16s…), not one of your contacts, sent you a message: it waits as a contact request until %s "+
+				"(list_contacts shows it; answer_contact_request accepts or refuses it).", ev.SenderName, ev.SenderPubkey, ev.Until),
+			map[string]string{"kind": name, "from": ev.SenderName, "from_pubkey": ev.SenderPubkey, "message_id": ev.ID}
+	}
+	var ev messages.ReceiptEvent
+	if json.Unmarshal(data, &ev) != nil {
+		return "", nil
+	}
+	what := map[string]string{messages.ReceiptAck: "acknowledged", messages.ReceiptHeld: "holds as a contact request",
+		messages.ReceiptRefused: "refused", messages.ReceiptAccepted: "accepted your contact request for"}[ev.Kind]
+	text := fmt.Sprintf("%s %s your message %s", ev.PeerName, what, ev.ClientMessageID)
+	if ev.Subject != "" {
+		text += fmt.Sprintf(" (%q)", ev.Subject)
+	}
+	if ev.Reason != "" {
+		text += ": " + ev.Reason
+	}
+	return text + ".", map[string]string{"kind": name, "receipt": ev.Kind, "from": ev.PeerName, "from_pubkey": ev.PeerPubkey,
+		"client_message_id": ev.ClientMessageID}
 }
 
 // channelClient reports whether the client declared the claude/channel

@@ -62,7 +62,8 @@ func readUnread(ctx context.Context, s *Session, limit int) (*checkMessagesOut, 
 
 func toInboxMessage(it *messages.InboxItem) inboxMessage {
 	return inboxMessage{ID: it.ID, From: it.SenderName, FromPubkey: it.SenderPubkey, Kind: it.Kind, Topic: it.Topic,
-		Body: bodyText(it), ReceivedAt: it.ReceivedAt, ReplyToID: it.ReplyToID, ClientMessageID: it.ClientMessageID}
+		Body: bodyText(it), ReceivedAt: it.ReceivedAt, ReplyToID: it.ReplyToID, ClientMessageID: it.ClientMessageID,
+		Subject: it.Subject, ThreadID: it.ThreadID, Importance: it.Importance, AckRequired: it.AckRequired, Acked: it.AckedAt != nil}
 }
 
 // bodyText is a message's text, or a note when it could not be decrypted.
@@ -89,7 +90,29 @@ func formatMessage(it *messages.InboxItem) string {
 	if it.ReplyToID != "" {
 		head += ", in reply to " + it.ReplyToID
 	}
+	head += mailHead(it)
 	return head + ":\n" + bodyText(it)
+}
+
+// mailHead is what a message's mail header adds to its header line.
+func mailHead(it *messages.InboxItem) string {
+	var b strings.Builder
+	if it.ThreadID != "" {
+		b.WriteString(", thread " + it.ThreadID)
+	}
+	if it.Importance != "" && it.Importance != messages.ImportanceNormal {
+		b.WriteString(", importance " + it.Importance)
+	}
+	switch {
+	case it.AckRequired && it.AckedAt == nil:
+		b.WriteString(", asks for an acknowledgement (acknowledge_message)")
+	case it.AckRequired:
+		b.WriteString(", acknowledged")
+	}
+	if it.Subject != "" {
+		b.WriteString(", subject " + strconv.Quote(it.Subject))
+	}
+	return b.String()
 }
 
 // topicLabel is how a topic message's destination reads: #topic, @group or
@@ -109,7 +132,7 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	peers, err := sessionPeers(ctx, s)
+	peers, err := m.peers.get(ctx, s, true)
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,8 +23,12 @@ type (
 		To              string `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh."`
 		Message         string `json:"message" jsonschema:"The text to send, at most 32 KiB."`
 		Priority        string `json:"priority,omitempty" jsonschema:"How urgent it is: now (interrupt the recipient), next (the default: when it next looks) or low (whenever convenient)."`
-		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The id of the message this answers (check_messages shows ids), so that the recipient sees the thread."`
+		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The message this answers (its client_message_id, or its id as check_messages shows it): the reply joins that message's thread, and the recipient sees what it answers."`
 		ClientMessageID string `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
+		Subject         string `json:"subject,omitempty" jsonschema:"A subject line, at most 200 bytes (sealed with a direct message like its text)."`
+		ThreadID        string `json:"thread_id,omitempty" jsonschema:"The thread this message belongs to (get_thread reads it). Default: the thread of the message reply_to_id names; else the message starts a thread of its own, named by its client_message_id."`
+		Importance      string `json:"importance,omitempty" jsonschema:"normal (the default), high or urgent: the recipient can pick out the important ones."`
+		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"Ask the recipient to acknowledge the message (acknowledge_message); list_awaiting_acks shows what is still unacknowledged."`
 	}
 	sendMessageOut struct {
 		ClientMessageID string `json:"client_message_id" jsonschema:"The message's idempotency key."`
@@ -47,8 +53,13 @@ type (
 		Topic           string `json:"topic,omitempty" jsonschema:"The topic or group it was sent to."`
 		Body            string `json:"body" jsonschema:"The text."`
 		ReceivedAt      string `json:"received_at" jsonschema:"When it arrived (RFC 3339)."`
-		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The id of the message it answers."`
+		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The client_message_id of the message it answers."`
 		ClientMessageID string `json:"client_message_id" jsonschema:"The sender's idempotency key."`
+		Subject         string `json:"subject,omitempty" jsonschema:"Its subject."`
+		ThreadID        string `json:"thread_id,omitempty" jsonschema:"The thread it belongs to: get_thread reads it, send_message with thread_id answers in it."`
+		Importance      string `json:"importance,omitempty" jsonschema:"high or urgent (absent: normal)."`
+		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"The sender asks you to acknowledge it (acknowledge_message with its id)."`
+		Acked           bool   `json:"acked,omitempty" jsonschema:"You acknowledged it."`
 	}
 	listPeersIn  struct{}
 	listPeersOut struct {
@@ -104,6 +115,9 @@ func (m *mcpServer) addTools() {
 			p["priority"].Enum = []any{"now", "next", "low"}
 			p["client_message_id"].Pattern = `^[!-~]{1,128}$`
 			p["reply_to_id"].Pattern = `^[!-~]{1,128}$`
+			p["thread_id"].Pattern = `^[!-~]{1,128}$`
+			p["subject"].MaxLength = jsonschema.Ptr(messages.MaxSubjectBytes)
+			p["importance"].Enum = []any{messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent}
 		}),
 	}, m.sendMessage)
 	mcp.AddTool(m.srv, &mcp.Tool{
@@ -140,6 +154,7 @@ func (m *mcpServer) addTools() {
 	m.addLockTools()   // mcp_locks.go
 
 	m.addReservationTools() // mcp_reservations.go
+	m.addMailTools()        // mcp_mail.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or
@@ -161,7 +176,8 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 		cid = ulid.Make().String()
 	}
 	msg := in.Message
-	req := &messages.SendRequest{To: to, Message: &msg, Priority: in.Priority, ReplyToID: in.ReplyToID, ClientMessageID: cid}
+	req := &messages.SendRequest{To: to, Message: &msg, Priority: in.Priority, ReplyToID: in.ReplyToID, ClientMessageID: cid,
+		Subject: in.Subject, ThreadID: in.ThreadID, Importance: in.Importance, AckRequired: in.AckRequired}
 	if isDirect(to) {
 		req.To = "*" // checked below, once resolved
 	}
@@ -197,26 +213,34 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 }
 
 // resolve turns out.To, a display name, pubkey or prefix, into the peer's
-// pubkey and says whether it is online.
+// pubkey and says whether it is online, from the peer list the server
+// kept (peerCache); a name that list does not resolve is looked up again.
 func (m *mcpServer) resolve(ctx context.Context, s *Session, mesh string, out *sendMessageOut) error {
-	peers, err := sessionPeers(ctx, s)
-	if err != nil {
-		return m.toolError(s, err)
-	}
-	list := make([]messages.Peer, len(peers))
-	for i := range peers {
-		list[i] = peers[i].Peer
-	}
-	online := false
-	if len(out.To) == 64 && messages.IsHex(out.To) {
-		out.ResolvedTo = strings.ToLower(out.To)
-	} else {
-		key, err := messages.ResolvePeer(out.To, mesh, list)
+	direct := len(out.To) == 64 && messages.IsHex(out.To)
+	var list []messages.Peer
+	for _, fresh := range []bool{false, true} {
+		peers, err := m.peers.get(ctx, s, fresh)
 		if err != nil {
+			return m.toolError(s, err)
+		}
+		list = make([]messages.Peer, len(peers))
+		for i := range peers {
+			list[i] = peers[i].Peer
+		}
+		if direct {
+			out.ResolvedTo = strings.ToLower(out.To)
+			break
+		}
+		key, err := messages.ResolvePeer(out.To, mesh, list)
+		if err == nil {
+			out.ResolvedTo = key
+			break
+		}
+		if fresh {
 			return fmt.Errorf("%v; nothing was sent: call list_peers to see who is online", err)
 		}
-		out.ResolvedTo = key
 	}
+	online := false
 	for _, p := range list {
 		if strings.EqualFold(p.Pubkey, out.ResolvedTo) {
 			// The broker's directory lists members who are away too.
@@ -226,6 +250,38 @@ func (m *mcpServer) resolve(ctx context.Context, s *Session, mesh string, out *s
 	}
 	out.RecipientOnline = &online
 	return nil
+}
+
+// peerCache is the session's last peer list: send_message needs one for
+// every direct message (a name's key, whether the recipient is online),
+// and reads it from the broker at most every peerCacheTTL. list_peers
+// always asks.
+type peerCache struct {
+	mu    sync.Mutex
+	s     *Session
+	at    time.Time
+	peers []ipc.MeshPeer
+}
+
+const peerCacheTTL = 2 * time.Second
+
+// get is s's peer list: the one kept, unless fresh or it is older than
+// peerCacheTTL or another session's.
+func (c *peerCache) get(ctx context.Context, s *Session, fresh bool) ([]ipc.MeshPeer, error) {
+	c.mu.Lock()
+	if !fresh && c.s == s && time.Since(c.at) < peerCacheTTL {
+		peers := c.peers
+		c.mu.Unlock()
+		return peers, nil
+	}
+	c.mu.Unlock()
+	peers, err := sessionPeers(ctx, s)
+	if err == nil {
+		c.mu.Lock()
+		c.s, c.at, c.peers = s, time.Now(), peers
+		c.mu.Unlock()
+	}
+	return peers, err
 }
 
 func sendSummary(out *sendMessageOut) string {

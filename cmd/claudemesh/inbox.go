@@ -1,0 +1,184 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// inboxCmd is `claudemesh inbox`: the messages received (its default, the
+// listing of daemon inbox) and agent mail — threads, acknowledgements,
+// search. Inside an agent session each acts as the session.
+type inboxCmd struct {
+	List        daemonInboxCmd      `cmd:"" default:"withargs" help:"Print the messages received (the default): the last 24 h, and with -f those that arrive."`
+	Thread      inboxThreadCmd      `cmd:"" help:"Print a thread, oldest first: the messages received in it and those sent in it (subject, recipient, acknowledgements)."`
+	Ack         inboxAckCmd         `cmd:"" help:"Acknowledge a message (by the id inbox prints with --json): a receipt goes back to its sender, once however often it is repeated."`
+	Search      inboxSearchCmd      `cmd:"" help:"Search the subject and text of the messages received, best match first (the exact phrase first)."`
+	AwaitingAck inboxAwaitingAckCmd `cmd:"" name:"awaiting-ack" help:"List the messages you sent that asked for an acknowledgement and have none yet."`
+}
+
+type inboxThreadCmd struct {
+	ID string `arg:"" help:"The thread id (a message's thread_id, or the client_message_id of the message that started it)."`
+	topicFlags
+}
+
+// threadView is a thread as --json prints it.
+type threadView struct {
+	Thread   string                `json:"thread"`
+	Received []messages.InboxItem  `json:"received"`
+	Sent     []messages.OutboxItem `json:"sent"`
+}
+
+func (c *inboxThreadCmd) Run() error {
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*threadView, error) {
+		return loadThread(ctx, client, c.ID, c.Mesh)
+	}, func(v *threadView) error {
+		if len(v.Received)+len(v.Sent) == 0 {
+			fmt.Printf("no message in thread %s\n", printable(v.Thread))
+			return nil
+		}
+		for _, line := range threadLines(v) {
+			fmt.Println(line)
+		}
+		return nil
+	})
+}
+
+// loadThread reads a thread's received and sent messages.
+func loadThread(ctx context.Context, client *ipc.Client, thread, mesh string) (*threadView, error) {
+	q := url.Values{"thread": {thread}, "mark_seen": {"false"}, "limit": {"1000"}}
+	if mesh != "" {
+		q.Set("mesh", mesh)
+	}
+	in, err := client.Inbox(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	q.Del("mark_seen")
+	q.Set("limit", "500")
+	out, err := client.Outbox(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(out.Items) // oldest first, as the inbox
+	return &threadView{Thread: thread, Received: in.Items, Sent: out.Items}, nil
+}
+
+// threadLines are a thread's messages, received and sent, in time order.
+func threadLines(v *threadView) []string {
+	type line struct {
+		at   string
+		text string
+	}
+	var lines []line
+	for i := range v.Received {
+		it := &v.Received[i]
+		lines = append(lines, line{receivedAt(it.ReceivedAt), inboxLine(it) + mailNote(it.Subject, it.Importance)})
+	}
+	for i := range v.Sent {
+		it := &v.Sent[i]
+		text := fmt.Sprintf("%s  %s  sent to %s  %s", receivedAt(it.EnqueuedAt), printable(it.Mesh), short(it.To, 16), it.Status)
+		text += mailNote(it.Subject, it.Importance)
+		if len(it.AckedBy) > 0 {
+			names := make([]string, len(it.AckedBy))
+			for j, a := range it.AckedBy {
+				names[j] = printable(cmp.Or(a.Name, short(a.Pubkey, 12)))
+			}
+			text += "  acked by " + strings.Join(names, ", ")
+		} else if it.AckRequired {
+			text += "  awaiting acknowledgement"
+		}
+		lines = append(lines, line{receivedAt(it.EnqueuedAt), text})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return strings.Compare(a.at, b.at) })
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l.text
+	}
+	return out
+}
+
+// mailNote is a message's subject and importance, when it has them.
+func mailNote(subject, importance string) string {
+	note := ""
+	if subject != "" {
+		note += "  [" + printable(subject) + "]"
+	}
+	if importance != "" && importance != messages.ImportanceNormal {
+		note += "  (" + importance + ")"
+	}
+	return note
+}
+
+type inboxAckCmd struct {
+	ID string `arg:"" help:"The message's inbox id (the id field of inbox --json, check_messages)."`
+	topicFlags
+}
+
+func (c *inboxAckCmd) Run() error {
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.InboxAcked, error) {
+		return client.AckMessage(ctx, c.ID)
+	}, func(res *messages.InboxAcked) error {
+		fmt.Printf("acknowledged %s (client_message_id %s) at %s; receipt %s %s\n", res.ID, printable(res.ClientMessageID),
+			res.AckedAt, res.ReceiptClientMessageID, res.ReceiptStatus)
+		return nil
+	})
+}
+
+type inboxSearchCmd struct {
+	Query string `arg:"" help:"The words to look for (quotes and operators are words too: nothing is syntax)."`
+	Limit int    `default:"20" help:"Show at most this many messages (1-100)."`
+	topicFlags
+}
+
+func (c *inboxSearchCmd) Run() error {
+	if c.Limit < 1 || c.Limit > messages.MaxSearchLimit {
+		return usageErr("--limit must be 1-%d", messages.MaxSearchLimit)
+	}
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.InboxPage, error) {
+		return client.SearchInbox(ctx, c.Query, c.Mesh, c.Limit)
+	}, func(page *messages.InboxPage) error {
+		if len(page.Items) == 0 {
+			fmt.Printf("no message matches %q\n", printable(c.Query))
+		}
+		for i := range page.Items {
+			fmt.Println(inboxLine(&page.Items[i]) + mailNote(page.Items[i].Subject, page.Items[i].Importance))
+		}
+		return nil
+	})
+}
+
+type inboxAwaitingAckCmd struct {
+	OlderThan time.Duration `name:"older-than" default:"0s" help:"Only those sent longer ago than this (e.g. 10m)."`
+	Limit     int           `default:"100" help:"Show at most this many (1-500), newest first."`
+	topicFlags
+}
+
+func (c *inboxAwaitingAckCmd) Run() error {
+	if c.OlderThan < 0 || c.Limit < 1 || c.Limit > 500 {
+		return usageErr("--older-than must not be negative and --limit must be 1-500")
+	}
+	q := url.Values{"awaiting_ack": {"true"}, "older_than": {c.OlderThan.String()}, "limit": {fmt.Sprint(c.Limit)}}
+	if c.Mesh != "" {
+		q.Set("mesh", c.Mesh)
+	}
+	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.OutboxPage, error) {
+		return client.Outbox(ctx, q)
+	}, func(page *messages.OutboxPage) error {
+		if len(page.Items) == 0 {
+			fmt.Println("no message is waiting for an acknowledgement")
+		}
+		for _, it := range page.Items {
+			fmt.Printf("%s  %s  to %s  %s  %s%s\n", receivedAt(it.EnqueuedAt), printable(it.ClientMessageID), short(it.To, 16),
+				it.Status, printable(it.Mesh), mailNote(it.Subject, it.Importance))
+		}
+		return nil
+	})
+}

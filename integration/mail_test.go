@@ -1,0 +1,268 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
+)
+
+// Agent mail through real processes: two daemons (alice's and bob's, as
+// two machines would run them) with agent sessions on each, a broker
+// between them, and restarts of either daemon in between.
+
+// mailSend sends body from s with the mail header req carries and returns
+// its client_message_id.
+func mailSend(t *testing.T, s *agentSession, req messages.SendRequest, body string) string {
+	t.Helper()
+	req.Message = &body
+	if req.ClientMessageID == "" {
+		req.ClientMessageID = fmt.Sprintf("%s-%d", s.name, time.Now().UnixNano())
+	}
+	res, err := s.c.Send(context.Background(), &req, "")
+	if err != nil || res.Accepted == nil {
+		t.Fatalf("%s sends %q: %+v %v", s.name, body, res, err)
+	}
+	return req.ClientMessageID
+}
+
+// inboxOf lists a session's inbox with the query q (not marking it read).
+func inboxOf(t *testing.T, s *agentSession, q url.Values) []messages.InboxItem {
+	t.Helper()
+	q.Set("mark_seen", "false")
+	page, err := s.c.Inbox(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%s's inbox %v: %v", s.name, q, err)
+	}
+	return page.Items
+}
+
+// waitMail polls s's inbox (query q) until it holds the message with
+// client_message_id id, and returns it.
+func waitMail(t *testing.T, s *agentSession, q url.Values, id string) messages.InboxItem {
+	t.Helper()
+	var got messages.InboxItem
+	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return s.name + " has " + id }, func() bool {
+		for _, it := range inboxOf(t, s, q) {
+			if it.ClientMessageID == id {
+				got = it
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// waitRow polls s's outbox row id until cond holds of it, and returns it.
+func waitRow(t *testing.T, s *agentSession, id, what string, cond func(*messages.OutboxItem) bool) *messages.OutboxItem {
+	t.Helper()
+	var row *messages.OutboxItem
+	pollUntil(t, e2eRecoveryDeadline, pollInterval, func() string { return fmt.Sprintf("%s's row %s: %s (%+v)", s.name, id, what, row) },
+		func() bool {
+			var err error
+			row, err = s.c.OutboxRow(context.Background(), "", id)
+			return err == nil && row != nil && cond(row)
+		})
+	return row
+}
+
+// mailPeers starts both daemons of m and registers ant (alice's) and cat
+// (bob's), their broker connections up.
+func mailPeers(t *testing.T, m *e2eMesh) (ant, cat *agentSession) {
+	t.Helper()
+	if m.alice.d == nil {
+		m.alice.start(t)
+		m.bob.start(t)
+	}
+	return mailSession(t, m.alice, "ant"), mailSession(t, m.bob, "cat")
+}
+
+// mailSession registers the session name on p's daemon and waits until
+// its broker connection answers (a peer list does not name a session of
+// another replica).
+func mailSession(t *testing.T, p *e2ePeer, name string) *agentSession {
+	t.Helper()
+	s := registerSession(t, p.env.socket(), "demo", "sess-"+name, name)
+	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return name + " connected" }, func() bool {
+		_, err := s.c.Locks(context.Background(), "", "")
+		return err == nil
+	})
+	return s
+}
+
+// TestMailRoundTrip: a subject, an importance and a request for an
+// acknowledgement travel with a DM and are stored with it; the inbox lists
+// by them; the acknowledgement, given while the sender's daemon is down,
+// reaches the sender's outbox row after it restarts; acknowledging again
+// sends nothing more; a reply given without a thread joins the thread of
+// the message it answers; and "still waiting for an acknowledgement" lists
+// exactly the messages that are.
+// Agent sessions ant (alice's daemon) and cat (bob's) through a broker on
+// SQLite.
+func TestMailRoundTrip(t *testing.T) {
+	m := newE2EMesh(t)
+	ant, cat := mailPeers(t, m)
+	mailRoundTrip(t, m, ant, cat)
+}
+
+// TestMailRoundTripReplicas is TestMailRoundTrip between alice and bob
+// themselves (their memberships), on two broker replicas of one
+// PostgreSQL database. (A DM to an agent session connected to another
+// replica is refused by the broker, which knows only its own replica's
+// sessions: members, which every replica knows, stand in for them.)
+func TestMailRoundTripReplicas(t *testing.T) {
+	m := newLockMesh(t).e2eMesh
+	mailRoundTrip(t, m, memberOf(m.alice), memberOf(m.bob))
+}
+
+// memberOf is p's membership as a mail test's party: its client acts as
+// the member, not a session.
+func memberOf(p *e2ePeer) *agentSession {
+	return &agentSession{name: p.name, c: ipc.NewClient(p.env.socket()), pubkey: p.pubkey}
+}
+
+func mailRoundTrip(t *testing.T, m *e2eMesh, ant, cat *agentSession) {
+	a1 := mailSend(t, ant, messages.SendRequest{To: cat.pubkey, Subject: "build <broken> & slow", Importance: "urgent",
+		AckRequired: true}, "the build on main fails")
+	got := waitMail(t, cat, url.Values{}, a1)
+	if got.Subject != "build <broken> & slow" || got.Importance != "urgent" || !got.AckRequired || got.AckedAt != nil ||
+		messages.Deref(got.Body) != "the build on main fails" || got.ThreadID != "" || len(got.Meta) != 0 {
+		t.Fatalf("cat's copy: %+v", got)
+	}
+	for q, want := range map[string]int{"importance=urgent": 1, "importance=high": 0, "importance=normal": 0, "unacked=true": 1,
+		"thread=" + a1: 1} {
+		v, _ := url.ParseQuery(q)
+		if n := len(inboxOf(t, cat, v)); n != want {
+			t.Errorf("cat's inbox ?%s: %d messages, want %d", q, n, want)
+		}
+	}
+
+	// The acknowledgement goes while ant's daemon is down, and cat's
+	// daemon restarts in between: both ends keep it.
+	m.alice.d.stop()
+	m.bob.d.stop()
+	m.bob.start(t)
+	acked, err := cat.c.AckMessage(context.Background(), got.ID)
+	if err != nil || acked.AckedAt == "" || acked.ClientMessageID != a1 || acked.ReceiptStatus == "" {
+		t.Fatalf("cat acks: %+v %v", acked, err)
+	}
+	again, err := cat.c.AckMessage(context.Background(), got.ID)
+	if err != nil || again.AckedAt != acked.AckedAt || again.ReceiptClientMessageID != acked.ReceiptClientMessageID {
+		t.Fatalf("cat acks again: %+v %v (first %+v)", again, err, acked)
+	}
+	if n := len(inboxOf(t, cat, url.Values{"unacked": {"true"}})); n != 0 {
+		t.Errorf("%d unacked after the ack", n)
+	}
+	m.alice.start(t)
+	row := waitRow(t, ant, a1, "acked by cat", func(r *messages.OutboxItem) bool { return len(r.AckedBy) > 0 })
+	if len(row.AckedBy) != 1 || row.AckedBy[0].Pubkey != cat.pubkey || row.AckedBy[0].Name != cat.name || row.Subject != got.Subject ||
+		!row.AckRequired || row.Importance != "urgent" {
+		t.Fatalf("ant's row: %+v", row)
+	}
+
+	// A reply without a thread joins the thread of what it answers (the
+	// root's id); a second-level reply stays in it.
+	c1 := mailSend(t, cat, messages.SendRequest{To: ant.pubkey, ReplyToID: a1}, "on it")
+	reply := waitMail(t, ant, url.Values{}, c1)
+	if reply.ThreadID != a1 || reply.ReplyToID != a1 {
+		t.Fatalf("ant's copy of the reply: %+v", reply)
+	}
+	a2 := mailSend(t, ant, messages.SendRequest{To: cat.pubkey, ReplyToID: reply.ID, AckRequired: true}, "thanks")
+	if deep := waitMail(t, cat, url.Values{}, a2); deep.ThreadID != a1 || deep.ReplyToID != c1 {
+		t.Fatalf("cat's copy of the reply to the reply (given by its inbox id): %+v", deep)
+	}
+	if th := inboxOf(t, cat, url.Values{"thread": {a1}}); len(th) != 2 {
+		t.Fatalf("cat's thread %s: %d messages, want the root and the second reply", a1, len(th))
+	}
+
+	// What ant still waits on: a2, not a1.
+	page, err := ant.c.Outbox(context.Background(), url.Values{"awaiting_ack": {"true"}})
+	if err != nil || len(page.Items) != 1 || page.Items[0].ClientMessageID != a2 {
+		t.Fatalf("ant's awaiting: %+v %v", page, err)
+	}
+	if page, err = ant.c.Outbox(context.Background(), url.Values{"awaiting_ack": {"true"}, "older_than": {"1h"}}); err != nil ||
+		len(page.Items) != 0 {
+		t.Fatalf("ant's awaiting older than 1h: %+v %v", page, err)
+	}
+}
+
+// TestMailContactPolicy: cat takes direct messages from its contacts only;
+// a stranger's DM is held as a contact request (the stranger is told, not
+// left in silence) and kept across a restart of cat's daemon; a peer cat
+// wrote to is a contact and lands at once; accepting the request delivers
+// the held message and tells the stranger; block_all refuses everyone,
+// with a refusal the sender sees on its outbox row. Agent sessions, dog
+// the stranger on ant's daemon, through a broker on SQLite.
+func TestMailContactPolicy(t *testing.T) {
+	m := newE2EMesh(t)
+	ant, cat := mailPeers(t, m)
+	mailContactPolicy(t, m, ant, cat, mailSession(t, m.alice, "dog"))
+}
+
+// TestMailContactPolicyReplicas is TestMailContactPolicy between
+// memberships on two broker replicas of PostgreSQL: bob the recipient on
+// one, alice and carol the stranger on the other.
+func TestMailContactPolicyReplicas(t *testing.T) {
+	m := newLockMesh(t).e2eMesh
+	carol := m.join("carol") // on the first replica, bob on the second
+	carol.start(t)
+	mailContactPolicy(t, m, memberOf(m.alice), memberOf(m.bob), memberOf(carol))
+}
+
+func mailContactPolicy(t *testing.T, m *e2eMesh, ant, cat, dog *agentSession) {
+	ctx := context.Background()
+	if _, err := cat.c.SetContactPolicy(ctx, &messages.ContactPolicyRequest{Policy: messages.PolicyContactsOnly,
+		RequestTTL: "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	mailSend(t, cat, messages.SendRequest{To: ant.pubkey}, "hello ant") // ant is now cat's contact
+
+	d1 := mailSend(t, dog, messages.SendRequest{To: cat.pubkey, Subject: "intro"}, "hi, I am the stranger")
+	held := waitRow(t, dog, d1, "held", func(r *messages.OutboxItem) bool { return len(r.Receipts) > 0 })
+	if r := held.Receipts[0]; r.Kind != messages.ReceiptHeld || r.Pubkey != cat.pubkey || r.Until == "" || r.Name != cat.name {
+		t.Fatalf("the stranger's row: %+v", held.Receipts)
+	}
+	a1 := mailSend(t, ant, messages.SendRequest{To: cat.pubkey}, "ant writes back")
+	waitMail(t, cat, url.Values{}, a1)
+	if items := inboxOf(t, cat, url.Values{}); slices.ContainsFunc(items, func(it messages.InboxItem) bool { return it.ClientMessageID == d1 }) {
+		t.Fatal("the stranger's held message is in cat's inbox")
+	}
+
+	m.bob.d.stop()
+	m.bob.start(t)
+	reqs, err := cat.c.ContactRequests(ctx, "")
+	if err != nil || len(reqs.Requests) != 1 || reqs.Requests[0].Pubkey != dog.pubkey || len(reqs.Requests[0].Messages) != 1 ||
+		reqs.Requests[0].Messages[0].Subject != "intro" {
+		t.Fatalf("cat's requests after a restart: %+v %v", reqs, err)
+	}
+	decided, err := cat.c.DecideContact(ctx, &messages.ContactDecisionRequest{Peer: dog.pubkey[:12]}, true)
+	if err != nil || decided.Decision != "accepted" || len(decided.Messages) != 1 {
+		t.Fatalf("cat accepts the stranger: %+v %v", decided, err)
+	}
+	waitMail(t, cat, url.Values{}, d1)
+	waitRow(t, dog, d1, "accepted", func(r *messages.OutboxItem) bool { return len(r.Receipts) == 2 })
+	d2 := mailSend(t, dog, messages.SendRequest{To: cat.pubkey}, "thanks for having me")
+	waitMail(t, cat, url.Values{}, d2) // a contact now
+	contacts, err := cat.c.Contacts(ctx, "")
+	if err != nil || contacts.Policy != messages.PolicyContactsOnly || len(contacts.Contacts) != 2 {
+		t.Fatalf("cat's contacts: %+v %v", contacts, err)
+	}
+
+	if _, err := cat.c.SetContactPolicy(ctx, &messages.ContactPolicyRequest{Policy: messages.PolicyBlockAll}); err != nil {
+		t.Fatal(err)
+	}
+	a2 := mailSend(t, ant, messages.SendRequest{To: cat.pubkey}, "are you there?")
+	refused := waitRow(t, ant, a2, "refused", func(r *messages.OutboxItem) bool { return len(r.Receipts) > 0 })
+	if r := refused.Receipts[0]; r.Kind != messages.ReceiptRefused || r.Reason != messages.ReasonBlockAll {
+		t.Fatalf("ant's row: %+v", refused.Receipts)
+	}
+	if items := inboxOf(t, cat, url.Values{}); slices.ContainsFunc(items, func(it messages.InboxItem) bool { return it.ClientMessageID == a2 }) {
+		t.Fatal("a message to a block_all session is in its inbox")
+	}
+}

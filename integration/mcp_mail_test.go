@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mailMessage is a message as the MCP mail tools return it.
+type mailMessage struct {
+	ID              string `json:"id"`
+	From            string `json:"from"`
+	Body            string `json:"body"`
+	Subject         string `json:"subject"`
+	ThreadID        string `json:"thread_id"`
+	Importance      string `json:"importance"`
+	AckRequired     bool   `json:"ack_required"`
+	Acked           bool   `json:"acked"`
+	ClientMessageID string `json:"client_message_id"`
+}
+
+type mailList struct {
+	Messages []mailMessage `json:"messages"`
+}
+
+// TestMCPMail: the mail tools through `claudemesh mcp` as two agent
+// sessions: alice sends bob a subject, an importance and a request for an
+// acknowledgement; bob's check_messages shows them and list_unacknowledged
+// lists it; bob answers in the thread and acknowledges; alice's
+// list_awaiting_acks empties, her get_thread shows both sides, and
+// search_messages finds bob's answer. Bob's contacts_only policy holds a
+// stranger's message as a contact request, which he accepts. Bad arguments
+// are tool errors that change nothing.
+func TestMCPMail(t *testing.T) {
+	t.Parallel()
+	e := localAgentsEnv(t)
+	startDaemon(t, e, "--no-tcp")
+	a := startMCP(t, e, "alice", mcpOptions{})
+	b := startMCP(t, e, "bob", mcpOptions{lean: true})
+	a.waitPeer("bob")
+	b.waitPeer("alice")
+
+	var sent sendResult
+	a.mustCall("send_message", map[string]any{"to": "bob", "message": "please review the deploy script",
+		"subject": "review: deploy.sh", "importance": "high", "ack_required": true}, &sent)
+	root := sent.ClientMessageID
+	var got checkResultMail
+	waitFor(t, e2eDeliverDeadline, "bob's message", func() bool {
+		got = checkResultMail{}
+		res := b.call("check_messages", map[string]any{})
+		decode(t, res, &got)
+		return len(got.Messages) == 1
+	})
+	m := got.Messages[0]
+	if m.Subject != "review: deploy.sh" || m.Importance != "high" || !m.AckRequired || m.Acked || m.ClientMessageID != root {
+		t.Fatalf("bob's message: %+v", m)
+	}
+	var unacked mailList
+	b.mustCall("list_unacknowledged", map[string]any{}, &unacked)
+	if len(unacked.Messages) != 1 || unacked.Messages[0].ID != m.ID {
+		t.Fatalf("list_unacknowledged: %+v", unacked)
+	}
+	var awaiting struct {
+		Messages []struct {
+			ClientMessageID string   `json:"client_message_id"`
+			AckedBy         []string `json:"acked_by"`
+		} `json:"messages"`
+	}
+	a.mustCall("list_awaiting_acks", map[string]any{}, &awaiting)
+	if len(awaiting.Messages) != 1 || awaiting.Messages[0].ClientMessageID != root {
+		t.Fatalf("alice's list_awaiting_acks before: %+v", awaiting)
+	}
+
+	b.mustCall("send_message", map[string]any{"to": "alice", "message": "looks good, one nit about retries", "reply_to_id": m.ID}, &sent)
+	var ack struct {
+		Receipt string `json:"receipt"`
+	}
+	b.mustCall("acknowledge_message", map[string]any{"id": m.ID}, &ack)
+	if ack.Receipt == "" || ack.Receipt == "duplicate" {
+		t.Fatalf("acknowledge_message: %+v", ack)
+	}
+	if res := b.mustCall("acknowledge_message", map[string]any{"id": m.ID}, &ack); ack.Receipt != "duplicate" ||
+		!strings.Contains(text(res), "already acknowledged") {
+		t.Fatalf("acknowledge_message again: %+v %q", ack, text(res))
+	}
+	waitFor(t, e2eDeliverDeadline, "alice's acknowledgement", func() bool {
+		awaiting.Messages = nil
+		a.mustCall("list_awaiting_acks", map[string]any{}, &awaiting)
+		return len(awaiting.Messages) == 0
+	})
+	var thread struct {
+		Received []mailMessage `json:"received"`
+		Sent     []struct {
+			ClientMessageID string   `json:"client_message_id"`
+			AckedBy         []string `json:"acked_by"`
+		} `json:"sent"`
+	}
+	a.mustCall("get_thread", map[string]any{"thread_id": root}, &thread)
+	if len(thread.Received) != 1 || thread.Received[0].ThreadID != root || len(thread.Sent) != 1 ||
+		len(thread.Sent[0].AckedBy) != 1 || thread.Sent[0].AckedBy[0] != "bob" {
+		t.Fatalf("alice's get_thread: %+v", thread)
+	}
+	var found mailList
+	a.mustCall("search_messages", map[string]any{"query": "retries nit"}, &found)
+	if len(found.Messages) != 1 || !strings.Contains(found.Messages[0].Body, "retries") {
+		t.Fatalf("search_messages: %+v", found)
+	}
+
+	b.mustCall("set_contact_policy", map[string]any{"policy": "contacts_only"}, nil)
+	c := startMCP(t, e, "carol", mcpOptions{lean: true})
+	c.waitPeer("bob")
+	c.mustCall("send_message", map[string]any{"to": "bob", "message": "hello, I am new here"}, &sent)
+	var contacts struct {
+		Policy   string `json:"policy"`
+		Requests []struct {
+			Name     string        `json:"name"`
+			Messages []mailMessage `json:"messages"`
+		} `json:"requests"`
+	}
+	waitFor(t, e2eDeliverDeadline, "carol's contact request", func() bool {
+		contacts.Requests = nil
+		b.mustCall("list_contacts", map[string]any{}, &contacts)
+		return len(contacts.Requests) == 1
+	})
+	if contacts.Policy != "contacts_only" || contacts.Requests[0].Name != "carol" {
+		t.Fatalf("bob's list_contacts: %+v", contacts)
+	}
+	b.mustCall("answer_contact_request", map[string]any{"peer": "carol", "accept": true}, nil)
+	got = checkResultMail{}
+	decode(t, b.mustCall("check_messages", map[string]any{}, nil), &got)
+	if len(got.Messages) != 1 || got.Messages[0].Body != "hello, I am new here" {
+		t.Fatalf("bob's messages after accepting carol: %+v", got)
+	}
+
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"send_message", map[string]any{"to": "alice", "message": "x", "importance": "loud"}},
+		{"send_message", map[string]any{"to": "alice", "message": "x", "subject": strings.Repeat("s", 201)}},
+		{"acknowledge_message", map[string]any{"id": "no-such-message"}},
+		{"search_messages", map[string]any{"query": "!!"}},
+		{"get_thread", map[string]any{"thread_id": "has space"}},
+		{"set_contact_policy", map[string]any{"policy": "closed"}},
+		{"answer_contact_request", map[string]any{"peer": "nobody", "accept": true}},
+	} {
+		if res := b.call(c.tool, c.args); !res.IsError {
+			t.Errorf("%s(%v) is not a tool error: %q", c.tool, c.args, text(res))
+		}
+	}
+	b.mustCall("list_contacts", map[string]any{}, &contacts)
+	if contacts.Policy != "contacts_only" || len(contacts.Requests) != 0 {
+		t.Errorf("bob's contacts after bad arguments: %+v", contacts)
+	}
+}
+
+type checkResultMail struct {
+	Messages []mailMessage `json:"messages"`
+}
+
+// decode reads a tool result's structured content into out.
+func decode(t *testing.T, res *mcp.CallToolResult, out any) {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+}

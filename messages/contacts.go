@@ -1,0 +1,216 @@
+package messages
+
+import (
+	"strings"
+	"time"
+)
+
+// Contact policies: what a route (a membership, or an agent session) does
+// with a direct message from a key that is not one of its contacts — a
+// stranger. Its contacts are the keys it wrote a direct message to, those
+// whose contact request it accepted, and those auto let in.
+//
+//	open           every DM lands in the inbox (the default)
+//	auto           every DM lands; a stranger's first makes it a contact
+//	contacts_only  a stranger's DM is held as a contact request (for the
+//	               policy's request TTL) until it is accepted (the held
+//	               messages land, the sender becomes a contact) or refused
+//	               (they are dropped); the sender is told either way
+//	block_all      every DM is refused, contacts' too; the sender is told
+//
+// Topic, group and broadcast messages are not direct and always land.
+// Receipts — acknowledgements and what a policy did — are not messages:
+// they only update the outbox row they name, and no policy stops them.
+// The recipient's daemon applies its own policy: the broker is not
+// involved, so it works across machines, on any broker.
+const (
+	PolicyOpen         = "open"
+	PolicyAuto         = "auto"
+	PolicyContactsOnly = "contacts_only"
+	PolicyBlockAll     = "block_all"
+)
+
+// Bounds of a contact request's TTL.
+const (
+	DefaultContactRequestTTL = 7 * 24 * time.Hour
+	MinContactRequestTTL     = time.Minute
+	MaxContactRequestTTL     = 90 * 24 * time.Hour
+)
+
+// Contact error codes.
+const (
+	CodeInvalidPolicy    = "invalid_policy"
+	CodeInvalidTTL       = "invalid_request_ttl"
+	CodeNoContactRequest = "no_contact_request"
+	CodeMissingPeer      = "missing_peer"
+	CodeAmbiguousRequest = "ambiguous_contact_request"
+	CodeMessageHeld      = "message_held"
+	CodeInboxRowNotFound = "inbox_row_not_found"
+	CodeNoSender         = "no_sender"
+)
+
+// CheckPolicy validates a policy name.
+func CheckPolicy(p string) error {
+	switch p {
+	case PolicyOpen, PolicyAuto, PolicyContactsOnly, PolicyBlockAll:
+		return nil
+	}
+	return badRequest(CodeInvalidPolicy, "policy must be open, auto, contacts_only or block_all, not %q", p)
+}
+
+// CheckRequestTTL validates a contact request TTL.
+func CheckRequestTTL(d time.Duration) error {
+	if d < MinContactRequestTTL || d > MaxContactRequestTTL {
+		return badRequest(CodeInvalidTTL, "request_ttl must be from %v to %v, not %v", MinContactRequestTTL,
+			MaxContactRequestTTL, d)
+	}
+	return nil
+}
+
+// ContactPolicyRequest is the body of POST /v1/contacts/policy.
+// RequestTTL is a Go duration (72h); absent keeps the current one.
+type ContactPolicyRequest struct {
+	Mesh       string `json:"mesh,omitempty"`
+	Policy     string `json:"policy"`
+	RequestTTL string `json:"request_ttl,omitempty"`
+}
+
+// Validate checks the policy and the TTL.
+func (r *ContactPolicyRequest) Validate() error {
+	if err := CheckPolicy(r.Policy); err != nil {
+		return err
+	}
+	if r.RequestTTL == "" {
+		return nil
+	}
+	ttl, err := time.ParseDuration(r.RequestTTL)
+	if err != nil {
+		return badRequest(CodeInvalidTTL, "request_ttl must be a duration such as 72h, not %q", r.RequestTTL)
+	}
+	return CheckRequestTTL(ttl)
+}
+
+// TTL is the request TTL asked for, 0 for none (a validated request).
+func (r *ContactPolicyRequest) TTL() time.Duration {
+	ttl, _ := time.ParseDuration(r.RequestTTL)
+	return ttl
+}
+
+// ContactDecisionRequest is the body of POST /v1/contacts/accept and
+// /v1/contacts/refuse: Peer names a pending request's sender by pubkey, a
+// pubkey prefix of at least 8 hex digits, or display name.
+type ContactDecisionRequest struct {
+	Mesh string `json:"mesh,omitempty"`
+	Peer string `json:"peer"`
+}
+
+// Validate checks that the request names a peer.
+func (r *ContactDecisionRequest) Validate() error {
+	if strings.TrimSpace(r.Peer) == "" {
+		return badRequest(CodeMissingPeer, "peer is required: the pubkey, a pubkey prefix or the name of a pending request's sender")
+	}
+	return nil
+}
+
+// Contact is one contact of a route.
+type Contact struct {
+	Pubkey  string `json:"pubkey"`
+	Name    string `json:"name"`
+	Via     string `json:"via"` // sent | accepted | auto
+	AddedAt string `json:"added_at"`
+}
+
+// Contacts is the body of GET /v1/contacts and the reply to
+// *ListContacts.
+type Contacts struct {
+	Mesh       string    `json:"mesh"`
+	Policy     string    `json:"policy"`
+	RequestTTL string    `json:"request_ttl"`
+	Contacts   []Contact `json:"contacts"`
+	Err        error     `json:"-"`
+}
+
+// Failure returns the store's error, nil on success.
+func (c *Contacts) Failure() error { return c.Err }
+
+// ContactRequest is a stranger's pending request: the messages it sent
+// while held, oldest first, and when the request expires.
+type ContactRequest struct {
+	Pubkey   string      `json:"pubkey"`
+	Name     string      `json:"name"`
+	Until    string      `json:"until"`
+	Messages []InboxItem `json:"messages"`
+}
+
+// ContactRequests is the body of GET /v1/contacts/requests and the reply
+// to *ListContactRequests.
+type ContactRequests struct {
+	Mesh     string           `json:"mesh"`
+	Requests []ContactRequest `json:"requests"`
+	Err      error            `json:"-"`
+}
+
+// Failure returns the store's error, nil on success.
+func (c *ContactRequests) Failure() error { return c.Err }
+
+// ContactDecided is the body of a contact decision's answer: the request's
+// messages, now in the inbox (accepted) or dropped (refused).
+type ContactDecided struct {
+	Mesh     string      `json:"mesh"`
+	Pubkey   string      `json:"pubkey"`
+	Name     string      `json:"name"`
+	Decision string      `json:"decision"` // accepted | refused
+	Messages []InboxItem `json:"messages"`
+}
+
+// Store commands of contacts (inbox.db).
+
+// SetContactPolicy sets Mesh's policy (TTL 0: keep the current request
+// TTL, else the default). The reply is *Contacts without the list.
+type SetContactPolicy struct {
+	Mesh   string
+	Policy string
+	TTL    time.Duration
+	Now    int64
+}
+
+// ListContacts asks for Mesh's policy and contacts. The reply is
+// *Contacts.
+type ListContacts struct{ Mesh string }
+
+// ListContactRequests asks for Mesh's pending contact requests (Peer set:
+// that sender's alone). The reply is *ContactRequests.
+type ListContactRequests struct {
+	Mesh string
+	Peer string
+	Now  int64
+}
+
+// NoteContact records that Mesh wrote a direct message to Peer, which
+// makes it a contact (no reply).
+type NoteContact struct {
+	Mesh, Peer, Name string
+	Now              int64
+}
+
+// DecideContact accepts (the held messages of Peer land in the inbox, each
+// with its "message" event, and Peer becomes a contact) or refuses (they
+// are deleted) Peer's contact request to Mesh. The reply is
+// *ContactDecision.
+type DecideContact struct {
+	Mesh   string
+	Peer   string
+	Accept bool
+	Now    int64
+}
+
+// ContactDecision is the reply to *DecideContact: the messages released
+// or dropped, and the events of those released.
+type ContactDecision struct {
+	Messages []InboxItem
+	Events   []Event
+	Err      error
+}
+
+// Failure returns the store's error, nil on success.
+func (c *ContactDecision) Failure() error { return c.Err }

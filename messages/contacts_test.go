@@ -1,0 +1,56 @@
+package messages
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// FuzzContactPolicyRequest: a POST /v1/contacts/policy body decodes and
+// validates to a policy and TTL within bounds, or is a coded 4xx.
+func FuzzContactPolicyRequest(f *testing.F) {
+	f.Add([]byte(`{"policy":"contacts_only","request_ttl":"72h","mesh":"m"}`))
+	f.Add([]byte(`{"policy":"open","request_ttl":"1s"}`))
+	f.Add([]byte(`{"policy":"block_all","request_ttl":"-5m","polcy":"x"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req ContactPolicyRequest
+		err := DecodeJSON(body, &req)
+		if err == nil {
+			err = req.Validate()
+		}
+		if err != nil {
+			var me *Error
+			if !errors.As(err, &me) || me.Code == "" || me.Status < 400 || me.Status > 499 {
+				t.Fatalf("not a coded 4xx: %v", err)
+			}
+			return
+		}
+		ttl := req.TTL()
+		if CheckPolicy(req.Policy) != nil || req.RequestTTL != "" && (ttl < MinContactRequestTTL || ttl > MaxContactRequestTTL) {
+			t.Fatalf("accepted %+v (ttl %v)", req, ttl)
+		}
+	})
+}
+
+// TestContactRequests: the policy and decision bodies refuse what they
+// must, each with its code.
+func TestContactRequests(t *testing.T) {
+	for _, c := range []struct {
+		req  interface{ Validate() error }
+		code string
+	}{
+		{&ContactPolicyRequest{Policy: "closed"}, CodeInvalidPolicy},
+		{&ContactPolicyRequest{Policy: PolicyAuto, RequestTTL: "30s"}, CodeInvalidTTL},
+		{&ContactPolicyRequest{Policy: PolicyAuto, RequestTTL: (91 * 24 * time.Hour).String()}, CodeInvalidTTL},
+		{&ContactPolicyRequest{Policy: PolicyAuto, RequestTTL: "soon"}, CodeInvalidTTL},
+		{&ContactDecisionRequest{Peer: "  "}, CodeMissingPeer},
+		{&ContactPolicyRequest{Policy: PolicyContactsOnly, RequestTTL: "1h"}, ""},
+		{&ContactDecisionRequest{Peer: "carol"}, ""},
+	} {
+		err := c.req.Validate()
+		var me *Error
+		if c.code == "" && err != nil || c.code != "" && (!errors.As(err, &me) || me.Code != c.code) {
+			t.Errorf("%+v: %v, want %q", c.req, err, c.code)
+		}
+	}
+}

@@ -1,0 +1,305 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Agent mail: a message may carry a mail header — a subject, a thread, the
+// message it answers, an importance, a request for an acknowledgement — and
+// the daemons exchange receipts (an acknowledgement, or what a contact
+// policy did with a message) as messages of their own.
+//
+// The header travels in the frame's meta under MailMetaKey, as an
+// envelope: for a DM the header's JSON is sealed with crypto_box exactly
+// as the body is (to the recipient's key, by the sender's, a nonce of its
+// own), so that the broker reads neither; for a topic, group or broadcast
+// it is plain, as those bodies are. The body stays the message text alone:
+// an upstream peer, which ignores meta, reads it as before.
+//
+// Threads. A message's thread_id is the one the sender gives; a reply
+// given without one (reply_to_id only) joins the thread of the message it
+// answers, as the sender's daemon knows it, or else starts the thread
+// named by that message's client_message_id: the root's id is its thread's
+// id. A message with neither is a thread's root, whose id is its own
+// client_message_id. So the thread X is every message whose thread_id is X,
+// and the message whose client_message_id is X.
+
+// MailMetaKey is the meta key the mail envelope rides under. A request's
+// own meta may not use it.
+const MailMetaKey = "claudemesh_mail"
+
+// Importance levels; normal is the default, carried as "" in a header.
+const (
+	ImportanceNormal = "normal"
+	ImportanceHigh   = "high"
+	ImportanceUrgent = "urgent"
+)
+
+// MaxSubjectBytes bounds a subject.
+const MaxSubjectBytes = 200
+
+// Receipt kinds: what a recipient's daemon tells a sender about one of its
+// messages.
+const (
+	ReceiptAck      = "ack"      // the recipient acknowledged it
+	ReceiptHeld     = "held"     // held as a contact request until Until
+	ReceiptRefused  = "refused"  // refused: block_all, or the contact request refused
+	ReceiptAccepted = "accepted" // the contact request was accepted; the message was delivered
+)
+
+// Mail error codes.
+const (
+	CodeInvalidSubject    = "invalid_subject"
+	CodeInvalidThread     = "invalid_thread_id"
+	CodeInvalidImportance = "invalid_importance"
+)
+
+// Mail is a message's mail header. A request sets Subject, ThreadID,
+// ReplyToID, Importance and AckRequired; a receipt sets Receipt and
+// ReceiptFor (the client_message_id it is about), Until (held: when the
+// contact request expires, RFC 3339), Reason (refused: why) and Name (its
+// sender's display name, which a push drained after a reconnect does not
+// carry).
+type Mail struct {
+	Subject     string `json:"subject,omitempty"`
+	ThreadID    string `json:"thread_id,omitempty"`
+	ReplyToID   string `json:"reply_to_id,omitempty"`
+	Importance  string `json:"importance,omitempty"`
+	AckRequired bool   `json:"ack_required,omitempty"`
+	Receipt     string `json:"receipt,omitempty"`
+	ReceiptFor  string `json:"receipt_for,omitempty"`
+	Until       string `json:"until,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Name        string `json:"name,omitempty"`
+}
+
+// MailEnvelope is the value of MailMetaKey in a frame's meta: a sealed
+// header (Nonce, Box: base64, as a DM's nonce and ciphertext), or a plain
+// one (Header). V is 1.
+type MailEnvelope struct {
+	V      int    `json:"v"`
+	Nonce  string `json:"nonce,omitempty"`
+	Box    string `json:"box,omitempty"`
+	Header *Mail  `json:"header,omitempty"`
+}
+
+// mailOf is the header a send request asks for, validated; nil when it
+// asks for none (every field empty, importance normal).
+func mailOf(r *SendRequest, replyToID string) (*Mail, error) {
+	m := &Mail{Subject: r.Subject, ThreadID: r.ThreadID, ReplyToID: replyToID, Importance: r.Importance,
+		AckRequired: r.AckRequired}
+	if err := checkSubject(m.Subject); err != nil {
+		return nil, err
+	}
+	if m.ThreadID != "" && !validID(m.ThreadID) {
+		return nil, badRequest(CodeInvalidThread, "thread_id must be 1-%d printable ASCII characters without spaces", MaxIDLength)
+	}
+	switch m.Importance {
+	case ImportanceNormal:
+		m.Importance = ""
+	case "", ImportanceHigh, ImportanceUrgent:
+	default:
+		return nil, badRequest(CodeInvalidImportance, "importance must be normal, high or urgent, not %q", r.Importance)
+	}
+	if *m == (Mail{}) {
+		return nil, nil
+	}
+	return m, nil
+}
+
+func checkSubject(s string) error {
+	switch {
+	case len(s) > MaxSubjectBytes:
+		return badRequest(CodeInvalidSubject, "subject is %d bytes; the limit is %d", len(s), MaxSubjectBytes)
+	case !utf8.ValidString(s):
+		return badRequest(CodeInvalidSubject, "subject is not valid UTF-8")
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return badRequest(CodeInvalidSubject, "subject must be one line without control characters")
+	}
+	return nil
+}
+
+// ImportanceOf is a header's importance as the API shows it: normal for
+// none.
+func (m *Mail) ImportanceOf() string {
+	if m == nil || m.Importance == "" {
+		return ImportanceNormal
+	}
+	return m.Importance
+}
+
+// JSON is the header's JSON as it is sealed: the fields in their order,
+// nothing HTML-escaped.
+func (m *Mail) JSON() []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(m) // strings and a bool always encode
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// fingerprintMeta is the meta the request fingerprint covers for a send
+// with a header: the request's meta with the header as requested under
+// MailMetaKey, in RFC 8785 form, so that a retry that changes the subject
+// (or any field) is another request.
+func fingerprintMeta(meta []byte, m *Mail) []byte {
+	merged, err := mergeMeta(meta, m.JSON())
+	if err != nil {
+		return meta // meta is a canonical object: unreachable
+	}
+	canon, err := jcs.Transform(merged)
+	if err != nil {
+		return merged
+	}
+	return canon
+}
+
+// FrameMeta is the meta a send frame carries: the request's meta (a JSON
+// object, or nil) with env under MailMetaKey.
+func FrameMeta(meta []byte, env *MailEnvelope) (json.RawMessage, error) {
+	raw, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	return mergeMeta(meta, raw)
+}
+
+// mergeMeta sets MailMetaKey to value in the JSON object meta (nil: {}).
+func mergeMeta(meta, value []byte) ([]byte, error) {
+	obj := map[string]json.RawMessage{}
+	if len(meta) > 0 {
+		if err := json.Unmarshal(meta, &obj); err != nil {
+			return nil, fmt.Errorf("meta: %w", err)
+		}
+	}
+	obj[MailMetaKey] = value
+	return json.Marshal(obj)
+}
+
+// hasMailKey reports whether the canonical meta object uses MailMetaKey.
+func hasMailKey(canon []byte) bool {
+	if !bytes.Contains(canon, []byte(`"`+MailMetaKey+`"`)) {
+		return false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(canon, &obj) != nil {
+		return false
+	}
+	_, ok := obj[MailMetaKey]
+	return ok
+}
+
+// ErrMailEnvelope is a pushed meta whose mail envelope cannot be read.
+var ErrMailEnvelope = errors.New("mail envelope")
+
+// SplitMail takes the mail envelope out of a pushed message's meta: rest is
+// the meta without it (nil when nothing is left), env the envelope (nil
+// when there is none). A meta that is not a JSON object has no envelope;
+// an envelope that is not one (another version, neither sealed nor plain,
+// fields of the wrong type) is an error wrapping ErrMailEnvelope, and rest
+// is then the meta without it.
+func SplitMail(meta json.RawMessage) (rest json.RawMessage, env *MailEnvelope, err error) {
+	if len(meta) == 0 || !bytes.Contains(meta, []byte(MailMetaKey)) {
+		return meta, nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(meta, &obj) != nil {
+		return meta, nil, nil
+	}
+	raw, ok := obj[MailMetaKey]
+	if !ok {
+		return meta, nil, nil
+	}
+	delete(obj, MailMetaKey)
+	if len(obj) > 0 {
+		if rest, err = json.Marshal(obj); err != nil {
+			return meta, nil, err
+		}
+	}
+	env = &MailEnvelope{}
+	if err := json.Unmarshal(raw, env); err != nil {
+		return rest, nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
+	}
+	sealed := env.Nonce != "" || env.Box != ""
+	switch {
+	case env.V != 1:
+		return rest, nil, fmt.Errorf("%w: version %d", ErrMailEnvelope, env.V)
+	case sealed == (env.Header != nil), sealed && (env.Nonce == "" || env.Box == ""):
+		return rest, nil, fmt.Errorf("%w: neither sealed (nonce and box) nor plain (header)", ErrMailEnvelope)
+	}
+	return rest, env, nil
+}
+
+// maxHeaderBytes bounds an opened header: the largest a request or a
+// receipt makes is well under it.
+const maxHeaderBytes = 4 << 10
+
+// ParseMail reads an opened header (a sealed envelope's plaintext) and
+// checks it as a request's header is checked; the receipt fields must name
+// a kind and an id, and Until be RFC 3339. Unknown fields are ignored, so
+// that a newer sender's header still reads.
+func ParseMail(b []byte) (*Mail, error) {
+	if len(b) > maxHeaderBytes {
+		return nil, fmt.Errorf("%w: header of %d bytes", ErrMailEnvelope, len(b))
+	}
+	var m Mail
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
+	}
+	return &m, m.check()
+}
+
+// check validates a header read from the mesh.
+func (m *Mail) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrMailEnvelope}, args...)...)
+	}
+	if err := checkSubject(m.Subject); err != nil {
+		return bad("%v", err)
+	}
+	for _, id := range []string{m.ThreadID, m.ReplyToID} {
+		if id != "" && !validID(id) {
+			return bad("an id is not 1-%d printable ASCII characters", MaxIDLength)
+		}
+	}
+	switch m.Importance {
+	case "", ImportanceHigh, ImportanceUrgent:
+	case ImportanceNormal:
+		m.Importance = ""
+	default:
+		return bad("importance %q", m.Importance)
+	}
+	switch m.Receipt {
+	case "":
+		if m.ReceiptFor != "" || m.Until != "" || m.Reason != "" || m.Name != "" {
+			return bad("receipt fields without a receipt")
+		}
+		return nil
+	case ReceiptAck, ReceiptHeld, ReceiptRefused, ReceiptAccepted:
+	default:
+		return bad("receipt kind %q", m.Receipt)
+	}
+	if !validID(m.ReceiptFor) {
+		return bad("receipt_for is not a client_message_id")
+	}
+	if m.Until != "" {
+		if _, err := time.Parse(time.RFC3339Nano, m.Until); err != nil {
+			return bad("until is not an RFC 3339 time")
+		}
+	}
+	for _, text := range []string{m.Reason, m.Name} {
+		if len(text) > MaxSubjectBytes || !utf8.ValidString(text) {
+			return bad("a reason or name is not %d bytes of UTF-8 at most", MaxSubjectBytes)
+		}
+	}
+	return nil
+}
