@@ -145,10 +145,12 @@ func shots(t *testing.T, ctx context.Context, dir, name string) {
 }
 
 // TestWebView: bob's web view in Chromium, signed in with the link
-// `claudemesh web --no-open` prints. A DM alice sends appears in bob's
-// inbox page without a reload; bob marks it seen; a dead outbox row is
+// `claudemesh web --no-open` prints. A DM alice sends (urgent, asking for
+// an acknowledgement) appears in bob's inbox page without a reload; bob
+// acknowledges it (alice's outbox row records it) and marks it seen; a dead outbox row is
 // requeued through its confirmation page; a reservation and a lock bob
-// takes appear on the files page; a hostile name and body show as text and open no dialog; a
+// takes appear on the files page; a search finds the DM; bob writes to
+// alice from the compose page; a hostile name and body show as text and open no dialog; a
 // wrong cookie, another Origin and another Host are refused. Every page
 // is photographed at desktop and phone width (into
 // CLAUDEMESH_WEB_SCREENSHOTS when set, as docs/web was made).
@@ -186,8 +188,10 @@ func TestWebView(t *testing.T) {
 	const hostile = "<img src=x onerror=alert(1)> hello bob \x1b[31mred"
 	browse(t, ctx, "open the inbox", chromedp.Navigate(base+"/web/inbox"), waitText("No message"), waitText("live"))
 	value(t, ctx, "mark the page", chromedp.Evaluate[int](`window.__marker = 42`))
-	if st, body, err := trySend(alice.c, bob.pubkey, hostile, "web-dm-1"); err != nil || st != http.StatusAccepted {
-		t.Fatalf("alice's send: %d %v %s", st, err, body)
+	mail, _ := json.Marshal(map[string]any{"to": bob.pubkey, "message": hostile, "client_message_id": "web-dm-1",
+		"subject": "Release <b>train</b>", "importance": "urgent", "ack_required": true})
+	if res := post(t, alice.c, mail); res.status != http.StatusAccepted {
+		t.Fatalf("alice's send: %d %s", res.status, res.body)
 	}
 	browse(t, ctx, "the DM appears live", waitText("web-dm-1"))
 	text := value(t, ctx, "the body", chromedp.Text(chromedp.CSS("li.message .body")))
@@ -198,6 +202,19 @@ func TestWebView(t *testing.T) {
 		t.Errorf("the message body shows as %q", text)
 	}
 	shots(t, ctx, dir, "inbox")
+	browse(t, ctx, "its header", waitText("Release <b>train</b>"), waitText("urgent"), waitText("acknowledgement asked"))
+	follow(t, ctx, "acknowledge it", chromedp.Click(`//button[normalize-space()="Acknowledge"]`))
+	browse(t, ctx, "acknowledged", waitText("acknowledged web-dm-1"))
+	waitFor(t, e2eDeliverDeadline, "alice's row to record bob's acknowledgement", func() bool {
+		var page struct {
+			Items []struct {
+				AckedBy []struct{ Name string } `json:"acked_by"`
+			} `json:"items"`
+		}
+		st, _, err := getJSON(alice.c, "http://localhost/v1/outbox?client_message_id=web-dm-1", &page)
+		return err == nil && st == http.StatusOK && len(page.Items) == 1 && len(page.Items[0].AckedBy) == 1 &&
+			page.Items[0].AckedBy[0].Name == "bob"
+	})
 	browse(t, ctx, "select it", chromedp.Click(chromedp.CSS(`li.message input[type=checkbox]`)))
 	follow(t, ctx, "mark it seen", chromedp.Click(`//button[normalize-space()="Mark selected seen"]`))
 	browse(t, ctx, "marked seen", waitText("1 message marked seen"), waitText("0 unread messages"))
@@ -237,8 +254,21 @@ func TestWebView(t *testing.T) {
 	}
 	browse(t, ctx, "the reservation and the lock appear", waitText("src/**"), waitText("exclusive"), waitText("release-train"))
 	shots(t, ctx, dir, "files")
+	browse(t, ctx, "search", chromedp.Navigate(base+"/web/inbox?q=train"), waitText("best first"), waitText("web-dm-1"))
 	browse(t, ctx, "compose", chromedp.Navigate(base+"/web/compose"), waitText("To a peer"))
 	shots(t, ctx, dir, "compose")
+	browse(t, ctx, "write to alice", chromedp.SetValue(chromedp.ID("to"), "alice"),
+		chromedp.SetValue(chromedp.ID("subject"), "from the web"), chromedp.SendKeys(chromedp.ID("message"), "hello from bob's browser"))
+	follow(t, ctx, "send it", chromedp.Click(`//button[normalize-space()="Send"]`))
+	browse(t, ctx, "sent", waitText("queued for alice"))
+	waitFor(t, e2eDeliverDeadline, "alice to have bob's message", func() bool {
+		for _, it := range inboxAll(t, alice.c) {
+			if it.Body != nil && *it.Body == "hello from bob's browser" && it.SenderName == "bob" {
+				return true
+			}
+		}
+		return false
+	})
 	browse(t, ctx, "dark", call(emulation.SetEmulatedMedia,
 		emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}),
 		chromedp.Navigate(base+"/web/inbox"), waitText("web-dm-1"))

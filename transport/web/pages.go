@@ -1,10 +1,12 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ var routes = []route{
 	{http.MethodGet, "/events", (*View).events},
 	{http.MethodGet, "/files", (*View).filesPage},
 	{http.MethodGet, "/inbox", (*View).inboxPage},
+	{http.MethodPost, "/inbox/ack", (*View).inboxAck},
 	{http.MethodPost, "/inbox/seen", (*View).inboxSeen},
 	{http.MethodPost, "/logout", (*View).logout},
 	{http.MethodGet, "/outbox", (*View).outboxPage},
@@ -54,6 +57,10 @@ const (
 	InboxShown = 200
 	InboxDays  = 7
 )
+
+// SearchShown is how many of a search's best matches the inbox page shows
+// (the API's most).
+const SearchShown = 100
 
 // OutboxShown is how many rows the outbox page lists.
 const OutboxShown = 200
@@ -105,60 +112,127 @@ func (v *View) meshPage(w http.ResponseWriter, r *http.Request, s *session) {
 	v.render(w, r, s, "mesh", &d)
 }
 
-// inboxData is the inbox page: the newest messages, or a search's.
+// inboxData is the inbox page: the newest messages by thread, or one
+// thread, or a search's matches in rank order.
 type inboxData struct {
-	Items  []messages.InboxItem
-	Unread int
-	Query  string
-	Error  string
+	Threads []thread
+	Found   []messages.InboxItem // a search's matches (Query set)
+	Unread  int
+	Filter  inboxFilter
+	Error   string
+}
+
+// inboxFilter is what the page was asked for.
+type inboxFilter struct {
+	Query      string // search words
+	Thread     string
+	Importance string // high | urgent
+	Unacked    bool   // acknowledgements this daemon owes
+}
+
+// thread is a conversation: its messages oldest first.
+type thread struct {
+	ID       string
+	Subject  string
+	Messages []messages.InboxItem
+	Unread   int
+	Owed     int // acknowledgements asked for and not given
+	Latest   string
 }
 
 func (v *View) inboxPage(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 	defer cancel()
-	d := inboxData{Query: strings.TrimSpace(r.URL.Query().Get("q"))}
+	q := r.URL.Query()
+	d := inboxData{Filter: inboxFilter{Query: strings.TrimSpace(q.Get("q")), Thread: q.Get("thread"),
+		Importance: q.Get("importance"), Unacked: q.Get("unacked") == "true"}}
+	if d.Filter.Query != "" {
+		page, err := v.api.SearchInbox(ctx, d.Filter.Query, "", SearchShown)
+		if err != nil {
+			d.Error = errorDetail(err)
+		} else {
+			d.Found = page.Items
+		}
+		v.render(w, r, s, "inbox", &d)
+		return
+	}
+	items, err := v.inboxItems(ctx, d.Filter)
+	if err != nil {
+		d.Error = errorDetail(err)
+	}
+	d.Threads = threadsOf(items)
+	for _, t := range d.Threads {
+		d.Unread += t.Unread
+	}
+	v.render(w, r, s, "inbox", &d)
+}
+
+// inboxItems are the inbox rows of the last InboxDays the filter keeps,
+// newest last, at most the InboxShown newest.
+func (v *View) inboxItems(ctx context.Context, f inboxFilter) ([]messages.InboxItem, error) {
 	q := url.Values{"limit": {"1000"}, "mark_seen": {"false"},
 		"since": {v.opts.Now().AddDate(0, 0, -InboxDays).UTC().Format(time.RFC3339)}}
+	for k, val := range map[string]string{"thread": f.Thread, "importance": f.Importance} {
+		if val != "" {
+			q.Set(k, val)
+		}
+	}
+	if f.Unacked {
+		q.Set("unacked", "true")
+	}
+	var items []messages.InboxItem
 	for {
 		page, err := v.api.Inbox(ctx, q)
 		if err != nil {
-			d.Error = errorDetail(err)
-			break
+			return items, err
 		}
-		d.Items = append(d.Items, page.Items...)
+		items = append(items, page.Items...)
 		if page.Next == "" {
 			break
 		}
 		q.Set("after", page.Next)
 	}
-	if d.Query != "" {
-		d.Items = slices.DeleteFunc(d.Items, func(it messages.InboxItem) bool { return !matches(it, d.Query) })
-	}
-	slices.Reverse(d.Items) // newest first
-	if len(d.Items) > InboxShown {
-		d.Items = d.Items[:InboxShown]
-	}
-	for _, it := range d.Items {
-		if it.SeenAt == nil {
-			d.Unread++
-		}
-	}
-	v.render(w, r, s, "inbox", &d)
+	return items[max(0, len(items)-InboxShown):], nil
 }
 
-// matches is the inbox page's search: every word of q in the body or the
-// sender's name, case folded.
-func matches(it messages.InboxItem, q string) bool {
-	text := strings.ToLower(it.SenderName + " " + it.Topic)
-	if it.Body != nil {
-		text += " " + strings.ToLower(*it.Body)
-	}
-	for _, word := range strings.Fields(strings.ToLower(q)) {
-		if !strings.Contains(text, word) {
-			return false
+// threadsOf groups items (oldest first) by thread, the thread with the
+// newest message first. A message with no thread is a thread of its own,
+// named by its id (as a reply to it would be).
+func threadsOf(items []messages.InboxItem) []thread {
+	var out []thread
+	at := map[string]int{}
+	for _, it := range items {
+		id := cmp.Or(it.ThreadID, it.ClientMessageID)
+		i, ok := at[id]
+		if !ok {
+			i = len(out)
+			at[id] = i
+			out = append(out, thread{ID: id})
+		}
+		t := &out[i]
+		t.Messages = append(t.Messages, it)
+		t.Latest = it.ReceivedAt
+		if t.Subject == "" {
+			t.Subject = it.Subject
+		}
+		if it.SeenAt == nil {
+			t.Unread++
+		}
+		if it.AckRequired && it.AckedAt == nil {
+			t.Owed++
 		}
 	}
-	return true
+	slices.SortStableFunc(out, func(a, b thread) int { return strings.Compare(b.Latest, a.Latest) })
+	return out
+}
+
+func (v *View) inboxAck(w http.ResponseWriter, r *http.Request, s *session) {
+	res, err := v.api.AckMessage(r.Context(), r.PostForm.Get("ack"))
+	if err != nil {
+		v.back(w, r, "/inbox", "", errorDetail(err))
+		return
+	}
+	v.back(w, r, "/inbox", "acknowledged "+res.ClientMessageID+" (receipt "+res.ReceiptStatus+")", "")
 }
 
 func (v *View) inboxSeen(w http.ResponseWriter, r *http.Request, s *session) {
@@ -177,10 +251,11 @@ func (v *View) inboxSeen(w http.ResponseWriter, r *http.Request, s *session) {
 
 // outboxData is the outbox page.
 type outboxData struct {
-	Status string
-	Counts []statusCount
-	Items  []messages.OutboxItem
-	Error  string
+	Status      string
+	AwaitingAck bool // the rows still waiting for an acknowledgement
+	Counts      []statusCount
+	Items       []messages.OutboxItem
+	Error       string
 }
 
 type statusCount struct {
@@ -207,7 +282,14 @@ func (v *View) outboxPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		d.Counts = []statusCount{{messages.StatusPending, pending}, {messages.StatusInflight, inflight}, {messages.StatusDead, dead}}
 	}
-	page, err := v.api.ListOutbox(ctx, d.Status, OutboxShown, "")
+	q := url.Values{"limit": {strconv.Itoa(OutboxShown)}}
+	if d.Status != "" {
+		q.Set("status", d.Status)
+	}
+	if d.AwaitingAck = r.URL.Query().Get("awaiting_ack") == "true"; d.AwaitingAck {
+		q.Set("awaiting_ack", "true")
+	}
+	page, err := v.api.Outbox(ctx, q)
 	if err != nil {
 		d.Error = errorDetail(err)
 	} else {
@@ -348,7 +430,12 @@ func (v *View) send(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	body := f.Get("message")
 	req := &messages.SendRequest{To: to, Message: &body, Mesh: f.Get("mesh"), Priority: f.Get("priority"),
-		ClientMessageID: "web-" + ulid.Make().String()}
+		ClientMessageID: "web-" + ulid.Make().String(), Subject: strings.TrimSpace(f.Get("subject")),
+		ThreadID: strings.TrimSpace(f.Get("thread")), ReplyToID: strings.TrimSpace(f.Get("reply_to")),
+		Importance: f.Get("importance"), AckRequired: f.Get("ack") == "on"}
+	if req.Importance == "normal" {
+		req.Importance = ""
+	}
 	res, err := v.api.Send(r.Context(), req, "")
 	if err != nil {
 		v.back(w, r, "/compose", "", errorDetail(err))

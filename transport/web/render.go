@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // page is what every template gets: the page's own data and the frame's.
@@ -20,12 +22,20 @@ type page struct {
 	Data  any
 }
 
+// messageView is one inbox message as its template draws it, with the
+// page it is on.
+type messageView struct {
+	Page *page
+	Item messages.InboxItem
+}
+
 // pageNames are the pages and their templates; "refused" stands alone.
 var pageNames = []string{"mesh", "inbox", "outbox", "confirm", "files", "compose"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{"show": show, "ago": ago, "short": short, "plural": plural, "when": when,
-		"outboxFilters": func() []string { return outboxStatuses }}
+		"outboxFilters": func() []string { return outboxStatuses },
+		"msg":           func(p *page, it messages.InboxItem) messageView { return messageView{Page: p, Item: it} }}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html",
