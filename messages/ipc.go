@@ -136,3 +136,10 @@ func DefaultMesh(meshes []MeshInfo) string {
 	}
 	return def
 }
+
+// WebLogin answers POST /v1/web/login: the address that signs a browser in
+// to the daemon's web view, once, until ExpiresAt (RFC 3339).
+type WebLogin struct {
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expires_at"`
+}

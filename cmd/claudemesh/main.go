@@ -49,6 +49,7 @@ type cli struct {
 	Reservations reservationsCmd  `cmd:"" help:"List the repository's reservations (--all: the mesh's) with holder, kind, fence token and expiry."`
 	Guard        guardCmd         `cmd:"" help:"Install (or remove) git hooks that refuse a commit or push touching files another session reserved exclusively."`
 	Contacts     contactsCmd      `cmd:"" help:"Set who may send you direct messages (contacts policy open, auto, contacts_only, block_all), and list, accept or refuse the contact requests it holds."`
+	Web          webCmd           `cmd:"" help:"Open the daemon's web view in a browser (with --no-open: print its one-time link): peers and sessions, inbox, outbox, locks, compose; live."`
 	Version      kong.VersionFlag `help:"Print the version and exit."`
 }
 

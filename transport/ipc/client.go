@@ -37,6 +37,12 @@ func NewClient(socketPath string) *Client {
 	}}
 }
 
+// NewClientWith returns a client whose requests go through rt: the daemon's
+// own web view calls its API in-process this way.
+func NewClientWith(rt http.RoundTripper) *Client {
+	return &Client{hc: &http.Client{Timeout: 10 * time.Second, Transport: rt}}
+}
+
 // AsSession returns a client that calls as the session whose token tok is
 // (the Authorization: ClaudeMesh-Session header); "" calls as no session.
 func (c *Client) AsSession(tok string) *Client {

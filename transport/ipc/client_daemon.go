@@ -105,3 +105,10 @@ func (c *Client) Identify(ctx context.Context, v *messages.Version) (*Daemon, er
 	slices.SortFunc(d.Meshes, func(a, b messages.MeshInfo) int { return strings.Compare(a.Mesh, b.Mesh) })
 	return d, nil
 }
+
+// WebLogin asks POST /v1/web/login for a one-time link that signs a
+// browser in to the daemon's web view.
+func (c *Client) WebLogin(ctx context.Context) (*messages.WebLogin, error) {
+	var res messages.WebLogin
+	return &res, c.do(ctx, http.MethodPost, "/v1/web/login", struct{}{}, &res)
+}

@@ -18,7 +18,7 @@ const Protocol = "claudemesh-ws/1"
 // ipcFeatures are the capabilities GET /v1/version advertises.
 var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
 	"sessions", "topics", "memory", "skills", "state", "locks", "nodes", "audit",
-	"reservations", "mail", "inbox_search", "contacts"}
+	"reservations", "mail", "inbox_search", "contacts", "web"}
 
 type route struct {
 	method string
@@ -94,6 +94,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/topics/leave", anyListener, (*Server).topicsLeave},
 	{http.MethodGet, "/v1/topics/members", anyListener, (*Server).topicsMembers},
 	{http.MethodGet, "/v1/version", anyListener, (*Server).version},
+	{http.MethodPost, "/v1/web/login", anyListener, (*Server).webLogin},
 }
 
 // route finds the handler for r: 404 for an unknown path, 405 with Allow for

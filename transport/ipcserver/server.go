@@ -45,6 +45,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+	"github.com/claudemesh/claudemesh-go/transport/web"
 )
 
 // Defaults of the IPC surface (spec §3.4).
@@ -118,6 +119,9 @@ type Options struct {
 	// RotateToken mints and stores a new bearer token (POST
 	// /v1/token/rotate); nil: the route answers 501.
 	RotateToken func() (string, error)
+	// TCPAddr is the loopback TCP listener's address ("" without one): the
+	// web view is served there, and POST /v1/web/login's link names it.
+	TCPAddr string
 	// BodyTimeout bounds the time a request body may take to arrive after
 	// its headers (0: DefaultBodyTimeout); a body that is late is
 	// answered 408 body_timeout.
@@ -142,6 +146,7 @@ type Server struct {
 	names    peerDirectory // peer lists for sends by name (names.go)
 	noted    contactsNoted // the contacts sends recorded (mail.go)
 	http     *http.Server
+	web      *web.View
 
 	stopping atomic.Bool
 	connMu   sync.Mutex
@@ -180,6 +185,7 @@ func New(opts Options) *Server {
 		},
 		ConnState: s.trackConn,
 	}
+	s.web = web.New(web.Options{API: http.HandlerFunc(s.serveLocal), Secrets: s.secrets, Log: opts.Log})
 	s.http.RegisterOnShutdown(s.closeStreams)
 	s.http.RegisterOnShutdown(s.stop)
 	return s
@@ -328,6 +334,10 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request) {
 	}
 	if !loopbackHost(r.Host) {
 		writeError(w, &messages.Error{Status: 403, Code: "forbidden_host", Detail: "Host must be localhost, 127.0.0.1 or [::1]"})
+		return
+	}
+	if r.URL.Path == web.Prefix || strings.HasPrefix(r.URL.Path, web.Prefix+"/") {
+		s.serveWeb(w, r)
 		return
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.OriginAllowlist, origin) {

@@ -1,0 +1,129 @@
+package web
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is a settable time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestSignInExpiry: a login link expires after LoginTTL, a signed-in
+// browser after SessionTTL; a cookie signed with a key no longer in force
+// is refused. (The daemon's own tests drive the rest, on a real daemon.)
+func TestSignInExpiry(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	keys := [][]byte{[]byte("first")}
+	var mu sync.Mutex
+	v := New(Options{API: http.NotFoundHandler(), Now: c.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Secrets: func() [][]byte { mu.Lock(); defer mu.Unlock(); return keys }})
+	get := func(path, cookie string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:1"+path, nil)
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		rec := httptest.NewRecorder()
+		v.ServeHTTP(rec, req)
+		return rec
+	}
+	link := func() string {
+		l, err := v.NewLogin("http://127.0.0.1:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimPrefix(l.URL, "http://127.0.0.1:1")
+	}
+	stale := link()
+	c.add(LoginTTL)
+	if rec := get(stale, ""); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("a link past LoginTTL: %d", rec.Code)
+	}
+	rec := get(link(), "")
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("a fresh link: %d", rec.Code)
+	}
+	cookie := strings.Split(rec.Header().Get("Set-Cookie"), ";")[0]
+	if !strings.Contains(rec.Header().Get("Set-Cookie"), "HttpOnly") || !strings.Contains(rec.Header().Get("Set-Cookie"), "SameSite=Strict") {
+		t.Fatalf("cookie %q", rec.Header().Get("Set-Cookie"))
+	}
+	if rec := get("/web/compose", cookie); rec.Code != http.StatusOK {
+		t.Fatalf("signed in: %d", rec.Code)
+	}
+	mu.Lock()
+	keys = [][]byte{[]byte("second"), []byte("first")} // a rotation, within its grace
+	mu.Unlock()
+	if rec := get("/web/compose", cookie); rec.Code != http.StatusOK {
+		t.Fatalf("during the rotation's grace: %d", rec.Code)
+	}
+	c.add(SessionTTL - time.Second)
+	if rec := get("/web/compose", cookie); rec.Code != http.StatusOK {
+		t.Fatalf("just before SessionTTL: %d", rec.Code)
+	}
+	mu.Lock()
+	keys = [][]byte{[]byte("second")} // the grace ended
+	mu.Unlock()
+	if rec := get("/web/compose", cookie); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("signed with a retired token: %d", rec.Code)
+	}
+	mu.Lock()
+	keys = [][]byte{[]byte("first")}
+	mu.Unlock()
+	c.add(time.Second)
+	if rec := get("/web/compose", cookie); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("past SessionTTL: %d", rec.Code)
+	}
+}
+
+// TestShow: what show draws of hostile text.
+func TestShow(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, ünïcode":         "plain text, ünïcode",
+		"line\nand\ttab":              "line\nand\ttab",
+		"\x1b[31mred\x1b[0m":          "␛[31mred␛[0m",
+		"bell\x07 del\x7f nul\x00":    "bell␇ del␡ nul␀",
+		"c1 \u009b31m":                "c1 <U+009B>31m",
+		"\u202eevil\u2066x\u2069":     "<U+202E>evil<U+2066>x<U+2069>",
+		"bad \xff utf8":               "bad \uFFFD utf8",
+		"<script>alert(1)</script>":   "<script>alert(1)</script>", // html/template escapes it
+		"zero\u200ewidth mark\u200f.": "zero<U+200E>width mark<U+200F>.",
+	} {
+		if got := show(in); got != want {
+			t.Errorf("show(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzSessionCookie: no cookie value the fuzzer makes is taken for a
+// signed-in browser (it would need the token's MAC), nor panics.
+func FuzzSessionCookie(f *testing.F) {
+	f.Add("kcUo_h6gnFXTzMUZyOdxGQ.1795938234.HRv5AAc86HlS1xxCKMVrDBcGXwdrlc5DdSDzK-1Ln2U")
+	f.Add("..")
+	f.Add("a.99999999999999999999999.b")
+	f.Add("nonce.-1.mac")
+	f.Add("")
+	v := New(Options{API: http.NotFoundHandler(), Secrets: func() [][]byte { return [][]byte{[]byte("token")} },
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f.Fuzz(func(t *testing.T, value string) {
+		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:1/web/", nil)
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: value})
+		if _, ok := v.session(req); ok {
+			t.Fatalf("cookie %q taken as signed in", value)
+		}
+	})
+}
