@@ -1,7 +1,10 @@
 package persistence
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -297,5 +300,86 @@ func TestNoteContact(t *testing.T) {
 	}
 	if !slices.Contains([]string{"168h0m0s"}, c.RequestTTL) {
 		t.Errorf("the default request TTL is %s", c.RequestTTL)
+	}
+}
+
+// TestInboxSearchIndexedInBulk: rows are indexed by the search that needs
+// them, or once IndexEvery have arrived; deleting rows the index does not
+// hold yet, and the last row (whose seq SQLite hands out again), leaves
+// the caught-up index whole (FTS5's integrity-check, which holds only
+// once no row waits) and every row findable.
+func TestInboxSearchIndexedInBulk(t *testing.T) {
+	in := openTestInbox(t)
+	through := func() int64 {
+		var n int64
+		if err := run(t, in.DB, func(tx *Tx) error { return tx.Get(&n, `SELECT through FROM inbox_fts_state`) }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	check := func(when string) {
+		t.Helper()
+		if err := run(t, in.DB, func(tx *Tx) error {
+			_, err := tx.Exec(`INSERT INTO inbox_fts (inbox_fts, rank) VALUES ('integrity-check', 1)`)
+			return err
+		}); err != nil {
+			t.Fatalf("%s: the search index is not whole: %v", when, err)
+		}
+	}
+	del := func(id string) {
+		t.Helper()
+		if err := run(t, in.DB, func(tx *Tx) error { _, err := in.DeleteRows(tx, InboxDeletion{ID: id}); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(t, in, mailRow("01A", "", "alpha one", 1))
+	insert(t, in, mailRow("01B", "", "alpha two", 2))
+	if through() != 0 {
+		t.Fatalf("rows indexed at insert: through %d", through())
+	}
+	del("01B")                                          // never indexed: nothing to take out of the index
+	insert(t, in, mailRow("01C", "", "alpha three", 3)) // takes 01B's seq again
+	if got := search(t, in, "alpha", "m"); got != "01C,01A" {
+		t.Fatalf("search: %q", got)
+	}
+	check("after a search")
+	del("01C") // the last row, indexed: the mark goes back to 01A
+	insert(t, in, mailRow("01D", "", "alpha four", 4))
+	if got := search(t, in, "alpha", "m"); got != "01D,01A" {
+		t.Fatalf("search after the seq came back: %q", got)
+	}
+	check("at the end")
+	for i := range IndexEvery {
+		insert(t, in, mailRow(fmt.Sprintf("02%04d", i), "", "bulk", int64(10+i)))
+	}
+	if through() == 2 {
+		t.Fatalf("%d rows inserted and none indexed without a search", IndexEvery)
+	}
+	check("after a bulk catch-up")
+}
+
+// TestInboxReopensWithRowsToIndex: rows the search index does not hold
+// yet do not fail the integrity check of the next open (which would take
+// inbox.db for corrupt and set it aside).
+func TestInboxReopensWithRowsToIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	open := func() *Inbox {
+		db, err := OpenInbox(context.Background(), path, slog.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := NewInbox(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	in := open()
+	insert(t, in, mailRow("01A", "", "alpha one", 1))
+	in.Close()
+	in = open()
+	defer in.Close()
+	if got := search(t, in, "alpha", "m"); got != "01A" {
+		t.Fatalf("after a reopen the row is %q: the file was set aside", got)
 	}
 }

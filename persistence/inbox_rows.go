@@ -35,6 +35,9 @@ type Inbox struct {
 	eventsAfter    *sqlx.Stmt
 	lastEvent      *sqlx.Stmt
 	trimmedThrough *sqlx.Stmt
+	// unindexed counts the rows inserted since the search index was last
+	// caught up (IndexPending), as far as this process saw them.
+	unindexed int
 }
 
 // NewInbox prepares the statements on db, a database opened by OpenInbox.
@@ -197,6 +200,13 @@ func (in *Inbox) Insert(tx *Tx, row *InboxRow) (inserted bool, err error) {
 		row.Subject, row.ThreadID, row.Importance, row.AckRequired, row.HeldUntil))
 	if err != nil {
 		return false, fmt.Errorf("insert inbox row %s: %w", row.ClientMessageID, err)
+	}
+	if n == 1 {
+		if in.unindexed++; in.unindexed >= IndexEvery {
+			if err := in.IndexPending(tx); err != nil {
+				return false, err
+			}
+		}
 	}
 	return n == 1, nil
 }
