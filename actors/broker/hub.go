@@ -423,7 +423,9 @@ func sortedBut(set map[string]bool, but []string) []string {
 // sessionMembers maps key to its member when it is the session key of a
 // connection the hub knows (offline ones too: a DM to a session within
 // its grace queues for its reconnect); nil for any other key. The store
-// knows no sessions, and checks a DM's recipient by that member.
+// checks a DM's recipient by that member; a key not mapped here (a member
+// key, a session connected to another replica, or no one's) it looks up
+// itself.
 func (h *hub) sessionMembers(meshID, key string) map[string]string {
 	for _, p := range h.byMesh[meshID] {
 		if p.sessionPubkey == key {
