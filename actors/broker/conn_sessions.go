@@ -3,6 +3,8 @@ package broker
 import (
 	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -15,11 +17,13 @@ import (
 // DM sent to the key after the ack is accepted at any replica), at each
 // heartbeat (counting a stale threshold ahead) and at the close (a grace
 // ahead, as the hub keeps a dropped presence). Another replica's accept
-// reads it for a DM to a key its hub does not know; the delivery rides
-// the NOTIFY (and the relay's poll) as a member's does, and this
+// reads it for a DM to a key its hub does not know, its connections for a
+// broadcast, topic or group send (the hub adds those sessions as it adds
+// its own) and for a peer list with the member directory; the delivery
+// rides the NOTIFY (and the relay's poll) as a member's does, and this
 // replica's hub drains the connection receiving for the key. A SQLite
 // broker is the only one of its database: its hub knows every session,
-// and no row is written.
+// and no row is written or read.
 
 // recordSession notes, for a session_hello connection on a shared
 // (PostgreSQL) store, the row its session will hold.
@@ -97,4 +101,20 @@ func (c *conn) addRemoteSessions(list *messages.PeersListFrame, members []broker
 			Avatar: m.Avatar, Title: m.Title, Bio: m.Bio, Capabilities: m.Capabilities})
 	}
 	return nil
+}
+
+// remoteSessions reads, for a send to more than one key (`*`, `@all`,
+// `#<id>`, `@group`) on PostgreSQL, the sessions connected to other
+// replicas, which the hub adds to the recipients as it adds its own (by
+// member, topic membership or group); a failed read is answered 503.
+func (c *conn) remoteSessions(ack *messages.AckFrame, targetSpec string) ([]broker.Session, bool) {
+	if c.store.Backend() != "postgres" || !strings.HasPrefix(targetSpec, "#") && !strings.HasPrefix(targetSpec, "@") && targetSpec != "*" {
+		return nil, true
+	}
+	list, err := c.store.Sessions(context.Background(), c.mesh.ID)
+	if err != nil {
+		c.failedSend(ack, err)
+		return nil, false
+	}
+	return slices.DeleteFunc(list, func(s broker.Session) bool { return s.Replica == c.replica }), true
 }

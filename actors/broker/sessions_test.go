@@ -315,7 +315,9 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // DM from a member connected to the first, and one from a session
 // connected to the first, to a session connected to the second are
 // accepted and pushed to that session once (the NOTIFY path), to no one
-// else; a DM to a key no one holds is refused, nothing stored. With
+// else; so are `*`, `#<id>` and `@group` to every recipient they name,
+// wherever it is connected; a DM to a key no one holds is refused,
+// nothing stored. With
 // member_directory the first lists the second's session (its own name,
 // peerRole session). A DM to the session closed within its grace queues,
 // and reaches it when it reconnects, here to the first.
@@ -333,7 +335,7 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	keyA, keyB := first.identity(), first.identity()
 	helloB := func() map[string]any {
 		h := first.sessionHello(bob, keyB, "bob-build")
-		h["displayName"] = "bob (build)"
+		h["displayName"], h["groups"] = "bob (build)", []map[string]any{{"name": "reviewers"}}
 		return h
 	}
 	a := &peer{name: "alice on the first", tag: "alice", c: first.connect(alice, "alice"), key: alice.id.PublicKeyHex()}
@@ -343,10 +345,22 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	sB := &peer{name: "bob's session on the second", tag: "sB", c: second.connectWith(helloB()), key: keyB.PublicKeyHex()}
 	peers := []*peer{a, sA, bobPeer, sB}
 
-	a.sendTo(t, "member-to-session", sB.key)
-	reachedOnly(t, "member-to-session", peers, sB)
-	sA.sendTo(t, "session-to-session", sB.key)
-	reachedOnly(t, "session-to-session", peers, sB)
+	topic := "#" + createTopic(t, a.c, "builds")
+	joinTopic(t, bobPeer.c, topic[1:])
+	for _, c := range []struct {
+		id, target string
+		from       *peer
+		want       []*peer
+	}{
+		{"member-to-session", sB.key, a, []*peer{sB}},
+		{"session-to-session", sB.key, sA, []*peer{sB}},
+		{"broadcast", "*", sA, []*peer{a, bobPeer, sB}},
+		{"topic", topic, a, []*peer{sA, bobPeer, sB}},
+		{"group", "@reviewers", a, []*peer{sB}},
+	} {
+		c.from.sendTo(t, c.id, c.target)
+		reachedOnly(t, c.id, peers, c.want...)
+	}
 
 	madeUp := fmt.Sprintf("%064x", 0xdecaf)
 	sA.c.send(sendFrame("to-no-one", madeUp, "hello"))
