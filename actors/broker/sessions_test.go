@@ -295,21 +295,10 @@ func TestClosedSessionNotListed(t *testing.T) {
 		}
 		session.ws.Close()
 		// The close reaches the hub through the connection's actor.
-		waitUntil(t, "the closed session no longer listed", func() bool { return !listed() })
+		waitFor(t, "the closed session no longer listed", func() bool { return !listed() })
 	})
 }
 
-// waitUntil checks cond every 10 ms until it holds, failing after 5 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 5 s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval; the condition is re-checked
-	}
-}
 
 // TestSessionsAcrossReplicas: two replicas on one PostgreSQL database. A
 // DM from a member connected to the first, and one from a session
@@ -387,7 +376,7 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	}
 
 	sB.c.ws.Close()
-	waitUntil(t, "the session's close recorded", func() bool {
+	waitFor(t, "the session's close recorded", func() bool {
 		list, err := first.store.Sessions(t.Context(), mesh.ID)
 		return err == nil && !slices.ContainsFunc(list, func(s broker.Session) bool { return s.SessionPubkey == sB.key })
 	})
