@@ -25,10 +25,14 @@ import (
 // broker is the only one of its database: its hub knows every session,
 // and no row is written or read.
 
+// replicated reports whether the store may be shared with other replicas
+// (PostgreSQL).
+func (d *deps) replicated() bool { return d.store.Backend() == "postgres" }
+
 // recordSession notes, for a session_hello connection on a shared
 // (PostgreSQL) store, the row its session will hold.
 func (c *conn) recordSession(f *messages.SessionHelloFrame) {
-	if c.store.Backend() != "postgres" {
+	if !c.replicated() {
 		return
 	}
 	c.sessionRow = &broker.SessionConn{MeshID: f.MeshID, SessionPubkey: f.SessionPubkey, MemberPubkey: f.ParentMemberPubkey,
@@ -74,7 +78,7 @@ func (c *conn) disconnectSession() {
 // does. Their status and summary are their member's (a session's own
 // live in its replica's hub).
 func (c *conn) addRemoteSessions(list *messages.PeersListFrame, members []broker.Member) error {
-	if c.store.Backend() != "postgres" {
+	if !c.replicated() {
 		return nil
 	}
 	sessions, err := c.store.Sessions(context.Background(), c.mesh.ID)
@@ -108,7 +112,7 @@ func (c *conn) addRemoteSessions(list *messages.PeersListFrame, members []broker
 // replicas, which the hub adds to the recipients as it adds its own (by
 // member, topic membership or group); a failed read is answered 503.
 func (c *conn) remoteSessions(ack *messages.AckFrame, targetSpec string) ([]broker.Session, bool) {
-	if c.store.Backend() != "postgres" || !strings.HasPrefix(targetSpec, "#") && !strings.HasPrefix(targetSpec, "@") && targetSpec != "*" {
+	if !c.replicated() || !strings.HasPrefix(targetSpec, "#") && !strings.HasPrefix(targetSpec, "@") && targetSpec != "*" {
 		return nil, true
 	}
 	list, err := c.store.Sessions(context.Background(), c.mesh.ID)

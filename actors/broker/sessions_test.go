@@ -299,7 +299,6 @@ func TestClosedSessionNotListed(t *testing.T) {
 	})
 }
 
-
 // TestSessionsAcrossReplicas: two replicas on one PostgreSQL database. A
 // DM from a member connected to the first, and one from a session
 // connected to the first, to a session connected to the second are
