@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -147,7 +148,9 @@ func shots(t *testing.T, ctx context.Context, dir, name string) {
 // TestWebView: bob's web view in Chromium, signed in with the link
 // `claudemesh web --no-open` prints. A DM alice sends (urgent, asking for
 // an acknowledgement) appears in bob's inbox page without a reload; bob
-// acknowledges it (alice's outbox row records it) and marks it seen; a dead outbox row is
+// acknowledges it (alice's outbox row records it); bob's daemon restarts
+// under the open page, which resumes its stream and shows what arrived
+// meanwhile; bob marks the first seen; a dead outbox row is
 // requeued through its confirmation page; a reservation and a lock bob
 // takes appear on the files page; a search finds the DM; bob writes to
 // alice from the compose page; a hostile name and body show as text and open no dialog; a
@@ -160,10 +163,19 @@ func TestWebView(t *testing.T) {
 	m := newE2EMesh(t)
 	alice, bob := m.alice, m.bob
 	alice.start(t)
-	bob.d = startDaemon(t, bob.env, "--tcp", "127.0.0.1:0")
-	bob.c = unixClient(bob.env.socket())
-	t.Cleanup(bob.c.CloseIdleConnections)
-	bob.waitConnected(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a port of bob's own, kept across his daemon's restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobAddr := l.Addr().String()
+	l.Close()
+	startBob := func() {
+		bob.d = startDaemon(t, bob.env, "--tcp", bobAddr)
+		bob.c = unixClient(bob.env.socket())
+		t.Cleanup(bob.c.CloseIdleConnections)
+		bob.waitConnected(t)
+	}
+	startBob()
 	dir := os.Getenv("CLAUDEMESH_WEB_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()
@@ -215,9 +227,22 @@ func TestWebView(t *testing.T) {
 		return err == nil && st == http.StatusOK && len(page.Items) == 1 && len(page.Items[0].AckedBy) == 1 &&
 			page.Items[0].AckedBy[0].Name == "bob"
 	})
+	// Bob's daemon restarts under the open page: the page says so, and
+	// what arrives meanwhile shows once the stream resumes, no reload.
+	value(t, ctx, "mark the page again", chromedp.Evaluate[int](`window.__marker = 42`))
+	bob.d.stop()
+	browse(t, ctx, "the stream down", waitText("reconnecting"))
+	if res := post(t, alice.c, sendBody(t, bob.pubkey, "sent while bob's daemon was down", "web-dm-2")); res.status != http.StatusAccepted {
+		t.Fatalf("alice's second send: %d %s", res.status, res.body)
+	}
+	startBob()
+	browse(t, ctx, "the stream resumed", waitText("web-dm-2"), waitText("live"))
+	if value(t, ctx, "the marker", chromedp.Evaluate[int](`window.__marker || 0`)) != 42 {
+		t.Fatal("the inbox page was reloaded across the daemon's restart; it should have resumed its stream")
+	}
 	browse(t, ctx, "select it", chromedp.Click(chromedp.CSS(`li.message input[type=checkbox]`)))
 	follow(t, ctx, "mark it seen", chromedp.Click(`//button[normalize-space()="Mark selected seen"]`))
-	browse(t, ctx, "marked seen", waitText("1 message marked seen"), waitText("0 unread messages"))
+	browse(t, ctx, "marked seen", waitText("1 message marked seen"), waitText("1 unread message"))
 
 	// A dead row: bob's DM to a key no member holds is refused by the
 	// broker for good. Requeue it through its confirmation.

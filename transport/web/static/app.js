@@ -32,8 +32,13 @@
   }
   if (window.EventSource) {
     const es = new EventSource("/web/events");
-    es.onopen = function () { live.textContent = "live"; live.className = "live on"; };
-    es.onerror = function () { live.textContent = "reconnecting…"; live.className = "live off"; };
+    let down = false;
+    es.onopen = function () {
+      live.textContent = "live"; live.className = "live on";
+      if (down) refresh(); // what changed while the stream was down and no event says
+      down = false;
+    };
+    es.onerror = function () { live.textContent = "reconnecting…"; live.className = "live off"; down = true; };
     const names = new Set(["message", "peer_join", "peer_leave", "broker_status", "daemon_disconnect",
       "daemon_reconnect", "agent_event", "member_revoked", "lock_lost", "reservation_lost", "outbox_pressure_high"]);
     names.forEach(function (name) {
