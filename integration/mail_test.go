@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // Agent mail through real processes: two daemons (alice's and bob's, as
@@ -84,8 +83,7 @@ func mailPeers(t *testing.T, m *e2eMesh) (ant, cat *agentSession) {
 }
 
 // mailSession registers the session name on p's daemon and waits until
-// its broker connection answers (a peer list does not name a session of
-// another replica).
+// its broker connection answers.
 func mailSession(t *testing.T, p *e2ePeer, name string) *agentSession {
 	t.Helper()
 	s := registerSession(t, p.env.socket(), "demo", "sess-"+name, name)
@@ -111,20 +109,20 @@ func TestMailRoundTrip(t *testing.T) {
 	mailRoundTrip(t, m, ant, cat)
 }
 
-// TestMailRoundTripReplicas is TestMailRoundTrip between alice and bob
-// themselves (their memberships), on two broker replicas of one
-// PostgreSQL database. (A DM to an agent session connected to another
-// replica is refused by the broker, which knows only its own replica's
-// sessions: members, which every replica knows, stand in for them.)
+// TestMailRoundTripReplicas is TestMailRoundTrip between agent sessions
+// connected to two broker replicas of one PostgreSQL database: ant
+// (alice's daemon) to the first, cat (bob's) to the second. Each DM, the
+// acknowledgement included, goes to a session another replica holds. A
+// DM to a key no one holds is refused by the broker: the row is dead,
+// unknown_recipient.
 func TestMailRoundTripReplicas(t *testing.T) {
 	m := newLockMesh(t).e2eMesh
-	mailRoundTrip(t, m, memberOf(m.alice), memberOf(m.bob))
-}
-
-// memberOf is p's membership as a mail test's party: its client acts as
-// the member, not a session.
-func memberOf(p *e2ePeer) *agentSession {
-	return &agentSession{name: p.name, c: ipc.NewClient(p.env.socket()), pubkey: p.pubkey}
+	ant, cat := mailPeers(t, m)
+	mailRoundTrip(t, m, ant, cat)
+	id := mailSend(t, ant, messages.SendRequest{To: fmt.Sprintf("%064x", 0xdecaf)}, "to no one")
+	waitRow(t, ant, id, "refused", func(r *messages.OutboxItem) bool {
+		return r.Status == "dead" && messages.Deref(r.LastError) == "unknown_recipient"
+	})
 }
 
 func mailRoundTrip(t *testing.T, m *e2eMesh, ant, cat *agentSession) {
@@ -205,14 +203,13 @@ func TestMailContactPolicy(t *testing.T) {
 	mailContactPolicy(t, m, ant, cat, mailSession(t, m.alice, "dog"))
 }
 
-// TestMailContactPolicyReplicas is TestMailContactPolicy between
-// memberships on two broker replicas of PostgreSQL: bob the recipient on
-// one, alice and carol the stranger on the other.
+// TestMailContactPolicyReplicas is TestMailContactPolicy between agent
+// sessions on two broker replicas of PostgreSQL: cat the recipient on the
+// second, ant and dog the stranger on the first.
 func TestMailContactPolicyReplicas(t *testing.T) {
 	m := newLockMesh(t).e2eMesh
-	carol := m.join("carol") // on the first replica, bob on the second
-	carol.start(t)
-	mailContactPolicy(t, m, memberOf(m.alice), memberOf(m.bob), memberOf(carol))
+	ant, cat := mailPeers(t, m)
+	mailContactPolicy(t, m, ant, cat, mailSession(t, m.alice, "dog"))
 }
 
 func mailContactPolicy(t *testing.T, m *e2eMesh, ant, cat, dog *agentSession) {

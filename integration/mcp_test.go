@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -425,10 +426,14 @@ func TestMCPSessionsMessageByName(t *testing.T) {
 	a := startMCP(t, e, "alice", mcpOptions{})
 	b := startMCP(t, e, "bob", mcpOptions{lean: true})
 
+	// Each server registers its session beside the MCP handshake, not
+	// before it answers.
 	var list messages.SessionList
-	if st, _, err := getJSON(c, "http://localhost/v1/sessions", &list); err != nil || st != http.StatusOK || len(list.Sessions) != 2 {
-		t.Fatalf("GET /v1/sessions: %d %v %+v", st, err, list.Sessions)
-	}
+	pollUntil(t, mcpDeadline, pollInterval, func() string { return fmt.Sprintf("two sessions registered (%+v)", list.Sessions) },
+		func() bool {
+			st, _, err := getJSON(c, "http://localhost/v1/sessions", &list)
+			return err == nil && st == http.StatusOK && len(list.Sessions) == 2
+		})
 	a.waitPeer("bob")
 	b.waitPeer("alice")
 	var toBob, toAlice sendResult

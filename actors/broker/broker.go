@@ -107,9 +107,12 @@ func Start(opts Options) (*Broker, error) {
 	if opts.NodeStaleAfter == 0 {
 		opts.NodeStaleAfter = NodeStaleBeats * cmp.Or(opts.Limits.PingInterval, wsserver.PingInterval)
 	}
+	if opts.PresenceGrace == 0 {
+		opts.PresenceGrace = PresenceGrace
+	}
 	m := newMetrics()
 	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now,
-		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy, staleAfter: opts.NodeStaleAfter,
+		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy, staleAfter: opts.NodeStaleAfter, grace: opts.PresenceGrace,
 		reservationStale: cmp.Or(opts.ReservationStaleAfter, messages.ReservationStaleAfter)}
 	var err error
 	spawn := func(name string, p actor.Producer) *actor.PID {
@@ -119,9 +122,6 @@ func Start(opts Options) (*Broker, error) {
 		var pid *actor.PID
 		pid, err = system.Root.SpawnNamed(workers.Props(p), "broker/"+name)
 		return pid
-	}
-	if opts.PresenceGrace == 0 {
-		opts.PresenceGrace = PresenceGrace
 	}
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
 	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {

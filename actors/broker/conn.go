@@ -46,8 +46,12 @@ type deps struct {
 	legacy  *LegacyProtocol // nil: this broker's own protocol
 	replica string          // this broker in state notifications (listenState) and node rows
 	// staleAfter is how long a node may go unheard before it is listed
-	// stale (conn_nodes.go).
+	// stale (conn_nodes.go), and a session before it stops counting at
+	// other replicas (conn_sessions.go).
 	staleAfter time.Duration
+	// grace is how long a dropped presence still counts: in the hub, and
+	// in the row of a session closed here (conn_sessions.go).
+	grace time.Duration
 	// reservationStale is how long a reservation's holder may go without a
 	// renewal before another may force it released.
 	reservationStale time.Duration
@@ -95,6 +99,9 @@ type conn struct {
 	// node is set for a daemon's member connection, whose heartbeats keep
 	// its node row (conn_nodes.go).
 	node *broker.NodeConn
+	// sessionRow is set for a session_hello connection on PostgreSQL,
+	// which keeps its session's row (conn_sessions.go).
+	sessionRow *broker.SessionConn
 }
 
 // statusNow is the status that decides what is pushed to this connection:
@@ -309,6 +316,7 @@ func (c *conn) sessionHello(ctx actor.Context, f *messages.SessionHelloFrame) {
 	// A session is a recipient of its own: rows addressed to the member
 	// key are the member connection's to claim.
 	c.sender, c.keys, c.session, c.name = f.SessionPubkey, []string{f.SessionPubkey}, true, f.DisplayName
+	c.recordSession(f)
 	c.admit(ctx, mesh, member, &presence{sessionPubkey: f.SessionPubkey, sessionID: f.SessionID, groups: f.Groups,
 		hostname: f.Hostname, peerType: f.PeerType, channel: f.Channel, cwd: f.Cwd, sessionHello: true, ownName: f.DisplayName})
 }
@@ -380,7 +388,8 @@ func (c *conn) admitted(ctx actor.Context, p *presence) {
 	}
 	p.connID, p.pid, p.link, p.meshID, p.member, p.connectedAt, p.keys = c.id, ctx.Self(), c.link, c.mesh.ID, c.member, c.now(), c.keys
 	ctx.Send(c.hub, &hubRegister{p: p})
-	c.connectNode() // conn_nodes.go
+	c.connectNode()    // conn_nodes.go
+	c.connectSession() // conn_sessions.go: before the ack, so that a DM after it is accepted at any replica
 	c.link.Authenticated()
 	c.sendFrame(&messages.HelloAckFrame{Type: messages.TypeHelloAck, PresenceID: c.id, MemberDisplayName: c.member.DisplayName})
 	ctx.Send(ctx.Self(), &drain{})
@@ -395,6 +404,7 @@ func (c *conn) closed(ctx actor.Context, err error) {
 		// not released).
 		ctx.Send(c.acks, &flushThen{to: c.sweeper, msg: &releaseLeases{meshID: c.mesh.ID, keys: c.keys}})
 		c.disconnectNode()
+		c.disconnectSession()
 	}
 	c.log.Debug("connection closed", "conn", c.id, "err", err)
 	ctx.Stop(ctx.Self())

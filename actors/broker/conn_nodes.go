@@ -48,7 +48,10 @@ func (c *conn) connectNode() {
 // recorded (connectNode).
 func (c *conn) recorded() bool { return c.node != nil && c.node.ConnID != "" }
 
+// heartbeat keeps the connection's node row, or its session's
+// (conn_sessions.go), seen.
 func (c *conn) heartbeat() {
+	c.seeSession()
 	if !c.recorded() {
 		return
 	}

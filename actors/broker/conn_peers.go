@@ -20,7 +20,7 @@ func (c *conn) listPeers(ctx actor.Context, f *messages.ListPeersFrame) {
 	list := res.(*messages.PeersListFrame)
 	list.ReqID = f.ReqID
 	if c.directory {
-		if err := c.addOfflineMembers(list); err != nil {
+		if err := c.addDirectory(list); err != nil {
 			c.log.Error("list members", "conn", c.id, "err", err)
 			c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "unavailable", Message: "the broker could not list the mesh's members", ReqID: f.ReqID})
 			return
@@ -29,18 +29,27 @@ func (c *conn) listPeers(ctx actor.Context, f *messages.ListPeersFrame) {
 	c.sendFrame(list)
 }
 
-// addOfflineMembers appends to a peer list, for a client that negotiated
-// member_directory, one entry per active member none of whose connections
-// it lists (offline, or connected to another replica): its member key and
-// name, peerRole "member", status "offline". A name then resolves to a
-// member that is away, and a DM to it queues; names are compared against
-// every member, not only those online. Members hidden with set_visible
-// are left out as they are from the list (but for the requester itself).
-func (c *conn) addOfflineMembers(list *messages.PeersListFrame) error {
+// addDirectory appends to a peer list, for a client that negotiated
+// member_directory, what the hub of this broker does not know: the
+// members not connected here (addOfflineMembers), then the sessions
+// connected to other replicas (addRemoteSessions, conn_sessions.go).
+func (c *conn) addDirectory(list *messages.PeersListFrame) error {
 	members, err := c.store.Members(context.Background(), c.mesh.ID)
 	if err != nil {
 		return err
 	}
+	c.addOfflineMembers(list, members)
+	return c.addRemoteSessions(list, members)
+}
+
+// addOfflineMembers appends to a peer list one entry per active member
+// none of whose connections it lists (offline, or connected to another
+// replica): its member key and name, peerRole "member", status "offline".
+// A name then resolves to a member that is away, and a DM to it queues;
+// names are compared against every member, not only those online.
+// Members hidden with set_visible are left out as they are from the list
+// (but for the requester itself).
+func (c *conn) addOfflineMembers(list *messages.PeersListFrame, members []broker.Member) {
 	listed := make(map[string]bool, len(list.Peers))
 	for _, p := range list.Peers {
 		listed[p.MemberPubkey] = true
@@ -53,7 +62,6 @@ func (c *conn) addOfflineMembers(list *messages.PeersListFrame) error {
 			Status: messages.PeerStatusOffline, Summary: m.Summary, Groups: []messages.Group{}, PeerRole: messages.PeerRoleMember,
 			Visible: m.Visible, Avatar: m.Avatar, Title: m.Title, Bio: m.Bio, Capabilities: m.Capabilities})
 	}
-	return nil
 }
 
 // setStatus sets a session's own status (kept by the hub, in memory), else

@@ -15,7 +15,8 @@ import (
 
 // send runs the accept path: validation, B0 (a committed id answers from the
 // dedupe table and spends no rate budget), the topic of a `#<id>` target
-// (unknown: refused), B1 (the idempotent limiter), the recipients, then
+// (unknown: refused), the sessions of other replicas for a target of more
+// than one key, B1 (the idempotent limiter), the recipients, then
 // B2/B3 in the accepts batcher; the ack goes out after the
 // commit and the push to live recipients right after it. The id is this
 // connection's sender's (c.sender, the key the push carries): dedupe and
@@ -53,6 +54,10 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	if !ok {
 		return
 	}
+	remote, ok := c.remoteSessions(ack, f.TargetSpec) // conn_sessions.go
+	if !ok {
+		return
+	}
 	decision, err := c.limiter.Consume(context.Background(), c.mesh.ID, c.sender, id)
 	if err != nil {
 		c.failedSend(ack, err)
@@ -71,7 +76,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 	// connection goes on with its next frame meanwhile (the hub answers in
 	// order, so sends still reach the batcher in the order they came).
 	resolve := ctx.RequestFuture(c.hub, &hubResolve{meshID: c.mesh.ID, senderConn: c.id, senderKeys: c.keys,
-		targetSpec: f.TargetSpec, priority: f.Priority, topicMembers: topicMembers}, askTimeout)
+		targetSpec: f.TargetSpec, priority: f.Priority, topicMembers: topicMembers, remoteSessions: remote}, askTimeout)
 	ctx.ReenterAfter(resolve, func(res any, err error) {
 		resolved, ok := res.(*hubResolved)
 		if err != nil || !ok {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -84,8 +85,11 @@ func (p *presence) role() string {
 	return "control-plane"
 }
 
-func (p *presence) inGroup(name string) bool {
-	for _, g := range p.groups {
+func (p *presence) inGroup(name string) bool { return inGroup(p.groups, name) }
+
+// inGroup reports whether groups claim the group name, or one below it.
+func inGroup(groups []messages.Group, name string) bool {
+	for _, g := range groups {
 		if g.Name == name || strings.HasPrefix(g.Name, name+"/") {
 			return true
 		}
@@ -104,10 +108,13 @@ type (
 	// senderKeys are the sending connection's keys: no broadcast, topic or
 	// group send reaches them (a DM goes to the key it names).
 	// topicMembers are, for a `#<id>` target, the member keys of the
-	// topic's members (read from the store by the connection).
+	// topic's members (read from the store by the connection);
+	// remoteSessions, for a target of more than one key on PostgreSQL, the
+	// sessions connected to other replicas (conn_sessions.go).
 	hubResolve struct {
 		meshID, senderConn, targetSpec, priority string
 		senderKeys, topicMembers                 []string
+		remoteSessions                           []broker.Session
 	}
 	hubResolved struct {
 		kind, ref  string
@@ -345,12 +352,12 @@ func (h *hub) resolve(q *hubResolve) *hubResolved {
 	r := &hubResolved{kind: messages.KindTopic, ref: t}
 	switch {
 	case t == "*" || t == "@all":
-		r.recipients = h.everyone(q.meshID, q.senderKeys)
+		r.recipients = h.everyone(q)
 	case strings.HasPrefix(t, "#"):
 		r.ref = t[1:]
-		r.recipients = h.topicMembers(q.meshID, q.topicMembers, q.senderKeys)
+		r.recipients = h.topicMembers(q)
 	case strings.HasPrefix(t, "@"):
-		r.recipients = h.groupMembers(q.meshID, t[1:], q.senderKeys)
+		r.recipients = h.groupMembers(q, t[1:])
 	default:
 		r.kind, r.recipients = messages.KindDM, []string{t}
 		r.sessionMembers = h.sessionMembers(q.meshID, t)
@@ -365,47 +372,63 @@ func (h *hub) resolve(q *hubResolve) *hubResolved {
 
 // everyone is the recipients of a broadcast: every active member
 // key of the mesh and the session key of every live session_hello
-// connection of an active member, but the sender's keys.
-func (h *hub) everyone(meshID string, sender []string) []string {
-	members := h.meshMembers(meshID)
+// connection of an active member, here or at another replica, but the
+// sender's keys.
+func (h *hub) everyone(q *hubResolve) []string {
+	members := h.meshMembers(q.meshID)
 	keys := make(map[string]bool, len(members))
 	for pk := range members {
 		keys[pk] = true
 	}
-	for _, p := range h.byMesh[meshID] {
-		if !p.offline && p.sessionHello && members[p.member.Pubkey] != nil {
-			keys[p.sessionPubkey] = true
-		}
-	}
-	return sortedBut(keys, sender)
+	h.addSessions(q, keys, func(member string) bool { return members[member] != nil })
+	return sortedBut(keys, q.senderKeys)
 }
 
 // topicMembers is the recipients of a topic: the member keys of its
 // members and the session key of every live session_hello connection of
-// one of them, but the sender's keys.
-func (h *hub) topicMembers(meshID string, members, sender []string) []string {
-	keys := make(map[string]bool, len(members))
-	for _, pk := range members {
-		keys[pk] = true
+// one of them, here or at another replica, but the sender's keys.
+func (h *hub) topicMembers(q *hubResolve) []string {
+	members := make(map[string]bool, len(q.topicMembers))
+	for _, pk := range q.topicMembers {
+		members[pk] = true
 	}
-	for _, p := range h.byMesh[meshID] {
-		if !p.offline && p.sessionHello && keys[p.member.Pubkey] {
-			keys[p.sessionPubkey] = true
-		}
-	}
-	return sortedBut(keys, sender)
+	keys := maps.Clone(members)
+	h.addSessions(q, keys, func(member string) bool { return members[member] })
+	return sortedBut(keys, q.senderKeys)
 }
 
 // groupMembers is the recipients of @group: the recipient key of every
-// live connection claiming the group, but the sender's keys.
-func (h *hub) groupMembers(meshID, group string, sender []string) []string {
+// live connection claiming the group, and of every session claiming it at
+// another replica, but the sender's keys.
+func (h *hub) groupMembers(q *hubResolve, group string) []string {
 	keys := map[string]bool{}
-	for _, p := range h.byMesh[meshID] {
+	for _, p := range h.byMesh[q.meshID] {
 		if !p.offline && p.inGroup(group) {
 			keys[p.recipient()] = true
 		}
 	}
-	return sortedBut(keys, sender)
+	for _, s := range q.remoteSessions {
+		if inGroup(s.Groups, group) {
+			keys[s.SessionPubkey] = true
+		}
+	}
+	return sortedBut(keys, q.senderKeys)
+}
+
+// addSessions adds to keys the session key of every live session_hello
+// connection here, and of every session connected to another replica,
+// whose member passes.
+func (h *hub) addSessions(q *hubResolve, keys map[string]bool, pass func(member string) bool) {
+	for _, p := range h.byMesh[q.meshID] {
+		if !p.offline && p.sessionHello && pass(p.member.Pubkey) {
+			keys[p.sessionPubkey] = true
+		}
+	}
+	for _, s := range q.remoteSessions {
+		if pass(s.MemberPubkey) {
+			keys[s.SessionPubkey] = true
+		}
+	}
 }
 
 // sortedBut returns the keys of set not in but, sorted.
@@ -423,7 +446,9 @@ func sortedBut(set map[string]bool, but []string) []string {
 // sessionMembers maps key to its member when it is the session key of a
 // connection the hub knows (offline ones too: a DM to a session within
 // its grace queues for its reconnect); nil for any other key. The store
-// knows no sessions, and checks a DM's recipient by that member.
+// checks a DM's recipient by that member; a key not mapped here (a member
+// key, a session connected to another replica, or no one's) it looks up
+// itself.
 func (h *hub) sessionMembers(meshID, key string) map[string]string {
 	for _, p := range h.byMesh[meshID] {
 		if p.sessionPubkey == key {

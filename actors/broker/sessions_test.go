@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
+	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
 )
 
@@ -291,12 +294,94 @@ func TestClosedSessionNotListed(t *testing.T) {
 			t.Fatal("the connected session is not listed")
 		}
 		session.ws.Close()
-		deadline := time.Now().Add(5 * time.Second)
-		for listed() {
-			if time.Now().After(deadline) {
-				t.Fatal("the closed session is still listed")
-			}
-			time.Sleep(10 * time.Millisecond) // the close reaches the hub through the connection's actor; re-checked
-		}
+		// The close reaches the hub through the connection's actor.
+		waitFor(t, "the closed session no longer listed", func() bool { return !listed() })
 	})
+}
+
+// TestSessionsAcrossReplicas: two replicas on one PostgreSQL database. A
+// DM from a member connected to the first, and one from a session
+// connected to the first, to a session connected to the second are
+// accepted and pushed to that session once (the NOTIFY path), to no one
+// else; so are `*`, `#<id>` and `@group` to every recipient they name,
+// wherever it is connected; a DM to a key no one holds is refused,
+// nothing stored. With
+// member_directory the first lists the second's session (its own name,
+// peerRole session). A DM to the session closed within its grace queues,
+// and reaches it when it reconnects, here to the first.
+func TestSessionsAcrossReplicas(t *testing.T) {
+	url := brokertest.PostgresURL(t)
+	first := serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
+	mesh, err := first.store.CreateMesh(t.Context(), broker.Mesh{Slug: "replicas"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.mesh = mesh
+	second := serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
+	second.mesh = mesh
+	alice, bob := first.member("alice"), first.member("bob")
+	keyA, keyB := first.identity(), first.identity()
+	helloB := func() map[string]any {
+		h := first.sessionHello(bob, keyB, "bob-build")
+		h["displayName"], h["groups"] = "bob (build)", []map[string]any{{"name": "reviewers"}}
+		return h
+	}
+	a := &peer{name: "alice on the first", tag: "alice", c: first.connect(alice, "alice"), key: alice.id.PublicKeyHex()}
+	sA := &peer{name: "alice's session on the first", tag: "sA", c: first.connectWith(first.sessionHello(alice, keyA, "alice-a")),
+		key: keyA.PublicKeyHex()}
+	bobPeer := &peer{name: "bob on the second", tag: "bob", c: second.connect(bob, "bob"), key: bob.id.PublicKeyHex()}
+	sB := &peer{name: "bob's session on the second", tag: "sB", c: second.connectWith(helloB()), key: keyB.PublicKeyHex()}
+	peers := []*peer{a, sA, bobPeer, sB}
+
+	topic := "#" + createTopic(t, a.c, "builds")
+	joinTopic(t, bobPeer.c, topic[1:])
+	for _, c := range []struct {
+		id, target string
+		from       *peer
+		want       []*peer
+	}{
+		{"member-to-session", sB.key, a, []*peer{sB}},
+		{"session-to-session", sB.key, sA, []*peer{sB}},
+		{"broadcast", "*", sA, []*peer{a, bobPeer, sB}},
+		{"topic", topic, a, []*peer{sA, bobPeer, sB}},
+		{"group", "@reviewers", a, []*peer{sB}},
+	} {
+		c.from.sendTo(t, c.id, c.target)
+		reachedOnly(t, c.id, peers, c.want...)
+	}
+
+	madeUp := fmt.Sprintf("%064x", 0xdecaf)
+	sA.c.send(sendFrame("to-no-one", madeUp, "hello"))
+	if ack := sA.c.next("ack"); ack["code"] != float64(404) || ack["error"] != "unknown_recipient" {
+		t.Errorf("a DM to a made-up key: %v, want 404 unknown_recipient", ack)
+	}
+	if row, err := first.store.LookupDedupe(t.Context(), mesh.ID, sA.key, "to-no-one"); row != nil || err != nil {
+		t.Errorf("the refused DM left a dedupe row %+v (%v)", row, err)
+	}
+
+	dir := first.connect(alice, "dir")
+	dir.send(map[string]any{"type": "feature_negotiation_request", "optional": []string{FeatureMemberDirectory}})
+	dir.next("feature_negotiation_response")
+	dir.send(map[string]any{"type": "list_peers", "_reqId": "pl"})
+	var listed []map[string]any
+	for _, p := range dir.next("peers_list")["peers"].([]any) {
+		if p.(map[string]any)["pubkey"] == sB.key {
+			listed = append(listed, p.(map[string]any))
+		}
+	}
+	if len(listed) != 1 || listed[0]["displayName"] != "bob (build)" || listed[0]["peerRole"] != "session" ||
+		listed[0]["memberPubkey"] != bob.id.PublicKeyHex() || listed[0]["sessionId"] != "bob-build" {
+		t.Errorf("the second's session in the first's directory: %v", listed)
+	}
+
+	sB.c.ws.Close()
+	waitFor(t, "the session's close recorded", func() bool {
+		list, err := first.store.Sessions(t.Context(), mesh.ID)
+		return err == nil && !slices.ContainsFunc(list, func(s broker.Session) bool { return s.SessionPubkey == sB.key })
+	})
+	a.sendTo(t, "while-away", sB.key)
+	sB.c = first.connectWith(helloB())
+	if got := sB.c.push(); got["client_message_id"] != "while-away" {
+		t.Fatalf("the session, back on the first, got %v, want the DM sent while it was away", got)
+	}
 }

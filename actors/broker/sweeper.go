@@ -34,8 +34,9 @@ const (
 // sweeper wakes when the next delivery lease expires and asks the hub to
 // make the recipients' connections drain (redelivery of unacked pushes on
 // a timer, not only on reconnect); every RevocationCheck it has the hub
-// disconnect members revoked since; hourly it expires dedupe rows, prunes
-// old messages and runs the orphan check.
+// disconnect members revoked since; hourly it expires dedupe rows, deletes
+// the session rows that stopped counting, prunes old messages and runs
+// the orphan check.
 type sweeper struct {
 	store         *broker.Store
 	metrics       *metrics
@@ -208,6 +209,9 @@ func (s *sweeper) retention(ctx context.Context, now time.Time) {
 	} else if n > 0 {
 		s.metrics.dedupeExpired.Add(float64(n))
 		s.log.Info("dedupe_rows_expired", "rows", n)
+	}
+	if _, err := s.store.SweepSessions(ctx, now); err != nil {
+		s.log.Error("sweep sessions", "err", err)
 	}
 	if n, err := s.store.PruneMessages(ctx, now.Add(-MessageRetention)); err != nil {
 		s.log.Error("message retention", "err", err)

@@ -52,12 +52,14 @@ type AcceptRequest struct {
 	// Recipients are the pubkeys (64 lowercase hex, distinct: a repeated
 	// key fails the request) that get a delivery_queue row, resolved by the
 	// WebSocket layer. For a DM every recipient must be an active member of
-	// the mesh, and there must be one (the B2 check).
+	// the mesh or a session of one, and there must be one (the B2 check).
 	Recipients []string
 	// SessionMembers maps a recipient that is a session key to the member
-	// whose attestation it holds: the B2 check holds a DM to a session key
-	// to that member being active (the store knows no sessions; the
-	// WebSocket layer verified the attestation at the session's hello).
+	// whose attestation it holds, for the sessions the WebSocket layer
+	// knows (connected to this broker; it verified the attestation at the
+	// session's hello): the B2 check holds a DM to such a key to that
+	// member being active. A key in neither this map nor the members is
+	// looked up among the sessions of every replica (mesh_session).
 	SessionMembers map[string]string
 	// Online are those of Recipients the broker pushes to right after the
 	// commit: their rows are created leased for Lease (attempts 1), as if

@@ -99,7 +99,9 @@ func keysOf(m map[int]*messages.Error) []int {
 
 // checkB2 is step 5: the destination must exist. The mesh must exist (it
 // has an entry in expiry), and every recipient of a DM must be an active
-// member of it, or a session key of one; other kinds have no check yet.
+// member of it, or a session key of one — mapped by the hub
+// (SessionMembers), else a session that counts in mesh_session; other
+// kinds have no check yet.
 func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, expiry map[string]*time.Time) (
 	pass []int, rejected map[int]*messages.Error, err error) {
 	var pubkeys []string
@@ -124,6 +126,11 @@ func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, e
 			active[memberKey{r.MeshID, r.Pubkey}] = true
 		}
 	}
+	if missed := unknownRecipients(b, idx, active); len(missed) > 0 {
+		if err := s.countingSessions(ctx, tx, missed, b.now, active); err != nil {
+			return nil, nil, err
+		}
+	}
 	rejected = map[int]*messages.Error{}
 	for _, i := range idx {
 		r := b.reqs[i]
@@ -133,12 +140,33 @@ func (s *Store) checkB2(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, e
 		}
 		if r.DestinationKind == KindDM && !allActive(active, r) {
 			rejected[i] = &messages.Error{Status: http.StatusNotFound, Code: CodeUnknownRecipient,
-				Detail: "the recipient " + r.DestinationRef + " is not an active member of this mesh"}
+				Detail: "the recipient " + r.DestinationRef + " is neither an active member of this mesh nor a connected session of one"}
 			continue
 		}
 		pass = append(pass, i)
 	}
 	return pass, rejected, nil
+}
+
+// unknownRecipients are the DM recipients of the requests idx that are
+// neither a session key the hub mapped to its member nor an active
+// member: a session connected to another replica, or no one. Only these
+// cost the accept a look at the sessions table.
+func unknownRecipients(b *batch, idx []int, active map[memberKey]bool) []memberKey {
+	var out []memberKey
+	for _, i := range idx {
+		r := b.reqs[i]
+		if r.DestinationKind != KindDM {
+			continue
+		}
+		for _, p := range r.Recipients {
+			k := memberKey{r.MeshID, p}
+			if _, mapped := r.SessionMembers[p]; !mapped && !active[k] && !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 func allActive(active map[memberKey]bool, r *AcceptRequest) bool {

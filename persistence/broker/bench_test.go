@@ -7,9 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
+
+// acceptBatch is the size of the benchmarks' AcceptBatch calls.
+const acceptBatch = 64
 
 // BenchmarkAcceptBatch is the store's accept ceiling: DMs with unique ids
 // and one recipient each, 64 per AcceptBatch (one transaction, a savepoint
@@ -18,45 +22,93 @@ import (
 //
 //	CLAUDEMESH_TEST_POSTGRES_URL=postgres://… go test -run='^$' -bench=BenchmarkAcceptBatch -benchtime=20000x ./persistence/broker/
 func BenchmarkAcceptBatch(b *testing.B) {
-	const batch = 64
 	for _, backend := range []string{sqliteName, postgresName} {
 		for _, callers := range []int{1, 4} {
-			b.Run(fmt.Sprintf("%s/batch=%d/callers=%d", backend, batch, callers), func(b *testing.B) {
-				opts := Options{Dir: b.TempDir()}
-				if backend == postgresName {
-					opts = Options{DatabaseURL: brokertest.PostgresURL(b)}
-				}
-				e := openEnv(b, opts)
+			b.Run(fmt.Sprintf("%s/batch=%d/callers=%d", backend, acceptBatch, callers), func(b *testing.B) {
+				e := benchEnv(b, backend)
 				m := e.mesh(b, Mesh{})
 				alice, bob := e.join(b, m, "alice"), e.join(b, m, "bob")
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				for range callers {
-					wg.Go(func() {
-						reqs := make([]*AcceptRequest, 0, batch)
-						for {
-							start := next.Add(batch) - batch
-							if start >= int64(b.N) {
-								return
-							}
-							reqs = reqs[:0]
-							for i := start; i < start+batch && i < int64(b.N); i++ {
-								reqs = append(reqs, dm(m, alice, bob, "bench-"+strconv.FormatInt(i, 10), "ciphertext"))
-							}
-							for _, r := range e.s.AcceptBatch(context.Background(), reqs) {
-								if r.Outcome != Created {
-									b.Errorf("accept: %d (%v)", r.Outcome, r.Err)
-									return
-								}
-							}
-						}
-					})
-				}
-				wg.Wait()
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "accepts/s")
+				runAccepts(b, e, callers, func(i int64) *AcceptRequest {
+					return dm(m, alice, bob, "bench-"+strconv.FormatInt(i, 10), "ciphertext")
+				})
 			})
 		}
 	}
+}
+
+// BenchmarkAcceptToSession is what the recipient of a DM costs the
+// accept: a member; a session the hub knows (connected to this broker,
+// mapped to its member: the common case); a session connected to another
+// replica, which the accept looks up in mesh_session (one statement more
+// per batch). 64 DMs per AcceptBatch, one caller.
+//
+//	CLAUDEMESH_TEST_POSTGRES_URL=postgres://… go test -run='^$' -bench=BenchmarkAcceptToSession -benchtime=20000x ./persistence/broker/
+func BenchmarkAcceptToSession(b *testing.B) {
+	for _, backend := range []string{sqliteName, postgresName} {
+		for _, to := range []string{"member", "session-here", "session-elsewhere"} {
+			b.Run(backend+"/to="+to, func(b *testing.B) {
+				e := benchEnv(b, backend)
+				m := e.mesh(b, Mesh{})
+				alice, bob := e.join(b, m, "alice"), e.join(b, m, "bob")
+				session := &Member{Pubkey: newPubkey(b)}
+				if err := e.s.ConnectSession(context.Background(), SessionConn{MeshID: m.ID, SessionPubkey: session.Pubkey,
+					MemberPubkey: bob.Pubkey, Replica: "elsewhere", ConnID: "conn-1"}, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+				runAccepts(b, e, 1, func(i int64) *AcceptRequest {
+					id := "bench-" + strconv.FormatInt(i, 10)
+					switch to {
+					case "session-here":
+						r := dm(m, alice, session, id, "ciphertext")
+						r.SessionMembers = map[string]string{session.Pubkey: bob.Pubkey}
+						return r
+					case "session-elsewhere":
+						return dm(m, alice, session, id, "ciphertext")
+					}
+					return dm(m, alice, bob, id, "ciphertext")
+				})
+			})
+		}
+	}
+}
+
+func benchEnv(b *testing.B, backend string) *env {
+	opts := Options{Dir: b.TempDir()}
+	if backend == postgresName {
+		opts = Options{DatabaseURL: brokertest.PostgresURL(b)}
+	}
+	return openEnv(b, opts)
+}
+
+// runAccepts accepts b.N requests made by req, acceptBatch per
+// AcceptBatch, from callers goroutines, and reports accepts/s; every one
+// must be created.
+func runAccepts(b *testing.B, e *env, callers int, req func(i int64) *AcceptRequest) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range callers {
+		wg.Go(func() {
+			reqs := make([]*AcceptRequest, 0, acceptBatch)
+			for {
+				start := next.Add(acceptBatch) - acceptBatch
+				if start >= int64(b.N) {
+					return
+				}
+				reqs = reqs[:0]
+				for i := start; i < start+acceptBatch && i < int64(b.N); i++ {
+					reqs = append(reqs, req(i))
+				}
+				for _, r := range e.s.AcceptBatch(context.Background(), reqs) {
+					if r.Outcome != Created {
+						b.Errorf("accept: %d (%v)", r.Outcome, r.Err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "accepts/s")
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -15,10 +15,16 @@ import (
 // ErrSchemaTooNew means the database was migrated by a newer claudemesh.
 var ErrSchemaTooNew = errors.New("broker database schema is newer than this binary; install the matching claudemesh version")
 
-// migrate applies every embedded migration newer than the highest one
-// recorded in schema_migrations, each in its own transaction that first
-// takes the dialect's migration lock and re-reads the version, so replicas
-// starting together apply each migration once. It returns the version.
+// migrate applies every embedded migration not recorded in
+// schema_migrations, in order, each in its own transaction that first
+// takes the dialect's migration lock and re-reads what is recorded, so
+// replicas starting together apply each migration once. It returns the
+// version: the highest recorded. One below a version already recorded is
+// applied too, as the daemon's migrator does (persistence.migrate): two
+// lines of work numbered theirs apart (0016 on one, 0017 on the other),
+// and a database the second migrated to 0017 must still get 0016 from the
+// code that merged both; such a migration must stand on its own, whatever
+// came after its number.
 func migrate(ctx context.Context, db *sqlx.DB, d *dialect) (int, error) {
 	all, err := persistence.LoadMigrations(d.migrations)
 	if err != nil {
@@ -32,7 +38,7 @@ func migrate(ctx context.Context, db *sqlx.DB, d *dialect) (int, error) {
 	}
 }
 
-// migrateStep applies the next pending migration, if any.
+// migrateStep applies the first migration not recorded, if any.
 func migrateStep(ctx context.Context, db *sqlx.DB, d *dialect, all []persistence.Migration) (version int, applied bool, err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -48,8 +54,13 @@ func migrateStep(ctx context.Context, db *sqlx.DB, d *dialect, all []persistence
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
 		return 0, false, err
 	}
-	if err := tx.GetContext(ctx, &version, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"); err != nil {
+	var done []int
+	if err := tx.SelectContext(ctx, &done, "SELECT version FROM schema_migrations"); err != nil {
 		return 0, false, err
+	}
+	recorded := make(map[int]bool, len(done))
+	for _, v := range done {
+		recorded[v], version = true, max(version, v)
 	}
 	latest := 0
 	if len(all) > 0 {
@@ -58,8 +69,8 @@ func migrateStep(ctx context.Context, db *sqlx.DB, d *dialect, all []persistence
 	if version > latest {
 		return 0, false, fmt.Errorf("%w (database has version %d, binary knows %d)", ErrSchemaTooNew, version, latest)
 	}
-	i := sort.Search(len(all), func(i int) bool { return all[i].Version > version })
-	if i == len(all) {
+	i := slices.IndexFunc(all, func(m persistence.Migration) bool { return !recorded[m.Version] })
+	if i < 0 {
 		return version, false, nil
 	}
 	m := all[i]
@@ -73,5 +84,5 @@ func migrateStep(ctx context.Context, db *sqlx.DB, d *dialect, all []persistence
 	if err := tx.Commit(); err != nil {
 		return 0, false, fmt.Errorf("commit migration %04d_%s: %w", m.Version, m.Name, err)
 	}
-	return m.Version, true, nil
+	return max(version, m.Version), true, nil
 }

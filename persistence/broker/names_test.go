@@ -78,7 +78,7 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 			"DROP TABLE hello_seen", "DROP TABLE broker_setting", "DROP TABLE mesh_owner_key", "ALTER TABLE member DROP COLUMN role",
 			"DROP TABLE topic_member", "DROP TABLE topic", "DROP INDEX message_topic_idx", "DROP TABLE state", "DROP TABLE memory",
 			"DROP TABLE skill", "DROP TABLE mesh_lock", "DROP TABLE node", "DROP TABLE reservation", "DROP TABLE reservation_scope",
-			"CREATE INDEX delivery_queue_message_idx ON delivery_queue(message_id)", // 0017 drops it
+			"DROP TABLE mesh_session", "CREATE INDEX delivery_queue_message_idx ON delivery_queue(message_id)", // 0017 drops it
 			"DELETE FROM schema_migrations WHERE version >= 4"}
 		if e.s.Backend() == postgresName { // 0005 too (SQLite's rebuilds the table, and runs again as it is)
 			undo = append(undo, "ALTER TABLE client_message_dedupe DROP COLUMN sender_pubkey",

@@ -174,6 +174,31 @@ func TestMigrationsIdempotent(t *testing.T) {
 	})
 }
 
+// TestMigrationBelowRecorded: a database migrated past a migration it
+// never got (0016, numbered beside 0017 by another line of work, which
+// a binary without it applied) gets it at the next open, and keeps its
+// version.
+func TestMigrationBelowRecorded(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		want := e.s.SchemaVersion()
+		for _, stmt := range []string{"DROP TABLE mesh_session", "DELETE FROM schema_migrations WHERE version = 16"} {
+			if _, err := e.s.db.Exec(stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+		again := openEnv(t, e.opts)
+		if got := again.s.SchemaVersion(); got != want {
+			t.Errorf("reopened at version %d, want %d", got, want)
+		}
+		if n := e.count(t, "schema_migrations WHERE version = 16"); n != 1 {
+			t.Errorf("0016 recorded %d times, want once", n)
+		}
+		if n := e.count(t, "mesh_session"); n != 0 {
+			t.Errorf("%d session rows in the table 0016 made again, want 0", n)
+		}
+	})
+}
+
 func TestSchemaTooNew(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		if _, err := e.s.db.Exec(e.s.d.rewrite("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)"),
