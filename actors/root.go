@@ -163,8 +163,8 @@ func (t *Tree) Detach(slug string) error {
 }
 
 // attachMesh asks the root for a new mesh subtree; the reply is its
-// *actor.PID or an error. detachMesh asks it to stop one; the reply is the
-// stopped mesh actor's PID or an error.
+// *actor.PID or an error. detachMesh asks it to forget one; the reply is
+// the mesh actor's PID, which Detach stops and waits for, or an error.
 type (
 	attachMesh struct{ cfg MeshConfig }
 	detachMesh struct{ slug string }
@@ -217,8 +217,7 @@ func (r *root) Receive(ctx actor.Context) {
 			r.detached = map[string]bool{}
 		}
 		r.detached[pid.Id] = true
-		ctx.Stop(pid)
-		ctx.Respond(pid)
+		ctx.Respond(pid) // Detach stops it and waits: a Stop here would let that wait end while it stops
 	default:
 		r.deps.Log.Warn("unhandled message", "actor", "daemon", "type", fmt.Sprintf("%T", msg))
 	}

@@ -243,3 +243,32 @@ func TestWebViewHostileText(t *testing.T) {
 		t.Errorf("fragment: %.200s", frag)
 	}
 }
+
+// TestSessionRegisteredAgain: a session registered again under another
+// name (what an agent's hook and then its MCP server may do) replaces the
+// first registration at once, keeping its key — also under a new token.
+// The subtree of the first is stopped before the second's starts: once,
+// the second spawn raced the first's stop ("name exists").
+func TestSessionRegisteredAgain(t *testing.T) {
+	w := startWebDaemon(t)
+	ctx := context.Background()
+	var key string
+	for i, name := range []string{"first-name", "second-name", "third-name"} {
+		tok := make([]byte, 32)
+		tok[0] = byte(i / 2) // the third registration comes with a token of its own
+		res, err := w.api.RegisterSession(ctx, &messages.RegisterSession{Token: hex.EncodeToString(tok), SessionID: "again",
+			Mesh: "local", DisplayName: name, PID: os.Getpid()})
+		if err != nil {
+			t.Fatalf("register as %s: %v", name, err)
+		}
+		if key == "" {
+			key = res.SessionPubkey
+		} else if res.SessionPubkey != key {
+			t.Fatalf("register as %s: key %s, want the session's %s", name, res.SessionPubkey, key)
+		}
+		list, err := w.api.Sessions(ctx)
+		if err != nil || len(list) != 1 || list[0].DisplayName != name {
+			t.Fatalf("after registering as %s: %+v %v", name, list, err)
+		}
+	}
+}
