@@ -9,20 +9,27 @@ import (
 
 // SyncWAL makes every transaction committed so far durable by fsyncing the
 // write-ahead log (what a synchronous=FULL commit does for itself).
-// Whatever is no longer in the WAL was checkpointed, and SQLite syncs the
-// database file before it reuses the log. No WAL file means nothing is
-// waiting for a sync.
-func (d *DB) SyncWAL() error {
-	f, err := os.Open(d.path + "-wal")
+func (d *DB) SyncWAL() error { return SyncWAL(d.path) }
+
+// SyncWAL fsyncs the write-ahead log of the SQLite file at path, making
+// every transaction committed to it so far durable. Whatever is no longer
+// in the WAL was checkpointed, and SQLite syncs the database file before
+// it reuses the log. No WAL file means nothing is waiting for a sync.
+//
+// The log is opened for each sync rather than kept open: SQLite deletes
+// it when its last connection closes, and an fsync of a deleted file's
+// descriptor would sync nothing that counts.
+func SyncWAL(path string) error {
+	f, err := os.Open(path + "-wal")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("sync %s: %w", d.path, err)
+		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	defer f.Close()
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", d.path, err)
+		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	return nil
 }

@@ -19,6 +19,9 @@ import (
 // Requests for which hold is true (their results go to no one) wait up to
 // holdFor for a batch to join before they run on their own: client acks
 // then ride along with the accepts instead of costing a transaction each.
+//
+// With a durability, run commits without an fsync and the results wait
+// for one on a replySyncer, so that the next batch commits meanwhile.
 type batcher[Req, Res any] struct {
 	name    string
 	run     func([]Req) []Res
@@ -31,6 +34,8 @@ type batcher[Req, Res any] struct {
 	queue   bool
 	held    []Req
 	holding bool // a timer will flush the held requests
+	durable *durability[Res]
+	syncer  *replySyncer[Res] // with durable, between Started and Stopped
 }
 
 // batchOf wraps one request for a batcher.
@@ -51,17 +56,26 @@ type flushThen struct {
 }
 
 func newBatcher[Req, Res any](name string, max int, run func([]Req) []Res, hold func(Req) bool, holdFor time.Duration,
-	log *slog.Logger) actor.Producer {
+	durable *durability[Res], log *slog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &batcher[Req, Res]{name: name, run: run, max: max, hold: hold, holdFor: holdFor, log: log.With("actor", name)}
+		return &batcher[Req, Res]{name: name, run: run, max: max, hold: hold, holdFor: holdFor, durable: durable,
+			log: log.With("actor", name)}
 	}
 }
 
 func (b *batcher[Req, Res]) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopped, *actor.Restarting:
+	case *actor.Started:
+		if b.durable != nil {
+			b.syncer = startReplySyncer(*b.durable, ctx.ActorSystem().Root)
+		}
+	case *actor.Restarting:
 	case *actor.Stopping:
 		b.flush(ctx) // held requests
+	case *actor.Stopped:
+		if b.syncer != nil {
+			b.syncer.close() // what the last batches owe
+		}
 	case *batchOf[Req]:
 		if b.hold != nil && b.hold(msg.req) {
 			b.keep(ctx, msg.req)
@@ -114,9 +128,13 @@ func (b *batcher[Req, Res]) flush(ctx actor.Context) {
 		return
 	}
 	results := b.run(b.reqs)
-	for i, to := range b.from {
-		if to != nil {
-			ctx.Send(to, &batchResult[Res]{res: results[i]})
+	if b.syncer != nil {
+		b.syncer.owe(b.from, results)
+	} else {
+		for i, to := range b.from {
+			if to != nil {
+				ctx.Send(to, &batchResult[Res]{res: results[i]})
+			}
 		}
 	}
 	clear(b.reqs)

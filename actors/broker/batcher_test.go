@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -23,7 +24,7 @@ func TestBatcherHolds(t *testing.T) {
 		return reqs
 	}
 	held := func(r string) bool { return r[0] == 'h' }
-	pid := system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, held, 50*time.Millisecond,
+	pid := system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, held, 50*time.Millisecond, nil,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))))
 	next := func() []string {
 		t.Helper()
@@ -71,4 +72,98 @@ func TestBatcherHolds(t *testing.T) {
 	if b := next(); !slices.Equal(b, []string{"h3"}) {
 		t.Fatalf("batch at stop %v, want h3", b)
 	}
+}
+
+// TestBatcherDurability: with a durability, a batch's results wait for a
+// sync that began after its commit, the next batch runs meanwhile, and
+// once a sync has failed every result is the failure's, later ones too.
+func TestBatcherDurability(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	ran := make(chan string, 16)
+	run := func(reqs []string) []string {
+		for _, r := range reqs {
+			ran <- r
+		}
+		return reqs
+	}
+	syncing, release := make(chan struct{}, 16), make(chan error)
+	d := &durability[string]{
+		sync: func() error {
+			syncing <- struct{}{}
+			return <-release
+		},
+		failed: func(r string, err error) string { return r + ": " + err.Error() },
+	}
+	pid := system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, nil, 0, d,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))))
+	ask := func(req string) *actor.Future {
+		return system.Root.RequestFuture(pid, &batchOf[string]{req: req}, 5*time.Second)
+	}
+	wait := func(ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no sync began")
+		}
+	}
+	answer := func(done <-chan any) string {
+		t.Helper()
+		res := <-done
+		r, ok := res.(*batchResult[string])
+		if !ok {
+			t.Fatalf("answered %+v", res)
+		}
+		return r.res
+	}
+
+	a := futureDone(ask("a"))
+	wait(syncing) // a committed; its sync is under way
+	if got := <-ran; got != "a" {
+		t.Fatalf("ran %q, want a", got)
+	}
+	b := futureDone(ask("b"))
+	if got := <-ran; got != "b" { // the next batch commits while a's sync lasts
+		t.Fatalf("ran %q, want b", got)
+	}
+	select {
+	case res := <-a:
+		t.Fatalf("a answered %v before its sync returned", res)
+	default:
+	}
+	release <- nil
+	if got := answer(a); got != "a" {
+		t.Fatalf("a answered %q", got)
+	}
+	wait(syncing) // b's own sync: it committed after a's began
+	release <- errors.New("disk on fire")
+	if got := answer(b); got != "b: disk on fire" {
+		t.Fatalf("b answered %q, want its failure", got)
+	}
+	c := futureDone(ask("c"))
+	<-ran
+	if got := answer(c); got != "c: disk on fire" { // no later sync is trusted
+		t.Fatalf("c answered %q after a failed sync", got)
+	}
+	select {
+	case <-syncing:
+		t.Fatal("synced again after a failure")
+	default:
+	}
+}
+
+// futureDone delivers f's result (or its error) once it has one, without
+// blocking the test. (A Future has one waiter: Result is called once.)
+func futureDone(f *actor.Future) <-chan any {
+	ch := make(chan any, 1)
+	go func() {
+		res, err := f.Result()
+		if err != nil {
+			ch <- err
+			return
+		}
+		ch <- res
+	}()
+	return ch
 }

@@ -126,7 +126,7 @@ func Start(opts Options) (*Broker, error) {
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
 	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
 		return d.acceptBatch(system.Root, jobs)
-	}, nil, 0, opts.Log))
+	}, nil, 0, acceptDurability(opts.Store), opts.Log))
 	// Acks answer no one: each waits up to AckDelay for others to share its
 	// transaction.
 	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
@@ -134,7 +134,7 @@ func Start(opts Options) (*Broker, error) {
 			opts.Log.Error("ack deliveries", "acks", len(acks), "err", err)
 		}
 		return make([]struct{}, len(acks))
-	}, func(broker.Ack) bool { return true }, AckDelay, opts.Log))
+	}, func(broker.Ack) bool { return true }, AckDelay, nil, opts.Log))
 	if opts.RevocationCheck == 0 {
 		opts.RevocationCheck = RevocationCheck
 	}
@@ -214,7 +214,9 @@ func (b *Broker) stopActors() {
 // committed message to the recipients connected here (their rows were
 // created leased for that push) and announces the others to the other
 // brokers. The pushes go from here, not from the sender's connection, so a
-// sender that vanishes mid-accept cannot strand a leased row.
+// sender that vanishes mid-accept cannot strand a leased row. They go at
+// the commit, before its fsync (see broker.Store.AcceptBatch); the senders'
+// acks wait for it (the batcher's durability).
 func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.AcceptResult {
 	d.metrics.acceptBatch.Observe(float64(len(jobs)))
 	reqs := make([]*broker.AcceptRequest, len(jobs))
@@ -252,6 +254,21 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 		root.Send(d.hub, &hubRedeliver{recipients: waiting})
 	}
 	return results
+}
+
+// acceptDurability is the accepts batcher's on SQLite, whose accept
+// commits skip the fsync; a PostgreSQL commit is durable when it returns.
+func acceptDurability(store *broker.Store) *durability[broker.AcceptResult] {
+	if store.Backend() != "sqlite" {
+		return nil
+	}
+	return &durability[broker.AcceptResult]{sync: store.SyncWAL, failed: failedAccept}
+}
+
+// failedAccept is what an accept answers when the fsync that was to make
+// it durable failed: the sender retries with the same id.
+func failedAccept(_ broker.AcceptResult, err error) broker.AcceptResult {
+	return broker.AcceptResult{Outcome: broker.Failed, Err: fmt.Errorf("accept: make durable: %w", err)}
 }
 
 // withMetrics adds GET /metrics to the extra handlers.

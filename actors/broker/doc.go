@@ -4,7 +4,9 @@
 //	├── hub        live presences per mesh: who is connected with which keys,
 //	│              groups and status; resolves a send's recipients; fans pushes
 //	│              out; peer list; peer_joined / peer_left (90 s grace)
-//	├── accepts    group commit of the accept transaction (store.AcceptBatch)
+//	├── accepts    group commit of the accept transaction (store.AcceptBatch);
+//	│              pushes at the commit, acks once it is durable (on SQLite
+//	│              after a WAL fsync a replySyncer runs beside the next batch)
 //	├── acks       group commit of client_acks (store.AckDeliveries), each
 //	│              held up to AckDelay for others to join
 //	├── sweeper    lease redelivery on a timer; dedupe retention and the

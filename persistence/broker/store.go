@@ -98,6 +98,7 @@ type Store struct {
 	d       *dialect
 	db      *sqlx.DB // writes; on SQLite the single writer connection
 	rdb     *sqlx.DB // reads; on SQLite a read-only pool, else db
+	path    string   // SQLite: the database file
 	now     func() time.Time
 	log     *slog.Logger
 	version int
@@ -175,7 +176,8 @@ func (s *Store) openSQLite(ctx context.Context, dir string) error {
 		return fmt.Errorf("create broker dir: %w", err)
 	}
 	var err error
-	if s.db, err = persistence.OpenSQLite(ctx, filepath.Join(dir, FileName), 0); err != nil {
+	s.path = filepath.Join(dir, FileName)
+	if s.db, err = persistence.OpenSQLite(ctx, s.path, 0); err != nil {
 		return err
 	}
 	s.d, s.rdb, s.stmts = sqliteDialect, s.db, newStmtCache()
@@ -209,6 +211,17 @@ func (s *Store) Backend() string { return s.d.name }
 
 // SchemaVersion is the highest migration applied.
 func (s *Store) SchemaVersion() int { return s.version }
+
+// SyncWAL makes every accept committed so far durable: on SQLite it
+// fsyncs the write-ahead log (AcceptBatch commits without one); on
+// PostgreSQL a commit is durable when it returns, and there is nothing to
+// do.
+func (s *Store) SyncWAL() error {
+	if s.d.name != sqliteName {
+		return nil
+	}
+	return persistence.SyncWAL(s.path)
+}
 
 // Close releases the statements and the database handles.
 func (s *Store) Close() error {
