@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 
@@ -57,6 +58,7 @@ type MCP struct {
 // signal ends it. Only the protocol goes to stdout; diagnostics go to
 // stderr.
 func (c *MCP) Serve(paths config.Paths) error {
+	tuneGC()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -88,6 +90,31 @@ func (c *MCP) Serve(paths config.Paths) error {
 		return err
 	}
 	return nil
+}
+
+// Garbage collection of an MCP server, a process of its own per agent
+// session whose live heap is a few megabytes. The SDK decodes every JSON
+// value it reads through a decoder with a fresh 32 KiB buffer, several per
+// tool call, so at Go's default percent the collector ran every few dozen
+// calls and took a third of the server's CPU (docs/BENCHMARKS.md, "Agent
+// mail: messages"). At mcpGCPercent the heap may grow to three times what
+// is live between collections: about 22 MB resident under load against
+// 18 (400 held 30 MB for no faster call), and mcpGCMemoryLimit bounds it
+// whatever the percent allows.
+const (
+	mcpGCPercent     = 200
+	mcpGCMemoryLimit = 64 << 20
+)
+
+// tuneGC sets mcpGCPercent and mcpGCMemoryLimit unless GOGC or GOMEMLIMIT
+// says otherwise.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(mcpGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(mcpGCMemoryLimit)
+	}
 }
 
 // sessionLink is the MCP server's session, established on first use: at
