@@ -58,6 +58,15 @@ type Options struct {
 	// without a renewal before another may force its reservations
 	// released (0: messages.ReservationStaleAfter, 90 s).
 	ReservationStaleAfter time.Duration
+	// AckSyncDelay is how long, on SQLite, the accepts' reply syncer
+	// gathers committed batches before each fsync that their acks wait
+	// for (0: none, an fsync as soon as one is owed). Deliveries do not
+	// wait for it. A daemon's embedded broker gathers (EmbeddedAckSyncDelay
+	// in actors/daemon): its only sender is the daemon itself, whose outbox
+	// holds each message durably until the ack and pipelines its sends,
+	// and an fsync less per message leaves the disk to the fsyncs that
+	// callers wait for.
+	AckSyncDelay time.Duration
 	// System is the actor system to spawn the broker's actors in (nil: a
 	// system of its own, which Close shuts down). A daemon's embedded
 	// broker shares the daemon's: a system's process registry alone is
@@ -126,7 +135,7 @@ func Start(opts Options) (*Broker, error) {
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
 	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
 		return d.acceptBatch(system.Root, jobs)
-	}, nil, 0, acceptDurability(opts.Store), opts.Log))
+	}, nil, 0, acceptDurability(opts.Store, opts.AckSyncDelay), opts.Log))
 	// Acks answer no one: each waits up to AckDelay for others to share its
 	// transaction.
 	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
@@ -258,11 +267,11 @@ func (d *deps) acceptBatch(root *actor.RootContext, jobs []*acceptJob) []broker.
 
 // acceptDurability is the accepts batcher's on SQLite, whose accept
 // commits skip the fsync; a PostgreSQL commit is durable when it returns.
-func acceptDurability(store *broker.Store) *durability[broker.AcceptResult] {
+func acceptDurability(store *broker.Store, delay time.Duration) *durability[broker.AcceptResult] {
 	if store.Backend() != "sqlite" {
 		return nil
 	}
-	return &durability[broker.AcceptResult]{sync: store.SyncWAL, failed: failedAccept}
+	return &durability[broker.AcceptResult]{sync: store.SyncWAL, delay: delay, failed: failedAccept}
 }
 
 // failedAccept is what an accept answers when the fsync that was to make

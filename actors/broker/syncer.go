@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -9,10 +10,11 @@ import (
 // durability makes a batcher answer a batch only once it is on disk: its
 // run commits without an fsync, and sync (the store's SyncWAL) is called
 // on a goroutine of its own while the batcher goes on with its next batch
-// (pipelined group commit). failed is the result a request gets instead
-// of its own when the fsync fails.
+// (pipelined group commit), after gathering batches for delay. failed is
+// the result a request gets instead of its own when the fsync fails.
 type durability[Res any] struct {
 	sync   func() error
+	delay  time.Duration
 	failed func(Res, error) Res
 }
 
@@ -74,9 +76,21 @@ func (y *replySyncer[Res]) close() {
 func (y *replySyncer[Res]) loop() {
 	defer close(y.done)
 	var batch []owedResult[Res]
+	gather := time.NewTimer(y.d.delay)
+	gather.Stop()
 	for {
 		select {
 		case <-y.wake:
+			if y.d.delay > 0 {
+				gather.Reset(y.d.delay)
+				select {
+				case <-gather.C:
+				case <-y.stop:
+					gather.Stop()
+					y.syncOwed(batch)
+					return
+				}
+			}
 			batch = y.syncOwed(batch)
 		case <-y.stop:
 			y.syncOwed(batch)

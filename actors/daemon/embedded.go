@@ -20,6 +20,13 @@ import (
 // it serves one machine's agents, whose daemon already bounds them.
 const EmbeddedRateLimit = 1_000_000
 
+// EmbeddedAckSyncDelay is how long the embedded broker gathers accepts
+// before the fsync their acks wait for (brokeractors.Options.AckSyncDelay):
+// the daemon's outbox keeps each message until its ack, so a later ack
+// costs nothing but a row in flight a little longer, and under a steady
+// stream one fsync covers many accepts instead of one each.
+const EmbeddedAckSyncDelay = 5 * time.Millisecond
+
 // embeddedBroker is the broker a daemon runs in-process for memberships
 // with no brokerUrl (the `local` mesh): SQLite in <daemon dir>/broker, on a
 // loopback port the kernel picks, so agents on one machine can message each
@@ -49,7 +56,7 @@ func (d *Daemon) startEmbeddedBroker(local []config.Membership, system *actor.Ac
 			return nil, fmt.Errorf("embedded broker: register %s: %w", m.Slug, err)
 		}
 	}
-	if e.broker, err = brokeractors.Start(brokeractors.Options{Store: store, System: system,
+	if e.broker, err = brokeractors.Start(brokeractors.Options{Store: store, System: system, AckSyncDelay: EmbeddedAckSyncDelay,
 		Limiter: ratelimit.NewMemory(ratelimit.Options{Limit: EmbeddedRateLimit, Window: time.Minute}), Log: d.log.With("component", "embedded-broker")}); err != nil {
 		e.close()
 		return nil, err
