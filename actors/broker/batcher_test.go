@@ -167,3 +167,41 @@ func futureDone(f *actor.Future) <-chan any {
 	}()
 	return ch
 }
+
+// TestBatcherDurabilityGathers: with a delay, the batches committed within
+// it share one sync, and a batcher that stops syncs and answers what it
+// owes at once instead of waiting the delay out.
+func TestBatcherDurabilityGathers(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	ran := make(chan string, 16)
+	run := func(reqs []string) []string {
+		for _, r := range reqs {
+			ran <- r
+		}
+		return reqs
+	}
+	syncs := make(chan struct{}, 16)
+	d := &durability[string]{
+		sync:   func() error { syncs <- struct{}{}; return nil },
+		delay:  time.Hour, // only the stop ends the gathering
+		failed: func(r string, err error) string { return r + ": " + err.Error() },
+	}
+	pid := system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, nil, 0, d,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))))
+	a := futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: "a"}, 5*time.Second))
+	<-ran
+	b := futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: "b"}, 5*time.Second))
+	<-ran // two batches committed, neither synced
+	if err := system.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for name, done := range map[string]<-chan any{"a": a, "b": b} {
+		if r, ok := (<-done).(*batchResult[string]); !ok || r.res != name {
+			t.Fatalf("%s answered %+v", name, r)
+		}
+	}
+	if n := len(syncs); n != 1 {
+		t.Fatalf("%d syncs for two batches gathered, want 1", n)
+	}
+}
