@@ -267,7 +267,7 @@ func TestConcurrentClaimers(t *testing.T) {
 				t.Fatalf("accept: %d (%v)", r.Outcome, r.Err)
 			}
 		}
-		claimers := []*Store{e.s, openEnv(t, e.opts).s}
+		claimers := []*Store{e.s, e.replica(t)}
 		claimed := make([][]string, len(claimers))
 		var wg sync.WaitGroup
 		for i, s := range claimers {

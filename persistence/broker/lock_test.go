@@ -181,7 +181,7 @@ func TestLockContended(t *testing.T) {
 		ctx := context.Background()
 		stores := []*Store{e.s}
 		if e.s.Backend() == postgresName {
-			stores = append(stores, openEnv(t, e.opts).s)
+			stores = append(stores, e.replica(t))
 		}
 		m := e.mesh(t, Mesh{})
 		holders := make([]LockHolder, 50)

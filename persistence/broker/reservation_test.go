@@ -241,7 +241,7 @@ func TestReserveContended(t *testing.T) {
 		ctx := context.Background()
 		stores := []*Store{e.s}
 		if e.s.Backend() == postgresName {
-			stores = append(stores, openEnv(t, e.opts).s)
+			stores = append(stores, e.replica(t))
 		}
 		m := e.mesh(t, Mesh{})
 		patterns := []string{"src/**", "src/app.py", "src/*.py", "**/*.py", "docs/**", "src/lib/**"}

@@ -86,6 +86,21 @@ func openEnv(t testing.TB, opts Options) *env {
 	return &env{s: s, clock: clock, logs: logs, opts: opts}
 }
 
+// replica opens a second store on e's database that keeps e's clock, as
+// two replicas whose clocks agree: a store of its own clock would judge
+// expiries (locks, reservations, leases) at another time.
+func (e *env) replica(t testing.TB) *Store {
+	t.Helper()
+	opts := e.opts
+	opts.Log = slog.New(slog.DiscardHandler)
+	s, err := Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func newPubkey(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 32)
