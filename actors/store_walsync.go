@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 )
 
 // InboxSyncDelay is how long inbox.db's syncer gathers committed batches
@@ -103,27 +105,7 @@ func (y *walSyncer) close() {
 func (y *walSyncer) loop() {
 	defer close(y.done)
 	var batch []owedReply
-	gather := time.NewTimer(y.delay)
-	gather.Stop()
-	for {
-		select {
-		case <-y.wake:
-			if y.delay > 0 {
-				gather.Reset(y.delay)
-				select {
-				case <-gather.C:
-				case <-y.stop:
-					gather.Stop()
-					y.syncOwed(batch)
-					return
-				}
-			}
-			batch = y.syncOwed(batch)
-		case <-y.stop:
-			y.syncOwed(batch)
-			return
-		}
-	}
+	workers.Gather(y.wake, y.stop, y.delay, func() { batch = y.syncOwed(batch) })
 }
 
 // syncOwed fsyncs the WAL and sends the replies owed until then; if the

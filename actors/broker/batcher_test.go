@@ -80,23 +80,11 @@ func TestBatcherHolds(t *testing.T) {
 func TestBatcherDurability(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
-	ran := make(chan string, 16)
-	run := func(reqs []string) []string {
-		for _, r := range reqs {
-			ran <- r
-		}
-		return reqs
-	}
 	syncing, release := make(chan struct{}, 16), make(chan error)
-	d := &durability[string]{
-		sync: func() error {
-			syncing <- struct{}{}
-			return <-release
-		},
-		failed: func(r string, err error) string { return r + ": " + err.Error() },
-	}
-	pid := system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, nil, 0, d,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))))
+	pid, ran := durableBatcher(system, func() error {
+		syncing <- struct{}{}
+		return <-release
+	}, 0)
 	ask := func(req string) *actor.Future {
 		return system.Root.RequestFuture(pid, &batchOf[string]{req: req}, 5*time.Second)
 	}
@@ -153,6 +141,22 @@ func TestBatcherDurability(t *testing.T) {
 	}
 }
 
+// durableBatcher spawns a batcher of strings whose batches sync with sync
+// after delay; ran gets each request as its batch runs, and a request's
+// result is itself (or itself and the failure).
+func durableBatcher(system *actor.ActorSystem, sync func() error, delay time.Duration) (*actor.PID, <-chan string) {
+	ran := make(chan string, 16)
+	run := func(reqs []string) []string {
+		for _, r := range reqs {
+			ran <- r
+		}
+		return reqs
+	}
+	d := &durability[string]{sync: sync, delay: delay, failed: func(r string, err error) string { return r + ": " + err.Error() }}
+	return system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, nil, 0, d,
+		slog.New(slog.NewTextHandler(io.Discard, nil))))), ran
+}
+
 // futureDone delivers f's result (or its error) once it has one, without
 // blocking the test. (A Future has one waiter: Result is called once.)
 func futureDone(f *actor.Future) <-chan any {
@@ -174,21 +178,11 @@ func futureDone(f *actor.Future) <-chan any {
 func TestBatcherDurabilityGathers(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
-	ran := make(chan string, 16)
-	run := func(reqs []string) []string {
-		for _, r := range reqs {
-			ran <- r
-		}
-		return reqs
-	}
 	syncs := make(chan struct{}, 16)
-	d := &durability[string]{
-		sync:   func() error { syncs <- struct{}{}; return nil },
-		delay:  time.Hour, // only the stop ends the gathering
-		failed: func(r string, err error) string { return r + ": " + err.Error() },
-	}
-	pid := system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, nil, 0, d,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))))
+	pid, ran := durableBatcher(system, func() error {
+		syncs <- struct{}{}
+		return nil
+	}, time.Hour) // only the stop ends the gathering
 	a := futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: "a"}, 5*time.Second))
 	<-ran
 	b := futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: "b"}, 5*time.Second))

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 )
 
 // durability makes a batcher answer a batch only once it is on disk: its
@@ -76,27 +78,7 @@ func (y *replySyncer[Res]) close() {
 func (y *replySyncer[Res]) loop() {
 	defer close(y.done)
 	var batch []owedResult[Res]
-	gather := time.NewTimer(y.d.delay)
-	gather.Stop()
-	for {
-		select {
-		case <-y.wake:
-			if y.d.delay > 0 {
-				gather.Reset(y.d.delay)
-				select {
-				case <-gather.C:
-				case <-y.stop:
-					gather.Stop()
-					y.syncOwed(batch)
-					return
-				}
-			}
-			batch = y.syncOwed(batch)
-		case <-y.stop:
-			y.syncOwed(batch)
-			return
-		}
-	}
+	workers.Gather(y.wake, y.stop, y.d.delay, func() { batch = y.syncOwed(batch) })
 }
 
 // syncOwed fsyncs and sends the replies owed until then. batch is the

@@ -1,7 +1,8 @@
 // Package workers is how the daemon's and the broker's actors run: the
 // worker pool their mailboxes run on (Props), the inline dispatch of the
-// actors whose handlers never block (InlineProps), and the timer that sends
-// an actor a message later (SendLater).
+// actors whose handlers never block (InlineProps), the timer that sends
+// an actor a message later (SendLater), and the wait of the goroutines
+// beside them that gather work before a costly step (Gather).
 //
 // The pool: protoactor's default starts a new goroutine every time a
 // mailbox that was empty gets a message, and a new goroutine starts with a

@@ -71,3 +71,25 @@ func TestIdleWorkersBounded(t *testing.T) {
 	p.Schedule(func() { close(ran) }) // a waiting worker takes it
 	<-ran
 }
+
+// TestGather: a wake runs step (at once with no delay), a wake during a
+// long delay runs it only when stop ends the wait, and stop runs it once
+// more before Gather returns.
+func TestGather(t *testing.T) {
+	for _, delay := range []time.Duration{0, time.Hour} {
+		wake, stop, steps, done := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 4), make(chan struct{})
+		go func() {
+			defer close(done)
+			Gather(wake, stop, delay, func() { steps <- struct{}{} })
+		}()
+		wake <- struct{}{}
+		if delay == 0 {
+			<-steps // the wake's own step
+		}
+		close(stop)
+		<-done
+		if n := len(steps); n != 1 {
+			t.Fatalf("delay %v: %d steps after stop, want 1", delay, n)
+		}
+	}
+}
