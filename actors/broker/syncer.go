@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type durability[Res any] struct {
 type replySyncer[Res any] struct {
 	d    durability[Res]
 	root *actor.RootContext
+	log  *slog.Logger
 
 	mu     sync.Mutex
 	owed   []owedResult[Res]
@@ -48,8 +50,8 @@ type owedResult[Res any] struct {
 	res Res
 }
 
-func startReplySyncer[Res any](d durability[Res], root *actor.RootContext) *replySyncer[Res] {
-	y := &replySyncer[Res]{d: d, root: root, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func startReplySyncer[Res any](d durability[Res], root *actor.RootContext, log *slog.Logger) *replySyncer[Res] {
+	y := &replySyncer[Res]{d: d, root: root, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go y.loop()
 	return y
 }
@@ -91,7 +93,10 @@ func (y *replySyncer[Res]) syncOwed(batch []owedResult[Res]) []owedResult[Res] {
 		return batch
 	}
 	if y.broken == nil {
-		y.broken = y.d.sync()
+		if y.broken = y.d.sync(); y.broken != nil {
+			y.log.Error("wal_fsync_failed", "err", y.broken,
+				"consequence", "every accept is answered failed until the broker restarts")
+		}
 	}
 	for _, o := range batch {
 		res := o.res
