@@ -67,7 +67,7 @@ func (b *batcher[Req, Res]) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		if b.durable != nil {
-			b.syncer = startReplySyncer(*b.durable, ctx.ActorSystem().Root, b.log)
+			b.syncer = startReplySyncer(b.durable, ctx.ActorSystem().Root, b.log)
 		}
 	case *actor.Restarting:
 	case *actor.Stopping:

@@ -76,12 +76,13 @@ func TestBatcherHolds(t *testing.T) {
 
 // TestBatcherDurability: with a durability, a batch's results wait for a
 // sync that began after its commit, the next batch runs meanwhile, and
-// once a sync has failed every result is the failure's, later ones too.
+// once a sync has failed every result is the failure's, later ones too,
+// and the durability says it is broken.
 func TestBatcherDurability(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
 	syncing, release := make(chan struct{}, 16), make(chan error)
-	pid, ran := durableBatcher(system, func() error {
+	pid, ran, d := durableBatcher(system, func() error {
 		syncing <- struct{}{}
 		return <-release
 	}, 0)
@@ -129,6 +130,9 @@ func TestBatcherDurability(t *testing.T) {
 	if got := answer(b); got != "b: disk on fire" {
 		t.Fatalf("b answered %q, want its failure", got)
 	}
+	if !d.broken.Load() {
+		t.Fatal("the failed sync is not reported (the broker's /health reads it)")
+	}
 	c := futureDone(ask("c"))
 	<-ran
 	if got := answer(c); got != "c: disk on fire" { // no later sync is trusted
@@ -144,7 +148,7 @@ func TestBatcherDurability(t *testing.T) {
 // durableBatcher spawns a batcher of strings whose batches sync with sync
 // after delay; ran gets each request as its batch runs, and a request's
 // result is itself (or itself and the failure).
-func durableBatcher(system *actor.ActorSystem, sync func() error, delay time.Duration) (*actor.PID, <-chan string) {
+func durableBatcher(system *actor.ActorSystem, sync func() error, delay time.Duration) (*actor.PID, <-chan string, *durability[string]) {
 	ran := make(chan string, 16)
 	run := func(reqs []string) []string {
 		for _, r := range reqs {
@@ -154,7 +158,7 @@ func durableBatcher(system *actor.ActorSystem, sync func() error, delay time.Dur
 	}
 	d := &durability[string]{sync: sync, delay: delay, failed: func(r string, err error) string { return r + ": " + err.Error() }}
 	return system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, nil, 0, d,
-		slog.New(slog.NewTextHandler(io.Discard, nil))))), ran
+		slog.New(slog.NewTextHandler(io.Discard, nil))))), ran, d
 }
 
 // futureDone delivers f's result (or its error) once it has one, without
@@ -179,7 +183,7 @@ func TestBatcherDurabilityGathers(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
 	syncs := make(chan struct{}, 16)
-	pid, ran := durableBatcher(system, func() error {
+	pid, ran, _ := durableBatcher(system, func() error {
 		syncs <- struct{}{}
 		return nil
 	}, time.Hour) // only the stop ends the gathering

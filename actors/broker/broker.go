@@ -86,6 +86,9 @@ type Broker struct {
 	log           *slog.Logger
 	handler       *wsserver.Server
 	conns         atomic.Int64
+	// accepts is the accepts batcher's durability (SQLite), nil when its
+	// commits are durable themselves (PostgreSQL).
+	accepts *durability[broker.AcceptResult]
 }
 
 // Start spawns the broker's actors and returns the broker; serve its
@@ -133,9 +136,10 @@ func Start(opts Options) (*Broker, error) {
 		return pid
 	}
 	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
+	durable := acceptDurability(opts.Store, opts.AckSyncDelay)
 	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
 		return d.acceptBatch(system.Root, jobs)
-	}, nil, 0, acceptDurability(opts.Store, opts.AckSyncDelay), opts.Log))
+	}, nil, 0, durable, opts.Log))
 	// Acks answer no one: each waits up to AckDelay for others to share its
 	// transaction.
 	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
@@ -148,7 +152,8 @@ func Start(opts Options) (*Broker, error) {
 		opts.RevocationCheck = RevocationCheck
 	}
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
-	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log}
+	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log,
+		accepts: durable}
 	if opts.RelayPoll == 0 {
 		opts.RelayPoll = DefaultRelayPoll
 	}
@@ -188,6 +193,10 @@ func Start(opts Options) (*Broker, error) {
 func (b *Broker) Handler() http.Handler { return b.handler }
 
 func (b *Broker) health() any {
+	if b.accepts != nil && b.accepts.broken.Load() {
+		// Its store can no longer promise what it accepts: restart it.
+		return map[string]any{"status": "degraded", "wal_sync_failed": true, "connections_opened": b.conns.Load()}
+	}
 	return map[string]any{"status": "ok", "connections_opened": b.conns.Load()}
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,6 +20,9 @@ type durability[Res any] struct {
 	sync   func() error
 	delay  time.Duration
 	failed func(Res, error) Res
+	// broken is set at the first failed fsync (the broker's /health
+	// reports it).
+	broken atomic.Bool
 }
 
 // replySyncer holds a batcher's replies until an fsync that began after
@@ -31,7 +35,7 @@ type durability[Res any] struct {
 // first bad frame of the WAL): every reply from then on is the failure's,
 // until the broker restarts.
 type replySyncer[Res any] struct {
-	d    durability[Res]
+	d    *durability[Res]
 	root *actor.RootContext
 	log  *slog.Logger
 
@@ -50,7 +54,7 @@ type owedResult[Res any] struct {
 	res Res
 }
 
-func startReplySyncer[Res any](d durability[Res], root *actor.RootContext, log *slog.Logger) *replySyncer[Res] {
+func startReplySyncer[Res any](d *durability[Res], root *actor.RootContext, log *slog.Logger) *replySyncer[Res] {
 	y := &replySyncer[Res]{d: d, root: root, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go y.loop()
 	return y
@@ -94,6 +98,7 @@ func (y *replySyncer[Res]) syncOwed(batch []owedResult[Res]) []owedResult[Res] {
 	}
 	if y.broken == nil {
 		if y.broken = y.d.sync(); y.broken != nil {
+			y.d.broken.Store(true)
 			y.log.Error("wal_fsync_failed", "err", y.broken,
 				"consequence", "every accept is answered failed until the broker restarts")
 		}
