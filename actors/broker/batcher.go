@@ -67,11 +67,11 @@ func (b *batcher[Req, Res]) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		if b.durable != nil {
-			b.syncer = startReplySyncer(b.durable, ctx.ActorSystem().Root, b.log)
+			b.syncer = startReplySyncer(b.durable, ctx.ActorSystem().Root, ctx.Self(), b.log)
 		}
 	case *actor.Restarting:
 	case *actor.Stopping:
-		b.flush(ctx) // held requests
+		b.commit(ctx) // held requests
 	case *actor.Stopped:
 		if b.syncer != nil {
 			b.syncer.close() // what the last batches owe
@@ -96,7 +96,7 @@ func (b *batcher[Req, Res]) Receive(ctx actor.Context) {
 		b.holding = false
 		b.flush(ctx)
 	case *flushThen:
-		b.flush(ctx)
+		b.commit(ctx)
 		ctx.Send(msg.to, msg.msg)
 	default:
 		b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", msg))
@@ -117,7 +117,18 @@ func (b *batcher[Req, Res]) keep(ctx actor.Context, req Req) {
 	}
 }
 
+// flush runs every request the batcher has, unless its replySyncer holds
+// the batch back (an fsync runs with a batch behind it already): then the
+// syncer sends a batchFlush when it may run.
 func (b *batcher[Req, Res]) flush(ctx actor.Context) {
+	if b.syncer != nil && len(b.reqs)+len(b.held) > 0 && !b.syncer.mayCommit() {
+		return
+	}
+	b.commit(ctx)
+}
+
+// commit runs every request the batcher has (held ones included).
+func (b *batcher[Req, Res]) commit(ctx actor.Context) {
 	for _, req := range b.held {
 		b.reqs = append(b.reqs, req)
 		b.from = append(b.from, nil)

@@ -28,7 +28,11 @@ type durability[Res any] struct {
 // replySyncer holds a batcher's replies until an fsync that began after
 // their batch had committed has returned, then sends them, in the order
 // the batches committed. One fsync covers every batch committed before it
-// began.
+// began. So that batches stay large under load, at most one batch commits
+// behind a running fsync (mayCommit): the requests that come meanwhile
+// wait, uncommitted, and the batcher is told to commit them together once
+// the fsync has returned — one commit for all, as with an fsync in the
+// commit, which the next batch no longer waits for.
 //
 // After a failed fsync no later one is trusted (the kernel may have
 // dropped pages it could not write, and SQLite's recovery stops at the
@@ -39,9 +43,14 @@ type replySyncer[Res any] struct {
 	root *actor.RootContext
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	owed   []owedResult[Res]
-	broken error
+	self *actor.PID // the batcher, told to commit what it held back
+
+	mu      sync.Mutex
+	owed    []owedResult[Res]
+	behind  int  // batches committed since the last fsync began
+	syncing bool // an fsync is running
+	held    bool // the batcher held a batch back (mayCommit said no)
+	broken  error
 
 	wake chan struct{}
 	stop chan struct{}
@@ -54,15 +63,29 @@ type owedResult[Res any] struct {
 	res Res
 }
 
-func startReplySyncer[Res any](d *durability[Res], root *actor.RootContext, log *slog.Logger) *replySyncer[Res] {
-	y := &replySyncer[Res]{d: d, root: root, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func startReplySyncer[Res any](d *durability[Res], root *actor.RootContext, self *actor.PID, log *slog.Logger) *replySyncer[Res] {
+	y := &replySyncer[Res]{d: d, root: root, self: self, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go y.loop()
 	return y
+}
+
+// mayCommit says whether the batcher may commit a batch now: when no fsync
+// runs, or one runs and no batch has committed behind it yet. When not,
+// the batcher is sent a batchFlush once the running fsync has returned.
+func (y *replySyncer[Res]) mayCommit() bool {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.syncing && y.behind > 0 {
+		y.held = true
+		return false
+	}
+	return true
 }
 
 // owe takes a committed batch's replies (a nil to answers no one).
 func (y *replySyncer[Res]) owe(from []*actor.PID, results []Res) {
 	y.mu.Lock()
+	y.behind++
 	for i, to := range from {
 		if to != nil {
 			y.owed = append(y.owed, owedResult[Res]{to: to, res: results[i]})
@@ -91,17 +114,26 @@ func (y *replySyncer[Res]) loop() {
 // buffer of the previous call, reused.
 func (y *replySyncer[Res]) syncOwed(batch []owedResult[Res]) []owedResult[Res] {
 	y.mu.Lock()
-	batch, y.owed = y.owed, batch[:0]
-	y.mu.Unlock()
-	if len(batch) == 0 {
+	if y.behind == 0 {
+		y.mu.Unlock()
 		return batch
 	}
+	batch, y.owed = y.owed, batch[:0]
+	y.behind, y.syncing = 0, true
+	y.mu.Unlock()
 	if y.broken == nil {
 		if y.broken = y.d.sync(); y.broken != nil {
 			y.d.broken.Store(true)
 			y.log.Error("wal_fsync_failed", "err", y.broken,
 				"consequence", "every accept is answered failed until the broker restarts")
 		}
+	}
+	y.mu.Lock()
+	held := y.held
+	y.syncing, y.held = false, false
+	y.mu.Unlock()
+	if held {
+		y.root.Send(y.self, &batchFlush{})
 	}
 	for _, o := range batch {
 		res := o.res
