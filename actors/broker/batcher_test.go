@@ -203,3 +203,51 @@ func TestBatcherDurabilityGathers(t *testing.T) {
 		t.Fatalf("%d syncs for two batches gathered, want 1", n)
 	}
 }
+
+// TestBatcherHoldsBehindSync: while an fsync runs with a batch committed
+// behind it, the next requests wait uncommitted, and commit together once
+// the fsync has returned.
+func TestBatcherHoldsBehindSync(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	order := make(chan string, 16)
+	release := make(chan error)
+	pid, ran, _ := durableBatcher(system, func() error {
+		err := <-release
+		order <- "synced"
+		return err
+	}, 0)
+	ask := func(req string) <-chan any {
+		return futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: req}, 5*time.Second))
+	}
+	a := ask("a")
+	<-ran // a committed; its fsync waits for release
+	b := ask("b")
+	<-ran // b committed behind the running fsync
+	c, d := ask("c"), ask("d")
+	release <- nil // a's fsync returns: c and d may commit, as one batch
+	got := []string{<-order}
+	for range 2 {
+		got = append(got, <-ran)
+	}
+	slices.Sort(got[1:])
+	if !slices.Equal(got, []string{"synced", "c", "d"}) {
+		t.Fatalf("events %v, want a's fsync back before c and d ran", got)
+	}
+	answered := make(chan struct{})
+	defer close(answered)
+	go func() { // b's fsync, and c's and d's: one or two more
+		for {
+			select {
+			case release <- nil:
+			case <-answered:
+				return
+			}
+		}
+	}()
+	for _, done := range []<-chan any{a, b, c, d} {
+		if _, ok := (<-done).(*batchResult[string]); !ok {
+			t.Fatal("a request was not answered")
+		}
+	}
+}
