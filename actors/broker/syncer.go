@@ -29,7 +29,7 @@ type durability[Res any] struct {
 // their batch had committed has returned, then sends them, in the order
 // the batches committed. One fsync covers every batch committed before it
 // began. So that batches stay large under load, at most one batch commits
-// behind a running fsync (mayCommit): the requests that come meanwhile
+// behind a running fsync (mayCommit; without a delay): the requests that come meanwhile
 // wait, uncommitted, and the batcher is told to commit them together once
 // the fsync has returned — one commit for all, as with an fsync in the
 // commit, which the next batch no longer waits for.
@@ -72,7 +72,12 @@ func startReplySyncer[Res any](d *durability[Res], root *actor.RootContext, self
 // mayCommit says whether the batcher may commit a batch now: when no fsync
 // runs, or one runs and no batch has committed behind it yet. When not,
 // the batcher is sent a batchFlush once the running fsync has returned.
+// With a delay it always may: the fsyncs are then few whatever the
+// commits do, and holding a batch back would only delay its pushes.
 func (y *replySyncer[Res]) mayCommit() bool {
+	if y.d.delay > 0 {
+		return true
+	}
 	y.mu.Lock()
 	defer y.mu.Unlock()
 	if y.syncing && y.behind > 0 {
