@@ -268,6 +268,7 @@ func (c *conn) hello(ctx actor.Context, f *messages.HelloFrame) {
 	if isNode(f) {
 		c.node = &broker.NodeConn{Host: f.Hostname, Version: f.DaemonVersion}
 	}
+	c.recordLegacySession(f, member)
 	c.admit(ctx, mesh, member, p)
 }
 

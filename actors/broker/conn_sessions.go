@@ -19,7 +19,8 @@ import (
 // ahead, as the hub keeps a dropped presence). Another replica's accept
 // reads it for a DM to a key its hub does not know, its connections for a
 // broadcast, topic or group send (the hub adds those sessions as it adds
-// its own) and for a peer list with the member directory; the delivery
+// its own) and for a peer list with the member directory (a legacy hello
+// naming a sessionPubkey keeps one too); the delivery
 // rides the NOTIFY (and the relay's poll) as a member's does, and this
 // replica's hub drains the connection receiving for the key. A SQLite
 // broker is the only one of its database: its hub knows every session,
@@ -38,6 +39,19 @@ func (c *conn) recordSession(f *messages.SessionHelloFrame) {
 	c.sessionRow = &broker.SessionConn{MeshID: f.MeshID, SessionPubkey: f.SessionPubkey, MemberPubkey: f.ParentMemberPubkey,
 		DisplayName: f.DisplayName, SessionID: f.SessionID, Hostname: f.Hostname, Cwd: f.Cwd, PeerType: f.PeerType,
 		Channel: f.Channel, Groups: f.Groups}
+}
+
+// recordLegacySession does what recordSession does for a hello that names
+// a sessionPubkey (upstream's CLI: the connection receives for the session
+// key and the member's), so that a DM to that key is accepted, and
+// delivered here, from any replica.
+func (c *conn) recordLegacySession(f *messages.HelloFrame, member *broker.Member) {
+	if !c.replicated() || f.SessionPubkey == "" {
+		return
+	}
+	c.sessionRow = &broker.SessionConn{MeshID: f.MeshID, SessionPubkey: f.SessionPubkey, MemberPubkey: member.Pubkey,
+		DisplayName: cmp.Or(f.DisplayName, member.DisplayName), SessionID: f.SessionID, Hostname: f.Hostname, Cwd: f.Cwd,
+		PeerType: f.PeerType, Channel: f.Channel, Groups: f.Groups, Legacy: true}
 }
 
 // connectSession writes the row of an admitted session connection.

@@ -417,7 +417,9 @@ func (h *hub) groupMembers(q *hubResolve, group string) []string {
 
 // addSessions adds to keys the session key of every live session_hello
 // connection here, and of every session connected to another replica,
-// whose member passes.
+// whose member passes. A legacy hello's session is left out there as
+// here: its connection receives for its member key too, by which such a
+// send reaches it.
 func (h *hub) addSessions(q *hubResolve, keys map[string]bool, pass func(member string) bool) {
 	for _, p := range h.byMesh[q.meshID] {
 		if !p.offline && p.sessionHello && pass(p.member.Pubkey) {
@@ -425,7 +427,7 @@ func (h *hub) addSessions(q *hubResolve, keys map[string]bool, pass func(member 
 		}
 	}
 	for _, s := range q.remoteSessions {
-		if pass(s.MemberPubkey) {
+		if !s.Legacy && pass(s.MemberPubkey) {
 			keys[s.SessionPubkey] = true
 		}
 	}

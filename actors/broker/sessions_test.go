@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"database/sql"
 	"fmt"
 	"slices"
 	"testing"
@@ -383,5 +384,35 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	sB.c = first.connectWith(helloB())
 	if got := sB.c.push(); got["client_message_id"] != "while-away" {
 		t.Fatalf("the session, back on the first, got %v, want the DM sent while it was away", got)
+	}
+
+	// Upstream's CLI: a hello with a sessionPubkey (no attestation) on the
+	// second; a DM to its session key from the first reaches it.
+	keyL := first.identity()
+	helloL := second.hello(bob, "bob-legacy")
+	helloL["sessionPubkey"] = keyL.PublicKeyHex()
+	legacy := second.connectWith(helloL)
+	a.sendTo(t, "to-a-legacy-session", keyL.PublicKeyHex())
+	if got := legacy.push(); got["client_message_id"] != "to-a-legacy-session" {
+		t.Fatalf("the legacy session on the second got %v, want the DM to its session key", got)
+	}
+	// A broadcast reaches it once, by its member key, as at its own replica.
+	a.sendTo(t, "to-everyone", "*")
+	if got := legacy.push(); got["client_message_id"] != "to-everyone" {
+		t.Fatalf("the legacy session got %v, want the broadcast", got)
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM delivery_queue d JOIN message m ON m.id = d.message_id
+		WHERE m.client_message_id = 'to-everyone' AND d.recipient_pubkey = $1`, keyL.PublicKeyHex()).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("the broadcast made %d delivery rows for the legacy session key (%v), want none: its member key's reaches it", rows, err)
+	}
+	a.sendTo(t, "after-everyone", keyL.PublicKeyHex())
+	if got := legacy.push(); got["client_message_id"] != "after-everyone" {
+		t.Fatalf("the legacy session got %v after the broadcast, want the next DM (the broadcast came twice?)", got)
 	}
 }

@@ -42,6 +42,9 @@ type SessionConn struct {
 	PeerType      string
 	Channel       string
 	Groups        []messages.Group
+	// Legacy marks the session of a legacy hello (a hello naming a
+	// sessionPubkey), whose connection also receives for its member key.
+	Legacy bool
 }
 
 // Session is a session connected to some replica, as Sessions lists it.
@@ -62,16 +65,17 @@ func (s *Store) ConnectSession(ctx context.Context, c SessionConn, stale time.Du
 	now := s.clock()
 	_, err = s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO mesh_session (mesh_id, session_pubkey, member_pubkey,
 		replica, conn_id, display_name, session_id, hostname, cwd, peer_type, channel, groups, connected_at, expires_at,
-		disconnected_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
+		disconnected_at, legacy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)
 		ON CONFLICT (mesh_id, session_pubkey) DO UPDATE SET member_pubkey = excluded.member_pubkey,
 		replica = excluded.replica, conn_id = excluded.conn_id, display_name = excluded.display_name,
 		session_id = excluded.session_id, hostname = excluded.hostname, cwd = excluded.cwd,
 		peer_type = excluded.peer_type, channel = excluded.channel, groups = excluded.groups,
-		connected_at = excluded.connected_at, expires_at = excluded.expires_at, disconnected_at = NULL`),
+		connected_at = excluded.connected_at, expires_at = excluded.expires_at, disconnected_at = NULL,
+		legacy = excluded.legacy`),
 		c.MeshID, c.SessionPubkey, c.MemberPubkey, c.Replica, c.ConnID, cut(c.DisplayName, MaxSessionText),
 		cut(c.SessionID, MaxSessionText), cut(c.Hostname, MaxSessionText), cut(c.Cwd, MaxSessionText),
 		cut(c.PeerType, MaxSessionText), cut(c.Channel, MaxSessionText), string(groups), s.d.time(now),
-		s.d.time(now.Add(stale)))
+		s.d.time(now.Add(stale)), c.Legacy)
 	if err != nil {
 		return fmt.Errorf("connect session: %w", err)
 	}
@@ -111,8 +115,8 @@ func (s *Store) DisconnectSession(ctx context.Context, c SessionConn, grace time
 // and that still count.
 func (s *Store) Sessions(ctx context.Context, meshID string) ([]Session, error) {
 	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(`SELECT s.mesh_id, s.session_pubkey, s.member_pubkey,
-		s.replica, s.conn_id, s.display_name, s.session_id, s.hostname, s.cwd, s.peer_type, s.channel, s.groups, s.connected_at
-		FROM mesh_session s JOIN member m ON m.mesh_id = s.mesh_id AND m.pubkey = s.member_pubkey
+		s.replica, s.conn_id, s.display_name, s.session_id, s.hostname, s.cwd, s.peer_type, s.channel, s.groups, s.connected_at,
+		s.legacy FROM mesh_session s JOIN member m ON m.mesh_id = s.mesh_id AND m.pubkey = s.member_pubkey
 		WHERE s.mesh_id = ? AND s.disconnected_at IS NULL AND s.expires_at > ? AND m.revoked_at IS NULL
 		ORDER BY s.connected_at, s.session_pubkey`), meshID, s.d.time(s.clock()))
 	if err != nil {
@@ -125,7 +129,7 @@ func (s *Store) Sessions(ctx context.Context, meshID string) ([]Session, error) 
 		var groups string
 		c := &ss.SessionConn
 		if err := rows.Scan(&c.MeshID, &c.SessionPubkey, &c.MemberPubkey, &c.Replica, &c.ConnID, &c.DisplayName,
-			&c.SessionID, &c.Hostname, &c.Cwd, &c.PeerType, &c.Channel, &groups, (*dbTime)(&ss.ConnectedAt)); err != nil {
+			&c.SessionID, &c.Hostname, &c.Cwd, &c.PeerType, &c.Channel, &groups, (*dbTime)(&ss.ConnectedAt), &c.Legacy); err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
 		if err := json.Unmarshal([]byte(groups), &c.Groups); err != nil {
