@@ -14,6 +14,7 @@ import (
 	"time"
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -40,7 +41,7 @@ type brokerUpCmd struct {
 }
 
 func (c *brokerUpCmd) Run() error {
-	tuneGC(brokerGCPercent)
+	gctune.Set(brokerGCPercent, gcMemoryLimit)
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))

@@ -18,6 +18,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/deploy"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -57,7 +58,7 @@ func (c *daemonUpCmd) Run() error {
 	if !c.Foreground {
 		return c.detach(paths, cfg)
 	}
-	tuneGC(daemonGCPercent)
+	gctune.Set(daemonGCPercent, gcMemoryLimit)
 	return c.serve(paths, cfg)
 }
 

@@ -1,10 +1,5 @@
 package main
 
-import (
-	"os"
-	"runtime/debug"
-)
-
 // Garbage collection of the long-running processes.
 const (
 	// brokerGCPercent lets a broker's heap grow to five times what is live
@@ -21,14 +16,3 @@ const (
 	// as the heap nears it, whatever the percent allows.
 	gcMemoryLimit = 256 << 20
 )
-
-// tuneGC sets percent and gcMemoryLimit unless GOGC or GOMEMLIMIT says
-// otherwise.
-func tuneGC(percent int) {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(percent)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(gcMemoryLimit)
-	}
-}

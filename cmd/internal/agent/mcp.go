@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sync"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages/hookevent"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
@@ -58,7 +58,7 @@ type MCP struct {
 // signal ends it. Only the protocol goes to stdout; diagnostics go to
 // stderr.
 func (c *MCP) Serve(paths config.Paths) error {
-	tuneGC()
+	gctune.Set(mcpGCPercent, mcpGCMemoryLimit)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -105,17 +105,6 @@ const (
 	mcpGCPercent     = 200
 	mcpGCMemoryLimit = 64 << 20
 )
-
-// tuneGC sets mcpGCPercent and mcpGCMemoryLimit unless GOGC or GOMEMLIMIT
-// says otherwise.
-func tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(mcpGCPercent)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(mcpGCMemoryLimit)
-	}
-}
 
 // sessionLink is the MCP server's session, established on first use: at
 // start when the daemon answers, else at the first tool call after it does.
