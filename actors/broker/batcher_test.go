@@ -82,13 +82,11 @@ func TestBatcherDurability(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
 	syncing, release := make(chan struct{}, 16), make(chan error)
-	pid, ran, d := durableBatcher(system, func() error {
+	ran := make(chan string, 16)
+	pid, d := durableBatcher(system, ran, func() error {
 		syncing <- struct{}{}
 		return <-release
 	}, 0)
-	ask := func(req string) *actor.Future {
-		return system.Root.RequestFuture(pid, &batchOf[string]{req: req}, 5*time.Second)
-	}
 	wait := func(ch <-chan struct{}) {
 		t.Helper()
 		select {
@@ -107,12 +105,12 @@ func TestBatcherDurability(t *testing.T) {
 		return r.res
 	}
 
-	a := futureDone(ask("a"))
+	a := ask(system, pid, "a")
 	wait(syncing) // a committed; its sync is under way
 	if got := <-ran; got != "a" {
 		t.Fatalf("ran %q, want a", got)
 	}
-	b := futureDone(ask("b"))
+	b := ask(system, pid, "b")
 	if got := <-ran; got != "b" { // the next batch commits while a's sync lasts
 		t.Fatalf("ran %q, want b", got)
 	}
@@ -133,7 +131,7 @@ func TestBatcherDurability(t *testing.T) {
 	if !d.broken.Load() {
 		t.Fatal("the failed sync is not reported (the broker's /health reads it)")
 	}
-	c := futureDone(ask("c"))
+	c := ask(system, pid, "c")
 	<-ran
 	if got := answer(c); got != "c: disk on fire" { // no later sync is trusted
 		t.Fatalf("c answered %q after a failed sync", got)
@@ -148,8 +146,7 @@ func TestBatcherDurability(t *testing.T) {
 // durableBatcher spawns a batcher of strings whose batches sync with sync
 // after delay; ran gets each request as its batch runs, and a request's
 // result is itself (or itself and the failure).
-func durableBatcher(system *actor.ActorSystem, sync func() error, delay time.Duration) (*actor.PID, <-chan string, *durability[string]) {
-	ran := make(chan string, 16)
+func durableBatcher(system *actor.ActorSystem, ran chan<- string, sync func() error, delay time.Duration) (*actor.PID, *durability[string]) {
 	run := func(reqs []string) []string {
 		for _, r := range reqs {
 			ran <- r
@@ -158,22 +155,24 @@ func durableBatcher(system *actor.ActorSystem, sync func() error, delay time.Dur
 	}
 	d := &durability[string]{sync: sync, delay: delay, failed: func(r string, err error) string { return r + ": " + err.Error() }}
 	return system.Root.Spawn(actor.PropsFromProducer(newBatcher("test", 64, run, nil, 0, d,
-		slog.New(slog.NewTextHandler(io.Discard, nil))))), ran, d
+		slog.New(slog.NewTextHandler(io.Discard, nil))))), d
 }
 
-// futureDone delivers f's result (or its error) once it has one, without
-// blocking the test. (A Future has one waiter: Result is called once.)
-func futureDone(f *actor.Future) <-chan any {
-	ch := make(chan any, 1)
-	go func() {
-		res, err := f.Result()
-		if err != nil {
-			ch <- err
-			return
-		}
-		ch <- res
-	}()
-	return ch
+// replyProbe is a request's sender that takes its reply within the
+// replier's own send (no mailbox, no goroutine): once the batcher has gone
+// past a request, whether it answered it is known.
+type replyProbe chan any
+
+func (p replyProbe) SendUserMessage(_ *actor.PID, m any) { p <- actor.UnwrapEnvelopeMessage(m) }
+func (replyProbe) SendSystemMessage(*actor.PID, any)     {}
+func (replyProbe) Stop(*actor.PID)                       {}
+
+// ask sends req to pid from a replyProbe, which it returns.
+func ask(system *actor.ActorSystem, pid *actor.PID, req string) <-chan any {
+	p := make(replyProbe, 1)
+	sender, _ := system.ProcessRegistry.Add(p, "probe-"+system.ProcessRegistry.NextId())
+	system.Root.RequestWithCustomSender(pid, &batchOf[string]{req: req}, sender)
+	return p
 }
 
 // TestBatcherDurabilityGathers: with a delay, the batches committed within
@@ -182,14 +181,14 @@ func futureDone(f *actor.Future) <-chan any {
 func TestBatcherDurabilityGathers(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
-	syncs := make(chan struct{}, 16)
-	pid, ran, _ := durableBatcher(system, func() error {
+	syncs, ran := make(chan struct{}, 16), make(chan string, 16)
+	pid, _ := durableBatcher(system, ran, func() error {
 		syncs <- struct{}{}
 		return nil
 	}, time.Hour) // only the stop ends the gathering
-	a := futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: "a"}, 5*time.Second))
+	a := ask(system, pid, "a")
 	<-ran
-	b := futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: "b"}, 5*time.Second))
+	b := ask(system, pid, "b")
 	<-ran // two batches committed, neither synced
 	if err := system.Root.PoisonFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
@@ -210,29 +209,37 @@ func TestBatcherDurabilityGathers(t *testing.T) {
 func TestBatcherHoldsBehindSync(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
-	order := make(chan string, 16)
+	events := make(chan string, 16) // the requests as they run, and the fsyncs, in one order
 	release := make(chan error)
-	pid, ran, _ := durableBatcher(system, func() error {
+	pid, _ := durableBatcher(system, events, func() error {
+		events <- "sync"
 		err := <-release
-		order <- "synced"
+		events <- "synced"
 		return err
 	}, 0)
-	ask := func(req string) <-chan any {
-		return futureDone(system.Root.RequestFuture(pid, &batchOf[string]{req: req}, 5*time.Second))
+	a := ask(system, pid, "a")
+	want := func(ev ...string) {
+		t.Helper()
+		for _, e := range ev {
+			if got := <-events; got != e {
+				t.Fatalf("event %q, want %q", got, e)
+			}
+		}
 	}
-	a := ask("a")
-	<-ran // a committed; its fsync waits for release
-	b := ask("b")
-	<-ran // b committed behind the running fsync
-	c, d := ask("c"), ask("d")
+	want("a", "sync") // a committed; its fsync runs until release
+	b := ask(system, pid, "b")
+	want("b") // b committed behind the running fsync
+	c, d := ask(system, pid, "c"), ask(system, pid, "d")
 	release <- nil // a's fsync returns: c and d may commit, as one batch
-	got := []string{<-order}
-	for range 2 {
-		got = append(got, <-ran)
+	want("synced")
+	var ran []string
+	for len(ran) < 2 { // and b's fsync begins meanwhile
+		if e := <-events; e != "sync" {
+			ran = append(ran, e)
+		}
 	}
-	slices.Sort(got[1:])
-	if !slices.Equal(got, []string{"synced", "c", "d"}) {
-		t.Fatalf("events %v, want a's fsync back before c and d ran", got)
+	if slices.Sort(ran); !slices.Equal(ran, []string{"c", "d"}) {
+		t.Fatalf("ran %v after a's fsync, want c and d", ran)
 	}
 	answered := make(chan struct{})
 	defer close(answered)
