@@ -128,7 +128,7 @@ func TestBatcherDurability(t *testing.T) {
 	if got := answer(b); got != "b: disk on fire" {
 		t.Fatalf("b answered %q, want its failure", got)
 	}
-	if !d.broken.Load() {
+	if d.brokenBy() == nil {
 		t.Fatal("the failed sync is not reported (the broker's /health reads it)")
 	}
 	c := ask(system, pid, "c")

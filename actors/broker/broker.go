@@ -86,9 +86,9 @@ type Broker struct {
 	log           *slog.Logger
 	handler       *wsserver.Server
 	conns         atomic.Int64
-	// accepts is the accepts batcher's durability (SQLite), nil when its
-	// commits are durable themselves (PostgreSQL).
-	accepts *durability[broker.AcceptResult]
+	// acceptsDurable is the accepts batcher's durability (SQLite), nil
+	// when its commits are durable themselves (PostgreSQL).
+	acceptsDurable *durability[broker.AcceptResult]
 }
 
 // Start spawns the broker's actors and returns the broker; serve its
@@ -153,7 +153,7 @@ func Start(opts Options) (*Broker, error) {
 	}
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
 	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log,
-		accepts: durable}
+		acceptsDurable: durable}
 	if opts.RelayPoll == 0 {
 		opts.RelayPoll = DefaultRelayPoll
 	}
@@ -193,7 +193,7 @@ func Start(opts Options) (*Broker, error) {
 func (b *Broker) Handler() http.Handler { return b.handler }
 
 func (b *Broker) health() any {
-	if b.accepts != nil && b.accepts.broken.Load() {
+	if b.acceptsDurable != nil && b.acceptsDurable.brokenBy() != nil {
 		// Its store can no longer promise what it accepts: restart it.
 		return map[string]any{"status": "degraded", "wal_sync_failed": true, "connections_opened": b.conns.Load()}
 	}

@@ -20,9 +20,17 @@ type durability[Res any] struct {
 	sync   func() error
 	delay  time.Duration
 	failed func(Res, error) Res
-	// broken is set at the first failed fsync (the broker's /health
-	// reports it).
-	broken atomic.Bool
+	// broken is the first failed fsync's error, nil while none failed;
+	// the syncer sets it, the broker's /health reads it.
+	broken atomic.Pointer[error]
+}
+
+// brokenBy is the error of the failed fsync, nil while none failed.
+func (d *durability[Res]) brokenBy() error {
+	if p := d.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // replySyncer holds a batcher's replies until an fsync that began after
@@ -50,7 +58,6 @@ type replySyncer[Res any] struct {
 	behind  int  // batches committed since the last fsync began
 	syncing bool // an fsync is running
 	held    bool // the batcher held a batch back (mayCommit said no)
-	broken  error
 
 	wake chan struct{}
 	stop chan struct{}
@@ -126,10 +133,11 @@ func (y *replySyncer[Res]) syncOwed(batch []owedResult[Res]) []owedResult[Res] {
 	batch, y.owed = y.owed, batch[:0]
 	y.behind, y.syncing = 0, true
 	y.mu.Unlock()
-	if y.broken == nil {
-		if y.broken = y.d.sync(); y.broken != nil {
-			y.d.broken.Store(true)
-			y.log.Error("wal_fsync_failed", "err", y.broken,
+	broken := y.d.brokenBy()
+	if broken == nil {
+		if broken = y.d.sync(); broken != nil {
+			y.d.broken.Store(&broken)
+			y.log.Error("wal_fsync_failed", "err", broken,
 				"consequence", "every accept is answered failed until the broker restarts")
 		}
 	}
@@ -142,8 +150,8 @@ func (y *replySyncer[Res]) syncOwed(batch []owedResult[Res]) []owedResult[Res] {
 	}
 	for _, o := range batch {
 		res := o.res
-		if y.broken != nil {
-			res = y.d.failed(res, y.broken)
+		if broken != nil {
+			res = y.d.failed(res, broken)
 		}
 		y.root.Send(o.to, &batchResult[Res]{res: res})
 	}
