@@ -127,6 +127,12 @@ func (s *Server) inboxAck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if it.AckedAt != nil {
+		// Acknowledged before: its receipt was accepted then, and this
+		// call sent nothing more, however far that receipt has got (the
+		// outbox answers a repeat still on its way "inflight").
+		status = "duplicate"
+	}
 	acked, err := ask[*messages.InboxRowFound](s, s.opts.Store, &messages.MarkInboxAcked{ID: id, Now: now()})
 	if err != nil {
 		writeError(w, err)
