@@ -22,7 +22,9 @@ const StreamBuffer = 8192
 // one identity), each with a queue of at most StreamBuffer events that
 // grows with what it holds. The store persists and numbers events; whoever
 // committed one hands it over with *messages.Publish, and the events actor
-// copies it to every stream without ever blocking. A stream that cannot
+// copies it to every stream that carries its mesh without ever blocking
+// (reading the mesh from its data once, not once per stream, and waking no
+// stream of another mesh: each agent session holds a stream of its own). A stream that cannot
 // keep up is closed and removed (its client resumes by id from the
 // persisted log), so memory stays bounded whatever the clients do.
 type Events struct {
@@ -38,6 +40,7 @@ type Events struct {
 type stream struct {
 	q        *fifo.Queue[messages.Event]
 	identity string
+	mesh     string // "": every mesh's events
 }
 
 // NewEvents returns the events actor's producer.
@@ -56,7 +59,7 @@ func (e *Events) Receive(ctx actor.Context) {
 		// channels must end, or their handlers would wait forever.
 		e.closeAll()
 	case *messages.Subscribe:
-		ctx.Respond(e.subscribe(msg.Identity))
+		ctx.Respond(e.subscribe(msg))
 	case *messages.Unsubscribe:
 		e.remove(msg.ID)
 	case *messages.Publish:
@@ -69,7 +72,8 @@ func (e *Events) Receive(ctx actor.Context) {
 	}
 }
 
-func (e *Events) subscribe(identity string) *messages.Subscription {
+func (e *Events) subscribe(m *messages.Subscribe) *messages.Subscription {
+	identity := m.Identity
 	tooMany := func(detail string) *messages.Subscription {
 		return &messages.Subscription{Err: &messages.Error{Status: http.StatusTooManyRequests, Code: "too_many_streams", Detail: detail}}
 	}
@@ -84,7 +88,7 @@ func (e *Events) subscribe(identity string) *messages.Subscription {
 			"(an agent session, a mesh, or the unfiltered view) may be open at once: close one")
 	}
 	e.nextID++
-	s := &stream{q: fifo.New[messages.Event](StreamBuffer), identity: identity}
+	s := &stream{q: fifo.New[messages.Event](StreamBuffer), identity: identity, mesh: m.Mesh}
 	e.subs[e.nextID] = s
 	e.per[identity]++
 	e.metrics.SSEStreams.Set(float64(len(e.subs)))
@@ -106,7 +110,14 @@ func (e *Events) remove(id int64) {
 }
 
 func (e *Events) publish(ev messages.Event) {
+	if len(e.subs) == 0 {
+		return
+	}
+	ev.Mesh = messages.EventMesh(ev.Data)
 	for id, s := range e.subs {
+		if !ev.ForMesh(s.mesh) {
+			continue
+		}
 		if !s.q.Push(ev) {
 			e.remove(id)
 			e.metrics.SSEDropped.Inc()

@@ -104,6 +104,38 @@ func TestEventsFanOutInOrder(t *testing.T) {
 	}
 }
 
+// TestEventsOfOneMesh: a stream of one mesh carries that mesh's events and
+// those that name none, in order, and never another mesh's; the
+// unfiltered stream carries all of them, each with the mesh its data names.
+func TestEventsOfOneMesh(t *testing.T) {
+	system, pid := spawnEvents(t)
+	all := subscribe(t, system, pid)
+	res, err := system.Root.RequestFuture(pid, &messages.Subscribe{Identity: "local/s1", Mesh: "local/s1"}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := res.(*messages.Subscription)
+	data := []string{`{"mesh":"local/s2","body":"not yours"}`, `{"mesh":"local/s1"}`, `{"level":"high"}`, `not json`,
+		`{"mesh":"local/s2"}`, `{"body":{"mesh":"local/s2"},"mesh":"local/s1"}`}
+	for i, d := range data {
+		system.Root.Send(pid, &messages.Publish{Event: messages.Event{ID: int64(i + 1), Name: "e", Data: []byte(d)}})
+	}
+	for i, want := range []string{"local/s2", "local/s1", "", "", "local/s2", "local/s1"} {
+		if ev, ok := next(t, all.Events); !ok || ev.ID != int64(i+1) || ev.Mesh != want {
+			t.Fatalf("unfiltered stream: got %+v (%v), want id %d of mesh %q", ev, ok, i+1, want)
+		}
+	}
+	for _, id := range []int64{2, 3, 4, 6} {
+		if ev, ok := next(t, mine.Events); !ok || ev.ID != id {
+			t.Fatalf("local/s1's stream: got %+v (%v), want id %d", ev, ok, id)
+		}
+	}
+	system.Root.Send(pid, &messages.Unsubscribe{ID: mine.ID})
+	if got := drainClosed(t, mine.Events); len(got) != 0 {
+		t.Fatalf("local/s1's stream also got %+v", got)
+	}
+}
+
 func TestEventsMaxStreams(t *testing.T) {
 	system, pid := spawnEvents(t)
 	var subs []*messages.Subscription

@@ -115,7 +115,7 @@ func (s *Store) eventsSince(tx *persistence.Tx, m *messages.EventsSince, _ *acto
 	}
 	page := &messages.EventsPage{Events: make([]messages.Event, len(evs))}
 	for i, e := range evs {
-		page.Events[i] = messages.Event{ID: e.ID, Name: e.Name, Data: e.Data}
+		page.Events[i] = messages.Event{ID: e.ID, Name: e.Name, Data: e.Data, Mesh: messages.EventMesh(e.Data)}
 	}
 	return page, nil
 }

@@ -214,12 +214,33 @@ func (it *InboxItem) appendMail(b []byte) []byte {
 }
 
 // Event is one server-sent event: a persisted, strictly increasing id, a
-// name and one line of JSON.
+// name and one line of JSON. Mesh is the "mesh" its data names, set by
+// whoever hands it to a stream (the events actor, a replay) so that a
+// stream of one mesh passes over the others' events without decoding
+// them; "" when the data names none: such an event (outbox_pressure_high)
+// belongs to every mesh.
 type Event struct {
 	ID   int64
 	Name string
 	Data []byte
+	Mesh string
 }
+
+// EventMesh is the "mesh" an event's data names, "" when it names none or
+// is not a JSON object.
+func EventMesh(data []byte) string {
+	var d struct {
+		Mesh string `json:"mesh"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return ""
+	}
+	return d.Mesh
+}
+
+// ForMesh reports whether the event belongs to a stream of mesh ("": the
+// unfiltered stream, which carries every event).
+func (e *Event) ForMesh(mesh string) bool { return mesh == "" || e.Mesh == "" || e.Mesh == mesh }
 
 // EventsSince asks the store for persisted events after After. The reply is
 // *EventsPage; Gone means events after After were already trimmed.
@@ -319,8 +340,9 @@ func (p *InboxPage) Failure() error { return p.Err }
 
 // Subscribe asks the events actor for a live stream for Identity (an agent
 // session's route, "mesh:<slug>" for a stream of one mesh, "" for the
-// operator's unfiltered view). The reply is *Subscription.
-type Subscribe struct{ Identity string }
+// operator's unfiltered view), carrying the events of Mesh alone (and those
+// of no mesh) when Mesh is set. The reply is *Subscription.
+type Subscribe struct{ Identity, Mesh string }
 
 // Event streams open at once: at most MaxStreams in all, and
 // MaxStreamsPerIdentity for one identity, so that one agent opening streams

@@ -78,7 +78,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if identity == "" && mesh != "" {
 		identity = "mesh:" + mesh
 	}
-	sub, err := ask[*messages.Subscription](s, s.opts.Events, &messages.Subscribe{Identity: identity})
+	sub, err := ask[*messages.Subscription](s, s.opts.Events, &messages.Subscribe{Identity: identity, Mesh: mesh})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -183,19 +183,10 @@ type sseWriter struct {
 	mesh string
 }
 
-// forMesh reports whether an event's data belongs to mesh: its "mesh" is
-// mesh, or it has none.
-func forMesh(data json.RawMessage, mesh string) bool {
-	var d struct {
-		Mesh *string `json:"mesh"`
-	}
-	return json.Unmarshal(data, &d) != nil || d.Mesh == nil || *d.Mesh == mesh
-}
-
 // event writes "id: N\nevent: NAME\ndata: JSON\n\n" (no id line for an
 // event that has none, such as events_missed).
 func (s *sseWriter) event(ev messages.Event) error {
-	if s.mesh != "" && !forMesh(ev.Data, s.mesh) {
+	if !ev.ForMesh(s.mesh) {
 		return nil
 	}
 	s.buf.Reset()

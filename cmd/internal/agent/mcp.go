@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -59,6 +60,9 @@ type MCP struct {
 // stderr.
 func (c *MCP) Serve(paths config.Paths) error {
 	gctune.Set(mcpGCPercent, mcpGCMemoryLimit)
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(mcpProcs)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -105,6 +109,16 @@ const (
 	mcpGCPercent     = 200
 	mcpGCMemoryLimit = 64 << 20
 )
+
+// mcpProcs is an MCP server's GOMAXPROCS (unless GOMAXPROCS says
+// otherwise). An agent makes one call at a time, so one thread runs all a
+// server needs; with a P per core, every server of a machine's sessions
+// kept threads spinning for work and waking each other across cores: 16
+// servers sending at once spent a fifth of their CPU in the scheduler, and
+// with one P each the same run sends 20–25 % more messages a second, the
+// one-call latency unchanged within the noise (docs/BENCHMARKS.md, "Agent
+// mail: messages").
+const mcpProcs = 1
 
 // sessionLink is the MCP server's session, established on first use: at
 // start when the daemon answers, else at the first tool call after it does.
