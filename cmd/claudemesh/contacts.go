@@ -59,7 +59,7 @@ func (c *contactsRequestsCmd) Run() error {
 		for _, r := range res.Requests {
 			fmt.Printf("%s (%s): %d message(s), until %s\n", printable(r.Name), r.Pubkey, len(r.Messages), r.Until)
 			for i := range r.Messages {
-				fmt.Println("  " + inboxLine(&r.Messages[i]) + mailNote(r.Messages[i].Subject, r.Messages[i].Importance))
+				fmt.Println("  " + inboxEntry(&r.Messages[i]))
 			}
 		}
 		return nil

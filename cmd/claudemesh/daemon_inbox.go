@@ -169,13 +169,13 @@ func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
 		(c.Importance == "" || importance == c.Importance) && (!c.Unacked || it.AckRequired && it.AckedAt == nil)
 }
 
-// print writes one message: as its JSON, exact, or as inboxLine.
+// print writes one message: as its JSON, exact, or as inboxEntry.
 func (c *daemonInboxCmd) print(it *messages.InboxItem) {
 	if c.JSON {
 		_ = printWithDaemon(it, c.daemon)
 		return
 	}
-	fmt.Println(inboxLine(it))
+	fmt.Println(inboxEntry(it))
 }
 
 // inboxLine is one message on one line — when, mesh, destination, sender:

@@ -80,7 +80,7 @@ func threadLines(v *threadView) []string {
 	var lines []line
 	for i := range v.Received {
 		it := &v.Received[i]
-		lines = append(lines, line{receivedAt(it.ReceivedAt), inboxLine(it) + mailNote(it.Subject, it.Importance)})
+		lines = append(lines, line{receivedAt(it.ReceivedAt), inboxEntry(it)})
 	}
 	for i := range v.Sent {
 		it := &v.Sent[i]
@@ -103,6 +103,21 @@ func threadLines(v *threadView) []string {
 		out[i] = l.text
 	}
 	return out
+}
+
+// inboxEntry is inboxLine with what the mail header adds: the subject,
+// an importance above normal, and whether the sender asked for an
+// acknowledgement — with the command that gives it, since only --json
+// shows the id — or has one.
+func inboxEntry(it *messages.InboxItem) string {
+	s := inboxLine(it) + mailNote(it.Subject, it.Importance)
+	switch {
+	case it.AckedAt != nil:
+		s += "  acknowledged"
+	case it.AckRequired:
+		s += "  asks for an acknowledgement: claudemesh inbox ack " + it.ID
+	}
+	return s
 }
 
 // mailNote is a message's subject and importance, when it has them.
@@ -149,7 +164,7 @@ func (c *inboxSearchCmd) Run() error {
 			fmt.Printf("no message matches %q\n", printable(c.Query))
 		}
 		for i := range page.Items {
-			fmt.Println(inboxLine(&page.Items[i]) + mailNote(page.Items[i].Subject, page.Items[i].Importance))
+			fmt.Println(inboxEntry(&page.Items[i]))
 		}
 		return nil
 	})

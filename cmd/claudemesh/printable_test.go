@@ -75,6 +75,35 @@ func TestInboxLine(t *testing.T) {
 	}
 }
 
+// TestInboxEntry: a mail header shows beside the line — the subject
+// printable, an importance above normal, and the acknowledgement asked for
+// with the command that gives it, or given.
+func TestInboxEntry(t *testing.T) {
+	body, acked := "review PR 12", "2026-11-22T12:01:00Z"
+	base := messages.InboxItem{ID: "01INBOXID", Mesh: "local", Kind: messages.KindDM, SenderName: "alice", Body: &body,
+		ReceivedAt: "2026-11-22T12:00:00Z"}
+	line := "2026-11-22T12:00:00.000Z  local  dm  alice: review PR 12"
+	mail := base
+	mail.Subject, mail.Importance, mail.AckRequired = "review\x1b[2J", messages.ImportanceUrgent, true
+	done := mail
+	done.AckedAt = &acked
+	normal := base
+	normal.Importance = messages.ImportanceNormal
+	for _, c := range []struct {
+		it   messages.InboxItem
+		want string
+	}{
+		{base, line},
+		{normal, line},
+		{mail, line + `  [review\x1b[2J]  (urgent)  asks for an acknowledgement: claudemesh inbox ack 01INBOXID`},
+		{done, line + `  [review\x1b[2J]  (urgent)  acknowledged`},
+	} {
+		if got := inboxEntry(&c.it); got != c.want {
+			t.Errorf("entry %q\nwant  %q", got, c.want)
+		}
+	}
+}
+
 func TestLogPrinterEscapes(t *testing.T) {
 	var out bytes.Buffer
 	w := bufio.NewWriter(&out)
