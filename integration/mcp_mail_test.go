@@ -137,17 +137,18 @@ func TestMCPMail(t *testing.T) {
 	for _, c := range []struct {
 		tool string
 		args map[string]any
+		says string // the tool the error points to, if any
 	}{
-		{"send_message", map[string]any{"to": "alice", "message": "x", "importance": "loud"}},
-		{"send_message", map[string]any{"to": "alice", "message": "x", "subject": strings.Repeat("s", 201)}},
-		{"acknowledge_message", map[string]any{"id": "no-such-message"}},
-		{"search_messages", map[string]any{"query": "!!"}},
-		{"get_thread", map[string]any{"thread_id": "has space"}},
-		{"set_contact_policy", map[string]any{"policy": "closed"}},
-		{"answer_contact_request", map[string]any{"peer": "nobody", "accept": true}},
+		{"send_message", map[string]any{"to": "alice", "message": "x", "importance": "loud"}, ""},
+		{"send_message", map[string]any{"to": "alice", "message": "x", "subject": strings.Repeat("s", 201)}, ""},
+		{"acknowledge_message", map[string]any{"id": "no-such-message"}, "check_messages"},
+		{"search_messages", map[string]any{"query": "!!"}, ""},
+		{"get_thread", map[string]any{"thread_id": "has space"}, ""},
+		{"set_contact_policy", map[string]any{"policy": "closed"}, ""},
+		{"answer_contact_request", map[string]any{"peer": "nobody", "accept": true}, "list_contacts"},
 	} {
-		if res := b.call(c.tool, c.args); !res.IsError {
-			t.Errorf("%s(%v) is not a tool error: %q", c.tool, c.args, text(res))
+		if res := b.call(c.tool, c.args); !res.IsError || !strings.Contains(text(res), c.says) || strings.Contains(text(res), "/v1/") {
+			t.Errorf("%s(%v): want a tool error naming %q and no route: %q", c.tool, c.args, c.says, text(res))
 		}
 	}
 	b.mustCall("list_contacts", map[string]any{}, &contacts)

@@ -100,13 +100,24 @@ func (m *mcpServer) addMailTools() {
 	m.addContactTools() // mcp_contacts.go
 }
 
-// mailError is the sentence for a failed mail request.
+// mailError is the sentence for a failed mail request, naming the tools
+// that help where the daemon's detail names its routes.
 func (m *mcpServer) mailError(s *Session, err error) error {
 	var me *messages.Error
-	if errors.As(err, &me) && (me.Status == 404 || me.Status == 409) {
-		return fmt.Errorf("%s; nothing was changed", me.Detail)
+	if !errors.As(err, &me) || me.Status != 404 && me.Status != 409 {
+		return m.toolError(s, err)
 	}
-	return m.toolError(s, err)
+	switch me.Code {
+	case messages.CodeInboxRowNotFound:
+		return errors.New("no such message in your inbox; nothing was changed: give the id that check_messages or " +
+			"list_unacknowledged shows for it")
+	case messages.CodeMessageHeld:
+		return errors.New("that message waits in a contact request from a stranger; nothing was changed: accept the request " +
+			"first (list_contacts shows it, answer_contact_request accepts it), then acknowledge the message")
+	case messages.CodeNoContactRequest:
+		return errors.New("no pending contact request from that peer; nothing was changed: list_contacts shows the pending requests")
+	}
+	return fmt.Errorf("%s; nothing was changed", me.Detail)
 }
 
 func (m *mcpServer) ackMessage(ctx context.Context, _ *mcp.CallToolRequest, in ackMessageIn) (*mcp.CallToolResult, *ackMessageOut, error) {

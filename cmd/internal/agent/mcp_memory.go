@@ -140,5 +140,6 @@ func (m *mcpServer) forget(ctx context.Context, _ *mcp.CallToolRequest, in forge
 	if _, err := s.as().Forget(ctx, "", in.ID); err != nil {
 		return nil, nil, m.memoryError(s, err)
 	}
-	return textResult(fmt.Sprintf("Forgot %s; no recall finds it any more.", in.ID)), &forgetOut{ID: in.ID}, nil
+	return textResult(fmt.Sprintf("No recall finds memory %s any more (the mesh answers the same for an id it never held: "+
+		"recall shows what it holds).", in.ID)), &forgetOut{ID: in.ID}, nil
 }
