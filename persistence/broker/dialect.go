@@ -4,6 +4,8 @@ import (
 	"embed"
 	"io/fs"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -34,7 +36,15 @@ type dialect struct {
 	// runs first in every migration transaction. SQLite's BEGIN IMMEDIATE
 	// already holds the write lock.
 	lockMigrations string
+	// rewritten keeps what rewrite made of each query, at most
+	// maxRewritten of them: the queries are constants and the VALUES lists
+	// of a few batch sizes, rewritten on every statement of the hot path.
+	rewritten  sync.Map // query → backend SQL
+	nRewritten atomic.Int64
 }
+
+// maxRewritten bounds the queries rewrite keeps (a few hundred in use).
+const maxRewritten = 4096
 
 var sqliteDialect = &dialect{
 	name: sqliteName,
@@ -72,7 +82,14 @@ func mustSub(dir string) fs.FS {
 // rewrite turns a query written with `?` and the markers into this
 // backend's SQL.
 func (d *dialect) rewrite(query string) string {
-	return sqlx.Rebind(d.bind, d.replacer.Replace(query))
+	if q, ok := d.rewritten.Load(query); ok {
+		return q.(string)
+	}
+	q := sqlx.Rebind(d.bind, d.replacer.Replace(query))
+	if d.nRewritten.Add(1) <= maxRewritten {
+		d.rewritten.Store(query, q)
+	}
+	return q
 }
 
 // time is t as a parameter: Unix ms on SQLite, a UTC time on PostgreSQL.
