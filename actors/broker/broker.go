@@ -178,6 +178,7 @@ func Start(opts Options) (*Broker, error) {
 	listenState(listenCtx, d, system.Root)
 	listenLocks(listenCtx, d, system.Root)
 	listenReservations(listenCtx, d, system.Root)
+	listenSessions(listenCtx, d, system.Root)
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		m.connections.Inc()

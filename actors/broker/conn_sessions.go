@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
@@ -25,6 +27,19 @@ import (
 // replica's hub drains the connection receiving for the key. A SQLite
 // broker is the only one of its database: its hub knows every session,
 // and no row is written or read.
+
+// listenSessions hands the hub the session takeovers that name a
+// connection of this replica until ctx is done (PostgreSQL; on SQLite the
+// hub sees both connections itself).
+func listenSessions(ctx context.Context, d *deps, root *actor.RootContext) {
+	startListening(ctx, d, "sessions", func(connected func()) {
+		_ = d.store.ListenSessions(ctx, connected, func(t *broker.SessionTaken) {
+			if t.Replica == d.replica {
+				root.Send(d.hub, &hubSessionTaken{taken: t})
+			}
+		})
+	})
+}
 
 // replicated reports whether the store may be shared with other replicas
 // (PostgreSQL).

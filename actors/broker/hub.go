@@ -161,6 +161,9 @@ type (
 	// hubRevoked: these members were revoked; their connections are closed
 	// and they leave the peer lists.
 	hubRevoked struct{ members []broker.Recipient }
+	// hubSessionTaken: the session's key connected again at another
+	// replica, which took its row over from this connection.
+	hubSessionTaken struct{ taken *broker.SessionTaken }
 	// hubStats asks for connection counts; the reply is *hubStatsReply.
 	hubStats      struct{}
 	hubStatsReply struct{ Connections, Meshes int }
@@ -216,6 +219,8 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.revoked(ctx, m)
 	case *hubMeshPush:
 		h.meshPush(m)
+	case *hubSessionTaken:
+		h.sessionTaken(m.taken)
 	case *hubStats:
 		ctx.Respond(&hubStatsReply{Connections: len(h.conns), Meshes: len(h.byMesh)})
 	default:
@@ -251,6 +256,27 @@ func (h *hub) register(ctx actor.Context, p *presence) {
 	if !reattached {
 		h.system(p, "peer_joined")
 	}
+}
+
+// sessionTaken closes the connection of this replica that held a session
+// until its key connected at another replica, and takes it out of the
+// peer lists at once, without a peer_left: the session did not leave, it
+// is listed where it now is (conn_sessions.go), as register does for two
+// connections of one key here.
+func (h *hub) sessionTaken(t *broker.SessionTaken) {
+	p := h.conns[t.ConnID]
+	if p == nil || p.meshID != t.MeshID || p.sessionPubkey != t.SessionPubkey {
+		return // gone already, or the notification is not about it
+	}
+	if !p.offline {
+		p.link.Close(1000, "session_replaced")
+	}
+	delete(h.conns, t.ConnID)
+	delete(h.byMesh[p.meshID], t.ConnID)
+	if len(h.byMesh[p.meshID]) == 0 {
+		delete(h.byMesh, p.meshID)
+	}
+	h.metrics.sessionsTaken.Inc()
 }
 
 func (h *hub) unregister(ctx actor.Context, connID string) {

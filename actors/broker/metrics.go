@@ -31,6 +31,7 @@ type metrics struct {
 	helloReplays        prometheus.Counter
 	locksExpired        prometheus.Counter
 	relayDrains         prometheus.Counter
+	sessionsTaken       prometheus.Counter
 	listenReconnects    *prometheus.CounterVec // {channel}
 }
 
@@ -73,11 +74,13 @@ func newMetrics() *metrics {
 		Help: "Locks cleared by the sweep after their holder stopped renewing them."})
 	m.relayDrains = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_relay_fallback_drains_total",
 		Help: "Connections the relay poll had drain: deliveries for them waited unclaimed longer than the poll interval (PostgreSQL; a notification this replica missed)."})
+	m.sessionsTaken = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_sessions_taken_over_total",
+		Help: "Connections closed because their session key connected again at another replica (PostgreSQL), which took the session over."})
 	m.listenReconnects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_broker_listen_reconnects_total",
-		Help: "LISTEN connections re-established after a loss (dropped, or found dead by a probe), by channel: delivery, state, locks."}, []string{"channel"})
+		Help: "LISTEN connections re-established after a loss (dropped, or found dead by a probe), by channel: delivery, state, locks, reservations, sessions."}, []string{"channel"})
 	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
 		m.acceptBatch, m.firstSends, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
-		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays, m.locksExpired, m.relayDrains, m.listenReconnects} {
+		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays, m.locksExpired, m.relayDrains, m.sessionsTaken, m.listenReconnects} {
 		f(c)
 	}
 	return m

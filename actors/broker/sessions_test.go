@@ -312,14 +312,8 @@ func TestClosedSessionNotListed(t *testing.T) {
 // and reaches it when it reconnects, here to the first.
 func TestSessionsAcrossReplicas(t *testing.T) {
 	url := brokertest.PostgresURL(t)
-	first := serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
-	mesh, err := first.store.CreateMesh(t.Context(), broker.Mesh{Slug: "replicas"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.mesh = mesh
-	second := serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
-	second.mesh = mesh
+	first, second := twoReplicas(t, url, "replicas")
+	mesh := first.mesh
 	alice, bob := first.member("alice"), first.member("bob")
 	keyA, keyB := first.identity(), first.identity()
 	helloB := func() map[string]any {
@@ -415,4 +409,55 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	if got := legacy.push(); got["client_message_id"] != "after-everyone" {
 		t.Fatalf("the legacy session got %v after the broadcast, want the next DM (the broadcast came twice?)", got)
 	}
+}
+
+// TestSessionTakenAcrossReplicas: a session key that connects at a second
+// replica while its old connection lingers at the first (a daemon that
+// reconnected elsewhere before its old connection's end was seen) takes
+// the session over: the first closes the old connection (1000,
+// session_replaced) and lists the key once, where it now is; a DM to it
+// sent at the first reaches the new connection, not the old.
+func TestSessionTakenAcrossReplicas(t *testing.T) {
+	first, second := twoReplicas(t, brokertest.PostgresURL(t), "takeover")
+	alice, bob := first.member("alice"), first.member("bob")
+	key := first.identity()
+	old := first.connectWith(first.sessionHello(alice, key, "launch-1"))
+	moved := second.connectWith(second.sessionHello(alice, key, "launch-2"))
+	if code := old.closeCode(); code != 1000 {
+		t.Fatalf("the old connection at the first closed with %d, want 1000 (session_replaced)", code)
+	}
+
+	b := &peer{name: "bob on the first", tag: "bob", c: first.connect(bob, "bob"), key: bob.id.PublicKeyHex()}
+	b.sendTo(t, "after-the-move", key.PublicKeyHex())
+	if got := moved.push(); got["client_message_id"] != "after-the-move" {
+		t.Fatalf("the session at the second got %v, want the DM sent at the first", got)
+	}
+
+	b.c.send(map[string]any{"type": "feature_negotiation_request", "optional": []string{FeatureMemberDirectory}})
+	b.c.next("feature_negotiation_response")
+	b.c.send(map[string]any{"type": "list_peers", "_reqId": "pl"})
+	var listed []any
+	for _, p := range b.c.next("peers_list")["peers"].([]any) {
+		if p.(map[string]any)["pubkey"] == key.PublicKeyHex() {
+			listed = append(listed, p.(map[string]any)["sessionId"])
+		}
+	}
+	if len(listed) != 1 || listed[0] != "launch-2" {
+		t.Fatalf("the first lists the session key as %v, want once, as launch-2", listed)
+	}
+}
+
+// twoReplicas serves two brokers on the PostgreSQL database at url, both
+// with the mesh slug made by the first.
+func twoReplicas(t *testing.T, url, slug string) (first, second *env) {
+	t.Helper()
+	first = serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
+	mesh, err := first.store.CreateMesh(t.Context(), broker.Mesh{Slug: slug})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.mesh = mesh
+	second = serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
+	second.mesh = mesh
+	return first, second
 }

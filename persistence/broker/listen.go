@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jmoiron/sqlx"
 )
 
 // The LISTEN connections. Each channel has a connection of its own, outside
@@ -48,6 +50,37 @@ func listenConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	}
 	cfg.RuntimeParams["application_name"] = name
 	return cfg, nil
+}
+
+// notifyJSON NOTIFYs v as JSON on channel in tx: PostgreSQL sends it with
+// the commit or not at all. On SQLite it does nothing. what names the
+// notification in the error.
+func (s *Store) notifyJSON(ctx context.Context, tx *sqlx.Tx, channel, what string, v any) error {
+	if s.d.name != postgresName {
+		return nil
+	}
+	payload, err := json.Marshal(v)
+	if err == nil {
+		_, err = s.txExec(ctx, tx, "SELECT pg_notify($1, $2)", channel, string(payload))
+	}
+	if err != nil {
+		return fmt.Errorf("notify %s: %w", what, err)
+	}
+	return nil
+}
+
+// listenJSON is listen for notifications of JSON values: fn gets each
+// decoded; one that does not decode is logged (<what>_notification_malformed)
+// and passed over.
+func listenJSON[T any](ctx context.Context, s *Store, channel, what string, connected func(), fn func(*T)) error {
+	return s.listen(ctx, channel, connected, func(payload string) {
+		var v T
+		if err := json.Unmarshal([]byte(payload), &v); err != nil {
+			s.log.Warn(what+"_notification_malformed", "err", err)
+			return
+		}
+		fn(&v)
+	})
 }
 
 // listen calls onPayload with every notification on channel until ctx is

@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -27,27 +25,15 @@ type LockReleased struct {
 	Key    string `json:"k"`
 }
 
+// notifyLockReleased NOTIFYs r (keys and ids keep it far under the
+// payload limit).
 func (s *Store) notifyLockReleased(ctx context.Context, tx *sqlx.Tx, r *LockReleased) error {
-	if s.d.name != postgresName {
-		return nil
-	}
-	payload, _ := json.Marshal(r) // strings always marshal; keys and ids keep it far under the limit
-	if _, err := s.txExec(ctx, tx, "SELECT pg_notify($1, $2)", lockChannel, string(payload)); err != nil {
-		return fmt.Errorf("notify lock release: %w", err)
-	}
-	return nil
+	return s.notifyJSON(ctx, tx, lockChannel, "lock release", r)
 }
 
 // ListenLocks calls fn with every lock release a broker commits until ctx
 // is done, and connected each time it starts listening. On SQLite it only
 // waits for ctx.
 func (s *Store) ListenLocks(ctx context.Context, connected func(), fn func(*LockReleased)) error {
-	return s.listen(ctx, lockChannel, connected, func(payload string) {
-		var r LockReleased
-		if err := json.Unmarshal([]byte(payload), &r); err != nil {
-			s.log.Warn("lock_notification_malformed", "err", err)
-			return
-		}
-		fn(&r)
-	})
+	return listenJSON(ctx, s, lockChannel, "lock", connected, fn)
 }

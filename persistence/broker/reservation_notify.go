@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -37,23 +35,12 @@ func (s *Store) notifyReservationsReleased(ctx context.Context, tx *sqlx.Tx, r *
 	if len(r.Patterns) > 8 { // a notification carries at most 8000 bytes: the listeners only need to know
 		r.Patterns = r.Patterns[:8]
 	}
-	payload, _ := json.Marshal(r) // strings always marshal
-	if _, err := s.txExec(ctx, tx, "SELECT pg_notify($1, $2)", reservationChannel, string(payload)); err != nil {
-		return fmt.Errorf("notify reservation release: %w", err)
-	}
-	return nil
+	return s.notifyJSON(ctx, tx, reservationChannel, "reservation release", r)
 }
 
 // ListenReservations calls fn with every reservation release a broker
 // commits until ctx is done, and connected each time it starts listening.
 // On SQLite it only waits for ctx.
 func (s *Store) ListenReservations(ctx context.Context, connected func(), fn func(*ReservationsReleased)) error {
-	return s.listen(ctx, reservationChannel, connected, func(payload string) {
-		var r ReservationsReleased
-		if err := json.Unmarshal([]byte(payload), &r); err != nil {
-			s.log.Warn("reservation_notification_malformed", "err", err)
-			return
-		}
-		fn(&r)
-	})
+	return listenJSON(ctx, s, reservationChannel, "reservation", connected, fn)
 }

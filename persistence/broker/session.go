@@ -56,26 +56,45 @@ type Session struct {
 // ConnectSession records a session connection that passed its hello:
 // connected now, counting for stale more, held by this connection (a
 // session that reconnects, here or at another replica, takes its row
-// over from its old connection).
+// over from its old connection). When another connection held the row
+// live, the takeover is NOTIFYd with the commit (PostgreSQL: the broker
+// holding that connection closes it, ListenSessions), so that a session
+// whose old connection lingers at another replica — a daemon that
+// reconnected elsewhere before the old one's close was seen — is not
+// listed there as a second, ghost peer until that connection times out.
 func (s *Store) ConnectSession(ctx context.Context, c SessionConn, stale time.Duration) error {
 	groups, err := json.Marshal(nonNilGroups(c.Groups))
 	if err != nil {
 		return fmt.Errorf("connect session: %w", err)
 	}
 	now := s.clock()
-	_, err = s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO mesh_session (mesh_id, session_pubkey, member_pubkey,
-		replica, conn_id, display_name, session_id, hostname, cwd, peer_type, channel, groups, connected_at, expires_at,
-		disconnected_at, legacy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)
-		ON CONFLICT (mesh_id, session_pubkey) DO UPDATE SET member_pubkey = excluded.member_pubkey,
-		replica = excluded.replica, conn_id = excluded.conn_id, display_name = excluded.display_name,
-		session_id = excluded.session_id, hostname = excluded.hostname, cwd = excluded.cwd,
-		peer_type = excluded.peer_type, channel = excluded.channel, groups = excluded.groups,
-		connected_at = excluded.connected_at, expires_at = excluded.expires_at, disconnected_at = NULL,
-		legacy = excluded.legacy`),
-		c.MeshID, c.SessionPubkey, c.MemberPubkey, c.Replica, c.ConnID, cut(c.DisplayName, MaxSessionText),
-		cut(c.SessionID, MaxSessionText), cut(c.Hostname, MaxSessionText), cut(c.Cwd, MaxSessionText),
-		cut(c.PeerType, MaxSessionText), cut(c.Channel, MaxSessionText), string(groups), s.d.time(now),
-		s.d.time(now.Add(stale)), c.Legacy)
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var held []SessionTaken
+		if err := s.txSelect(ctx, tx, &held, s.d.rewrite(`SELECT mesh_id, session_pubkey, replica, conn_id FROM mesh_session
+			WHERE mesh_id = ? AND session_pubkey = ? AND disconnected_at IS NULL /*FOR UPDATE*/`),
+			c.MeshID, c.SessionPubkey); err != nil {
+			return err
+		}
+		if _, err := s.txExec(ctx, tx, s.d.rewrite(`INSERT INTO mesh_session (mesh_id, session_pubkey, member_pubkey,
+			replica, conn_id, display_name, session_id, hostname, cwd, peer_type, channel, groups, connected_at, expires_at,
+			disconnected_at, legacy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)
+			ON CONFLICT (mesh_id, session_pubkey) DO UPDATE SET member_pubkey = excluded.member_pubkey,
+			replica = excluded.replica, conn_id = excluded.conn_id, display_name = excluded.display_name,
+			session_id = excluded.session_id, hostname = excluded.hostname, cwd = excluded.cwd,
+			peer_type = excluded.peer_type, channel = excluded.channel, groups = excluded.groups,
+			connected_at = excluded.connected_at, expires_at = excluded.expires_at, disconnected_at = NULL,
+			legacy = excluded.legacy`),
+			c.MeshID, c.SessionPubkey, c.MemberPubkey, c.Replica, c.ConnID, cut(c.DisplayName, MaxSessionText),
+			cut(c.SessionID, MaxSessionText), cut(c.Hostname, MaxSessionText), cut(c.Cwd, MaxSessionText),
+			cut(c.PeerType, MaxSessionText), cut(c.Channel, MaxSessionText), string(groups), s.d.time(now),
+			s.d.time(now.Add(stale)), c.Legacy); err != nil {
+			return err
+		}
+		if len(held) == 1 && (held[0].Replica != c.Replica || held[0].ConnID != c.ConnID) {
+			return s.notifySessionTaken(ctx, tx, &held[0])
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("connect session: %w", err)
 	}

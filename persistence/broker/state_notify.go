@@ -61,12 +61,7 @@ func (s *Store) notifyState(ctx context.Context, tx *sqlx.Tx, meshID, origin str
 // committed while it was not are not heard). On SQLite it only waits for
 // ctx.
 func (s *Store) ListenState(ctx context.Context, connected func(), fn func(*StateChange)) error {
-	return s.listen(ctx, stateChannel, connected, func(payload string) {
-		var n stateNotification
-		if err := json.Unmarshal([]byte(payload), &n); err != nil {
-			s.log.Warn("state_notification_malformed", "err", err)
-			return
-		}
+	return listenJSON(ctx, s, stateChannel, "state", connected, func(n *stateNotification) {
 		e := &StateEntry{Key: n.Key, Value: n.Value, Version: n.Version, UpdatedBy: n.By, UpdatedByName: n.Name,
 			UpdatedAt: time.UnixMilli(n.At).UTC()}
 		if e.Value == nil {
