@@ -58,6 +58,12 @@ func TestLocalAgents(t *testing.T) {
 		}
 		return n == 3
 	})
+	// A session minted with no mesh named joins the daemon's own membership:
+	// another agent's identity is never a default, for launch and the MCP
+	// server as for a plain send.
+	if r := runCLI(t, e, "launch", "--name", "lone", "--", "true"); r.code != 0 {
+		t.Fatalf("launch beside the agents' identities: exit %d\n%s", r.code, r.stderr)
+	}
 	send := func(from, to, body, id string) {
 		t.Helper()
 		b, _ := json.Marshal(map[string]string{"mesh": from, "to": to, "message": body, "client_message_id": id})

@@ -187,8 +187,9 @@ func ptr[T any](v T) *T { return &v }
 
 // sessionsOf is every registration of the session id (one per mesh it
 // uses), registering it first when it has none: with the mesh and display
-// name its environment gave, else the daemon's first mesh and a name made
-// of its working directory, tied to the agent's process.
+// name its environment gave, else the daemon's default mesh (the one an
+// MCP server or a plain send picks: messages.DefaultMesh), else its first,
+// and a name made of its working directory, tied to the agent's process.
 func (h *hooks) sessionsOf(ctx context.Context, id string, p *hookevent.Payload) ([]*ipcserver.Session, error) {
 	if got := h.d.sessions.withID(id); len(got) > 0 {
 		return got, nil
@@ -199,7 +200,7 @@ func (h *hooks) sessionsOf(ctx context.Context, id string, p *hookevent.Payload)
 		if len(members) == 0 {
 			return nil, fmt.Errorf("register session %s: the daemon serves no mesh: %w", id, actors.ErrHookNonRetryable)
 		}
-		mesh = members[0].Info.Mesh
+		mesh = cmp.Or(messages.DefaultMesh(ipcserver.MembershipInfos(members)), members[0].Info.Mesh)
 	}
 	var tok [32]byte
 	if _, err := rand.Read(tok[:]); err != nil {

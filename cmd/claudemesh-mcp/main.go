@@ -30,7 +30,7 @@ func main() {
 		fs.PrintDefaults()
 	}
 	m := agent.MCP{Version: version}
-	fs.StringVar(&m.Mesh, "mesh", "", "mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh)")
+	fs.StringVar(&m.Mesh, "mesh", "", "mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)")
 	fs.StringVar(&m.Name, "name", "", "display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {

@@ -6,7 +6,7 @@ import (
 )
 
 type mcpCmd struct {
-	Mesh string `placeholder:"SLUG" help:"Mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh)."`
+	Mesh string `placeholder:"SLUG" help:"Mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)."`
 	Name string `placeholder:"NAME" help:"Display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)."`
 }
 

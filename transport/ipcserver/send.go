@@ -121,10 +121,7 @@ func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages
 func (s *Server) mesh(slug string) (*Mesh, error) {
 	meshes := s.Memberships()
 	if slug == "" {
-		infos := make([]messages.MeshInfo, len(meshes))
-		for i := range meshes {
-			infos[i] = meshes[i].Info
-		}
+		infos := MembershipInfos(meshes)
 		if slug = messages.DefaultMesh(infos); slug == "" {
 			return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeMeshRequired,
 				Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(meshes)), Attached: slugsOf(infos)}

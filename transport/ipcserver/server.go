@@ -251,6 +251,16 @@ func (s *Server) Memberships() []Mesh {
 	return out
 }
 
+// MembershipInfos is the MeshInfo of each of meshes (Memberships' or
+// Meshes').
+func MembershipInfos(meshes []Mesh) []messages.MeshInfo {
+	infos := make([]messages.MeshInfo, len(meshes))
+	for i := range meshes {
+		infos[i] = meshes[i].Info
+	}
+	return infos
+}
+
 // Serve answers requests on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
 	err := s.http.Serve(l)

@@ -46,7 +46,7 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 	`may message you directly (set_contact_policy; list_contacts and answer_contact_request for strangers' requests).`
 
 // MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
-// else the daemon's only mesh), the display name peers see ("":
+// else the daemon's default, ChooseMesh), the display name peers see ("":
 // CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>), the server's version,
 // and the claudemesh binary that starts the daemon when none answers.
 type MCP struct {

@@ -76,7 +76,9 @@ func SessionToken() (string, error) {
 func InsideSession() bool { return os.Getenv(EnvTokenFile) != "" || os.Getenv(EnvToken) != "" }
 
 // ChooseMesh is the mesh a new session joins: the one asked for (flag, then
-// CLAUDEMESH_MESH), else the daemon's only mesh.
+// CLAUDEMESH_MESH), else the daemon's default (messages.DefaultMesh: its
+// only membership, other agents' identities of `daemon add-agent` aside,
+// as for a plain send), else its only membership.
 func ChooseMesh(asked string, v *messages.Version) (string, error) {
 	if asked == "" {
 		asked = os.Getenv(config.EnvMesh)
@@ -93,6 +95,8 @@ func ChooseMesh(asked string, v *messages.Version) (string, error) {
 			}
 		}
 		return "", fmt.Errorf("the daemon (pid %d) serves no mesh %q (it serves: %s)", v.PID, asked, cmp.Or(strings.Join(slugs, ", "), "none"))
+	case messages.DefaultMesh(v.Meshes) != "":
+		return messages.DefaultMesh(v.Meshes), nil
 	case len(slugs) == 1:
 		return slugs[0], nil
 	case len(slugs) == 0:

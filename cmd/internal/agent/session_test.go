@@ -31,6 +31,10 @@ func TestChooseMesh(t *testing.T) {
 		{"nope", served(), "", "(it serves: none)"},
 		{"", served(), "", "join one with `claudemesh join"},
 		{"", served("demo", "ops"), "", "name one with --mesh or CLAUDEMESH_MESH"},
+		// Another agent's identity (daemon add-agent) is never the default.
+		{"", &messages.Version{Meshes: []messages.MeshInfo{{Mesh: "local"}, {Mesh: "bob", Agent: true}}}, "local", ""},
+		{"bob", &messages.Version{Meshes: []messages.MeshInfo{{Mesh: "local"}, {Mesh: "bob", Agent: true}}}, "bob", ""},
+		{"", &messages.Version{Meshes: []messages.MeshInfo{{Mesh: "bob", Agent: true}}}, "bob", ""},
 	} {
 		got, err := ChooseMesh(c.asked, c.v)
 		if got != c.want || (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) {
