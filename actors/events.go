@@ -24,9 +24,10 @@ const StreamBuffer = 8192
 // committed one hands it over with *messages.Publish, and the events actor
 // copies it to every stream that carries its mesh without ever blocking
 // (reading the mesh from its data once, not once per stream, and waking no
-// stream of another mesh: each agent session holds a stream of its own). A stream that cannot
-// keep up is closed and removed (its client resumes by id from the
-// persisted log), so memory stays bounded whatever the clients do.
+// stream of another mesh: each agent session holds a stream of its own).
+// A stream that cannot keep up is closed and removed (its client resumes
+// by id from the persisted log), so memory stays bounded whatever the
+// clients do.
 type Events struct {
 	log     *slog.Logger
 	metrics *metrics.Daemon
