@@ -99,7 +99,8 @@ func TestGuardCommits(t *testing.T) {
 	if !strings.Contains(r.stdout, "src/**") || !strings.Contains(r.stdout, "alice-editor") {
 		t.Errorf("bob's reservations list:\n%s", r.stdout)
 	}
-	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "src/app.py"); r.code != 3 || !strings.Contains(r.stderr, "alice-editor holds src/**") {
+	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "src/app.py"); r.code != 3 || !strings.Contains(r.stderr, "alice-editor holds src/**") ||
+		!strings.Contains(r.stderr, "--wait") {
 		t.Errorf("bob's reserve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "a//b"); r.code != 1 || !strings.Contains(r.stderr, "invalid_pattern") {

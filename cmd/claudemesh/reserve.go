@@ -67,7 +67,8 @@ func (c *reserveCmd) Run() error {
 		return &exitError{code: 3, err: errors.New("refused"), reported: true}
 	}
 	if !res.Granted {
-		return errNotGranted("refused: %s", conflictLines(res.Conflicts))
+		return errNotGranted("not granted; in the way:%s\nwait for them (--wait 5m), ask the holder (claudemesh send <name> …) "+
+			"or work on other files", conflictLines(res.Conflicts))
 	}
 	kind := "exclusive"
 	if c.Shared {
