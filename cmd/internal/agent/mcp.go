@@ -60,9 +60,6 @@ type MCP struct {
 // stderr.
 func (c *MCP) Serve(paths config.Paths) error {
 	gctune.Set(mcpGCPercent, mcpGCMemoryLimit)
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(mcpProcs)
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,6 +69,9 @@ func (c *MCP) Serve(paths config.Paths) error {
 	link := &sessionLink{paths: paths, mesh: c.Mesh, name: c.Name, warm: make(chan struct{})}
 	go func() {
 		defer close(link.warm)
+		if os.Getenv("GOMAXPROCS") == "" { // start-up uses every core; serving needs one (mcpProcs)
+			defer runtime.GOMAXPROCS(mcpProcs)
+		}
 		if _, err := EnsureDaemon(ctx, paths, c.Claudemesh); err != nil {
 			log.Warn("mcp_no_daemon", "err", err) // the tools say so until one answers
 		} else if s, err := link.establishLocked(ctx); err != nil {
@@ -110,15 +110,18 @@ const (
 	mcpGCMemoryLimit = 64 << 20
 )
 
-// mcpProcs is an MCP server's GOMAXPROCS (unless GOMAXPROCS says
-// otherwise). An agent's calls mostly wait on the daemon (those it makes
+// mcpProcs is an MCP server's GOMAXPROCS once its start-up is over (unless
+// GOMAXPROCS says otherwise; the start-up — the SDK's schemas, the
+// session's registration, the handshake — runs on every core, and the
+// first tool answer comes as soon as before). An agent's calls mostly wait on the daemon (those it makes
 // at once still run side by side, as goroutines), so one thread runs all
 // a server needs; with a P per core, every server of a machine's sessions
 // kept threads spinning for work and waking each other across cores: 16
 // servers sending at once spent a fifth of their CPU in the scheduler, and
 // with one P each the same run sends 20–25 % more messages a second, the
 // one-call latency unchanged within the noise (docs/BENCHMARKS.md, "Agent
-// mail: messages").
+// mail: messages"). One P holds only with stdin and stdout read and
+// written through the poller (stdioTransport).
 const mcpProcs = 1
 
 // sessionLink is the MCP server's session, established on first use: at
@@ -221,7 +224,7 @@ type mcpServer struct {
 }
 
 func newMCPServer(link *sessionLink, version string, log *slog.Logger) *mcpServer {
-	m := &mcpServer{link: link, log: log, ready: make(chan struct{}), out: &rawTransport{inner: &mcp.StdioTransport{}}}
+	m := &mcpServer{link: link, log: log, ready: make(chan struct{}), out: &rawTransport{inner: stdioTransport()}}
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "claudemesh", Title: "claudemesh", Version: version}, &mcp.ServerOptions{
 		Instructions: mcpInstructions,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
