@@ -258,27 +258,6 @@ func (h *hub) register(ctx actor.Context, p *presence) {
 	}
 }
 
-// sessionTaken closes the connection of this replica that held a session
-// until its key connected at another replica, and takes it out of the
-// peer lists at once, without a peer_left: the session did not leave, it
-// is listed where it now is (conn_sessions.go), as register does for two
-// connections of one key here.
-func (h *hub) sessionTaken(t *broker.SessionTaken) {
-	p := h.conns[t.ConnID]
-	if p == nil || p.meshID != t.MeshID || p.sessionPubkey != t.SessionPubkey {
-		return // gone already, or the notification is not about it
-	}
-	if !p.offline {
-		p.link.Close(1000, "session_replaced")
-	}
-	delete(h.conns, t.ConnID)
-	delete(h.byMesh[p.meshID], t.ConnID)
-	if len(h.byMesh[p.meshID]) == 0 {
-		delete(h.byMesh, p.meshID)
-	}
-	h.metrics.sessionsTaken.Inc()
-}
-
 func (h *hub) unregister(ctx actor.Context, connID string) {
 	p := h.conns[connID]
 	if p == nil {
