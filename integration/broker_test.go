@@ -237,6 +237,17 @@ func (m *brokerMember) sealedDM(t *testing.T, to, clientID, body string) (*messa
 	return messages.NewSendFrame(s, clientID, fp, nonce, ct), fp
 }
 
+// sendDM sends m's sealed DM clientID to the recipient over c and waits
+// for the broker's 201.
+func (m *brokerMember) sendDM(t *testing.T, c *wsClient, to, clientID, body string) {
+	t.Helper()
+	f, _ := m.sealedDM(t, to, clientID, body)
+	c.send(f)
+	if ack := c.next("ack"); ack["code"] != float64(201) {
+		t.Fatalf("%s: ack %v", clientID, ack)
+	}
+}
+
 // deliveredAt reads the delivery row of a message to a recipient from the
 // broker's SQLite database: whether it exists, and whether it is marked
 // delivered.
@@ -373,11 +384,7 @@ func TestBrokerProcess(t *testing.T) {
 		}
 		// Neither the retry nor the conflict reached bob: his next push is
 		// the marker.
-		marker, _ := alice.sealedDM(t, bob.Pubkey, "it-dm-2", "marker")
-		a.send(marker)
-		if ack := a.next("ack"); ack["code"] != float64(201) {
-			t.Fatalf("marker ack %v", ack)
-		}
+		alice.sendDM(t, a, bob.Pubkey, "it-dm-2", "marker")
 		if p := bc.push(); p["client_message_id"] != "it-dm-2" {
 			t.Fatalf("bob got %v after the retry and the conflict, want the marker it-dm-2", p)
 		}

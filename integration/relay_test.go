@@ -32,22 +32,14 @@ func TestBrokerRelayPollProcess(t *testing.T) {
 	// a DM accepted before that drain ran would reach bob through it, not
 	// through the poll. A first DM pushed to bob proves the drain done (the
 	// connection handles it before any later push).
-	warm, _ := alice.sealedDM(t, bob.Pubkey, "relay-0", "before the cut")
-	a.send(warm)
-	if ack := a.next("ack"); ack["code"] != float64(201) {
-		t.Fatalf("ack %v", ack)
-	}
+	alice.sendDM(t, a, bob.Pubkey, "relay-0", "before the cut")
 	if push := b.push(); push["client_message_id"] != "relay-0" {
 		t.Fatalf("push on the second broker %v", push)
 	}
 
 	proxy.Cut(broker.DefaultListenName) // the second broker's LISTEN connections go deaf
-	frame, _ := alice.sealedDM(t, bob.Pubkey, "relay-1", "through the poll")
 	sent := time.Now()
-	a.send(frame)
-	if ack := a.next("ack"); ack["code"] != float64(201) {
-		t.Fatalf("ack %v", ack)
-	}
+	alice.sendDM(t, a, bob.Pubkey, "relay-1", "through the poll")
 	if push := b.push(); push["client_message_id"] != "relay-1" {
 		t.Fatalf("push on the second broker %v", push)
 	}
