@@ -37,10 +37,10 @@ func (d *durability[Res]) brokenBy() error {
 // their batch had committed has returned, then sends them, in the order
 // the batches committed. One fsync covers every batch committed before it
 // began. So that batches stay large under load, at most one batch commits
-// behind a running fsync (mayCommit; without a delay): the requests that come meanwhile
-// wait, uncommitted, and the batcher is told to commit them together once
-// the fsync has returned — one commit for all, as with an fsync in the
-// commit, which the next batch no longer waits for.
+// behind a running fsync (mayCommit; without a delay): the requests that
+// come meanwhile wait, uncommitted, and the batcher is told to commit them
+// together once the fsync has returned — one commit for all, as with an
+// fsync in the commit, which the next batch no longer waits for.
 //
 // After a failed fsync no later one is trusted (the kernel may have
 // dropped pages it could not write, and SQLite's recovery stops at the

@@ -74,10 +74,11 @@ func TestIdleWorkersBounded(t *testing.T) {
 
 // TestGather: a wake runs step (at once with no delay), a wake during a
 // long delay runs it only when stop ends the wait, and stop runs it once
-// more before Gather returns.
+// more before Gather returns. wake is unbuffered, so that Gather has taken
+// the wake (and is waiting out the delay) before stop is closed.
 func TestGather(t *testing.T) {
 	for _, delay := range []time.Duration{0, time.Hour} {
-		wake, stop, steps, done := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 4), make(chan struct{})
+		wake, stop, steps, done := make(chan struct{}), make(chan struct{}), make(chan struct{}, 4), make(chan struct{})
 		go func() {
 			defer close(done)
 			Gather(wake, stop, delay, func() { steps <- struct{}{} })

@@ -113,9 +113,9 @@ const (
 // mcpProcs is an MCP server's GOMAXPROCS once its start-up is over (unless
 // GOMAXPROCS says otherwise; the start-up — the SDK's schemas, the
 // session's registration, the handshake — runs on every core, and the
-// first tool answer comes as soon as before). An agent's calls mostly wait on the daemon (those it makes
-// at once still run side by side, as goroutines), so one thread runs all
-// a server needs; with a P per core, every server of a machine's sessions
+// first tool answer comes as soon as before). An agent's calls mostly
+// wait on the daemon (those it makes at once still run side by side, as
+// goroutines), so one thread runs all a server needs; with a P per core, every server of a machine's sessions
 // kept threads spinning for work and waking each other across cores: 16
 // servers sending at once spent a fifth of their CPU in the scheduler, and
 // with one P each the same run sends 20–25 % more messages a second, the
