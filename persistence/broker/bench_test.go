@@ -112,3 +112,41 @@ func runAccepts(b *testing.B, e *env, callers int, req func(i int64) *AcceptRequ
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "accepts/s")
 }
+
+// BenchmarkAcceptWALPages is what one DM accepted alone (a batch of one,
+// as at one sender's pace) writes to SQLite's WAL: the pages of every
+// table and index the accept touches, counted by the log's frames after
+// runs of acceptWALRun accepts on an emptied log (a passive checkpoint
+// reports them; no automatic checkpoint runs within a run).
+//
+//	go test -run='^$' -bench=BenchmarkAcceptWALPages -benchtime=2000x ./persistence/broker/
+func BenchmarkAcceptWALPages(b *testing.B) {
+	const acceptWALRun = 50
+	e := benchEnv(b, sqliteName)
+	m := e.mesh(b, Mesh{})
+	alice, bob := e.join(b, m, "alice"), e.join(b, m, "bob")
+	ctx := context.Background()
+	frames := func(mode string) int {
+		var busy, log, done int
+		if err := e.s.db.QueryRowxContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &log, &done); err != nil {
+			b.Fatal(err)
+		}
+		return log
+	}
+	total := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		frames("TRUNCATE")
+		n := min(acceptWALRun, b.N-i)
+		for range n {
+			r := e.s.AcceptBatch(ctx, []*AcceptRequest{dm(m, alice, bob, "wal-"+strconv.Itoa(i), "a ciphertext of some hundred bytes, as a short message seals to")})
+			if r[0].Outcome != Created {
+				b.Fatalf("accept: %d (%v)", r[0].Outcome, r[0].Err)
+			}
+			i++
+		}
+		total += frames("PASSIVE")
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(total)/float64(b.N), "wal-pages/accept")
+}
