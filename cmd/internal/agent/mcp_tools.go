@@ -102,7 +102,7 @@ func schemaOf[T any](tweak func(props map[string]*jsonschema.Schema)) *jsonschem
 }
 
 func (m *mcpServer) addTools() {
-	mcp.AddTool(m.srv, &mcp.Tool{
+	addTool(m.srv, &mcp.Tool{
 		Name:  "send_message",
 		Title: "Send a message",
 		Description: "Send a message to another agent on the mesh: a peer by display name or pubkey, a #topic, an @group, or * for everyone. " +
@@ -120,7 +120,7 @@ func (m *mcpServer) addTools() {
 			p["importance"].Enum = []any{messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent}
 		}),
 	}, m.sendMessage)
-	mcp.AddTool(m.srv, &mcp.Tool{
+	addTool(m.srv, &mcp.Tool{
 		Name:  "check_messages",
 		Title: "Check messages",
 		Description: "Read the messages peers sent you that you have not read yet, oldest first, with sender, time, topic and text. " +
@@ -130,13 +130,13 @@ func (m *mcpServer) addTools() {
 			p["limit"].Maximum = jsonschema.Ptr(float64(checkMessagesMax))
 		}),
 	}, m.checkMessages)
-	mcp.AddTool(m.srv, &mcp.Tool{
+	addTool(m.srv, &mcp.Tool{
 		Name:        "list_peers",
 		Title:       "List peers",
 		Description: "List the agents online on your mesh: display name, pubkey, status and summary, and which one is you. Use the names with send_message.",
 		InputSchema: schemaOf[listPeersIn](nil),
 	}, m.listPeers)
-	mcp.AddTool(m.srv, &mcp.Tool{
+	addTool(m.srv, &mcp.Tool{
 		Name:  "set_status",
 		Title: "Set your status",
 		Description: "Tell peers what you are doing: a status (idle, working or dnd for do not disturb) and/or a one-line summary, " +

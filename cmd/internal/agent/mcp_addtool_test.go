@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type (
+	echoIn struct {
+		To       string   `json:"to" jsonschema:"Whom."`
+		Count    int      `json:"count,omitempty" jsonschema:"How many."`
+		Tags     []string `json:"tags,omitempty" jsonschema:"Tags."`
+		Priority string   `json:"priority,omitempty" jsonschema:"now or low."`
+	}
+	echoOut struct {
+		To    string `json:"to" jsonschema:"Whom."`
+		Count int    `json:"count" jsonschema:"How many."`
+	}
+)
+
+// echo answers what it was given; "fail", "wire" and "nil" make it fail
+// as a tool, fail as the protocol, or return no structured result.
+func echo(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, *echoOut, error) {
+	switch in.To {
+	case "fail":
+		return nil, nil, errors.New("no such peer; nothing was sent")
+	case "wire":
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad"}
+	case "nil":
+		return textResult("nothing"), nil, nil
+	case "text":
+		return textResult("sent to " + in.To), &echoOut{To: in.To, Count: in.Count}, nil
+	}
+	return nil, &echoOut{To: in.To, Count: in.Count}, nil
+}
+
+// TestAddTool: addTool answers every call as mcp.AddTool does — the same
+// tools/list entry, the same refusals of bad arguments, the same results
+// and errors — one server registering echo each way, called alike.
+func TestAddTool(t *testing.T) {
+	tool := func() *mcp.Tool {
+		return &mcp.Tool{Name: "echo", Description: "Echo.", InputSchema: schemaOf[echoIn](func(p map[string]*jsonschema.Schema) {
+			p["to"].MinLength = jsonschema.Ptr(1)
+			p["priority"].Enum = []any{"now", "low"}
+			p["count"].Maximum = jsonschema.Ptr(10.0)
+		})}
+	}
+	ours, theirs := mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil), mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil)
+	addTool(ours, tool(), echo)
+	mcp.AddTool(theirs, tool(), echo)
+	connect := func(s *mcp.Server) *mcp.ClientSession {
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := s.Connect(t.Context(), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	a, b := connect(ours), connect(theirs)
+
+	la, err := a.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ja, jb := marshal(t, la.Tools), marshal(t, lb.Tools); ja != jb {
+		t.Errorf("tools/list:\n ours   %s\n theirs %s", ja, jb)
+	}
+
+	for _, args := range []any{
+		map[string]any{"to": "bob"},
+		map[string]any{"to": "bob", "count": 3, "tags": []string{"a"}, "priority": "now"},
+		map[string]any{"to": "text", "count": 2},
+		map[string]any{"to": "nil"},
+		map[string]any{"to": "fail"},
+		nil,
+		map[string]any{},
+		map[string]any{"to": ""},
+		map[string]any{"to": 7},
+		map[string]any{"to": "bob", "TO": "eve"},
+		map[string]any{"To": "bob"},
+		map[string]any{"to": "bob", "extra": true},
+		map[string]any{"to": "bob", "priority": "urgent"},
+		map[string]any{"to": "bob", "count": 11},
+		map[string]any{"to": "bob", "count": 1.5},
+		map[string]any{"to": "bob", "tags": "a"},
+		json.RawMessage(`{"to":"bob","to":"eve"}`),
+		json.RawMessage(`[]`),
+		json.RawMessage(`"bob"`),
+	} {
+		ra, errA := a.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: args})
+		rb, errB := b.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: args})
+		if (errA == nil) != (errB == nil) {
+			t.Errorf("%s: protocol error %v, mcp.AddTool's %v", marshal(t, args), errA, errB)
+			continue
+		}
+		if errA != nil {
+			continue
+		}
+		if ra.IsError != rb.IsError || !ra.IsError && (marshal(t, ra.StructuredContent) != marshal(t, rb.StructuredContent) ||
+			normalized(text(ra)) != normalized(text(rb))) {
+			t.Errorf("%s:\n ours   %s\n theirs %s", marshal(t, args), marshal(t, ra), marshal(t, rb))
+		}
+		// The same words, but where the SDK says only that a non-object
+		// did not decode into a map.
+		if ra.IsError && text(ra) != text(rb) && !(strings.HasPrefix(text(ra), `validating "arguments": validating root: type: `) &&
+			strings.Contains(text(rb), "unmarshaling arguments")) {
+			t.Errorf("%s: ours says %q, mcp.AddTool %q", marshal(t, args), text(ra), text(rb))
+		}
+	}
+	if _, err := a.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"to": "wire"}}); err == nil ||
+		!strings.Contains(err.Error(), "bad") {
+		t.Errorf("a jsonrpc.Error from the handler: %v, want it as the protocol's error", err)
+	}
+}
+
+func marshal(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// normalized is s re-encoded if it is JSON (the SDK's text block has an
+// object's keys sorted, ours in the struct's order), else s.
+func normalized(s string) string {
+	var v any
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}

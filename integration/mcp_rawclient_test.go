@@ -1,0 +1,123 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// rawMCP is an MCP client of a few lines over a server's stdio: the
+// initialize handshake, then one tools/call at a time, each a line of
+// JSON-RPC written and the line answering it read back, its notifications
+// skipped. A benchmark drives the server with it so that what it measures
+// is the server: the official SDK's client spends as much CPU a call as
+// the server it talks to, on the same two cores.
+type rawMCP struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	pipe *os.File // out's, to bound a wait for an answer
+	out  *bufio.Reader
+	next int
+	line []byte
+}
+
+// rawResponse is what rawMCP reads of a line: a notification has no id.
+type rawResponse struct {
+	ID     *int `json:"id"`
+	Result struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"result"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// startRawMCP starts claudemesh-mcp as the agent session name on e's
+// daemon and runs the initialize handshake.
+func startRawMCP(b *testing.B, e *env, name string) *rawMCP {
+	c := &rawMCP{cmd: exec.Command(mcpBinPath, "--name", name)}
+	c.cmd.Env = e.environ()
+	c.cmd.Stderr = os.Stderr
+	var err error
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		b.Fatal(err)
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.pipe = out.(*os.File)
+	c.out = bufio.NewReaderSize(out, 1<<16)
+	if err := c.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.close)
+	if _, err := c.request("initialize", map[string]any{"protocolVersion": "2025-06-18",
+		"capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "bench", "version": "1"}}); err != nil {
+		b.Fatal("initialize: ", err)
+	}
+	if _, err := fmt.Fprintln(c.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// callTool calls the tool and fails on a protocol error or a tool's error
+// result.
+func (c *rawMCP) callTool(name string, args map[string]any) error {
+	r, err := c.request("tools/call", map[string]any{"name": name, "arguments": args})
+	if err == nil && r.Result.IsError {
+		err = fmt.Errorf("%s: %v", name, r.Result.Content)
+	}
+	return err
+}
+
+func (c *rawMCP) request(method string, params any) (*rawResponse, error) {
+	c.next++
+	c.line = c.line[:0]
+	c.line = fmt.Appendf(c.line, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, c.next, method)
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	c.line = append(append(c.line, p...), "}\n"...)
+	if _, err := c.in.Write(c.line); err != nil {
+		return nil, err
+	}
+	if err := c.pipe.SetReadDeadline(time.Now().Add(mcpDeadline)); err != nil {
+		return nil, err
+	}
+	for {
+		line, err := c.out.ReadSlice('\n')
+		if err != nil {
+			return nil, err
+		}
+		var r rawResponse
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("%w: %s", err, line)
+		}
+		if r.ID == nil {
+			continue // a notification
+		}
+		if *r.ID != c.next {
+			return nil, fmt.Errorf("answer to %d, waiting for %d", *r.ID, c.next)
+		}
+		if r.Error != nil {
+			return nil, fmt.Errorf("%s: %s", method, r.Error.Message)
+		}
+		return &r, nil
+	}
+}
+
+func (c *rawMCP) close() {
+	c.in.Close()
+	c.cmd.Wait()
+}
