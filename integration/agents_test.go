@@ -58,6 +58,29 @@ func TestLocalAgents(t *testing.T) {
 		}
 		return n == 3
 	})
+	// A request that names no mesh acts on the daemon's own membership, not
+	// on the other agents' identities: peers lists the local mesh once (not
+	// once per identity on it), and a profile set goes to local alone.
+	waitFor(t, e2eConnectDeadline, "the agents in the local mesh's peer list", func() bool {
+		var body struct {
+			Peers []struct{ Mesh, Pubkey string }
+		}
+		getJSON(c, "http://localhost/v1/peers", &body)
+		seen := map[string]int{}
+		for _, p := range body.Peers {
+			seen[p.Pubkey]++
+			if p.Mesh != "local" || seen[p.Pubkey] > 1 {
+				t.Fatalf("GET /v1/peers lists %s under %s, %d times: %+v", p.Pubkey, p.Mesh, seen[p.Pubkey], body.Peers)
+			}
+		}
+		return seen[key["bob"]] == 1 && seen[key["carol"]] == 1
+	})
+	if r := runCLI(t, e, "profile", "--summary", "the first agent", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"meshes":["local"]`) {
+		t.Fatalf("claudemesh profile --summary with agents added: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, e, "profile", "--mesh", "bob", "--json"); r.code != 0 || strings.Contains(r.stdout, "the first agent") {
+		t.Errorf("bob's profile after the first agent set its own: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	// A session minted with no mesh named joins the daemon's own membership:
 	// another agent's identity is never a default, for launch and the MCP
 	// server as for a plain send.

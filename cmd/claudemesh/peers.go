@@ -13,7 +13,7 @@ import (
 )
 
 type peersCmd struct {
-	Mesh string `placeholder:"SLUG" help:"Only this mesh's peers (default: every mesh the daemon serves)."`
+	Mesh string `placeholder:"SLUG" help:"Only this mesh's peers (default: every mesh the daemon serves, each once)."`
 	JSON bool   `name:"json" help:"Print the peers as one JSON array."`
 }
 

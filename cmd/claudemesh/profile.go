@@ -16,7 +16,7 @@ import (
 )
 
 type profileCmd struct {
-	Mesh    string  `placeholder:"SLUG" help:"Only this mesh (default: every mesh the daemon serves; inside an agent session, the session's)."`
+	Mesh    string  `placeholder:"SLUG" help:"Only this mesh (default: every mesh the daemon serves, other agents' identities (daemon add-agent) aside; inside an agent session, the session's)."`
 	Status  *string `placeholder:"STATUS" help:"Set the status peers see: idle, working or dnd."`
 	Summary *string `placeholder:"TEXT" help:"Set the summary peers see (at most 4096 bytes; \"\" clears it)."`
 	JSON    bool    `name:"json" help:"Print the daemon's answer as one JSON object."`

@@ -41,7 +41,8 @@ func (s *Server) meshActor(slug string) (*actor.PID, error) {
 }
 
 // meshSlugs lists the meshes a request acts on, sorted: a session's own
-// route, or every membership (one when named, checked).
+// route, the one named (checked), or else the daemon's own memberships
+// (ownMemberships).
 func (s *Server) meshSlugs(r *http.Request, named string) ([]string, error) {
 	if sessionOf(r) != nil || named != "" {
 		m, err := s.scope(r, named)
@@ -51,11 +52,33 @@ func (s *Server) meshSlugs(r *http.Request, named string) ([]string, error) {
 		return []string{m.Info.Mesh}, nil
 	}
 	var slugs []string
-	for _, m := range s.Memberships() {
+	for _, m := range s.ownMemberships() {
 		slugs = append(slugs, m.Info.Mesh)
 	}
 	slices.Sort(slugs)
 	return slugs, nil
+}
+
+// ownMemberships are the memberships a request that names no mesh acts on:
+// the daemon's own, one per mesh. Another agent's identity (daemon
+// add-agent) is a member of the local mesh, which the daemon's own
+// membership covers: its peers are the same ones, and its profile is that
+// agent's, not the caller's. It acts only when named — or when no
+// membership of the daemon's own is in its mesh (the first such identity
+// stands for that mesh).
+func (s *Server) ownMemberships() []Mesh {
+	all := s.Memberships()
+	own := make([]Mesh, 0, len(all))
+	covered := make(map[string]bool, len(all))
+	for _, agents := range []bool{false, true} {
+		for _, m := range all {
+			if m.Info.Agent == agents && !(agents && covered[m.Info.MeshID]) {
+				own = append(own, m)
+				covered[m.Info.MeshID] = true
+			}
+		}
+	}
+	return own
 }
 
 // brokerError is how a failed ask of a broker connection is rendered: an
@@ -137,7 +160,7 @@ func (s *Server) ownProfiles(w http.ResponseWriter, r *http.Request) {
 		}
 		meshes, named = []Mesh{*m}, m.Info.Mesh
 	} else {
-		meshes = s.Memberships()
+		meshes = s.ownMemberships()
 	}
 	slugs, pubkeys := make([]string, len(meshes)), make(map[string]string, len(meshes))
 	for i, m := range meshes {
