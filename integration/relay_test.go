@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
@@ -28,14 +29,13 @@ func TestBrokerRelayPollProcess(t *testing.T) {
 	second := startBrokerProc(t, brokerEnv, "--database-url", viaProxy, "--relay-poll", poll.String())
 	alice, bob, a, b := twoMembersOnReplicas(t, brokerEnv, dbURL, "relay", first, second)
 
-	// bob's connection drains what waits for it just after its hello_ack;
-	// a DM accepted before that drain ran would reach bob through it, not
-	// through the poll. A first DM pushed to bob proves the drain done (the
-	// connection handles it before any later push).
-	alice.sendDM(t, a, bob.Pubkey, "relay-0", "before the cut")
-	if push := b.push(); push["client_message_id"] != "relay-0" {
-		t.Fatalf("push on the second broker %v", push)
-	}
+	// bob's connection drains what waits for it just after its hello_ack: a
+	// round trip on the connection proves that drain done. No DM goes to bob
+	// before the cut, so no notification of one can start a drain that would
+	// take relay-1 without the poll (a first DM pushed to bob did that when
+	// its notification's drain ran late, under load).
+	b.send(map[string]any{"type": messages.TypeListPeers})
+	b.next(messages.TypePeersList)
 
 	proxy.Cut(broker.DefaultListenName) // the second broker's LISTEN connections go deaf
 	sent := time.Now()
@@ -44,8 +44,8 @@ func TestBrokerRelayPollProcess(t *testing.T) {
 		t.Fatalf("push on the second broker %v", push)
 	}
 	took := time.Since(sent)
-	if bound := 2*poll + time.Second; took > bound {
-		t.Fatalf("pushed %v after the send, over the bound %v", took, bound)
+	if bound := 2*poll + time.Second; took > bound || took < poll {
+		t.Fatalf("pushed %v after the send, outside [%v, %v]: a push sooner than the poll came another way", took, poll, bound)
 	}
 	t.Logf("pushed %v after the send (poll %v)", took.Round(time.Millisecond), poll)
 
