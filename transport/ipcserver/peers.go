@@ -60,12 +60,11 @@ func (s *Server) meshSlugs(r *http.Request, named string) ([]string, error) {
 }
 
 // ownMemberships are the memberships a request that names no mesh acts on:
-// the daemon's own, one per mesh. Another agent's identity (daemon
-// add-agent) is a member of the local mesh, which the daemon's own
-// membership covers: its peers are the same ones, and its profile is that
-// agent's, not the caller's. It acts only when named — or when no
-// membership of the daemon's own is in its mesh (the first such identity
-// stands for that mesh).
+// every one of the daemon's own, and another agent's identity (daemon
+// add-agent) only for a mesh none of those is in (the first such identity
+// stands for it). An agent's identity is a member of the local mesh, which
+// the daemon's own membership covers: its peers are the same ones, and its
+// profile is that agent's, not the caller's; it acts when named.
 func (s *Server) ownMemberships() []Mesh {
 	all := s.Memberships()
 	own := make([]Mesh, 0, len(all))
