@@ -125,7 +125,7 @@ func (c *conn) Receive(ctx actor.Context) {
 	case *revokedNow:
 		c.reject("revoked", "this member was revoked")
 	case *heartbeat:
-		c.heartbeat()
+		c.heartbeat(ctx)
 	default:
 		c.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 	}

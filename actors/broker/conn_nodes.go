@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -50,8 +52,8 @@ func (c *conn) recorded() bool { return c.node != nil && c.node.ConnID != "" }
 
 // heartbeat keeps the connection's node row, or its session's
 // (conn_sessions.go), seen.
-func (c *conn) heartbeat() {
-	c.seeSession()
+func (c *conn) heartbeat(ctx actor.Context) {
+	c.seeSession(ctx)
 	if !c.recorded() {
 		return
 	}

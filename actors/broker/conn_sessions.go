@@ -102,12 +102,28 @@ func (c *conn) connectSession() {
 	}
 }
 
-func (c *conn) seeSession() {
+// seeSession records the heartbeat of a session connection. One that no
+// longer holds its row learns it here at the latest, whatever notification
+// this replica missed: taken over by a connection that counts, it is
+// closed as a takeover's notification closes it; its row gone (swept after
+// heartbeats that could not be written) or closed by the connection that
+// took it over, it writes the row again, so that other replicas accept DMs
+// to it again.
+func (c *conn) seeSession(ctx actor.Context) {
 	if c.sessionRow == nil {
 		return
 	}
-	if err := c.store.SeeSession(context.Background(), *c.sessionRow, c.staleAfter); err != nil {
+	hold, err := c.store.SeeSession(context.Background(), *c.sessionRow, c.staleAfter)
+	switch {
+	case err != nil:
 		c.log.Warn("record a session's heartbeat", "conn", c.id, "err", err) // the next one may pass
+	case hold == broker.SessionTakenOver:
+		c.log.Info("session_taken_over_unnotified", "conn", c.id, "session_pubkey", c.sessionRow.SessionPubkey)
+		ctx.Send(c.hub, &hubSessionTaken{taken: &broker.SessionTaken{MeshID: c.sessionRow.MeshID,
+			SessionPubkey: c.sessionRow.SessionPubkey, Replica: c.replica, ConnID: c.id}})
+	case hold == broker.SessionLost:
+		c.log.Info("session_row_written_again", "conn", c.id, "session_pubkey", c.sessionRow.SessionPubkey)
+		c.connectSession()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+	"github.com/claudemesh/claudemesh-go/transport/wsserver"
 )
 
 // sessionGrace keeps a closed session's presence for the whole test, so
@@ -445,6 +446,54 @@ func TestSessionTakenAcrossReplicas(t *testing.T) {
 	if len(listed) != 1 || listed[0] != "launch-2" {
 		t.Fatalf("the first lists the session key as %v, want once, as launch-2", listed)
 	}
+}
+
+// TestSessionTakenOverUnnotified: the first replica's LISTEN connections
+// go deaf (a proxy holds their traffic without a word), so it misses the
+// notification of a session's takeover by a connection at the second; its
+// old connection of the session is closed (session_replaced) at its next
+// heartbeat instead, which finds the row held by the other. Before, it
+// lived on, listed at the first, until its own pings failed — never, for a
+// connection still alive. A swept row of a live connection is written
+// again at its next heartbeat.
+func TestSessionTakenOverUnnotified(t *testing.T) {
+	url := brokertest.PostgresURL(t)
+	proxy, viaProxy := brokertest.NewProxy(t, url)
+	first := serveBrokerOpts(t, broker.Options{DatabaseURL: viaProxy}, Options{Limiter: ratelimit.NewMemory(noLimit),
+		PresenceGrace: sessionGrace, DeliveryLease: testLease, RevocationCheck: testRevocationCheck,
+		Limits: wsserver.Limits{PingInterval: 50 * time.Millisecond}})
+	mesh, err := first.store.CreateMesh(t.Context(), broker.Mesh{Slug: "unnotified"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.mesh = mesh
+	second := serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
+	second.mesh = mesh
+	alice, key := first.member("alice"), first.identity()
+	old := first.connectWith(first.sessionHello(alice, key, "launch-1"))
+	proxy.Cut(broker.DefaultListenName)
+	second.connectWith(second.sessionHello(alice, key, "launch-2"))
+	if code := old.closeCode(); code != 1000 {
+		t.Fatalf("the old connection at the first closed with %d, want 1000 (session_replaced)", code)
+	}
+	if n := metric(t, first, "cm_broker_sessions_taken_over_total"); n != 1 {
+		t.Errorf("the first counted %v takeovers, want 1", n)
+	}
+
+	// A row swept while its connection lives (its heartbeats could not be
+	// written for the stale threshold) is written again at the next one, so
+	// that other replicas accept DMs to the session again.
+	other := first.identity()
+	live := first.connectWith(first.sessionHello(alice, other, "launch-3"))
+	if _, err := first.store.SweepSessions(t.Context(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the swept row written again", func() bool {
+		live.send(map[string]any{"type": "list_peers"}) // a read answers the pings that beat
+		live.next("peers_list")
+		list, err := second.store.Sessions(t.Context(), mesh.ID)
+		return err == nil && slices.ContainsFunc(list, func(s broker.Session) bool { return s.SessionPubkey == other.PublicKeyHex() })
+	})
 }
 
 // twoReplicas serves two brokers on the PostgreSQL database at url, both

@@ -101,17 +101,47 @@ func (s *Store) ConnectSession(ctx context.Context, c SessionConn, stale time.Du
 	return nil
 }
 
+// SessionHold is what a heartbeat found of its connection's session row.
+type SessionHold int
+
+const (
+	// SessionHeld: the connection holds the row, now seen.
+	SessionHeld SessionHold = iota
+	// SessionTakenOver: another connection holds the row and counts — a
+	// takeover whose notification this replica missed, or two hellos that
+	// raced, the other written last. The connection should close.
+	SessionTakenOver
+	// SessionLost: no connection's row counts — swept after heartbeats that
+	// could not be written, or closed by the connection that took it over.
+	// The connection should write its row again (ConnectSession).
+	SessionLost
+)
+
 // SeeSession records a heartbeat of the connection: the session counts
 // for stale more. A connection that no longer holds the row, or whose
-// close was recorded, changes nothing.
-func (s *Store) SeeSession(ctx context.Context, c SessionConn, stale time.Duration) error {
-	_, err := s.db.ExecContext(ctx, s.d.rewrite(`UPDATE mesh_session SET expires_at = ?
+// close was recorded, changes nothing, and is told which of the two
+// (SessionTakenOver, SessionLost).
+func (s *Store) SeeSession(ctx context.Context, c SessionConn, stale time.Duration) (SessionHold, error) {
+	now := s.clock()
+	res, err := s.db.ExecContext(ctx, s.d.rewrite(`UPDATE mesh_session SET expires_at = ?
 		WHERE mesh_id = ? AND session_pubkey = ? AND replica = ? AND conn_id = ? AND disconnected_at IS NULL`),
-		s.d.time(s.clock().Add(stale)), c.MeshID, c.SessionPubkey, c.Replica, c.ConnID)
+		s.d.time(now.Add(stale)), c.MeshID, c.SessionPubkey, c.Replica, c.ConnID)
 	if err != nil {
-		return fmt.Errorf("see session: %w", err)
+		return SessionHeld, fmt.Errorf("see session: %w", err) // the caller does nothing; the next heartbeat may pass
 	}
-	return nil
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return SessionHeld, err
+	}
+	var live int
+	if err := s.db.QueryRowContext(ctx, s.d.rewrite(`SELECT COUNT(*) FROM mesh_session
+		WHERE mesh_id = ? AND session_pubkey = ? AND disconnected_at IS NULL AND expires_at > ?`),
+		c.MeshID, c.SessionPubkey, s.d.time(now)).Scan(&live); err != nil {
+		return SessionHeld, fmt.Errorf("see session: who holds it: %w", err)
+	}
+	if live > 0 {
+		return SessionTakenOver, nil
+	}
+	return SessionLost, nil
 }
 
 // DisconnectSession records that the connection closed: the session is

@@ -67,8 +67,8 @@ func TestSessionRows(t *testing.T) {
 		// Heartbeats keep it counting; unheard for the stale threshold (its
 		// replica died) it stops.
 		e.clock.Advance(stale - time.Second)
-		if err := e.s.SeeSession(ctx, s1, stale); err != nil {
-			t.Fatal(err)
+		if hold, err := e.s.SeeSession(ctx, s1, stale); err != nil || hold != SessionHeld {
+			t.Fatalf("a heartbeat of the connection holding the row: %v, %v", hold, err)
 		}
 		e.clock.Advance(stale - time.Second)
 		accepted("after a heartbeat", dmTo(m, alice, s1.SessionPubkey), true)
@@ -89,8 +89,8 @@ func TestSessionRows(t *testing.T) {
 		if err := e.s.DisconnectSession(ctx, s1, grace); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.s.SeeSession(ctx, s1, stale); err != nil {
-			t.Fatal(err)
+		if hold, err := e.s.SeeSession(ctx, s1, stale); err != nil || hold != SessionTakenOver {
+			t.Fatalf("a heartbeat of the old connection: %v, %v; want it told the row was taken over", hold, err)
 		}
 		if list, _ := e.s.Sessions(ctx, m.ID); len(list) != 1 || list[0].Replica != "r1" || list[0].Hostname != "box" {
 			t.Errorf("after the old connection's close: %+v, want the new connection's", list)
@@ -105,8 +105,8 @@ func TestSessionRows(t *testing.T) {
 		}
 		e.clock.Advance(grace - time.Millisecond)
 		accepted("within the grace after its close", dmTo(m, alice, s1.SessionPubkey), true)
-		if err := e.s.SeeSession(ctx, s2, stale); err != nil { // a heartbeat racing the close
-			t.Fatal(err)
+		if hold, err := e.s.SeeSession(ctx, s2, stale); err != nil || hold != SessionLost { // a heartbeat racing the close
+			t.Fatalf("a heartbeat after the connection's close: %v, %v; want the row lost", hold, err)
 		}
 		e.clock.Advance(time.Millisecond)
 		accepted("after the grace", dmTo(m, alice, s1.SessionPubkey), false)
