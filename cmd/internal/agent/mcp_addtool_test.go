@@ -159,3 +159,43 @@ func normalized(s string) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// FuzzDecodeArguments: whatever an agent sends as a tool's arguments,
+// decodeArguments answers with an error or with a value that the schema
+// takes: it never panics, and what it decodes, encoded again, validates
+// (send_message's schema: lengths, patterns, enums, no unknown names).
+func FuzzDecodeArguments(f *testing.F) {
+	schema := sendMessageSchema()
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`{"to":"bob","message":"hi","thread_id":"t1","ack_required":true,"importance":"urgent"}`))
+	f.Add([]byte(`{"to":"*","message":"x","priority":"now","client_message_id":"c-1","subject":"s"}`))
+	f.Add([]byte(`{"to":"bob","message":"hi","TO":"eve"}`))
+	f.Add([]byte(`{"to":"bob","message":"hi","to":"eve"}`))
+	f.Add([]byte(`{"to":7}`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		in, err := decodeArguments[sendMessageIn](raw, resolved)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), `validating "arguments": `) {
+				t.Fatalf("%q: %v", raw, err)
+			}
+			return
+		}
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := resolved.Validate(v); err != nil {
+			t.Fatalf("%q decoded to %s, which the schema refuses: %v", raw, b, err)
+		}
+	})
+}

@@ -101,6 +101,21 @@ func schemaOf[T any](tweak func(props map[string]*jsonschema.Schema)) *jsonschem
 	return s
 }
 
+// sendMessageSchema is send_message's input schema.
+func sendMessageSchema() *jsonschema.Schema {
+	return schemaOf[sendMessageIn](func(p map[string]*jsonschema.Schema) {
+		p["to"].MinLength = jsonschema.Ptr(1)
+		p["message"].MinLength = jsonschema.Ptr(1)
+		p["message"].MaxLength = jsonschema.Ptr(messages.MaxMessageBytes)
+		p["priority"].Enum = []any{"now", "next", "low"}
+		p["client_message_id"].Pattern = `^[!-~]{1,128}$`
+		p["reply_to_id"].Pattern = `^[!-~]{1,128}$`
+		p["thread_id"].Pattern = `^[!-~]{1,128}$`
+		p["subject"].MaxLength = jsonschema.Ptr(messages.MaxSubjectBytes)
+		p["importance"].Enum = []any{messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent}
+	})
+}
+
 func (m *mcpServer) addTools() {
 	addTool(m.srv, &mcp.Tool{
 		Name:  "send_message",
@@ -108,17 +123,7 @@ func (m *mcpServer) addTools() {
 		Description: "Send a message to another agent on the mesh: a peer by display name or pubkey, a #topic, an @group, or * for everyone. " +
 			"The message is stored durably and delivered even if the network is briefly down. Returns its client_message_id and, " +
 			"for a direct message, whether the recipient is online now.",
-		InputSchema: schemaOf[sendMessageIn](func(p map[string]*jsonschema.Schema) {
-			p["to"].MinLength = jsonschema.Ptr(1)
-			p["message"].MinLength = jsonschema.Ptr(1)
-			p["message"].MaxLength = jsonschema.Ptr(messages.MaxMessageBytes)
-			p["priority"].Enum = []any{"now", "next", "low"}
-			p["client_message_id"].Pattern = `^[!-~]{1,128}$`
-			p["reply_to_id"].Pattern = `^[!-~]{1,128}$`
-			p["thread_id"].Pattern = `^[!-~]{1,128}$`
-			p["subject"].MaxLength = jsonschema.Ptr(messages.MaxSubjectBytes)
-			p["importance"].Enum = []any{messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent}
-		}),
+		InputSchema: sendMessageSchema(),
 	}, m.sendMessage)
 	addTool(m.srv, &mcp.Tool{
 		Name:  "check_messages",
