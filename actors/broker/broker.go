@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +87,10 @@ type Broker struct {
 	log           *slog.Logger
 	handler       *wsserver.Server
 	conns         atomic.Int64
+	// live counts the connections' actors still running: Close waits for
+	// them, so that what their close writes (node and session rows, the
+	// hub's unregister) is done before the store closes.
+	live *sync.WaitGroup
 	// acceptsDurable is the accepts batcher's durability (SQLite), nil
 	// when its commits are durable themselves (PostgreSQL).
 	acceptsDurable *durability[broker.AcceptResult]
@@ -153,7 +158,7 @@ func Start(opts Options) (*Broker, error) {
 	}
 	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
 	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log,
-		acceptsDurable: durable}
+		acceptsDurable: durable, live: &d.live}
 	if opts.RelayPoll == 0 {
 		opts.RelayPoll = DefaultRelayPoll
 	}
@@ -182,9 +187,13 @@ func Start(opts Options) (*Broker, error) {
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		m.connections.Inc()
-		pid, _ := system.Root.SpawnNamed(workers.Props(func() actor.Actor {
+		d.live.Add(1)
+		pid, err := system.Root.SpawnNamed(workers.Props(func() actor.Actor {
 			return &conn{deps: d, id: id, link: c}
 		}), "broker/"+id)
+		if err != nil {
+			d.live.Done() // never started
+		}
 		return &session{root: system.Root, pid: pid}
 	}, b.health, withMetrics(opts.Extra, m), opts.Limits, opts.Log)
 	return b, nil
@@ -201,12 +210,20 @@ func (b *Broker) health() any {
 	return map[string]any{"status": "ok", "connections_opened": b.conns.Load()}
 }
 
-// Close says goodbye to every connection (1001), waiting for that at most
-// as long as ctx allows, then stops listening for other brokers and stops
-// the actors.
+// Close says goodbye to every connection (1001) and waits, at most as long
+// as ctx allows, for their actors to have written their close, then stops
+// listening for other brokers and stops the actors. Close the HTTP server
+// first: a connection upgraded meanwhile would not be waited for.
 func (b *Broker) Close(ctx context.Context) {
 	if err := b.handler.Shutdown(ctx); err != nil {
 		b.log.Warn("connections did not close in time", "err", err)
+	}
+	stopped := make(chan struct{})
+	go func() { b.live.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		b.log.Warn("connections' actors did not stop in time", "err", ctx.Err())
 	}
 	b.stopListening()
 	b.stopActors()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -55,6 +56,8 @@ type deps struct {
 	// reservationStale is how long a reservation's holder may go without a
 	// renewal before another may force it released.
 	reservationStale time.Duration
+	// live counts the connections' actors running (Broker.Close waits).
+	live sync.WaitGroup
 }
 
 // Connection messages; revokedNow says the member was revoked while
@@ -113,7 +116,9 @@ func (c *conn) displayName() string { return cmp.Or(c.name, c.member.DisplayName
 
 func (c *conn) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started, *actor.Stopping, *actor.Restarting:
+	case *actor.Stopped:
+		c.live.Done()
 	case *frameIn:
 		c.frame(ctx, m.data)
 	case *connClosed:

@@ -173,3 +173,50 @@ func TestNodesAcrossReplicas(t *testing.T) {
 		return n["alice"]["state"] == messages.NodeOffline
 	})
 }
+
+// TestCloseWritesConnectionsClose: Close returns once every connection's
+// actor has written its close — the daemon's node offline — so that the
+// store may close next, as a daemon stopping its embedded broker closes
+// it. Before, the actors wrote after the store had closed ("database is
+// closed"), and the node stayed online in the database.
+func TestCloseWritesConnectionsClose(t *testing.T) {
+	dir := t.TempDir()
+	opts := broker.Options{Dir: dir, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	store, err := broker.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Start(Options{Store: store, Limiter: ratelimit.NewMemory(noLimit), Log: opts.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	mesh, err := store.CreateMesh(t.Context(), broker.Mesh{Slug: "close"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, store: store, mesh: mesh, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", http: srv.URL}
+	for _, name := range []string{"alice", "bob"} {
+		e.connectWith(e.daemonHello(e.member(name), name+"-box", "1.0.0")).answerPings()
+	}
+	srv.Close()
+	b.Close(t.Context())
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	store, err = broker.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	nodes, err := store.Nodes(t.Context(), mesh.ID, time.Hour)
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("nodes = %+v, %v; want alice's and bob's", nodes, err)
+	}
+	for _, n := range nodes {
+		if n.State != messages.NodeOffline {
+			t.Errorf("%s after the broker closed: %s, want offline", n.Name, n.State)
+		}
+	}
+}
