@@ -241,6 +241,36 @@ func TestHookReceiverWithoutDaemon(t *testing.T) {
 var hookPattern = []string{"UserPromptSubmit", "PreToolUse", "PostToolUse", "PreToolUse", "PostToolUse", "PreToolUse",
 	"PostToolUse", "Notification", "PreToolUse", "Stop"}
 
+// TestHookFirstPresenceWaitsForLink: the first event of a session the
+// hooks register sets its presence once its broker connection — dialled
+// at the registration — is up: each row is delivered at its first attempt,
+// and nothing is logged at WARN. Before, the presence was asked of a
+// connection still dialling: broker_unavailable, a WARN, and the row
+// retried a second later (the agent shown idle meanwhile).
+func TestHookFirstPresenceWaitsForLink(t *testing.T) {
+	t.Parallel()
+	e := hookEnv(t)
+	d := startDaemon(t, e, "--no-tcp")
+	const n = 6
+	for i := range n {
+		runHook(t, e, hookBinPath, "SessionStart", hookInput(t, "SessionStart", fmt.Sprintf("5e7a0c11-0000-4c6e-8f7a-%012d", i)))
+	}
+	waitFor(t, 30*time.Second, "every row delivered", func() bool {
+		rows := hookRows(t, e)
+		return len(rows) == n && undelivered(rows) == 0
+	})
+	for _, r := range hookRows(t, e) {
+		if r.attempts != 0 || r.outcome != messages.HookDelivered { // attempt_count counts the failed ones
+			t.Errorf("row %+v: want delivered at its first attempt", r)
+		}
+	}
+	for _, line := range strings.Split(d.stderr.String(), "\n") {
+		if strings.Contains(line, `"level":"WARN"`) {
+			t.Errorf("daemon log: %s", line)
+		}
+	}
+}
+
 // TestHookReceiversConcurrent: 8 sessions × 500 events, each session's
 // written in order by receiver processes, the sessions concurrently; the
 // daemon starts when half are written. No event is lost, each session's

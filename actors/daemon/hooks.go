@@ -45,8 +45,10 @@ const hookStatsTimeout = 2 * time.Second
 // event log, bounded by count, would lose the messages a resuming stream
 // needs); a SubagentStop does not make the session idle; a session a hook
 // registers is tied to the agent's process (the hook's parent) and joins
-// the mesh the agent's environment names (CLAUDEMESH_MESH), else the
-// daemon's first membership.
+// the mesh the agent's environment names (CLAUDEMESH_MESH), else the one a
+// plain send picks (sessionsOf); its first presence waits for its broker
+// connection, dialled at the registration, for up to ipc.LinkWait rather
+// than failing into the row's retry a second later.
 type hooks struct {
 	d      *Daemon
 	db     *persistence.Hooks
@@ -150,7 +152,7 @@ func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookev
 		h.publish(row, p, state, nil)
 		return nil
 	}
-	sessions, err := h.sessionsOf(ctx, row.SessionID, p)
+	sessions, fresh, err := h.sessionsOf(ctx, row.SessionID, p)
 	if err != nil {
 		return err
 	}
@@ -170,7 +172,14 @@ func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookev
 	}
 	if profile != nil && !row.PresenceFollows { // a later row sets it: presence updates coalesce
 		for _, s := range sessions {
-			if _, err := h.client.AsSession(s.Token).SetProfile(ctx, profile); err != nil {
+			set := func() (*messages.ProfileApplied, error) { return h.client.AsSession(s.Token).SetProfile(ctx, profile) }
+			var err error
+			if fresh { // registered just now: its broker connection is being dialled
+				_, err = ipc.WhenLinked(ctx, set)
+			} else {
+				_, err = set()
+			}
+			if err != nil {
 				return fmt.Errorf("set the presence of session %s on %s: %w", row.SessionID, s.Mesh, err)
 			}
 		}
@@ -186,36 +195,37 @@ func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookev
 func ptr[T any](v T) *T { return &v }
 
 // sessionsOf is every registration of the session id (one per mesh it
-// uses), registering it first when it has none: with the mesh and display
-// name its environment gave, else the daemon's default mesh (the one an
-// MCP server or a plain send picks: messages.DefaultMesh), else its first,
-// and a name made of its working directory, tied to the agent's process.
-func (h *hooks) sessionsOf(ctx context.Context, id string, p *hookevent.Payload) ([]*ipcserver.Session, error) {
+// uses), registering it first when it has none (fresh): with the mesh and
+// display name its environment gave, else the daemon's default mesh (the
+// one an MCP server or a plain send picks: messages.DefaultMesh), else its
+// first, and a name made of its working directory, tied to the agent's
+// process.
+func (h *hooks) sessionsOf(ctx context.Context, id string, p *hookevent.Payload) (_ []*ipcserver.Session, fresh bool, _ error) {
 	if got := h.d.sessions.withID(id); len(got) > 0 {
-		return got, nil
+		return got, false, nil
 	}
 	mesh := p.Mesh
 	if mesh == "" {
 		members := h.d.server.Memberships()
 		if len(members) == 0 {
-			return nil, fmt.Errorf("register session %s: the daemon serves no mesh: %w", id, actors.ErrHookNonRetryable)
+			return nil, false, fmt.Errorf("register session %s: the daemon serves no mesh: %w", id, actors.ErrHookNonRetryable)
 		}
 		mesh = cmp.Or(messages.DefaultMesh(ipcserver.MembershipInfos(members)), members[0].Info.Mesh)
 	}
 	var tok [32]byte
 	if _, err := rand.Read(tok[:]); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	reg := &messages.RegisterSession{Token: hex.EncodeToString(tok[:]), SessionID: id, Mesh: mesh,
 		DisplayName: cmp.Or(p.DisplayName, hookDisplayName(p.Cwd, id)), PID: p.PID, Cwd: p.Cwd}
 	if _, err := h.client.RegisterSession(ctx, reg); err != nil {
-		return nil, fmt.Errorf("register session %s: %w", id, err)
+		return nil, false, fmt.Errorf("register session %s: %w", id, err)
 	}
 	h.d.log.Info("hook_session_registered", "session", id, "mesh", mesh, "pid", p.PID)
 	if got := h.d.sessions.withID(id); len(got) > 0 {
-		return got, nil
+		return got, true, nil
 	}
-	return nil, fmt.Errorf("session %s was registered and is gone again", id)
+	return nil, false, fmt.Errorf("session %s was registered and is gone again", id)
 }
 
 // hookDisplayName is the name of a session a hook registers: its working

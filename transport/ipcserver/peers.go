@@ -247,7 +247,6 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 	for i, slug := range slugs {
 		if errs[i] != nil {
 			err := brokerError(slug, errs[i])
-			s.opts.Log.Warn("profile_not_applied", "mesh", slug, "err", err)
 			if firstErr == nil {
 				firstErr = err
 			}
@@ -270,8 +269,13 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if firstErr != nil && len(body.Meshes) == 0 {
-		writeError(w, firstErr)
+		writeError(w, firstErr) // the caller hears it: nothing to log
 		return
+	}
+	for i, slug := range slugs { // applied elsewhere: a 200 whose failures the log keeps
+		if errs[i] != nil {
+			s.opts.Log.Warn("profile_not_applied", "mesh", slug, "err", brokerError(slug, errs[i]))
+		}
 	}
 	writeJSON(w, http.StatusOK, &body)
 }

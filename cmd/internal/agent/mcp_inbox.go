@@ -3,7 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -166,34 +165,8 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ lis
 	return textResult(b.String()), out, nil
 }
 
-// linkWait is how long a tool that reads waits for the session's broker
-// connection when the daemon says it is not up: a session's connection is
-// dialled when it registers, so an agent's first call may come before it.
-const linkWait = 3 * time.Second
-
-// whenLinked runs read, and again while the daemon answers
-// broker_unavailable, for up to linkWait (within ctx). Only reads, and
-// writes that are safe to repeat, go through it: a write the link dropped
-// may have been done (a lock's acquire repeated by its holder extends the
-// same grant, and a release repeated releases nothing more).
-func whenLinked[T any](ctx context.Context, read func() (T, error)) (T, error) {
-	deadline := time.Now().Add(linkWait)
-	for wait := 25 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
-		res, err := read()
-		var me *messages.Error
-		if err == nil || !errors.As(err, &me) || me.Code != messages.CodeBrokerUnavailable || time.Now().Add(wait).After(deadline) {
-			return res, err
-		}
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-time.After(wait): // the connection's dial is not observable from here; the daemon is asked again
-		}
-	}
-}
-
 // sessionPeers is the session's peer list, waiting for a connection that
-// is not up yet (whenLinked).
+// is not up yet (ipc.WhenLinked).
 func sessionPeers(ctx context.Context, s *Session) ([]ipc.MeshPeer, error) {
-	return whenLinked(ctx, func() ([]ipc.MeshPeer, error) { return s.as().Peers(ctx, "") })
+	return ipc.WhenLinked(ctx, func() ([]ipc.MeshPeer, error) { return s.as().Peers(ctx, "") })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The lock tools: fenced locks the mesh's broker holds, taken as the
@@ -113,7 +114,7 @@ func (m *mcpServer) lockAcquire(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.LockAcquired, error) { return s.as().AcquireLock(ctx, req) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.LockAcquired, error) { return s.as().AcquireLock(ctx, req) })
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}
@@ -135,7 +136,7 @@ func (m *mcpServer) lockRelease(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.LockReleaseDone, error) { return s.as().ReleaseLock(ctx, req) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.LockReleaseDone, error) { return s.as().ReleaseLock(ctx, req) })
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}
@@ -152,7 +153,7 @@ func (m *mcpServer) lockList(ctx context.Context, _ *mcp.CallToolRequest, in loc
 		return nil, nil, m.toolError(nil, err)
 	}
 	repo := lockRepo(in.MeshWide)
-	res, err := whenLinked(ctx, func() (*messages.LockList, error) { return s.as().Locks(ctx, "", repo) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.LockList, error) { return s.as().Locks(ctx, "", repo) })
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}

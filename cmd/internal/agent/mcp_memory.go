@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The memory tools: the mesh's searchable memory through the daemon, as
@@ -105,7 +106,7 @@ func (m *mcpServer) recall(ctx context.Context, _ *mcp.CallToolRequest, in recal
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.MemoryMatches, error) {
+	res, err := ipc.WhenLinked(ctx, func() (*messages.MemoryMatches, error) {
 		return s.as().Recall(ctx, "", in.Query, in.Tags, in.Limit)
 	})
 	if err != nil {

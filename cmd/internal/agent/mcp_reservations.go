@@ -11,6 +11,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/messages/pathglob"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The reservation tools: file reservations by path pattern in the git
@@ -143,7 +144,7 @@ func (m *mcpServer) reserveFiles(ctx context.Context, _ *mcp.CallToolRequest, in
 
 // reserve asks for req as s: the tool's result and its text.
 func (m *mcpServer) reserve(ctx context.Context, s *Session, req *messages.ReserveRequest) (*reserveOut, string, error) {
-	res, err := whenLinked(ctx, func() (*messages.Reserved, error) { return s.as().Reserve(ctx, req) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.Reserved, error) { return s.as().Reserve(ctx, req) })
 	if err != nil {
 		return nil, "", err
 	}
@@ -191,7 +192,7 @@ func (m *mcpServer) releaseFiles(ctx context.Context, _ *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := whenLinked(ctx, func() (*messages.ReservationsReleased, error) { return s.as().ReleaseReservations(ctx, req) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.ReservationsReleased, error) { return s.as().ReleaseReservations(ctx, req) })
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}
@@ -207,7 +208,7 @@ func (m *mcpServer) listReservations(ctx context.Context, _ *mcp.CallToolRequest
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := whenLinked(ctx, func() (*messages.ReservationList, error) { return s.as().Reservations(ctx, "", repoOnce()) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.ReservationList, error) { return s.as().Reservations(ctx, "", repoOnce()) })
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}

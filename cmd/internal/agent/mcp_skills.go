@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The skill tools: the mesh's skills (named instructions) through the
@@ -55,7 +56,7 @@ func (m *mcpServer) skillList(ctx context.Context, _ *mcp.CallToolRequest, in sk
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.SkillList, error) { return s.as().Skills(ctx, "", in.Query) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.SkillList, error) { return s.as().Skills(ctx, "", in.Query) })
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
@@ -79,7 +80,7 @@ func (m *mcpServer) skillGet(ctx context.Context, _ *mcp.CallToolRequest, in ski
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.SkillAnswer, error) { return s.as().Skill(ctx, "", in.Name) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.SkillAnswer, error) { return s.as().Skill(ctx, "", in.Name) })
 	var me *messages.Error
 	switch {
 	case errors.As(err, &me) && (me.Code == messages.CodeSkillNotFound || me.Code == messages.CodeInvalidSkill):

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The state tools: the mesh's shared state through the daemon, as the
@@ -89,7 +90,7 @@ func (m *mcpServer) stateGet(ctx context.Context, _ *mcp.CallToolRequest, in sta
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.StateGot, error) { return s.as().State(ctx, "", in.Key) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.StateGot, error) { return s.as().State(ctx, "", in.Key) })
 	if err != nil {
 		return nil, nil, m.stateError(s, in.Key, err)
 	}
@@ -123,7 +124,7 @@ func (m *mcpServer) stateList(ctx context.Context, _ *mcp.CallToolRequest, _ sta
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.StateList, error) { return s.as().StateList(ctx, "") })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.StateList, error) { return s.as().StateList(ctx, "") })
 	if err != nil {
 		return nil, nil, m.stateError(s, "", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The topic tools: the mesh's topics through the daemon, as the session.
@@ -113,7 +114,7 @@ func (m *mcpServer) topicList(ctx context.Context, _ *mcp.CallToolRequest, _ top
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	res, err := whenLinked(ctx, func() (*messages.TopicList, error) { return s.as().Topics(ctx, "") })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.TopicList, error) { return s.as().Topics(ctx, "") })
 	if err != nil {
 		return nil, nil, m.topicError(s, "", err)
 	}
@@ -183,7 +184,7 @@ func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in
 		return nil, nil, m.toolError(nil, err)
 	}
 	topic := strings.TrimPrefix(in.Topic, "#")
-	res, err := whenLinked(ctx, func() (*messages.TopicMembers, error) { return s.as().TopicMembers(ctx, "", topic) })
+	res, err := ipc.WhenLinked(ctx, func() (*messages.TopicMembers, error) { return s.as().TopicMembers(ctx, "", topic) })
 	if err != nil {
 		return nil, nil, m.topicError(s, in.Topic, err)
 	}
@@ -213,7 +214,7 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 		limit = checkMessagesDefault
 	}
 	topic := strings.TrimPrefix(in.Topic, "#")
-	res, err := whenLinked(ctx, func() (*messages.TopicHistory, error) {
+	res, err := ipc.WhenLinked(ctx, func() (*messages.TopicHistory, error) {
 		return s.as().TopicHistory(ctx, "", topic, min(limit, checkMessagesMax), "")
 	})
 	if err != nil {
