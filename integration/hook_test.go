@@ -243,10 +243,11 @@ var hookPattern = []string{"UserPromptSubmit", "PreToolUse", "PostToolUse", "Pre
 
 // TestHookFirstPresenceWaitsForLink: the first event of a session the
 // hooks register sets its presence once its broker connection — dialled
-// at the registration — is up: each row is delivered at its first attempt,
-// and no profile_not_applied or hook_retry is logged. Before, the presence was asked of a
-// connection still dialling: broker_unavailable, a WARN, and the row
-// retried a second later (the agent shown idle meanwhile).
+// at the registration — is up: each row is delivered at its first
+// attempt, and no profile_not_applied or hook_retry is logged. Before,
+// the presence was asked of a connection still dialling:
+// broker_unavailable, a WARN, and the row retried a second later (the
+// agent shown idle meanwhile).
 func TestHookFirstPresenceWaitsForLink(t *testing.T) {
 	t.Parallel()
 	e := hookEnv(t)
