@@ -59,6 +59,17 @@ func TestTopics(t *testing.T) {
 		t.Fatalf("bob's message: %+v", got)
 	}
 
+	// bob's inbox filtered by the topic's name: the item keeps the id.
+	for _, topic := range []string{"dev", created.Topic.ID} {
+		r := runCLI(t, bob.env, "inbox", "--topic", topic, "--json")
+		if r.code != 0 || !strings.Contains(r.stdout, `"client_message_id":"topic-1"`) {
+			t.Fatalf("claudemesh inbox --topic %s: exit %d\n%s%s", topic, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, bob.env, "inbox", "--topic", "nope", "--json"); r.code != 0 || strings.Contains(r.stdout, "topic-1") {
+		t.Fatalf("claudemesh inbox --topic nope: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
 	st, body, err := trySend(alice.c, "#nope", "to no one", "topic-missing")
 	var refusal messages.ErrorBody
 	if err != nil || st != http.StatusNotFound || json.Unmarshal(body, &refusal) != nil || refusal.Error != messages.CodeTopicNotFound {

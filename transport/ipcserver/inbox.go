@@ -36,6 +36,10 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Mesh = m.Info.Mesh
 	}
+	if err := s.inboxTopic(q); err != nil {
+		writeError(w, err)
+		return
+	}
 	// An agent session's read marks what it read, as upstream; an
 	// operator's listing changes nothing unless it asks.
 	if q.MarkSeen, err = boolQuery(v, "mark_seen", sessionOf(r) != nil); err != nil {

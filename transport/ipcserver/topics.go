@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -178,5 +179,65 @@ func (s *Server) resolveTopic(mesh *Mesh, send *messages.Send) error {
 				"retry once it is connected, or send to the topic's id (#<id>, from claudemesh topic list)", d.TargetSpec, mesh.Info.Mesh, err)}
 	}
 	d.TargetSpec = "#" + res.ID
+	return nil
+}
+
+// inboxTopic turns the topic filter of GET /v1/inbox, when it names a
+// topic rather than giving its id, into that topic's id on the meshes the
+// listing covers (the request's mesh, else the daemon's own memberships):
+// an item keeps the id its push named, so `claudemesh inbox --topic dev`
+// matched nothing. *, @group, #… and an id are matched as they are, and so
+// is a name no mesh has (a push may have named a topic so). A name two
+// meshes give different ids is refused (400, name the mesh); one a broker
+// cannot resolve is 503.
+func (s *Server) inboxTopic(q *messages.ListInbox) error {
+	name := q.Topic
+	if name == "" || name == "*" || strings.HasPrefix(name, "@") || strings.HasPrefix(name, "#") || messages.IsTopicID(name) {
+		return nil
+	}
+	slugs := []string{q.Mesh}
+	if q.Mesh == "" {
+		slugs = slugs[:0]
+		for _, m := range s.ownMemberships() {
+			slugs = append(slugs, m.Info.Mesh)
+		}
+	}
+	ids, errs := perMesh(slugs, func(slug string) (string, error) {
+		pid, err := s.meshActor(slug)
+		if err != nil {
+			return "", err
+		}
+		res, err := ask[*messages.TopicResolved](s, pid, &messages.ResolveTopic{Ref: name})
+		if err != nil {
+			return "", err
+		}
+		return res.ID, nil
+	})
+	var found []string
+	var unresolved error
+	for i, slug := range slugs {
+		var me *messages.Error
+		switch {
+		case errs[i] == nil:
+			if !slices.Contains(found, ids[i]) {
+				found = append(found, ids[i])
+			}
+		case errors.As(errs[i], &me) && me.Code == messages.CodeTopicNotFound:
+		case unresolved == nil:
+			unresolved = &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeBrokerUnavailable,
+				Detail: fmt.Sprintf("cannot resolve topic %q to its id: the broker of mesh %s did not answer (%v); retry once it is "+
+					"connected, or filter by the topic's id (claudemesh topic list)", name, slug, errs[i])}
+		}
+	}
+	switch {
+	case len(found) == 1:
+		q.Topic = found[0]
+	case len(found) > 1:
+		return &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidQuery,
+			Detail: fmt.Sprintf("topic %q is a different topic on each of several meshes (ids %s): name the mesh (mesh=, --mesh)",
+				name, strings.Join(found, ", "))}
+	case unresolved != nil:
+		return unresolved
+	}
 	return nil
 }
