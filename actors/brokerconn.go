@@ -195,6 +195,8 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.topicRequest(ctx, m)
 	case *messages.ResolveTopic:
 		b.resolveTopic(ctx, m)
+	case *messages.TopicNames:
+		ctx.Respond(b.topics.known())
 	case *topicExpired:
 		b.topicExpired(ctx, m)
 	case *messages.SkillRequest:
@@ -298,6 +300,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	b.log.Info("broker_connected", "features", m.session.Features, "max_age", m.session.MaxAge().String())
 	b.cfg.Features.Set(b.cfg.Slug, m.session.Negotiated())
 	b.event(ctx, "broker_status", map[string]any{"mesh": b.cfg.Slug, "connected": true, "features": m.session.Features})
+	b.learnTopics(ctx)
 	if !b.downAt.IsZero() {
 		b.metrics.Reconnects.WithLabelValues(b.cfg.Slug, strconv.Itoa(b.downBy)).Inc()
 		b.event(ctx, "daemon_reconnect", map[string]any{"mesh": b.cfg.Slug, "attempt": b.backoff.Attempt(),

@@ -37,8 +37,12 @@ type topicCall struct {
 	ref string // the topic as the caller named it
 }
 
-// resolveOp marks a topic_list sent to resolve a `#` target.
-const resolveOp = "resolve"
+// resolveOp marks a topic_list sent to resolve a `#` target, learnOp one
+// sent at the connection's start to learn the topics' names (known).
+const (
+	resolveOp = "resolve"
+	learnOp   = "learn"
+)
 
 // topicExpired is the timer of the request id.
 type topicExpired struct{ id string }
@@ -64,6 +68,29 @@ func (t *topicCalls) lookup(ref string) (string, bool) {
 	}
 	id, ok := t.names[ref]
 	return id, ok
+}
+
+// known is the cache as topic id → name, for the inbox's readers.
+func (t *topicCalls) known() *messages.TopicNamesKnown {
+	names := make(map[string]string, len(t.names))
+	for name, id := range t.names {
+		names[id] = name
+	}
+	return &messages.TopicNamesKnown{Names: names}
+}
+
+// learnTopics asks a membership's new connection's broker for the topic
+// list, so that the inbox shows topics by name (TopicNames) before anyone
+// lists them; no one waits for the answer. A session's connection asks
+// nothing at its start (a hundred sessions, a hundred lists): it learns the
+// topics it lists or creates, and the inbox asks its membership's
+// connection for the others.
+func (b *BrokerConn) learnTopics(ctx actor.Context) {
+	if b.cfg.Session != nil {
+		return
+	}
+	id := b.topics.call(nil, learnOp, "")
+	b.topicSend(ctx, id, &messages.TopicListFrame{Type: messages.TypeTopicList, ReqID: id})
 }
 
 func (t *topicCalls) learn(topics []messages.TopicInfo) {
@@ -184,7 +211,7 @@ func (b *BrokerConn) topicsDown(ctx actor.Context) {
 // topicAnswer sends call its reply: res is a *messages.TopicReply or an
 // error. A resolve is answered from the cache the topic list refreshed.
 func (b *BrokerConn) topicAnswer(ctx actor.Context, call *topicCall, res any) {
-	if call == nil {
+	if call == nil || call.op == learnOp {
 		return
 	}
 	err, _ := res.(error)

@@ -49,11 +49,17 @@ func TestMCPTopics(t *testing.T) {
 	a.mustCall("send_message", map[string]any{"to": "#design", "message": "new mockups", "client_message_id": "mcp-topic-1"}, &sent)
 	waitFor(t, e2eDeliverDeadline, "bob's #design message", func() bool {
 		var r struct {
-			Messages []struct{ Body, Kind, Topic string } `json:"messages"`
+			Messages []struct {
+				Body, Kind, Topic string
+				TopicName         string `json:"topic_name"`
+			} `json:"messages"`
 		}
-		b.mustCall("check_messages", map[string]any{}, &r)
+		res := b.mustCall("check_messages", map[string]any{}, &r)
 		for _, m := range r.Messages {
 			if m.Body == "new mockups" && m.Kind == "topic" && m.Topic == created.Topic.ID {
+				if m.TopicName != "design" || !strings.Contains(text(res), "to #design") {
+					t.Fatalf("check_messages shows the topic as %q: %s", m.TopicName, text(res))
+				}
 				return true
 			}
 		}

@@ -59,12 +59,16 @@ func TestTopics(t *testing.T) {
 		t.Fatalf("bob's message: %+v", got)
 	}
 
-	// bob's inbox filtered by the topic's name: the item keeps the id.
+	// bob's inbox filtered by the topic's name: the item keeps the id, and
+	// shows the name its daemon knows.
 	for _, topic := range []string{"dev", created.Topic.ID} {
 		r := runCLI(t, bob.env, "inbox", "--topic", topic, "--json")
-		if r.code != 0 || !strings.Contains(r.stdout, `"client_message_id":"topic-1"`) {
+		if r.code != 0 || !strings.Contains(r.stdout, `"client_message_id":"topic-1"`) || !strings.Contains(r.stdout, `"topic_name":"dev"`) {
 			t.Fatalf("claudemesh inbox --topic %s: exit %d\n%s%s", topic, r.code, r.stdout, r.stderr)
 		}
+	}
+	if r := runCLI(t, bob.env, "inbox"); r.code != 0 || !strings.Contains(r.stdout, "#dev ") {
+		t.Fatalf("claudemesh inbox: exit %d\n%s%s; want the message shown to #dev", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, bob.env, "inbox", "--topic", "nope", "--json"); r.code != 0 || strings.Contains(r.stdout, "topic-1") {
 		t.Fatalf("claudemesh inbox --topic nope: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -124,4 +128,13 @@ func TestTopics(t *testing.T) {
 	if len(history.Messages) != 3 || messages.Deref(history.Messages[0].Body) != "by id" {
 		t.Fatalf("history of #dev after topic-4: %+v", history)
 	}
+
+	// Restarted, bob's daemon has listed no topic yet: its connection asks
+	// the broker for them as it connects.
+	bob.d.stop()
+	bob.start(t)
+	waitFor(t, e2eConnectDeadline, "the topic's name known again after bob's restart", func() bool {
+		r := runCLI(t, bob.env, "inbox", "--json")
+		return r.code == 0 && strings.Contains(r.stdout, `"topic_name":"dev"`)
+	})
 }

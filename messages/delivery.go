@@ -125,6 +125,7 @@ type InboxItem struct {
 	Mesh            string          `json:"mesh"`
 	Kind            string          `json:"kind"` // dm | topic
 	Topic           string          `json:"topic,omitempty"`
+	TopicName       string          `json:"topic_name,omitempty"` // the name of Topic's topic when its mesh's connection knows it: filled as the inbox is read, not stored
 	SenderPubkey    string          `json:"sender_pubkey"`
 	SenderName      string          `json:"sender_name"`
 	Body            *string         `json:"body"` // null when it could not be decrypted

@@ -58,6 +58,19 @@ type TopicResolved struct {
 // Failure returns the request's error, nil on success.
 func (r *TopicResolved) Failure() error { return r.Err }
 
+// TopicNames asks a mesh's broker connection for the names of the topics
+// it knows (the last topic list of the connection, and topics created
+// since), by id; it asks the broker nothing.
+type TopicNames struct{}
+
+// TopicNamesKnown is the reply to *TopicNames: topic id → name.
+type TopicNamesKnown struct {
+	Names map[string]string
+}
+
+// Failure returns nil: the names are what the connection knows.
+func (*TopicNamesKnown) Failure() error { return nil }
+
 // TopicNotFound is the IPC error for a topic the mesh does not have.
 func TopicNotFound(mesh, ref string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: CodeTopicNotFound,

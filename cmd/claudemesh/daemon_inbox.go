@@ -34,6 +34,9 @@ type daemonInboxCmd struct {
 	JSON       bool   `name:"json" help:"Print each message as one JSON object per line, with the daemon that answered."`
 
 	daemon *ipc.Daemon // the daemon that answers: ours or upstream's
+	// topicIDs are the ids of the topic --topic names, for the live
+	// messages of --follow, which carry the id alone (followTopic).
+	topicIDs map[string]bool
 }
 
 func (c *daemonInboxCmd) Run() error {
@@ -81,6 +84,7 @@ func (c *daemonInboxCmd) Run() error {
 	if err != nil || stream == nil {
 		return err
 	}
+	c.followTopic(ctx, client)
 	var last int64
 	for {
 		ev, err := stream.Next()
@@ -158,12 +162,33 @@ func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.V
 	return shown, nil
 }
 
+// followTopic learns the id of the topic --topic names from the mesh's
+// topic list (--mesh, else the daemon's only mesh): a live message names
+// its topic by id. With several meshes and no --mesh the list is not
+// asked, and a live message matches by id only.
+func (c *daemonInboxCmd) followTopic(ctx context.Context, client *ipc.Client) {
+	if c.Topic == "" || messages.IsTopicID(c.Topic) {
+		return
+	}
+	list, err := client.Topics(ctx, c.Mesh)
+	if err != nil {
+		return
+	}
+	c.topicIDs = map[string]bool{}
+	for _, t := range list.Topics {
+		if t.Name == c.Topic {
+			c.topicIDs[t.ID] = true
+		}
+	}
+}
+
 // matches applies --mesh, --topic, --from and the mail filters to a live
 // message (--mesh is
 // also the stream's own filter on our daemon; upstream's stream has none).
 func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
 	importance := cmp.Or(it.Importance, messages.ImportanceNormal)
-	return (c.Mesh == "" || it.Mesh == c.Mesh) && (c.Topic == "" || it.Topic == c.Topic) &&
+	topic := c.Topic == "" || it.Topic == c.Topic || it.TopicName == c.Topic || c.topicIDs[it.Topic]
+	return (c.Mesh == "" || it.Mesh == c.Mesh) && topic &&
 		(c.From == "" || strings.EqualFold(it.SenderPubkey, c.From)) &&
 		(c.Thread == "" || it.ThreadID == c.Thread || it.ClientMessageID == c.Thread) &&
 		(c.Importance == "" || importance == c.Importance) && (!c.Unacked || it.AckRequired && it.AckedAt == nil)
@@ -215,7 +240,7 @@ func inboxDestination(it *messages.InboxItem) string {
 	case it.Topic == "*", strings.HasPrefix(it.Topic, "@"), strings.HasPrefix(it.Topic, "#"):
 		return it.Topic
 	}
-	return "#" + it.Topic
+	return "#" + cmp.Or(it.TopicName, it.Topic)
 }
 
 // sinceParam turns --since (a duration ago or an RFC 3339 time) into the

@@ -55,6 +55,7 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	if page.Items == nil {
 		page.Items = []messages.InboxItem{}
 	}
+	s.nameTopics(page.Items)
 	if page.Next != "" {
 		next := url.Values{"limit": {strconv.Itoa(q.Limit)}, "after": {page.Next}}
 		for _, k := range []string{"since", "topic", "from", "mesh", "unread_only", "mark_seen", "thread", "importance", "unacked"} {

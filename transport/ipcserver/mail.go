@@ -220,6 +220,7 @@ func (s *Server) inboxSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page.Items = nonNil(page.Items)
+	s.nameTopics(page.Items)
 	writeJSON(w, http.StatusOK, page)
 }
 

@@ -241,3 +241,34 @@ func (s *Server) inboxTopic(q *messages.ListInbox) error {
 	}
 	return nil
 }
+
+// nameTopics fills the TopicName of the topic items whose Topic is an id,
+// from what the broker connections know: the item's own (a session's
+// connection learns the topics it lists or creates), then, for a session's
+// route, its membership's (which lists the topics when it connects). It
+// asks no broker; an id no connection knows stays as it is.
+func (s *Server) nameTopics(items []messages.InboxItem) {
+	known := map[string]map[string]string{} // topic names by the connection asked
+	names := func(slug string) map[string]string {
+		got, asked := known[slug]
+		if !asked {
+			if pid, err := s.meshActor(slug); err == nil {
+				if res, err := ask[*messages.TopicNamesKnown](s, pid, &messages.TopicNames{}); err == nil {
+					got = res.Names
+				}
+			}
+			known[slug] = got
+		}
+		return got
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Kind != "topic" || !messages.IsTopicID(it.Topic) {
+			continue
+		}
+		it.TopicName = names(it.Mesh)[it.Topic]
+		if m := s.served(it.Mesh); it.TopicName == "" && m != nil && m.Parent != "" {
+			it.TopicName = names(m.Parent)[it.Topic]
+		}
+	}
+}

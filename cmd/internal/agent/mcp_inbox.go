@@ -60,7 +60,7 @@ func readUnread(ctx context.Context, s *Session, limit int) (*checkMessagesOut, 
 }
 
 func toInboxMessage(it *messages.InboxItem) inboxMessage {
-	return inboxMessage{ID: it.ID, From: it.SenderName, FromPubkey: it.SenderPubkey, Kind: it.Kind, Topic: it.Topic,
+	return inboxMessage{ID: it.ID, From: it.SenderName, FromPubkey: it.SenderPubkey, Kind: it.Kind, Topic: it.Topic, TopicName: it.TopicName,
 		Body: bodyText(it), ReceivedAt: it.ReceivedAt, ReplyToID: it.ReplyToID, ClientMessageID: it.ClientMessageID,
 		Subject: it.Subject, ThreadID: it.ThreadID, Importance: it.Importance, AckRequired: it.AckRequired, Acked: it.AckedAt != nil}
 }
@@ -83,7 +83,7 @@ func formatMessage(it *messages.InboxItem) string {
 	}
 	where := "direct message"
 	if it.Kind != "dm" {
-		where = "to " + topicLabel(it.Topic)
+		where = "to " + topicLabel(cmp.Or(it.TopicName, it.Topic))
 	}
 	head := fmt.Sprintf("From %s (%.16s…) at %s, %s, id %s", from, it.SenderPubkey, when, where, it.ID)
 	if it.ReplyToID != "" {

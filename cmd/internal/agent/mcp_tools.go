@@ -50,7 +50,8 @@ type (
 		From            string `json:"from" jsonschema:"The sender's display name."`
 		FromPubkey      string `json:"from_pubkey" jsonschema:"The sender's pubkey: send_message takes it as to."`
 		Kind            string `json:"kind" jsonschema:"dm (to you alone) or topic (to a #topic, @group or everyone)."`
-		Topic           string `json:"topic,omitempty" jsonschema:"The topic or group it was sent to."`
+		Topic           string `json:"topic,omitempty" jsonschema:"The topic or group it was sent to (a topic by its id)."`
+		TopicName       string `json:"topic_name,omitempty" jsonschema:"The topic's name, when the daemon knows it (send_message takes #name)."`
 		Body            string `json:"body" jsonschema:"The text."`
 		ReceivedAt      string `json:"received_at" jsonschema:"When it arrived (RFC 3339)."`
 		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The client_message_id of the message it answers."`
