@@ -15,6 +15,7 @@ func TestMCPTopics(t *testing.T) {
 	startDaemon(t, e, "--no-tcp")
 	a := startMCP(t, e, "alice", mcpOptions{})
 	b := startMCP(t, e, "bob", mcpOptions{})
+	c := startMCP(t, e, "carol", mcpOptions{channel: true}) // takes pushes: what reaches her is read at once
 	a.waitPeer("bob")
 
 	var created struct {
@@ -47,6 +48,10 @@ func TestMCPTopics(t *testing.T) {
 
 	var sent sendResult
 	a.mustCall("send_message", map[string]any{"to": "#design", "message": "new mockups", "client_message_id": "mcp-topic-1"}, &sent)
+	// Pushed as it arrives, it names the topic as the agent does.
+	if n := c.nextChannel(); n.Meta["topic"] != "#design" || !strings.Contains(n.Content, "new mockups") {
+		t.Errorf("carol's channel notification: %+v; want it to #design", n)
+	}
 	waitFor(t, e2eDeliverDeadline, "bob's #design message", func() bool {
 		var r struct {
 			Messages []struct {

@@ -211,11 +211,12 @@ func (l *sessionLink) establish(ctx context.Context) (*Session, error) {
 // mcpServer is the MCP side: the SDK's server, the tools, and the pushes
 // of arriving messages.
 type mcpServer struct {
-	link  *sessionLink
-	log   *slog.Logger
-	srv   *mcp.Server
-	out   *rawTransport
-	peers peerCache // send_message's peer list
+	link   *sessionLink
+	log    *slog.Logger
+	srv    *mcp.Server
+	out    *rawTransport
+	peers  peerCache  // send_message's peer list
+	topics topicNames // the names of live topic messages' topics
 
 	readyOnce sync.Once
 	ready     chan struct{} // closed once the client has initialised

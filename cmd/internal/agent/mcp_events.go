@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -174,6 +175,9 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if ss == nil {
 		return
 	}
+	if s := m.link.current(); s != nil && it.Kind == "topic" && it.TopicName == "" && messages.IsTopicID(it.Topic) {
+		it.TopicName = m.topics.name(ctx, s, it.Topic)
+	}
 	text := formatMessage(it)
 	//lint:ignore SA1019 logging notifications stay until every client reads channels; the protocol keeps them through 2027
 	if err := ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "claudemesh",
@@ -187,7 +191,7 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	meta := map[string]string{"from": it.SenderName, "from_pubkey": it.SenderPubkey, "message_id": it.ID,
 		"client_message_id": it.ClientMessageID, "kind": it.Kind, "mesh": it.Mesh, "received_at": it.ReceivedAt}
 	if it.Topic != "" {
-		meta["topic"] = topicLabel(it.Topic)
+		meta["topic"] = topicLabel(cmp.Or(it.TopicName, it.Topic))
 	}
 	for k, v := range map[string]string{"reply_to_id": it.ReplyToID, "subject": it.Subject, "thread_id": it.ThreadID,
 		"importance": it.Importance} {

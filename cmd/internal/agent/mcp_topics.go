@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -235,4 +237,37 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 		fmt.Fprintf(&text, "\n[%s] %s: %s", msg.At, msg.From, msg.Body)
 	}
 	return textResult(text.String()), out, nil
+}
+
+// topicNamesRefresh bounds how often the topic list is asked again for an
+// id it does not name.
+const topicNamesRefresh = 5 * time.Second
+
+// topicNames names the topics of the messages pushed to the agent as they
+// arrive: the daemon's listings carry a topic's name (topic_name), its
+// events only the id. The session's topic list is kept, and asked again
+// when an id is not in it, at most every topicNamesRefresh.
+type topicNames struct {
+	mu      sync.Mutex
+	names   map[string]string // id → name
+	askedAt time.Time
+}
+
+// name is topic id's name, "" when the session's list does not have it.
+func (t *topicNames) name(ctx context.Context, s *Session, id string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.names[id]; ok || time.Since(t.askedAt) < topicNamesRefresh {
+		return n
+	}
+	t.askedAt = time.Now()
+	list, err := s.as().Topics(ctx, "")
+	if err != nil {
+		return ""
+	}
+	t.names = make(map[string]string, len(list.Topics))
+	for _, tp := range list.Topics {
+		t.names[tp.ID] = tp.Name
+	}
+	return t.names[id]
 }
