@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
@@ -73,20 +75,47 @@ func TestTopics(t *testing.T) {
 	if r := runCLI(t, bob.env, "inbox", "--topic", "nope", "--json"); r.code != 0 || strings.Contains(r.stdout, "topic-1") {
 		t.Fatalf("claudemesh inbox --topic nope: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// Followed by name, a live message (its event carries the id alone) is
+	// matched and shown by name too.
+	follow, lines := startCLILines(t, bob.env, "inbox", "--topic", "dev", "-f")
+	line := func() string {
+		t.Helper()
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(e2eDeliverDeadline):
+			t.Fatal("claudemesh inbox --topic dev -f printed nothing")
+			return ""
+		}
+	}
+	if l := line(); !strings.Contains(l, "#dev ") || !strings.HasSuffix(l, ": standup in 5") {
+		t.Fatalf("first line of inbox --topic dev -f: %q", l)
+	}
+	if st, body, err := trySend(alice.c, "#dev", "live on dev", "topic-live"); err != nil || st != http.StatusAccepted {
+		t.Fatalf("send #dev: %d %v %s", st, err, body)
+	}
+	if l := line(); !strings.Contains(l, "#dev ") || !strings.HasSuffix(l, ": live on dev") {
+		t.Fatalf("live line of inbox --topic dev -f: %q", l)
+	}
+	follow.Process.Signal(syscall.SIGINT)
+	follow.Wait()
+	if got := messageOf(t, stream.next("message", e2eDeliverDeadline)); got.ClientMessageID != "topic-live" {
+		t.Fatalf("bob's stream after topic-live: %+v", got)
+	}
 
 	st, body, err := trySend(alice.c, "#nope", "to no one", "topic-missing")
 	var refusal messages.ErrorBody
 	if err != nil || st != http.StatusNotFound || json.Unmarshal(body, &refusal) != nil || refusal.Error != messages.CodeTopicNotFound {
 		t.Fatalf("send #nope: %d %v %s; want 404 topic_not_found", st, err, body)
 	}
-	if rows := byClientID(listAll(t, alice.c, "")); len(rows) != 1 || rows["topic-missing"].ID != "" {
+	if rows := byClientID(listAll(t, alice.c, "")); len(rows) != 2 || rows["topic-missing"].ID != "" {
 		t.Fatalf("alice's outbox after the refusal: %+v", rows)
 	}
 
 	var history messages.TopicHistory
 	topicCLI(bob, &history, "history", "dev", "--json")
-	if len(history.Messages) != 1 || messages.Deref(history.Messages[0].Body) != "standup in 5" ||
-		history.Messages[0].SenderName != "alice" || history.Messages[0].ID != got.BrokerMessageID {
+	if len(history.Messages) != 2 || messages.Deref(history.Messages[1].Body) != "standup in 5" ||
+		history.Messages[1].SenderName != "alice" || history.Messages[1].ID != got.BrokerMessageID {
 		t.Fatalf("topic history: %+v", history)
 	}
 	if r := runCLI(t, bob.env, "topic", "members", "dev"); r.code != 0 || !strings.Contains(r.stdout, "alice") ||
@@ -125,7 +154,7 @@ func TestTopics(t *testing.T) {
 		return byClientID(listAll(t, alice.c, "done"))["topic-4"].ID != ""
 	})
 	topicCLI(alice, &history, "history", created.Topic.ID, "--json")
-	if len(history.Messages) != 3 || messages.Deref(history.Messages[0].Body) != "by id" {
+	if len(history.Messages) != 4 || messages.Deref(history.Messages[0].Body) != "by id" {
 		t.Fatalf("history of #dev after topic-4: %+v", history)
 	}
 

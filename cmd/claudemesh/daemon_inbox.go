@@ -34,9 +34,9 @@ type daemonInboxCmd struct {
 	JSON       bool   `name:"json" help:"Print each message as one JSON object per line, with the daemon that answered."`
 
 	daemon *ipc.Daemon // the daemon that answers: ours or upstream's
-	// topicIDs are the ids of the topic --topic names, for the live
-	// messages of --follow, which carry the id alone (followTopic).
-	topicIDs map[string]bool
+	// topics are the names of the mesh's topics by id, for the live
+	// messages of --follow, which carry the id alone (followTopics).
+	topics map[string]string
 }
 
 func (c *daemonInboxCmd) Run() error {
@@ -84,7 +84,7 @@ func (c *daemonInboxCmd) Run() error {
 	if err != nil || stream == nil {
 		return err
 	}
-	c.followTopic(ctx, client)
+	c.followTopics(ctx, client)
 	var last int64
 	for {
 		ev, err := stream.Next()
@@ -107,6 +107,9 @@ func (c *daemonInboxCmd) Run() error {
 		}
 		last = ev.ID
 		it, ok := messageEvent(ev)
+		if ok && it.TopicName == "" {
+			it.TopicName = c.topics[it.Topic]
+		}
 		if !ok || shown[it.ID] || !c.matches(it) {
 			continue
 		}
@@ -162,23 +165,19 @@ func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.V
 	return shown, nil
 }
 
-// followTopic learns the id of the topic --topic names from the mesh's
-// topic list (--mesh, else the daemon's only mesh): a live message names
-// its topic by id. With several meshes and no --mesh the list is not
-// asked, and a live message matches by id only.
-func (c *daemonInboxCmd) followTopic(ctx context.Context, client *ipc.Client) {
-	if c.Topic == "" || messages.IsTopicID(c.Topic) {
-		return
-	}
+// followTopics learns the names of the mesh's topics (--mesh, else the
+// daemon's only mesh), by id: a live message names its topic by id, which
+// --follow prints by name and --topic matches by name. With several meshes
+// and no --mesh the list is not asked, and a live message shows its
+// topic's id (and --topic matches it by id).
+func (c *daemonInboxCmd) followTopics(ctx context.Context, client *ipc.Client) {
 	list, err := client.Topics(ctx, c.Mesh)
 	if err != nil {
 		return
 	}
-	c.topicIDs = map[string]bool{}
+	c.topics = make(map[string]string, len(list.Topics))
 	for _, t := range list.Topics {
-		if t.Name == c.Topic {
-			c.topicIDs[t.ID] = true
-		}
+		c.topics[t.ID] = t.Name
 	}
 }
 
@@ -187,7 +186,7 @@ func (c *daemonInboxCmd) followTopic(ctx context.Context, client *ipc.Client) {
 // also the stream's own filter on our daemon; upstream's stream has none).
 func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
 	importance := cmp.Or(it.Importance, messages.ImportanceNormal)
-	topic := c.Topic == "" || it.Topic == c.Topic || it.TopicName == c.Topic || c.topicIDs[it.Topic]
+	topic := c.Topic == "" || it.Topic == c.Topic || it.TopicName == c.Topic
 	return (c.Mesh == "" || it.Mesh == c.Mesh) && topic &&
 		(c.From == "" || strings.EqualFold(it.SenderPubkey, c.From)) &&
 		(c.Thread == "" || it.ThreadID == c.Thread || it.ClientMessageID == c.Thread) &&
