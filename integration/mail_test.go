@@ -94,6 +94,27 @@ func mailSession(t *testing.T, p *e2ePeer, name string) *agentSession {
 	return s
 }
 
+// TestAckWhileWorking: an acknowledgement reaches its sender while the
+// sender is working (an agent during its turn, as its hooks report it):
+// receipts travel at priority now, which the broker pushes whatever the
+// recipient's status. At the default priority the receipt waited for the
+// sender to be idle again, and its row said "not acknowledged" meanwhile.
+func TestAckWhileWorking(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	ant, cat := mailPeers(t, m)
+	working := messages.AgentWorking
+	if _, err := ant.c.SetProfile(context.Background(), &messages.SetProfile{Status: &working}); err != nil {
+		t.Fatal(err)
+	}
+	id := mailSend(t, ant, messages.SendRequest{To: cat.pubkey, AckRequired: true}, "review this, please")
+	got := waitMail(t, cat, url.Values{}, id)
+	if _, err := cat.c.AckMessage(context.Background(), got.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitRow(t, ant, id, "acknowledged by cat while ant works", func(r *messages.OutboxItem) bool { return len(r.AckedBy) == 1 })
+}
+
 // TestMailRoundTrip: a subject, an importance and a request for an
 // acknowledgement travel with a DM and are stored with it; the inbox lists
 // by them; the acknowledgement, given while the sender's daemon is down,

@@ -28,6 +28,13 @@ func NewAccept(mesh string, s *Send, clientMessageID, rowID string, now int64, f
 		Payload: payload, Now: now, Mail: s.Header()}, nil
 }
 
+// ReceiptPriority is a receipt's priority: "now", which the broker pushes
+// whatever its recipient's status. At the default ("next") a receipt to a
+// working agent — every agent, during its turn, once its hooks report it —
+// waited for the turn's end, and its acked_by, list_awaiting_acks and
+// `inbox awaiting-ack` said "not acknowledged" meanwhile.
+const ReceiptPriority = "now"
+
 // ReceiptSend is the receipt r (Receipt, ReceiptFor and, for its kind,
 // Until or Reason) to sender, the key that sent the message: a DM whose
 // text says what happened in words, for an upstream peer that reads only
@@ -52,7 +59,7 @@ func ReceiptSend(r Mail, sender, subject string) (*Send, string) {
 		text = "Your message " + r.ReceiptFor + " was refused: " + r.Reason + "."
 	}
 	m := r
-	return &Send{Destination: Destination{Kind: KindDM, Ref: sender, TargetSpec: sender}, Priority: DefaultPriority,
+	return &Send{Destination: Destination{Kind: KindDM, Ref: sender, TargetSpec: sender}, Priority: ReceiptPriority,
 		Body: []byte(text), Mail: &m}, ReceiptID(&r, sender)
 }
 
