@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -73,6 +74,9 @@ func TestDecodeSendRejects(t *testing.T) {
 			}
 			if e.Status != c.status || e.Code != c.code {
 				t.Fatalf("got %d %s (%s), want %d %s", e.Status, e.Code, e.Detail, c.status, c.code)
+			}
+			if e.Code == CodeMessageTooLarge && !strings.Contains(e.Detail, strconv.Itoa(len(long))+" bytes; the limit is 32768") {
+				t.Errorf("message_too_large says %q; want the size and the limit", e.Detail)
 			}
 		})
 	}
