@@ -35,6 +35,11 @@ type Membership struct {
 	DisplayName string `json:"displayName,omitempty"`
 }
 
+// LocalAgent reports whether m is another agent's identity on the local
+// mesh (`daemon add-agent`: no brokerUrl, and not LocalMeshSlug itself),
+// which a request that names no mesh never acts as.
+func (m Membership) LocalAgent() bool { return m.BrokerURL == "" && m.Slug != LocalMeshSlug }
+
 // LoadMemberships reads the meshes of config.json. A missing file means
 // none. Keys of config.json other than "meshes" belong to the upstream CLI
 // and are left alone.

@@ -36,6 +36,13 @@ func TestLocalAgents(t *testing.T) {
 	if r := runCLI(t, e, "daemon", "add-agent", "bob"); r.code != 2 || !strings.Contains(r.stderr, "already has mesh \"bob\"") {
 		t.Errorf("adding bob twice: exit %d\n%s", r.code, r.stderr)
 	}
+	// With the daemon down a plain send chooses its mesh from config.json as
+	// the daemon would — the first agent's, not another's identity — and
+	// says the local mesh needs the daemon.
+	if r := runCLI(t, e, "send", "bob", "x"); r.code == 0 || !strings.Contains(r.stderr, "claudemesh daemon up") ||
+		strings.Contains(r.stderr, "several meshes") {
+		t.Errorf("send with the daemon down: exit %d\n%s", r.code, r.stderr)
+	}
 	d := startDaemon(t, e, "--no-tcp")
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()

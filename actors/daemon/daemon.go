@@ -232,7 +232,7 @@ func (d *Daemon) meshOf(m config.Membership) (ipcserver.Mesh, error) {
 	}
 	profile, _ := d.opts.Paths.ProfileDisplayName() // unreadable: the hello's name falls back as meshConfigs' does
 	return ipcserver.Mesh{Identity: id, Name: m.HelloName(profile), Info: messages.MeshInfo{Mesh: m.Slug, MeshID: m.MeshID, MemberID: m.MemberID,
-		MemberPubkey: m.Pubkey, Agent: m.BrokerURL == "" && m.Slug != config.LocalMeshSlug}}, nil
+		MemberPubkey: m.Pubkey, Agent: m.LocalAgent()}}, nil
 }
 
 // meshConfigs builds each mesh's subtree configuration; memberships

@@ -340,6 +340,15 @@ func (c *sendCmd) coldMembership(paths config.Paths) (*config.Membership, error)
 	case len(ms) == 0:
 		return nil, usageErr("%s records no mesh: join one with `claudemesh join <invite-url>`", paths.ConfigFile())
 	}
+	var own []int // the daemon's own: another agent's identity is never the default (messages.DefaultMesh)
+	for i := range ms {
+		if !ms[i].LocalAgent() {
+			own = append(own, i)
+		}
+	}
+	if len(own) == 1 {
+		return &ms[own[0]], nil
+	}
 	return nil, usageErr("%s records several meshes (%s): name one with --mesh", paths.ConfigFile(), strings.Join(slugs, ", "))
 }
 
