@@ -44,8 +44,8 @@ func (s *Server) secrets() [][]byte {
 func (s *Server) webLogin(w http.ResponseWriter, r *http.Request) {
 	if s.opts.TCPAddr == "" {
 		writeError(w, &messages.Error{Status: http.StatusConflict, Code: "web_unavailable",
-			Detail: "the web view is served on the daemon's loopback TCP port, which is off: start the daemon without --no-tcp " +
-				"(and with [ipc] tcp_enabled = true)"})
+			Detail: "the web view is served on the daemon's loopback TCP port, which is off: restart the daemon with it on " +
+				"(`claudemesh daemon down`, then `claudemesh daemon up --tcp 127.0.0.1:0`, or [ipc] tcp_enabled = true in its config.toml)"})
 		return
 	}
 	login, err := s.web.NewLogin("http://" + s.opts.TCPAddr)
