@@ -63,7 +63,8 @@ func TestLockCLI(t *testing.T) {
 		t.Fatalf("the session's acquire: %+v, %v", got, err)
 	}
 	r = lockCLI("acquire", "file:src/lib.rs", "--repo", ".")
-	if r.code != 3 || !strings.Contains(r.stderr, "file:src/lib.rs (repo "+repoID+") is held by editor") {
+	if r.code != 3 || !strings.Contains(r.stderr, "file:src/lib.rs (repo "+repoID+") is held by editor") ||
+		!strings.Contains(r.stderr, "wait for it with --wait") {
 		t.Errorf("acquire of the session's lock: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r = lockCLI("acquire", "file:src/lib.rs"); r.code != 0 {

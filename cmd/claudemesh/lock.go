@@ -64,8 +64,12 @@ func (c *lockAcquireCmd) Run() error {
 	}, func(res *messages.LockAcquired) error {
 		l := res.Lock
 		if !res.Granted {
-			return errNotGranted("%s is held by %s (fence token %d) until %s", lockLabel(l.LockInfo), printable(l.HolderName),
-				l.FenceToken, l.ExpiresAt)
+			how := "wait for it with --wait (up to 10m), or ask its holder"
+			if c.Wait > 0 {
+				how = "it was not released within --wait; ask its holder, or try again later"
+			}
+			return errNotGranted("%s is held by %s (fence token %d) until %s: %s", lockLabel(l.LockInfo), printable(l.HolderName),
+				l.FenceToken, l.ExpiresAt, how)
 		}
 		fmt.Printf("granted %s: fence token %d, expires %s (mesh %s)\n", lockLabel(l.LockInfo), l.FenceToken, l.ExpiresAt, l.Mesh)
 		if tok, _ := agent.SessionToken(); tok == "" {
