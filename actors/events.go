@@ -33,6 +33,9 @@ type Events struct {
 	metrics *metrics.Daemon
 	subs    map[int64]*stream
 	per     map[string]int // open streams by identity
+	// ofMesh counts the streams of one mesh: an event's mesh is read from
+	// its data only while one is open (the unfiltered streams take all).
+	ofMesh  int
 	nextID  int64
 	closing bool
 }
@@ -90,6 +93,9 @@ func (e *Events) subscribe(m *messages.Subscribe) *messages.Subscription {
 	}
 	e.nextID++
 	s := &stream{q: fifo.New[messages.Event](StreamBuffer), identity: identity, mesh: m.Mesh}
+	if s.mesh != "" {
+		e.ofMesh++
+	}
 	e.subs[e.nextID] = s
 	e.per[identity]++
 	e.metrics.SSEStreams.Set(float64(len(e.subs)))
@@ -103,6 +109,9 @@ func (e *Events) remove(id int64) {
 		return
 	}
 	delete(e.subs, id)
+	if s.mesh != "" {
+		e.ofMesh--
+	}
 	if e.per[s.identity]--; e.per[s.identity] == 0 {
 		delete(e.per, s.identity)
 	}
@@ -114,7 +123,9 @@ func (e *Events) publish(ev messages.Event) {
 	if len(e.subs) == 0 {
 		return
 	}
-	ev.Mesh = messages.EventMesh(ev.Data)
+	if e.ofMesh > 0 {
+		ev.Mesh = messages.EventMesh(ev.Data)
+	}
 	for id, s := range e.subs {
 		if !ev.ForMesh(s.mesh) {
 			continue
