@@ -110,6 +110,16 @@ type TopicList struct {
 	Topics []TopicInfo `json:"topics"`
 }
 
+// Names is the list's topic names by id: a message names its topic by id,
+// its readers by name.
+func (l *TopicList) Names() map[string]string {
+	names := make(map[string]string, len(l.Topics))
+	for _, t := range l.Topics {
+		names[t.ID] = t.Name
+	}
+	return names
+}
+
 // TopicMembers answers GET /v1/topics/members and POST /v1/topics/join
 // and /leave (the members after the change).
 type TopicMembers struct {

@@ -175,10 +175,7 @@ func (c *daemonInboxCmd) followTopics(ctx context.Context, client *ipc.Client) {
 	if err != nil {
 		return
 	}
-	c.topics = make(map[string]string, len(list.Topics))
-	for _, t := range list.Topics {
-		c.topics[t.ID] = t.Name
-	}
+	c.topics = list.Names()
 }
 
 // matches applies --mesh, --topic, --from and the mail filters to a live

@@ -265,9 +265,6 @@ func (t *topicNames) name(ctx context.Context, s *Session, id string) string {
 	if err != nil {
 		return ""
 	}
-	t.names = make(map[string]string, len(list.Topics))
-	for _, tp := range list.Topics {
-		t.names[tp.ID] = tp.Name
-	}
+	t.names = list.Names()
 	return t.names[id]
 }
