@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // BenchmarkMCPMailSend: agents send mail through the MCP server — each
@@ -29,45 +31,74 @@ import (
 func BenchmarkMCPMailSend(b *testing.B) {
 	for _, mode := range []string{"strict", "batched_50ms"} {
 		for _, clients := range []int{1, 16} {
-			b.Run(fmt.Sprintf("%s/clients_%d", mode, clients), func(b *testing.B) { benchMailSend(b, mode, clients) })
+			b.Run(fmt.Sprintf("%s/clients_%d", mode, clients), func(b *testing.B) { benchMailSend(b, mode, clients, false) })
 		}
 	}
 }
 
-func benchMailSend(b *testing.B, fsync string, clients int) {
+// BenchmarkIPCMailSend is BenchmarkMCPMailSend without the MCP servers:
+// each client an agent session posting the same mail to POST /v1/send
+// itself, from the benchmark's process, under fsync_mode strict — what
+// the daemon alone gives, against which the MCP hop is measured.
+//
+//	go test -run='^$' -bench=BenchmarkIPCMailSend -benchtime=5000x ./integration/
+func BenchmarkIPCMailSend(b *testing.B) {
+	for _, clients := range []int{1, 16} {
+		b.Run(fmt.Sprintf("clients_%d", clients), func(b *testing.B) { benchMailSend(b, "strict", clients, true) })
+	}
+}
+
+// benchMailSend runs clients senders of mail to one session of a fresh
+// daemon: through claudemesh-mcp (rawMCP), or, direct, to the session
+// routes themselves.
+func benchMailSend(b *testing.B, fsync string, clients int, direct bool) {
 	e := benchHookEnv(b)
 	if err := os.WriteFile(filepath.Join(e.daemonDir, "config.toml"), []byte("[outbox]\nfsync_mode = \""+fsync+"\"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	stop := benchDaemon(b, e)
 	defer stop()
-	sink := benchSessions(b, e, 1)[0]
-	me, err := sink.SessionMe(context.Background())
+	n := 1
+	if direct {
+		n += clients
+	}
+	ipcSessions := benchSessions(b, e, n) // the recipient, then the direct senders
+	me, err := ipcSessions[0].SessionMe(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
 	to := me.Presence.SessionPubkey
-	sessions := make([]*rawMCP, clients)
-	for i := range sessions {
-		sessions[i] = startRawMCP(b, e, fmt.Sprint("mailer-", i))
+	calls := make([]func(i int) error, clients)
+	for c := range calls {
+		if direct {
+			s := ipcSessions[1+c]
+			calls[c] = func(i int) error {
+				msg := fmt.Sprint("status update ", i)
+				_, err := s.Send(context.Background(), &messages.SendRequest{To: to, Message: &msg, ThreadID: "bench-thread",
+					AckRequired: true, Subject: "status"}, "")
+				return err
+			}
+			continue
+		}
+		cs := startRawMCP(b, e, fmt.Sprint("mailer-", c))
+		calls[c] = func(i int) error {
+			return cs.callTool("send_message", map[string]any{
+				"to": to, "message": fmt.Sprint("status update ", i), "thread_id": "bench-thread", "ack_required": true,
+				"subject": "status"})
+		}
 	}
-	call := func(cs *rawMCP, i int) error {
-		return cs.callTool("send_message", map[string]any{
-			"to": to, "message": fmt.Sprint("status update ", i), "thread_id": "bench-thread", "ack_required": true,
-			"subject": "status"})
-	}
-	for i, cs := range sessions { // warm: each session linked, its first call made
-		waitBench(b, func() bool { return call(cs, -1-i) == nil })
+	for c, call := range calls { // warm: each session linked, its first call made
+		waitBench(b, func() bool { return call(-1-c) == nil })
 	}
 	lat := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
-	for c, cs := range sessions {
+	for c, call := range calls {
 		wg.Go(func() {
 			for i := c; i < b.N; i += clients {
 				t0 := time.Now()
-				if err := call(cs, i); err != nil {
+				if err := call(i); err != nil {
 					b.Error(err)
 					return
 				}
@@ -83,7 +114,11 @@ func benchMailSend(b *testing.B, fsync string, clients int) {
 		all = append(all, l...)
 	}
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "msgs/s")
-	reportPercentiles(b, fmt.Sprintf("send_message_%d_clients", clients), all)
+	what := "send_message"
+	if direct {
+		what = "ipc_send"
+	}
+	reportPercentiles(b, fmt.Sprintf("%s_%d_clients", what, clients), all)
 }
 
 // waitBench polls cond until it holds (the sessions' broker connections
