@@ -54,11 +54,7 @@ func (h *hub) sessionTaken(t *broker.SessionTaken) {
 	if !p.offline {
 		p.link.Close(1000, "session_replaced")
 	}
-	delete(h.conns, t.ConnID)
-	delete(h.byMesh[p.meshID], t.ConnID)
-	if len(h.byMesh[p.meshID]) == 0 {
-		delete(h.byMesh, p.meshID)
-	}
+	h.forget(t.ConnID, p)
 	h.metrics.sessionsTaken.Inc()
 }
 

@@ -277,12 +277,18 @@ func (h *hub) graceOver(connID string) {
 
 // remove takes a presence out of the peer lists and tells the mesh it left.
 func (h *hub) remove(connID string, p *presence) {
+	h.forget(connID, p)
+	h.system(p, "peer_left")
+}
+
+// forget takes connection connID, p, out of the hub's maps, saying nothing
+// to the mesh (sessionTaken: the session did not leave).
+func (h *hub) forget(connID string, p *presence) {
 	delete(h.conns, connID)
 	delete(h.byMesh[p.meshID], connID)
 	if len(h.byMesh[p.meshID]) == 0 {
 		delete(h.byMesh, p.meshID)
 	}
-	h.system(p, "peer_left")
 }
 
 // system pushes a presence event about p to the live connections of the
