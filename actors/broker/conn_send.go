@@ -266,7 +266,11 @@ func (c *conn) clientAck(ctx actor.Context, f *messages.ClientAckFrame) {
 }
 
 // drain claims what is queued for this connection's keys (leased, so no
-// other connection takes it meanwhile) and pushes it.
+// other connection takes it meanwhile) and pushes it, here and, through the
+// hub, to the other live connections here receiving for the row's key: a
+// push reaches every connection of its key, as the accept's fan-out does,
+// whichever of them claimed it (on PostgreSQL, a message accepted at
+// another replica reaches this one's connections by their drains).
 func (c *conn) drain(ctx actor.Context) {
 	if c.member == nil {
 		return
@@ -281,16 +285,54 @@ func (c *conn) drain(ctx actor.Context) {
 	if len(ds) > 0 {
 		ctx.Send(c.sweeper, &leaseTaken{at: c.now().Add(c.lease)})
 	}
+	pushed := &hubDrainedPush{meshID: c.mesh.ID, conn: c.id, rows: make([]drainedRow, 0, len(ds))}
 	for i := range ds {
 		d := &ds[i]
-		c.sendFrame(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,
+		frame, err := json.Marshal(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,
 			SenderPubkey: d.SenderPubkey, TargetSpec: d.TargetSpec, ReplyToID: d.ReplyToID, Priority: d.Priority,
 			Nonce: d.Nonce, Ciphertext: d.Ciphertext, CreatedAt: d.CreatedAt.UTC().Format(time.RFC3339Nano),
 			ClientMessageID: d.ClientMessageID, RequestFingerprint: d.RequestFingerprint.Hex(), HistoryID: d.HistoryID,
 			Meta: d.Meta, Topic: topicOf(d.TargetSpec)})
+		if err != nil {
+			c.log.Error("encode push", "conn", c.id, "err", err) // its lease runs out, and it is pushed again
+			continue
+		}
+		c.link.Send(frame)
+		pushed.rows = append(pushed.rows, drainedRow{key: d.RecipientPubkey, priority: d.Priority, frame: frame})
+	}
+	if len(pushed.rows) > 0 {
+		ctx.Send(c.hub, pushed)
 	}
 	if len(ds) == drainBatch {
 		ctx.Send(ctx.Self(), &drain{})
+	}
+}
+
+// hubDrainedPush asks the hub to push what a connection drained to the
+// other live connections receiving for each row's key that take its
+// priority now (working and dnd take only "now"), as the accept's fan-out
+// would have.
+type hubDrainedPush struct {
+	meshID, conn string // conn: the one that drained, and pushed to itself
+	rows         []drainedRow
+}
+
+type drainedRow struct {
+	key, priority string
+	frame         []byte
+}
+
+func (h *hub) drainedPush(m *hubDrainedPush) {
+	for _, p := range h.byMesh[m.meshID] {
+		if p.offline || p.connID == m.conn {
+			continue
+		}
+		for _, r := range m.rows {
+			if p.receives(r.key) && (r.priority == "now" || p.status() == broker.StatusIdle) {
+				p.link.Send(r.frame)
+				h.metrics.pushes.Inc()
+			}
+		}
 	}
 }
 

@@ -203,6 +203,8 @@ func (h *hub) Receive(ctx actor.Context) {
 		ctx.Respond(h.resolve(m))
 	case *hubFanout:
 		h.fanout(ctx, m)
+	case *hubDrainedPush:
+		h.drainedPush(m)
 	case *hubSweeper:
 		h.sweeper = m.pid
 	case *hubListPeers:

@@ -313,7 +313,7 @@ func TestClosedSessionNotListed(t *testing.T) {
 // and reaches it when it reconnects, here to the first.
 func TestSessionsAcrossReplicas(t *testing.T) {
 	url := brokertest.PostgresURL(t)
-	first, second := twoReplicas(t, url, "replicas")
+	first, second := twoReplicasLeasing(t, url, "replicas", time.Hour)
 	mesh := first.mesh
 	alice, bob := first.member("alice"), first.member("bob")
 	keyA, keyB := first.identity(), first.identity()
@@ -391,10 +391,17 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	if got := legacy.push(); got["client_message_id"] != "to-a-legacy-session" {
 		t.Fatalf("the legacy session on the second got %v, want the DM to its session key", got)
 	}
-	// A broadcast reaches it once, by its member key, as at its own replica.
+	// A broadcast reaches it once, by its member key, as at its own replica;
+	// and bob's member connection there too, though only one of the two
+	// claims the row (the lease outlasts the test: no redelivery helps).
 	a.sendTo(t, "to-everyone", "*")
-	if got := legacy.push(); got["client_message_id"] != "to-everyone" {
-		t.Fatalf("the legacy session got %v, want the broadcast", got)
+	for _, c := range []struct {
+		name string
+		c    *client
+	}{{"the legacy session", legacy}, {"bob's member connection beside it", bobPeer.c}} {
+		if got := c.c.push(); got["client_message_id"] != "to-everyone" {
+			t.Fatalf("%s got %v, want the broadcast", c.name, got)
+		}
 	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {
@@ -500,13 +507,19 @@ func TestSessionTakenOverUnnotified(t *testing.T) {
 // with the mesh slug made by the first.
 func twoReplicas(t *testing.T, url, slug string) (first, second *env) {
 	t.Helper()
-	first = serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
+	return twoReplicasLeasing(t, url, slug, testLease)
+}
+
+// twoReplicasLeasing is twoReplicas with a delivery lease of its own.
+func twoReplicasLeasing(t *testing.T, url, slug string, lease time.Duration) (first, second *env) {
+	t.Helper()
+	first = serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), lease, sessionGrace)
 	mesh, err := first.store.CreateMesh(t.Context(), broker.Mesh{Slug: slug})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first.mesh = mesh
-	second = serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), testLease, sessionGrace)
+	second = serveBrokerTimed(t, broker.Options{DatabaseURL: url}, ratelimit.NewMemory(noLimit), lease, sessionGrace)
 	second.mesh = mesh
 	return first, second
 }
