@@ -214,6 +214,7 @@ type mcpServer struct {
 	link   *sessionLink
 	log    *slog.Logger
 	srv    *mcp.Server
+	tools  *toolSet // srv's tools, whose calls the transport serves (directCalls)
 	out    *rawTransport
 	peers  peerCache  // send_message's peer list
 	topics topicNames // the names of live topic messages' topics
@@ -225,7 +226,7 @@ type mcpServer struct {
 }
 
 func newMCPServer(link *sessionLink, version string, log *slog.Logger) *mcpServer {
-	m := &mcpServer{link: link, log: log, ready: make(chan struct{}), out: &rawTransport{inner: stdioTransport()}}
+	m := &mcpServer{link: link, log: log, ready: make(chan struct{})}
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "claudemesh", Title: "claudemesh", Version: version}, &mcp.ServerOptions{
 		Instructions: mcpInstructions,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -235,9 +236,22 @@ func newMCPServer(link *sessionLink, version string, log *slog.Logger) *mcpServe
 			Experimental: map[string]any{channelCapability: map[string]any{}},
 		},
 	})
+	m.tools = &toolSet{srv: m.srv, handlers: map[string]mcp.ToolHandler{}}
 	m.addTools()
 	m.srv.AddReceivingMiddleware(m.noteReady)
+	m.out = &rawTransport{inner: stdioTransport(&directCalls{tools: m.tools.handlers, version: m.protocolVersion, parked: make(chan func())})}
 	return m
+}
+
+// protocolVersion is the protocol version the client asked for in its
+// handshake ("" before it).
+func (m *mcpServer) protocolVersion() string {
+	if ss := m.session(); ss != nil {
+		if p := ss.InitializeParams(); p != nil {
+			return p.ProtocolVersion
+		}
+	}
+	return ""
 }
 
 // noteReady marks the client ready for pushes once its session is

@@ -27,7 +27,7 @@ import (
 // Our input schemas declare no defaults, so none is applied. The SDK's
 // wrapper was a fifth of claudemesh-mcp's CPU while agents sent mail at
 // full speed (BenchmarkMCPMailSend, 16 clients), ours a tenth.
-func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+func addTool[In, Out any](srv toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	tt := *t
 	if tt.InputSchema == nil {
 		tt.InputSchema = schemaOf[In](nil)
@@ -74,6 +74,12 @@ func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 		}
 		return res, nil
 	})
+}
+
+// toolAdder is where addTool registers a tool: an *mcp.Server, or the
+// MCP server's toolSet, which keeps the handler for directCalls too.
+type toolAdder interface {
+	AddTool(t *mcp.Tool, h mcp.ToolHandler)
 }
 
 // decodeArguments validates a tool call's arguments (absent: {}) against

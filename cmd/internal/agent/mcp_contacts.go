@@ -48,7 +48,7 @@ type (
 )
 
 func (m *mcpServer) addContactTools() {
-	addTool(m.srv, &mcp.Tool{Name: "set_contact_policy", Title: "Set your contact policy",
+	addTool(m.tools, &mcp.Tool{Name: "set_contact_policy", Title: "Set your contact policy",
 		Description: "Choose who may send you direct messages: open, auto, contacts_only (strangers' messages wait as contact " +
 			"requests) or block_all. Topic, group and broadcast messages are not affected. Senders are told when their message is " +
 			"held or refused.",
@@ -58,11 +58,11 @@ func (m *mcpServer) addContactTools() {
 			p["request_ttl_seconds"].Maximum = jsonschema.Ptr(messages.MaxContactRequestTTL.Seconds())
 		}),
 	}, m.setContactPolicy)
-	addTool(m.srv, &mcp.Tool{Name: "list_contacts", Title: "List contacts and requests",
+	addTool(m.tools, &mcp.Tool{Name: "list_contacts", Title: "List contacts and requests",
 		Description: "Show your contact policy, your contacts, and the pending contact requests (strangers' held messages) to answer with answer_contact_request.",
 		InputSchema: schemaOf[listPeersIn](nil),
 	}, m.listContacts)
-	addTool(m.srv, &mcp.Tool{Name: "answer_contact_request", Title: "Accept or refuse a contact request",
+	addTool(m.tools, &mcp.Tool{Name: "answer_contact_request", Title: "Accept or refuse a contact request",
 		Description: "Accept (its held messages land in your inbox, and the sender becomes a contact) or refuse (they are dropped) a stranger's contact request.",
 		InputSchema: schemaOf[answerContactIn](func(p map[string]*jsonschema.Schema) { p["peer"].MinLength = jsonschema.Ptr(1) }),
 	}, m.answerContact)

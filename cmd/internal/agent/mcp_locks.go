@@ -63,7 +63,7 @@ var repoOnce = sync.OnceValue(func() string {
 })
 
 func (m *mcpServer) addLockTools() {
-	addTool(m.srv, &mcp.Tool{Name: "lock_acquire", Title: "Claim a lock",
+	addTool(m.tools, &mcp.Tool{Name: "lock_acquire", Title: "Claim a lock",
 		Description: "Claim a lock before editing something other agents of the mesh (on this machine or others) may edit at the same time, " +
 			"e.g. key file:src/lib.rs before changing that file. One agent holds a lock at a time; you keep it while this session " +
 			"lives, until lock_release. If another agent holds it you are told who and until when: wait (wait_seconds), or work on " +
@@ -73,12 +73,12 @@ func (m *mcpServer) addLockTools() {
 			p["wait_seconds"].Minimum, p["wait_seconds"].Maximum = jsonschema.Ptr(0.0), jsonschema.Ptr(messages.MaxLockWait.Seconds())
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(messages.MaxLockTTL.Seconds())
 		})}, m.lockAcquire)
-	addTool(m.srv, &mcp.Tool{Name: "lock_release", Title: "Release a lock",
+	addTool(m.tools, &mcp.Tool{Name: "lock_release", Title: "Release a lock",
 		Description: "Release a lock you took with lock_acquire, as soon as you are done with what it guards, so that others may take it.",
 		InputSchema: schemaOf[lockReleaseIn](func(p map[string]*jsonschema.Schema) {
 			p["key"].MinLength, p["key"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxLockKey)
 		})}, m.lockRelease)
-	addTool(m.srv, &mcp.Tool{Name: "lock_list", Title: "List locks",
+	addTool(m.tools, &mcp.Tool{Name: "lock_list", Title: "List locks",
 		Description: "List the locks held in this repository (or, with mesh_wide, in the whole mesh): what, by whom, until when.",
 		InputSchema: schemaOf[lockListIn](nil)}, m.lockList)
 }

@@ -67,31 +67,31 @@ type (
 )
 
 func (m *mcpServer) addMailTools() {
-	addTool(m.srv, &mcp.Tool{Name: "acknowledge_message", Title: "Acknowledge a message",
+	addTool(m.tools, &mcp.Tool{Name: "acknowledge_message", Title: "Acknowledge a message",
 		Description: "Acknowledge a message you received (by its id): a receipt goes back to its sender, who sees who acknowledged " +
 			"it and when. Do it when a message asks for an acknowledgement (ack_required), once you have read or done what it asks. " +
 			"Acknowledging again sends nothing more.",
 		InputSchema: schemaOf[ackMessageIn](func(p map[string]*jsonschema.Schema) { p["id"].MinLength = jsonschema.Ptr(1) }),
 	}, m.ackMessage)
-	addTool(m.srv, &mcp.Tool{Name: "search_messages", Title: "Search messages",
+	addTool(m.tools, &mcp.Tool{Name: "search_messages", Title: "Search messages",
 		Description: "Search the messages you received by the words of their subject and text, best match first. It does not mark them read.",
 		InputSchema: schemaOf[searchMessagesIn](func(p map[string]*jsonschema.Schema) {
 			p["query"].MinLength, p["query"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxSearchQueryBytes)
 			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(messages.MaxSearchLimit))
 		}),
 	}, m.searchMessages)
-	addTool(m.srv, &mcp.Tool{Name: "get_thread", Title: "Read a thread",
+	addTool(m.tools, &mcp.Tool{Name: "get_thread", Title: "Read a thread",
 		Description: "Read a conversation: the messages you received in a thread and those you sent in it, oldest first. " +
 			"Answer in it with send_message and thread_id (or reply_to_id).",
 		InputSchema: schemaOf[getThreadIn](func(p map[string]*jsonschema.Schema) { p["thread_id"].Pattern = `^[!-~]{1,128}$` }),
 	}, m.getThread)
-	addTool(m.srv, &mcp.Tool{Name: "list_unacknowledged", Title: "Messages to acknowledge",
+	addTool(m.tools, &mcp.Tool{Name: "list_unacknowledged", Title: "Messages to acknowledge",
 		Description: "List the messages you received that ask for an acknowledgement you have not given yet (acknowledge_message gives it).",
 		InputSchema: schemaOf[listUnacknowledgedIn](func(p map[string]*jsonschema.Schema) {
 			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(100.0)
 		}),
 	}, m.listUnacknowledged)
-	addTool(m.srv, &mcp.Tool{Name: "list_awaiting_acks", Title: "My messages awaiting acknowledgement",
+	addTool(m.tools, &mcp.Tool{Name: "list_awaiting_acks", Title: "My messages awaiting acknowledgement",
 		Description: "List the messages you sent with ack_required that no recipient has acknowledged yet (older than older_than_seconds).",
 		InputSchema: schemaOf[listAwaitingAcksIn](func(p map[string]*jsonschema.Schema) {
 			p["older_than_seconds"].Minimum = jsonschema.Ptr(0.0)

@@ -51,20 +51,20 @@ func (m *mcpServer) addMemoryTools() {
 		p.MaxItems = jsonschema.Ptr(messages.MaxMemoryTags)
 		p.Items.MinLength, p.Items.MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxMemoryTagBytes)
 	}
-	addTool(m.srv, &mcp.Tool{Name: "remember", Title: "Remember",
+	addTool(m.tools, &mcp.Tool{Name: "remember", Title: "Remember",
 		Description: "Store something in the mesh's shared memory, with optional tags, so that any agent of the mesh (you later, too) can find it with recall.",
 		InputSchema: schemaOf[rememberIn](func(p map[string]*jsonschema.Schema) {
 			p["content"].MinLength, p["content"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxMemoryBytes)
 			tags(p["tags"])
 		})}, m.remember)
-	addTool(m.srv, &mcp.Tool{Name: "recall", Title: "Recall",
+	addTool(m.tools, &mcp.Tool{Name: "recall", Title: "Recall",
 		Description: "Search the mesh's shared memory: what agents of the mesh remembered, best match first, with who remembered it and when.",
 		InputSchema: schemaOf[recallIn](func(p map[string]*jsonschema.Schema) {
 			p["query"].MaxLength = jsonschema.Ptr(messages.MaxRecallQueryBytes)
 			tags(p["tags"])
 			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(messages.MaxRecallLimit))
 		})}, m.recall)
-	addTool(m.srv, &mcp.Tool{Name: "forget", Title: "Forget",
+	addTool(m.tools, &mcp.Tool{Name: "forget", Title: "Forget",
 		Description: "Delete a memory of the mesh for good (by its id from remember or recall); forgetting one already gone is no error.",
 		InputSchema: schemaOf[forgetIn](func(p map[string]*jsonschema.Schema) { p["id"].MinLength = jsonschema.Ptr(1) })}, m.forget)
 }

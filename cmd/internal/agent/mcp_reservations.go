@@ -78,7 +78,7 @@ func (m *mcpServer) addReservationTools() {
 		}
 		p["patterns"].Items = &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(pathglob.MaxPatternBytes)}
 	}
-	addTool(m.srv, &mcp.Tool{Name: "reserve_files", Title: "Reserve files",
+	addTool(m.tools, &mcp.Tool{Name: "reserve_files", Title: "Reserve files",
 		Description: "Reserve files of this git repository before editing them, by pattern (src/**, docs/*.md), so that other agents of " +
 			"the mesh — on this machine or others, in any clone — do not edit them meanwhile: exclusive (the default) or shared. All the " +
 			"patterns are granted, or none: if another agent's reservation is in the way you are told whose, which pattern and until when; " +
@@ -89,14 +89,14 @@ func (m *mcpServer) addReservationTools() {
 			p["wait_seconds"].Minimum, p["wait_seconds"].Maximum = jsonschema.Ptr(0.0), jsonschema.Ptr(messages.MaxReservationWait.Seconds())
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(messages.MaxReservationTTL.Seconds())
 		})}, m.reserveFiles)
-	addTool(m.srv, &mcp.Tool{Name: "release_files", Title: "Release reserved files",
+	addTool(m.tools, &mcp.Tool{Name: "release_files", Title: "Release reserved files",
 		Description: "Release reservations you made with reserve_files (the patterns given, else all of yours in this repository), as soon " +
 			"as you are done with the files, so that others may take them.",
 		InputSchema: schemaOf[releaseIn](func(p map[string]*jsonschema.Schema) { patterns(p, false) })}, m.releaseFiles)
-	addTool(m.srv, &mcp.Tool{Name: "list_reservations", Title: "List reservations",
+	addTool(m.tools, &mcp.Tool{Name: "list_reservations", Title: "List reservations",
 		Description: "List the reservations in this repository: which patterns, exclusive or shared, by whom, until when.",
 		InputSchema: schemaOf[reservationsIn](nil)}, m.listReservations)
-	addTool(m.srv, &mcp.Tool{Name: "start_session", Title: "Start a session",
+	addTool(m.tools, &mcp.Tool{Name: "start_session", Title: "Start a session",
 		Description: "Call this first: it joins you to the mesh (your name and mesh), reserves the files you are about to edit " +
 			"(patterns, as reserve_files takes them) and returns your unread messages — one call instead of three.",
 		InputSchema: schemaOf[startSessionIn](func(p map[string]*jsonschema.Schema) {

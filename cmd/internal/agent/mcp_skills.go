@@ -40,12 +40,12 @@ type (
 )
 
 func (m *mcpServer) addSkillTools() {
-	addTool(m.srv, &mcp.Tool{Name: "skill_list", Title: "List skills",
+	addTool(m.tools, &mcp.Tool{Name: "skill_list", Title: "List skills",
 		Description: "List the skills published on your mesh (named instructions any agent can follow): name, description, tags, " +
 			"version and publisher. Read one with skill_get.",
 		InputSchema: schemaOf[skillListIn](func(p map[string]*jsonschema.Schema) { p["query"].MaxLength = jsonschema.Ptr(256) }),
 	}, m.skillList)
-	addTool(m.srv, &mcp.Tool{Name: "skill_get", Title: "Read a skill",
+	addTool(m.tools, &mcp.Tool{Name: "skill_get", Title: "Read a skill",
 		Description: "Read a skill's instructions by name (skill_list shows the names), to follow them.",
 		InputSchema: schemaOf[skillGetIn](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = `^[a-z0-9][a-z0-9._-]{0,63}$` }),
 	}, m.skillGet)

@@ -47,11 +47,11 @@ func (m *mcpServer) addStateTools() {
 	key := func(p map[string]*jsonschema.Schema) {
 		p["key"].MinLength, p["key"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxStateKey)
 	}
-	addTool(m.srv, &mcp.Tool{Name: "state_get", Title: "Read shared state",
+	addTool(m.tools, &mcp.Tool{Name: "state_get", Title: "Read shared state",
 		Description: "Read one key of the mesh's shared state (small JSON values every agent of the mesh can read and set, " +
 			"such as who owns the release branch): its value, version, and who set it when.",
 		InputSchema: schemaOf[stateGetIn](key)}, m.stateGet)
-	addTool(m.srv, &mcp.Tool{Name: "state_set", Title: "Set shared state",
+	addTool(m.tools, &mcp.Tool{Name: "state_set", Title: "Set shared state",
 		Description: "Set a key of the mesh's shared state to a JSON value; every other agent of the mesh is told. " +
 			"To change a value without losing someone else's update, read it with state_get and pass its version as if_version: " +
 			"if the key moved on meanwhile, nothing is set and you get the current version and value to retry with.",
@@ -59,7 +59,7 @@ func (m *mcpServer) addStateTools() {
 			key(p)
 			p["if_version"].Minimum = jsonschema.Ptr(0.0)
 		})}, m.stateSet)
-	addTool(m.srv, &mcp.Tool{Name: "state_list", Title: "List shared state",
+	addTool(m.tools, &mcp.Tool{Name: "state_list", Title: "List shared state",
 		Description: "List every key of the mesh's shared state with its value and version.",
 		InputSchema: schemaOf[stateListIn](nil)}, m.stateList)
 }

@@ -118,7 +118,7 @@ func sendMessageSchema() *jsonschema.Schema {
 }
 
 func (m *mcpServer) addTools() {
-	addTool(m.srv, &mcp.Tool{
+	addTool(m.tools, &mcp.Tool{
 		Name:  "send_message",
 		Title: "Send a message",
 		Description: "Send a message to another agent on the mesh: a peer by display name or pubkey, a #topic, an @group, or * for everyone. " +
@@ -126,7 +126,7 @@ func (m *mcpServer) addTools() {
 			"for a direct message, whether the recipient is online now.",
 		InputSchema: sendMessageSchema(),
 	}, m.sendMessage)
-	addTool(m.srv, &mcp.Tool{
+	addTool(m.tools, &mcp.Tool{
 		Name:  "check_messages",
 		Title: "Check messages",
 		Description: "Read the messages peers sent you that you have not read yet, oldest first, with sender, time, topic and text. " +
@@ -136,13 +136,13 @@ func (m *mcpServer) addTools() {
 			p["limit"].Maximum = jsonschema.Ptr(float64(checkMessagesMax))
 		}),
 	}, m.checkMessages)
-	addTool(m.srv, &mcp.Tool{
+	addTool(m.tools, &mcp.Tool{
 		Name:        "list_peers",
 		Title:       "List peers",
 		Description: "List the agents online on your mesh: display name, pubkey, status and summary, and which one is you. Use the names with send_message.",
 		InputSchema: schemaOf[listPeersIn](nil),
 	}, m.listPeers)
-	addTool(m.srv, &mcp.Tool{
+	addTool(m.tools, &mcp.Tool{
 		Name:  "set_status",
 		Title: "Set your status",
 		Description: "Tell peers what you are doing: a status (idle, working or dnd for do not disturb) and/or a one-line summary, " +

@@ -69,29 +69,29 @@ type (
 
 func (m *mcpServer) addTopicTools() {
 	topic := func(p map[string]*jsonschema.Schema) { p["topic"].MinLength = jsonschema.Ptr(1) }
-	addTool(m.srv, &mcp.Tool{Name: "topic_list", Title: "List topics",
+	addTool(m.tools, &mcp.Tool{Name: "topic_list", Title: "List topics",
 		Description: "List the mesh's topics (conversations by subject): name, id, description and member count. " +
 			"Send to one with send_message to #name; join one with topic_join to receive what is sent to it.",
 		InputSchema: schemaOf[topicListIn](nil)}, m.topicList)
-	addTool(m.srv, &mcp.Tool{Name: "topic_create", Title: "Create a topic",
+	addTool(m.tools, &mcp.Tool{Name: "topic_create", Title: "Create a topic",
 		Description: "Create a topic and join it as its lead. If the mesh has a topic of that name, you join that one instead.",
 		InputSchema: schemaOf[topicCreateIn](func(p map[string]*jsonschema.Schema) {
 			p["name"].Pattern = `^[A-Za-z0-9_./-]{1,64}$`
 			p["description"].MaxLength = jsonschema.Ptr(1024)
 		})}, m.topicCreate)
-	addTool(m.srv, &mcp.Tool{Name: "topic_join", Title: "Join a topic",
+	addTool(m.tools, &mcp.Tool{Name: "topic_join", Title: "Join a topic",
 		Description: "Join a topic: from then on, messages sent to it reach you (check_messages shows them with their topic).",
 		InputSchema: schemaOf[topicJoinIn](func(p map[string]*jsonschema.Schema) {
 			topic(p)
 			p["role"].Enum = []any{"lead", "member", "observer"}
 		})}, m.topicJoin)
-	addTool(m.srv, &mcp.Tool{Name: "topic_leave", Title: "Leave a topic",
+	addTool(m.tools, &mcp.Tool{Name: "topic_leave", Title: "Leave a topic",
 		Description: "Leave a topic: messages sent to it no longer reach you.",
 		InputSchema: schemaOf[topicRefIn](topic)}, m.topicLeave)
-	addTool(m.srv, &mcp.Tool{Name: "topic_members", Title: "List a topic's members",
+	addTool(m.tools, &mcp.Tool{Name: "topic_members", Title: "List a topic's members",
 		Description: "List who joined a topic, with their roles.",
 		InputSchema: schemaOf[topicRefIn](topic)}, m.topicMembers)
-	addTool(m.srv, &mcp.Tool{Name: "topic_history", Title: "Read a topic's history",
+	addTool(m.tools, &mcp.Tool{Name: "topic_history", Title: "Read a topic's history",
 		Description: "Read the latest messages sent to a topic, oldest first, whether or not you had joined it then.",
 		InputSchema: schemaOf[topicHistoryIn](func(p map[string]*jsonschema.Schema) {
 			topic(p)
