@@ -41,20 +41,22 @@ func echo(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolRe
 	return nil, &echoOut{To: in.To, Count: in.Count}, nil
 }
 
+// echoTool is echo's tool, with a schema that refuses some values.
+func echoTool() *mcp.Tool {
+	return &mcp.Tool{Name: "echo", Description: "Echo.", InputSchema: schemaOf[echoIn](func(p map[string]*jsonschema.Schema) {
+		p["to"].MinLength = jsonschema.Ptr(1)
+		p["priority"].Enum = []any{"now", "low"}
+		p["count"].Maximum = jsonschema.Ptr(10.0)
+	})}
+}
+
 // TestAddTool: addTool answers every call as mcp.AddTool does — the same
 // tools/list entry, the same refusals of bad arguments, the same results
 // and errors — one server registering echo each way, called alike.
 func TestAddTool(t *testing.T) {
-	tool := func() *mcp.Tool {
-		return &mcp.Tool{Name: "echo", Description: "Echo.", InputSchema: schemaOf[echoIn](func(p map[string]*jsonschema.Schema) {
-			p["to"].MinLength = jsonschema.Ptr(1)
-			p["priority"].Enum = []any{"now", "low"}
-			p["count"].Maximum = jsonschema.Ptr(10.0)
-		})}
-	}
 	ours, theirs := mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil), mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil)
-	addTool(ours, tool(), echo)
-	mcp.AddTool(theirs, tool(), echo)
+	addTool(ours, echoTool(), echo)
+	mcp.AddTool(theirs, echoTool(), echo)
 	connect := func(s *mcp.Server) *mcp.ClientSession {
 		st, ct := mcp.NewInMemoryTransports()
 		ss, err := s.Connect(t.Context(), st, nil)

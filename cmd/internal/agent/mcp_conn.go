@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,12 +42,13 @@ import (
 type lineTransport struct {
 	r      io.Reader
 	w      io.Writer
+	max    int          // the longest line taken; 0: mcp.DefaultMaxLineLength
 	direct *directCalls // nil: every message goes to the SDK
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &lineConn{w: t.w, direct: t.direct, ctx: ctx, cancel: cancel,
+	c := &lineConn{w: t.w, max: cmp.Or(t.max, mcp.DefaultMaxLineLength), direct: t.direct, ctx: ctx, cancel: cancel,
 		incoming: make(chan inbound), closed: make(chan struct{})}
 	go c.readLoop(bufio.NewReaderSize(t.r, 64<<10))
 	return c, nil
@@ -61,6 +63,7 @@ type inbound struct {
 
 type lineConn struct {
 	w      io.Writer
+	max    int
 	direct *directCalls
 	// ctx is the direct calls' context, cancelled when the connection
 	// closes.
@@ -89,9 +92,9 @@ const errNoBatches = "JSON-RPC batches are not part of protocol 2025-06-18 and l
 
 func (c *lineConn) readLoop(r *bufio.Reader) {
 	for {
-		line, err := readLine(r, mcp.DefaultMaxLineLength)
+		line, err := readLine(r, c.max)
 		if errors.Is(err, errLineTooLong) {
-			c.refuse(jsonrpc.CodeInvalidRequest, fmt.Sprintf("a message longer than %d bytes; it was dropped", mcp.DefaultMaxLineLength))
+			c.refuse(jsonrpc.CodeInvalidRequest, fmt.Sprintf("a message longer than %d bytes; it was dropped", c.max))
 			continue
 		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
@@ -142,9 +145,13 @@ func (c *lineConn) take(line []byte) {
 	if c.direct != nil && c.direct.take(c, line) {
 		return
 	}
+	if !json.Valid(line) { // the SDK's decoder would stop at the first value's end
+		c.refuse(jsonrpc.CodeParseError, "a line that is not one JSON value")
+		return
+	}
 	msg, err := jsonrpc.DecodeMessage(line)
 	if err != nil {
-		c.refuse(invalidCode(line), err.Error())
+		c.refuse(jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" && c.direct != nil {
