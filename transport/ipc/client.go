@@ -26,26 +26,9 @@ type Client struct {
 	session string // the calling session's token ("" for none)
 }
 
-// Idle connections a client keeps to its daemon.
-const (
-	// maxIdleConns is how many: a client shared by concurrent callers (an
-	// MCP server's tool calls beside its event stream, the web view's
-	// requests) would otherwise close and dial again all but Go's default
-	// two after each burst, costing both ends a connection each time.
-	maxIdleConns = 16
-	// idleConnTimeout closes one unused for this long.
-	idleConnTimeout = 30 * time.Second
-)
-
 // NewClient returns a client for the socket at path.
 func NewClient(socketPath string) *Client {
-	dialer := &net.Dialer{Timeout: time.Second}
-	return &Client{hc: &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, "unix", socketPath)
-		}, MaxIdleConnsPerHost: maxIdleConns, IdleConnTimeout: idleConnTimeout},
-	}}
+	return &Client{hc: &http.Client{Timeout: 10 * time.Second, Transport: newUnixTransport(socketPath)}}
 }
 
 // NewClientWith returns a client whose requests go through rt: the daemon's
