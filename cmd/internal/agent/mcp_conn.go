@@ -316,7 +316,9 @@ func (c *lineConn) SessionID() string { return "" }
 // requests carry what the SDK must check), the params hold only name,
 // arguments and _meta, none of the protocol's own _meta keys, and the tool
 // is one of ours. Anything else goes to the SDK, which answers it as
-// before.
+// before. A handler so called has no SDK session (req.Session is nil): a
+// tool that would notify its caller mid-call (progress, logging) must not
+// be served here.
 type directCalls struct {
 	tools   map[string]mcp.ToolHandler // complete before the session starts; read-only after
 	version func() string              // the session's protocol version, "" before its handshake
