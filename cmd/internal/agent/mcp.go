@@ -97,11 +97,13 @@ func (c *MCP) Serve(paths config.Paths) error {
 }
 
 // Garbage collection of an MCP server, a process of its own per agent
-// session whose live heap is a few megabytes. The SDK decodes every JSON
-// value it reads through a decoder with a fresh 32 KiB buffer, several per
-// tool call, so at Go's default percent the collector ran every few dozen
-// calls and took a third of the server's CPU (docs/BENCHMARKS.md, "Agent
-// mail: messages"). At mcpGCPercent the heap may grow to three times what
+// session whose live heap is a few megabytes, while each tool call
+// allocates tens of kilobytes (its JSON, its IPC request). When every call
+// went through the SDK, which decodes each JSON value through a decoder
+// with a fresh 32 KiB buffer, the collector at Go's default percent ran
+// every few dozen calls and took a third of the server's CPU
+// (docs/BENCHMARKS.md, "Agent mail: messages"); tool calls now skip it
+// (lineTransport), the rest of the protocol does not. At mcpGCPercent the heap may grow to three times what
 // is live between collections: about 22 MB resident under load against
 // 18 (400 held 30 MB for no faster call), and mcpGCMemoryLimit bounds it
 // whatever the percent allows.
