@@ -13,10 +13,11 @@
 package workers
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers/gopool"
 )
 
 // Throughput is how many messages a mailbox processes before it yields its
@@ -28,38 +29,17 @@ const Throughput = 300
 // connections at once) leaves no more goroutines behind than this.
 const MaxIdle = 64
 
-type pool struct {
-	work    chan func()
-	waiting atomic.Int32 // workers waiting on work, or about to
-}
-
 // Pool runs each scheduled mailbox on a waiting worker, or on a new worker
 // when none waits — never after another mailbox, so an actor that blocks
 // holds up only itself. (protoactor calls this a dispatcher; the outbox's
 // Dispatcher actor is another thing.)
-var Pool actor.Dispatcher = &pool{work: make(chan func())}
+var Pool actor.Dispatcher = dispatcher{gopool.New(MaxIdle)}
 
-func (p *pool) Schedule(fn func()) {
-	select {
-	case p.work <- fn:
-	default:
-		go p.run(fn)
-	}
-}
+type dispatcher struct{ *gopool.Pool }
 
-func (p *pool) Throughput() int { return Throughput }
+func (d dispatcher) Schedule(fn func()) { d.Go(fn) }
 
-func (p *pool) run(fn func()) {
-	for {
-		fn()
-		if p.waiting.Add(1) > MaxIdle {
-			p.waiting.Add(-1)
-			return
-		}
-		fn = <-p.work
-		p.waiting.Add(-1)
-	}
-}
+func (dispatcher) Throughput() int { return Throughput }
 
 // Props is actor.PropsFromProducer for an actor that runs on Pool.
 func Props(p actor.Producer) *actor.Props {

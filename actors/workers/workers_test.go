@@ -47,31 +47,6 @@ func TestEveryScheduleRunsOnce(t *testing.T) {
 	}
 }
 
-// TestIdleWorkersBounded: after a burst of more mailboxes than MaxIdle at
-// once, MaxIdle workers stay to wait for work and the others end.
-func TestIdleWorkersBounded(t *testing.T) {
-	p := &pool{work: make(chan func())}
-	const burst = 3 * MaxIdle
-	release := make(chan struct{})
-	var running sync.WaitGroup
-	running.Add(burst)
-	for range burst {
-		p.Schedule(func() { running.Done(); <-release })
-	}
-	running.Wait() // each on a worker of its own
-	close(release)
-	deadline := time.Now().Add(5 * time.Second)
-	for p.waiting.Load() != MaxIdle {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d workers wait after the burst, want %d", p.waiting.Load(), MaxIdle)
-		}
-		time.Sleep(time.Millisecond) // poll interval: the condition is re-checked
-	}
-	ran := make(chan struct{})
-	p.Schedule(func() { close(ran) }) // a waiting worker takes it
-	<-ran
-}
-
 // TestGather: a wake runs step (at once with no delay), a wake during a
 // long delay runs it only when stop ends the wait, and stop runs it once
 // more before Gather returns. wake is unbuffered, so that Gather has taken

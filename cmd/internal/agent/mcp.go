@@ -241,7 +241,7 @@ func newMCPServer(link *sessionLink, version string, log *slog.Logger) *mcpServe
 	m.tools = &toolSet{srv: m.srv, handlers: map[string]mcp.ToolHandler{}}
 	m.addTools()
 	m.srv.AddReceivingMiddleware(m.noteReady)
-	m.out = &rawTransport{inner: stdioTransport(&directCalls{tools: m.tools.handlers, version: m.protocolVersion, parked: make(chan func())})}
+	m.out = &rawTransport{inner: stdioTransport(newDirectCalls(m.tools.handlers, m.protocolVersion))}
 	return m
 }
 

@@ -12,10 +12,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers/gopool"
 )
 
 // lineTransport is the MCP server's stdio connection in place of the
@@ -49,7 +50,7 @@ type lineTransport struct {
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &lineConn{w: t.w, max: cmp.Or(t.max, mcp.DefaultMaxLineLength), direct: t.direct, ctx: ctx, cancel: cancel,
-		incoming: make(chan inbound), closed: make(chan struct{})}
+		incoming: make(chan inbound)}
 	go c.readLoop(bufio.NewReaderSize(t.r, 64<<10))
 	return c, nil
 }
@@ -65,15 +66,13 @@ type lineConn struct {
 	w      io.Writer
 	max    int
 	direct *directCalls
-	// ctx is the direct calls' context, cancelled when the connection
-	// closes.
+	// ctx ends when the connection closes: the direct calls' context, and
+	// what ends a wait to hand the SDK a message.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	incoming  chan inbound
-	closed    chan struct{}
-	closeOnce sync.Once
-	queue     []jsonrpc.Message // a batch's messages not read yet (Read is serial)
+	incoming chan inbound
+	queue    []jsonrpc.Message // a batch's messages not read yet (Read is serial)
 
 	wmu sync.Mutex // one line at a time on w
 
@@ -225,7 +224,7 @@ func (c *lineConn) refuse(code int64, message string) {
 func (c *lineConn) deliver(in inbound) {
 	select {
 	case c.incoming <- in:
-	case <-c.closed:
+	case <-c.ctx.Done():
 	}
 }
 
@@ -238,7 +237,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-c.closed:
+	case <-c.ctx.Done():
 		return nil, io.EOF
 	case in := <-c.incoming:
 		if in.err != nil {
@@ -298,10 +297,7 @@ func (c *lineConn) writeLine(data []byte) error {
 // the input (a read of stdin cannot be interrupted), and stdout open: the
 // server may still log a last line.
 func (c *lineConn) Close() error {
-	c.closeOnce.Do(func() {
-		close(c.closed)
-		c.cancel()
-	})
+	c.cancel()
 	return nil
 }
 
@@ -326,8 +322,15 @@ type directCalls struct {
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]context.CancelFunc
 
-	parked  chan func() // unbuffered: a send succeeds only to a worker waiting
-	nParked atomic.Int32
+	// calls runs them, on goroutines whose stacks have already grown to
+	// what a call needs.
+	calls *gopool.Pool
+}
+
+// newDirectCalls serves tools' calls for a session whose protocol version
+// version tells.
+func newDirectCalls(tools map[string]mcp.ToolHandler, version func() string) *directCalls {
+	return &directCalls{tools: tools, version: version, calls: gopool.New(4)}
 }
 
 // directVersions are the protocol versions whose tools/call directCalls
@@ -371,33 +374,8 @@ func (d *directCalls) take(c *lineConn, line []byte) bool {
 	}
 	d.inflight[id] = cancel
 	d.mu.Unlock()
-	d.run(func() { d.call(ctx, cancel, c, id, h, p) })
+	d.calls.Go(func() { d.call(ctx, cancel, c, id, h, p) })
 	return true
-}
-
-// run runs a call on a parked worker, or on a new one if none is parked.
-// A worker parks after its call unless maxParked already are: the next
-// call then starts on a stack already grown to what a call needs.
-func (d *directCalls) run(call func()) {
-	select {
-	case d.parked <- call:
-	default:
-		go d.work(call)
-	}
-}
-
-const maxParked = 4
-
-func (d *directCalls) work(call func()) {
-	for {
-		call()
-		if d.nParked.Add(1) > maxParked {
-			d.nParked.Add(-1)
-			return
-		}
-		call = <-d.parked
-		d.nParked.Add(-1)
-	}
 }
 
 // params decodes a tools/call's params when directCalls may serve it:

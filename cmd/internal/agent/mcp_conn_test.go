@@ -88,7 +88,7 @@ func serveEcho(t *testing.T, ours bool, max int) *served {
 			}
 			return ""
 		}
-		tr = &lineTransport{r: inR, w: outW, max: max, direct: &directCalls{tools: tools.handlers, version: version, parked: make(chan func())}}
+		tr = &lineTransport{r: inR, w: outW, max: max, direct: newDirectCalls(tools.handlers, version)}
 	}
 	ss, err := srv.Connect(t.Context(), tr, nil)
 	if err != nil {
@@ -239,10 +239,10 @@ func FuzzLineConn(f *testing.F) {
 		handlers := map[string]mcp.ToolHandler{"echo": func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
 		}}
-		closed := make(chan struct{})
-		close(closed) // what the SDK would read is dropped
-		c := &lineConn{w: out, max: 1 << 10, ctx: t.Context(), cancel: func() {}, incoming: make(chan inbound), closed: closed,
-			direct: &directCalls{tools: handlers, version: func() string { return "2025-03-26" }, parked: make(chan func())}}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // closed: what the SDK would read is dropped
+		c := &lineConn{w: out, max: 1 << 10, ctx: ctx, cancel: cancel, incoming: make(chan inbound),
+			direct: newDirectCalls(handlers, func() string { return "2025-03-26" })}
 		r := bufio.NewReaderSize(bytes.NewReader(in), 16)
 		for {
 			line, err := readLine(r, c.max)
