@@ -51,12 +51,17 @@ func (s *Server) meshSlugs(r *http.Request, named string) ([]string, error) {
 		}
 		return []string{m.Info.Mesh}, nil
 	}
+	return s.ownSlugs(), nil
+}
+
+// ownSlugs are the slugs of ownMemberships, sorted.
+func (s *Server) ownSlugs() []string {
 	var slugs []string
 	for _, m := range s.ownMemberships() {
 		slugs = append(slugs, m.Info.Mesh)
 	}
 	slices.Sort(slugs)
-	return slugs, nil
+	return slugs
 }
 
 // ownMemberships are the memberships a request that names no mesh acts on:

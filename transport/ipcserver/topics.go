@@ -197,10 +197,7 @@ func (s *Server) inboxTopic(q *messages.ListInbox) error {
 	}
 	slugs := []string{q.Mesh}
 	if q.Mesh == "" {
-		slugs = slugs[:0]
-		for _, m := range s.ownMemberships() {
-			slugs = append(slugs, m.Info.Mesh)
-		}
+		slugs = s.ownSlugs()
 	}
 	ids, errs := perMesh(slugs, func(slug string) (string, error) {
 		pid, err := s.meshActor(slug)

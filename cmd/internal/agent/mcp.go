@@ -103,10 +103,10 @@ func (c *MCP) Serve(paths config.Paths) error {
 // with a fresh 32 KiB buffer, the collector at Go's default percent ran
 // every few dozen calls and took a third of the server's CPU
 // (docs/BENCHMARKS.md, "Agent mail: messages"); tool calls now skip it
-// (lineTransport), the rest of the protocol does not. At mcpGCPercent the heap may grow to three times what
-// is live between collections: about 22 MB resident under load against
-// 18 (400 held 30 MB for no faster call), and mcpGCMemoryLimit bounds it
-// whatever the percent allows.
+// (lineTransport), the rest of the protocol does not. At mcpGCPercent the
+// heap may grow to three times what is live between collections: about 22
+// MB resident under load against 18 (400 held 30 MB for no faster call),
+// and mcpGCMemoryLimit bounds it whatever the percent allows.
 const (
 	mcpGCPercent     = 200
 	mcpGCMemoryLimit = 64 << 20
@@ -115,15 +115,16 @@ const (
 // mcpProcs is an MCP server's GOMAXPROCS once its start-up is over (unless
 // GOMAXPROCS says otherwise; the start-up — the SDK's schemas, the
 // session's registration, the handshake — runs on every core, and the
-// first tool answer comes as soon as before). An agent's calls mostly
-// wait on the daemon (those it makes at once still run side by side, as
-// goroutines), so one thread runs all a server needs; with a P per core, every server of a machine's sessions
-// kept threads spinning for work and waking each other across cores: 16
-// servers sending at once spent a fifth of their CPU in the scheduler, and
-// with one P each the same run sends 20–25 % more messages a second, the
-// one-call latency unchanged within the noise (docs/BENCHMARKS.md, "Agent
-// mail: messages"). One P holds only with stdin and stdout read and
-// written through the poller (stdioTransport).
+// first tool answer comes as soon as before). An agent's calls mostly wait
+// on the daemon (those it makes at once still run side by side, as
+// goroutines), so one thread runs all a server needs; with a P per core,
+// every server of a machine's sessions kept threads spinning for work and
+// waking each other across cores: 16 servers sending at once spent a fifth
+// of their CPU in the scheduler, and with one P each the same run sends
+// 20–25 % more messages a second, the one-call latency unchanged within
+// the noise (docs/BENCHMARKS.md, "Agent mail: messages"). One P holds only
+// with stdin and stdout read and written through the poller
+// (stdioTransport).
 const mcpProcs = 1
 
 // sessionLink is the MCP server's session, established on first use: at
