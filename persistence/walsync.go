@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // SyncWAL makes every transaction committed so far durable by fsyncing the
@@ -15,6 +16,13 @@ func (d *DB) SyncWAL() error { return SyncWAL(d.path) }
 // every transaction committed to it so far durable. Whatever is no longer
 // in the WAL was checkpointed, and SQLite syncs the database file before
 // it reuses the log. No WAL file means nothing is waiting for a sync.
+//
+// It is an fdatasync, as SQLite's own syncs are where the platform has
+// one: the log's frames and its size, not its times. Once SQLite reuses
+// the log from its start, a commit overwrites frames in place and changes
+// only the file's mtime, which an fsync would write out too: an inode
+// write more on every sync, which one sender waits for on each message
+// (docs/BENCHMARKS.md, "Agent mail: messages").
 //
 // The log is opened for each sync rather than kept open: SQLite deletes
 // it when its last connection closes, and an fsync of a deleted file's
@@ -28,7 +36,7 @@ func SyncWAL(path string) error {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	return nil
