@@ -20,9 +20,8 @@ func (d *DB) SyncWAL() error { return SyncWAL(d.path) }
 // It is an fdatasync, as SQLite's own syncs are where the platform has
 // one: the log's frames and its size, not its times. Once SQLite reuses
 // the log from its start, a commit overwrites frames in place and changes
-// only the file's mtime, which an fsync would write out too: an inode
-// write more on every sync, which one sender waits for on each message
-// (docs/BENCHMARKS.md, "Agent mail: messages").
+// only the file's mtime, which an fsync would also write out each time
+// the clock has moved on since the last.
 //
 // The log is opened for each sync rather than kept open: SQLite deletes
 // it when its last connection closes, and an fsync of a deleted file's
