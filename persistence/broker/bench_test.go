@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,17 +19,20 @@ const acceptBatch = 64
 // BenchmarkAcceptBatch is the store's accept ceiling: DMs with unique ids
 // and one recipient each, 64 per AcceptBatch (one transaction, a savepoint
 // per request), from 1 or 4 concurrent callers (4: several broker replicas
-// on one PostgreSQL; on SQLite they queue for the one writer).
+// on one PostgreSQL; on SQLite they queue for the one writer); and one per
+// AcceptBatch, as the accepts of one sender at a time come (its CPU per
+// accept is what a daemon's embedded broker spends on each message of one
+// agent's sends).
 //
 //	CLAUDEMESH_TEST_POSTGRES_URL=postgres://… go test -run='^$' -bench=BenchmarkAcceptBatch -benchtime=20000x ./persistence/broker/
 func BenchmarkAcceptBatch(b *testing.B) {
 	for _, backend := range []string{sqliteName, postgresName} {
-		for _, callers := range []int{1, 4} {
-			b.Run(fmt.Sprintf("%s/batch=%d/callers=%d", backend, acceptBatch, callers), func(b *testing.B) {
+		for _, c := range []struct{ batch, callers int }{{1, 1}, {acceptBatch, 1}, {acceptBatch, 4}} {
+			b.Run(fmt.Sprintf("%s/batch=%d/callers=%d", backend, c.batch, c.callers), func(b *testing.B) {
 				e := benchEnv(b, backend)
 				m := e.mesh(b, Mesh{})
 				alice, bob := e.join(b, m, "alice"), e.join(b, m, "bob")
-				runAccepts(b, e, callers, func(i int64) *AcceptRequest {
+				runAccepts(b, e, c.batch, c.callers, func(i int64) *AcceptRequest {
 					return dm(m, alice, bob, "bench-"+strconv.FormatInt(i, 10), "ciphertext")
 				})
 			})
@@ -55,7 +59,7 @@ func BenchmarkAcceptToSession(b *testing.B) {
 					MemberPubkey: bob.Pubkey, Replica: "elsewhere", ConnID: "conn-1"}, time.Hour); err != nil {
 					b.Fatal(err)
 				}
-				runAccepts(b, e, 1, func(i int64) *AcceptRequest {
+				runAccepts(b, e, acceptBatch, 1, func(i int64) *AcceptRequest {
 					id := "bench-" + strconv.FormatInt(i, 10)
 					switch to {
 					case "session-here":
@@ -80,23 +84,28 @@ func benchEnv(b *testing.B, backend string) *env {
 	return openEnv(b, opts)
 }
 
-// runAccepts accepts b.N requests made by req, acceptBatch per
-// AcceptBatch, from callers goroutines, and reports accepts/s; every one
+// runAccepts accepts b.N requests made by req, batch per AcceptBatch, from
+// callers goroutines, and reports accepts/s and the benchmark process's
+// CPU per accept (on PostgreSQL the server's is not in it); every one
 // must be created.
-func runAccepts(b *testing.B, e *env, callers int, req func(i int64) *AcceptRequest) {
+func runAccepts(b *testing.B, e *env, batch, callers int, req func(i int64) *AcceptRequest) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var before, after syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for range callers {
 		wg.Go(func() {
-			reqs := make([]*AcceptRequest, 0, acceptBatch)
+			reqs := make([]*AcceptRequest, 0, batch)
 			for {
-				start := next.Add(acceptBatch) - acceptBatch
+				start := next.Add(int64(batch)) - int64(batch)
 				if start >= int64(b.N) {
 					return
 				}
 				reqs = reqs[:0]
-				for i := start; i < start+acceptBatch && i < int64(b.N); i++ {
+				for i := start; i < start+int64(batch) && i < int64(b.N); i++ {
 					reqs = append(reqs, req(i))
 				}
 				for _, r := range e.s.AcceptBatch(context.Background(), reqs) {
@@ -110,7 +119,12 @@ func runAccepts(b *testing.B, e *env, callers int, req func(i int64) *AcceptRequ
 	}
 	wg.Wait()
 	b.StopTimer()
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
+		b.Fatal(err)
+	}
+	cpu := after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "accepts/s")
+	b.ReportMetric(float64(cpu)/1e3/float64(b.N), "cpu-µs/accept")
 }
 
 // BenchmarkAcceptWALPages is what one DM accepted alone (a batch of one,
