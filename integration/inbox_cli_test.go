@@ -19,21 +19,7 @@ import (
 // and with -f goes on printing what arrives, each message once, until
 // interrupted.
 func TestDaemonInboxCommand(t *testing.T) {
-	e := newEnv(t)
-	if err := os.Remove(filepath.Join(e.configDir, "config.json")); err != nil { // the embedded local mesh
-		t.Fatal(err)
-	}
-	if r := runCLI(t, e, "daemon", "add-agent", "rev"); r.code != 0 {
-		t.Fatalf("add-agent: %d %s", r.code, r.stderr)
-	}
-	d := startDaemon(t, e, "--no-tcp")
-	c := unixClient(e.socket())
-	defer c.CloseIdleConnections()
-	waitFor(t, e2eConnectDeadline, "both agents on the embedded broker", func() bool {
-		var h messages.Health
-		getJSON(c, "http://localhost/v1/health", &h)
-		return len(h.Meshes) == 2 && h.Meshes[0].Connected && h.Meshes[1].Connected
-	})
+	e, d := localAgents(t, "rev")
 	send := func(body string) {
 		t.Helper()
 		if r := runCLI(t, e, "send", "--mesh", "local", "*", body); r.code != 0 {
@@ -110,4 +96,27 @@ func TestDaemonInboxCommand(t *testing.T) {
 	}
 	t.Log("checked: daemon inbox lists, filters by mesh, prints JSON, refuses a bad --since, follows without repeating, " +
 		"and a follower fails when its daemon stops")
+}
+
+// localAgents starts a daemon of a fresh environment with the embedded
+// broker's local mesh only, and on it the local agent and one added
+// agent, name; it returns once both are connected.
+func localAgents(t *testing.T, name string) (*env, *daemonProc) {
+	t.Helper()
+	e := newEnv(t)
+	if err := os.Remove(filepath.Join(e.configDir, "config.json")); err != nil { // the embedded local mesh
+		t.Fatal(err)
+	}
+	if r := runCLI(t, e, "daemon", "add-agent", name); r.code != 0 {
+		t.Fatalf("add-agent: %d %s", r.code, r.stderr)
+	}
+	d := startDaemon(t, e, "--no-tcp")
+	c := unixClient(e.socket())
+	defer c.CloseIdleConnections()
+	waitFor(t, e2eConnectDeadline, "both agents on the embedded broker", func() bool {
+		var h messages.Health
+		getJSON(c, "http://localhost/v1/health", &h)
+		return len(h.Meshes) == 2 && h.Meshes[0].Connected && h.Meshes[1].Connected
+	})
+	return e, d
 }

@@ -112,6 +112,17 @@ func TestMCPMail(t *testing.T) {
 	c := startMCP(t, e, "carol", mcpOptions{lean: true})
 	c.waitPeer("bob")
 	c.mustCall("send_message", map[string]any{"to": "bob", "message": "hello, I am new here"}, &sent)
+	var held struct {
+		Sent []struct {
+			Refused []string `json:"refused"`
+		} `json:"sent"`
+	}
+	waitFor(t, e2eDeliverDeadline, "carol's get_thread to say bob holds her message", func() bool {
+		res := c.mustCall("get_thread", map[string]any{"thread_id": sent.ClientMessageID}, &held)
+		return len(held.Sent) == 1 && len(held.Sent[0].Refused) == 1 &&
+			strings.HasPrefix(held.Sent[0].Refused[0], "held by bob as a contact request until 20") &&
+			strings.Contains(text(res), "; held by bob as a contact request until 20")
+	})
 	var contacts struct {
 		Policy   string `json:"policy"`
 		Requests []struct {

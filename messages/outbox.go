@@ -1,5 +1,7 @@
 package messages
 
+import "cmp"
+
 // Outbox row states (spec §4.4).
 const (
 	StatusPending  = "pending"
@@ -136,6 +138,25 @@ type Receipt struct {
 	At     string `json:"at"`
 	Until  string `json:"until,omitempty"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// Describe says in words what the receipt tells the sender, naming the
+// recipient (its key when it has no name): "held by cat as a contact
+// request until …", "refused by cat: …", "accepted by cat as a contact".
+func (r *Receipt) Describe() string {
+	who := cmp.Or(r.Name, r.Pubkey)
+	switch r.Kind {
+	case ReceiptHeld:
+		return "held by " + who + " as a contact request until " + r.Until
+	case ReceiptRefused:
+		if r.Reason == "" {
+			return "refused by " + who
+		}
+		return "refused by " + who + ": " + r.Reason
+	case ReceiptAccepted:
+		return "accepted by " + who + " as a contact"
+	}
+	return r.Kind + " by " + who
 }
 
 // RequeueRequest is the body of POST /v1/outbox/requeue. Patch, when given,

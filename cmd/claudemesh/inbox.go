@@ -95,6 +95,7 @@ func threadLines(v *threadView) []string {
 		} else if it.AckRequired {
 			text += "  awaiting acknowledgement"
 		}
+		text += receiptNotes(it.Receipts)
 		lines = append(lines, line{receivedAt(it.EnqueuedAt), text})
 	}
 	slices.SortStableFunc(lines, func(a, b line) int { return strings.Compare(a.at, b.at) })
@@ -191,8 +192,8 @@ func (c *inboxAwaitingAckCmd) Run() error {
 			fmt.Println("no message is waiting for an acknowledgement")
 		}
 		for _, it := range page.Items {
-			fmt.Printf("%s  %s  to %s  %s  %s%s\n", receivedAt(it.EnqueuedAt), printable(it.ClientMessageID), short(it.To, 16),
-				it.Status, printable(it.Mesh), mailNote(it.Subject, it.Importance))
+			fmt.Printf("%s  %s  to %s  %s  %s%s%s\n", receivedAt(it.EnqueuedAt), printable(it.ClientMessageID), short(it.To, 16),
+				it.Status, printable(it.Mesh), mailNote(it.Subject, it.Importance), receiptNotes(it.Receipts))
 		}
 		return nil
 	})

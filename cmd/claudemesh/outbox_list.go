@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -73,17 +74,32 @@ func (c *outboxListCmd) Run() error {
 	return nil
 }
 
-// detail is the one thing worth knowing about a row beyond its status.
+// detail is the one thing worth knowing about a row beyond its status:
+// why it failed, what replaced it, what recipients' contact policies did
+// with it, else the broker's id for it.
 func detail(it *messages.OutboxItem) string {
 	switch {
 	case it.LastError != nil:
 		return *it.LastError
 	case it.SupersededBy != nil:
 		return "superseded by " + *it.SupersededBy
+	case len(it.Receipts) > 0:
+		return strings.TrimPrefix(receiptNotes(it.Receipts), "  ")
 	case it.BrokerMessageID != nil:
 		return "broker " + *it.BrokerMessageID
 	}
 	return ""
+}
+
+// receiptNotes says what recipients' contact policies did with a sent
+// message, each receipt after two spaces ("" for none): the sender's
+// answer where a recipient holds or refuses it.
+func receiptNotes(rs []messages.Receipt) string {
+	var b strings.Builder
+	for i := range rs {
+		b.WriteString("  " + printable(rs[i].Describe()))
+	}
+	return b.String()
 }
 
 // short is s cut to its first n bytes (at a character's start) and "…".

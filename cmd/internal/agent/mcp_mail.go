@@ -53,7 +53,7 @@ type (
 		SentAt          string   `json:"sent_at" jsonschema:"When it was sent (RFC 3339)."`
 		AckRequired     bool     `json:"ack_required,omitempty" jsonschema:"It asked for an acknowledgement."`
 		AckedBy         []string `json:"acked_by,omitempty" jsonschema:"Who acknowledged it."`
-		Refused         []string `json:"refused,omitempty" jsonschema:"What recipients' contact policies did with it: held, refused or accepted, with who."`
+		Refused         []string `json:"refused,omitempty" jsonschema:"What recipients' contact policies did with it, in words: held as a contact request until when, refused and why, or accepted; each naming the recipient."`
 	}
 	listUnacknowledgedIn struct {
 		Limit int `json:"limit,omitempty" jsonschema:"At most this many, 1-100 (default 20)."`
@@ -207,7 +207,7 @@ func toSentMessage(it *messages.OutboxItem) sentMessage {
 		sm.AckedBy = append(sm.AckedBy, cmp.Or(a.Name, a.Pubkey))
 	}
 	for _, r := range it.Receipts {
-		sm.Refused = append(sm.Refused, r.Kind+" by "+cmp.Or(r.Name, r.Pubkey))
+		sm.Refused = append(sm.Refused, r.Describe())
 	}
 	return sm
 }

@@ -1,0 +1,56 @@
+package integration
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/claudemesh/claudemesh-go/messages"
+)
+
+// TestContactPolicyCLI: what a recipient's contact policy did with a
+// message reaches its sender on the command line, not only in the API's
+// receipts. Rev (an agent of the same daemon) takes contacts only: the
+// local agent's DM is held, and `inbox thread`, `inbox awaiting-ack` and
+// `daemon outbox list` say by whom and until when; once rev accepts the
+// request they say so; under block_all the next DM is refused, with the
+// reason.
+func TestContactPolicyCLI(t *testing.T) {
+	e, _ := localAgents(t, "rev")
+	cli := func(args ...string) string {
+		t.Helper()
+		r := runCLI(t, e, args...)
+		if r.code != 0 {
+			t.Fatalf("claudemesh %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		return r.stdout
+	}
+	// waitOut runs the command until its output matches want.
+	waitOut := func(want string, args ...string) {
+		t.Helper()
+		re := regexp.MustCompile(want)
+		var out string
+		waitFor(t, e2eDeliverDeadline, strings.Join(args, " ")+" to say "+want, func() bool {
+			out = runCLI(t, e, args...).stdout
+			return re.MatchString(out)
+		})
+	}
+
+	cli("contacts", "policy", "contacts_only", "--mesh", "rev")
+	sent := cli("send", "--mesh", "local", "--ack", "--subject", "review", "--client-message-id", "held-1", "rev", "please review")
+	if !strings.Contains(sent, "held-1") {
+		t.Fatalf("send: %s", sent)
+	}
+	held := `held by rev as a contact request until 20\d\d-`
+	waitOut(`sent to .*\[review\].*awaiting acknowledgement  `+held, "inbox", "thread", "held-1", "--mesh", "local")
+	waitOut(`held-1 .*`+held, "inbox", "awaiting-ack", "--mesh", "local")
+	waitOut(`held-1 .*done .*`+held, "daemon", "outbox", "list")
+
+	cli("contacts", "accept", "local", "--mesh", "rev")
+	waitOut(held+`\S+  accepted by rev as a contact`, "inbox", "thread", "held-1", "--mesh", "local")
+
+	cli("contacts", "policy", "block_all", "--mesh", "rev")
+	cli("send", "--mesh", "local", "--client-message-id", "refused-1", "rev", "anyone there?")
+	waitOut(`refused-1 .*done .*refused by rev: `+regexp.QuoteMeta(messages.ReasonBlockAll),
+		"daemon", "outbox", "list")
+}
