@@ -59,8 +59,13 @@ func TestMCPReservations(t *testing.T) {
 	var got mcpReserveOut
 	res := b.mustCall("reserve_files", map[string]any{"patterns": []string{"src/app.py"}}, &got)
 	if got.Granted || len(got.Conflicts) != 1 || got.Conflicts[0].Holder != "alice" || got.Conflicts[0].Pattern != "src/**" ||
-		!strings.Contains(text(res), "alice holds src/**") {
+		!strings.Contains(text(res), "alice holds src/**") || !strings.Contains(text(res), "(call again with wait_seconds)") {
 		t.Fatalf("bob's reserve_files: %+v, %q", got, text(res))
+	}
+	// start_session takes no wait_seconds: its refusal points to the tool that does.
+	if res := b.mustCall("start_session", map[string]any{"patterns": []string{"src/app.py"}}, nil); !strings.Contains(text(res),
+		"alice holds src/**") || !strings.Contains(text(res), "(call reserve_files with wait_seconds)") {
+		t.Fatalf("bob's start_session: %q", text(res))
 	}
 	for _, args := range []map[string]any{{"patterns": []string{}}, {"patterns": []string{"a//b"}}, {"patterns": []string{"!x"}},
 		{"patterns": []string{"x"}, "wait_seconds": -1}, {"patterns": []string{"x"}, "ttl_seconds": 7200}} {

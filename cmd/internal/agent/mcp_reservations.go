@@ -135,15 +135,17 @@ func (m *mcpServer) reserveFiles(ctx context.Context, _ *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, nil, err
 	}
-	out, text, err := m.reserve(ctx, s, req)
+	out, text, err := m.reserve(ctx, s, req, "")
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}
 	return textResult(text), out, nil
 }
 
-// reserve asks for req as s: the tool's result and its text.
-func (m *mcpServer) reserve(ctx context.Context, s *Session, req *messages.ReserveRequest) (*reserveOut, string, error) {
+// reserve asks for req as s: the tool's result and its text. via names
+// the tool that takes wait_seconds and force, when the caller is another
+// tool (start_session takes neither); "" is reserve_files itself.
+func (m *mcpServer) reserve(ctx context.Context, s *Session, req *messages.ReserveRequest, via string) (*reserveOut, string, error) {
 	res, err := ipc.WhenLinked(ctx, func() (*messages.Reserved, error) { return s.as().Reserve(ctx, req) })
 	if err != nil {
 		return nil, "", err
@@ -159,16 +161,20 @@ func (m *mcpServer) reserve(ctx context.Context, s *Session, req *messages.Reser
 		out.Conflicts = append(out.Conflicts, r)
 	}
 	if !res.Granted {
+		again, force := "call again with wait_seconds", "force"
+		if via != "" {
+			again, force = "call "+via+" with wait_seconds", via+" with force"
+		}
 		var b strings.Builder
 		b.WriteString("Not granted; in the way:")
 		for _, c := range out.Conflicts {
 			fmt.Fprintf(&b, "\n- %s holds %s (%s) until %s: it covers %s, as your %s does", c.Holder, c.Pattern, kindOf(c.Exclusive),
 				c.ExpiresAt, c.Path, c.Yours)
 			if c.Gone {
-				b.WriteString(" (its holder is gone: force would release it)")
+				b.WriteString(" (its holder is gone: " + force + " would release it)")
 			}
 		}
-		b.WriteString("\nWait for them (call again with wait_seconds), message the holder, or work on other files.")
+		b.WriteString("\nWait for them (" + again + "), message the holder, or work on other files.")
 		return out, b.String(), nil
 	}
 	return out, fmt.Sprintf("You hold %s (%s, fence token %d) while this session lives; call release_files when done.",
@@ -247,7 +253,7 @@ func (m *mcpServer) startSession(ctx context.Context, _ *mcp.CallToolRequest, in
 		}
 	}
 	if req != nil {
-		res, said, err := m.reserve(ctx, s, req)
+		res, said, err := m.reserve(ctx, s, req, "reserve_files")
 		if err != nil {
 			return nil, nil, m.lockError(s, err)
 		}
