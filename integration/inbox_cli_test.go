@@ -39,6 +39,12 @@ func TestDaemonInboxCommand(t *testing.T) {
 	if r := runCLI(t, e, "daemon", "inbox", "--since", "yesterday"); r.code != 2 || !strings.Contains(r.stderr, "--since") {
 		t.Errorf("a bad --since: exit %d %s", r.code, r.stderr)
 	}
+	if r := runCLI(t, e, "inbox", "search", "first", "--mesh", "rev"); r.code != 0 || !strings.HasSuffix(strings.TrimSpace(r.stdout), ": first") {
+		t.Errorf("inbox search first: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, e, "inbox", "search", "!!"); r.code != 2 || !strings.Contains(r.stderr, "give a word to search for") {
+		t.Errorf("inbox search with no word: exit %d %s", r.code, r.stderr)
+	}
 
 	follow, lines := startCLILines(t, e, "daemon", "inbox", "--mesh", "rev", "-f")
 	next := func() string {

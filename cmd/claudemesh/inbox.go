@@ -155,8 +155,13 @@ type inboxSearchCmd struct {
 }
 
 func (c *inboxSearchCmd) Run() error {
-	if c.Limit < 1 || c.Limit > messages.MaxSearchLimit {
+	switch {
+	case c.Limit < 1 || c.Limit > messages.MaxSearchLimit:
 		return usageErr("--limit must be 1-%d", messages.MaxSearchLimit)
+	case len(c.Query) > messages.MaxSearchQueryBytes:
+		return usageErr("the query is %d bytes; the limit is %d", len(c.Query), messages.MaxSearchQueryBytes)
+	case len(messages.SearchTerms(c.Query, 1)) == 0:
+		return usageErr("give a word to search for (letters or digits): %q has none", c.Query)
 	}
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.InboxPage, error) {
 		return client.SearchInbox(ctx, c.Query, c.Mesh, c.Limit)
