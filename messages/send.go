@@ -279,7 +279,7 @@ func (r *SendRequest) Validate() (*Send, error) {
 	if len(*r.Message) > MaxMessageBytes {
 		return nil, &Error{Status: 413, Code: CodeMessageTooLarge,
 			Detail: "message is " + strconv.Itoa(len(*r.Message)) + " bytes; the limit is " + strconv.Itoa(MaxMessageBytes) +
-				" (32 KiB): nothing was sent; send a shorter text, or split it, or point to a file the recipient can read"}
+				" (" + strconv.Itoa(MaxMessageBytes>>10) + " KiB): nothing was sent; send a shorter text, or split it, or point to a file the recipient can read"}
 	}
 	s.Body = []byte(*r.Message)
 	switch s.Priority {

@@ -219,13 +219,16 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 	}
 }
 
-func (c *conn) sendFrame(v any) {
+// sendFrame encodes v and sends it; it returns the frame, nil when v did
+// not encode (logged).
+func (c *conn) sendFrame(v any) []byte {
 	data, err := json.Marshal(v)
 	if err != nil {
 		c.log.Error("encode frame", "type", fmt.Sprintf("%T", v), "err", err)
-		return
+		return nil
 	}
 	c.link.Send(data)
+	return data
 }
 
 // reject answers a failed hello with an error frame and closes the

@@ -288,16 +288,14 @@ func (c *conn) drain(ctx actor.Context) {
 	pushed := &hubDrainedPush{meshID: c.mesh.ID, conn: c.id, rows: make([]drainedRow, 0, len(ds))}
 	for i := range ds {
 		d := &ds[i]
-		frame, err := json.Marshal(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,
+		frame := c.sendFrame(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,
 			SenderPubkey: d.SenderPubkey, TargetSpec: d.TargetSpec, ReplyToID: d.ReplyToID, Priority: d.Priority,
 			Nonce: d.Nonce, Ciphertext: d.Ciphertext, CreatedAt: d.CreatedAt.UTC().Format(time.RFC3339Nano),
 			ClientMessageID: d.ClientMessageID, RequestFingerprint: d.RequestFingerprint.Hex(), HistoryID: d.HistoryID,
 			Meta: d.Meta, Topic: topicOf(d.TargetSpec)})
-		if err != nil {
-			c.log.Error("encode push", "conn", c.id, "err", err) // its lease runs out, and it is pushed again
-			continue
+		if frame == nil {
+			continue // not encoded (logged): its lease runs out, and it is pushed again
 		}
-		c.link.Send(frame)
 		pushed.rows = append(pushed.rows, drainedRow{key: d.RecipientPubkey, priority: d.Priority, frame: frame})
 	}
 	if len(pushed.rows) > 0 {
@@ -309,9 +307,8 @@ func (c *conn) drain(ctx actor.Context) {
 }
 
 // hubDrainedPush asks the hub to push what a connection drained to the
-// other live connections receiving for each row's key that take its
-// priority now (working and dnd take only "now"), as the accept's fan-out
-// would have.
+// other live connections that take each row now (presence.takes), as the
+// accept's fan-out would have.
 type hubDrainedPush struct {
 	meshID, conn string // conn: the one that drained, and pushed to itself
 	rows         []drainedRow
@@ -324,11 +321,11 @@ type drainedRow struct {
 
 func (h *hub) drainedPush(m *hubDrainedPush) {
 	for _, p := range h.byMesh[m.meshID] {
-		if p.offline || p.connID == m.conn {
+		if p.connID == m.conn {
 			continue
 		}
 		for _, r := range m.rows {
-			if p.receives(r.key) && (r.priority == "now" || p.status() == broker.StatusIdle) {
+			if p.takes(r.key, r.priority == "now") {
 				p.link.Send(r.frame)
 				h.metrics.pushes.Inc()
 			}

@@ -74,6 +74,12 @@ func (p *presence) recipient() string {
 // receives reports whether the connection takes deliveries for key.
 func (p *presence) receives(key string) bool { return slices.Contains(p.keys, key) }
 
+// takes reports whether p is live and takes a message to key now: working
+// and dnd take only priority "now" (a session's status, else its member's).
+func (p *presence) takes(key string, now bool) bool {
+	return !p.offline && p.receives(key) && (now || p.status() == broker.StatusIdle)
+}
+
 func (p *presence) status() string  { return cmp.Or(p.ownStatus, p.member.Status) }
 func (p *presence) summary() string { return cmp.Or(p.ownSummary, p.member.Summary) }
 func (p *presence) name() string    { return cmp.Or(p.ownName, p.member.DisplayName) }
@@ -474,11 +480,10 @@ func (h *hub) sessionMembers(meshID, key string) map[string]string {
 }
 
 // pushable reports whether a live connection receiving for key takes a
-// message of this priority now (working and dnd take only "now"; a
-// session's own status counts, else its member's).
+// message of this priority now (presence.takes).
 func (h *hub) pushable(meshID, key, priority string) bool {
 	for _, p := range h.byMesh[meshID] {
-		if !p.offline && p.receives(key) && (priority == "now" || p.status() == broker.StatusIdle) {
+		if p.takes(key, priority == "now") {
 			return true
 		}
 	}
@@ -585,7 +590,7 @@ func (h *hub) fallback(ctx actor.Context, m *hubFallback) *hubDrained {
 	drained := map[string]bool{}
 	for _, w := range m.waiting {
 		for id, p := range h.byMesh[w.MeshID] {
-			if !p.offline && !drained[id] && p.receives(w.Pubkey) && (w.Now || p.status() == broker.StatusIdle) {
+			if !drained[id] && p.takes(w.Pubkey, w.Now) {
 				drained[id] = true
 				ctx.Send(p.pid, &drain{})
 			}

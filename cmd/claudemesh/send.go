@@ -324,32 +324,29 @@ func (c *sendCmd) coldMembership(paths config.Paths) (*config.Membership, error)
 		return nil, &exitError{code: 2, err: err}
 	}
 	slugs := make([]string, len(ms))
+	infos := make([]messages.MeshInfo, len(ms))
 	for i, m := range ms {
 		slugs[i] = m.Slug
+		infos[i] = messages.MeshInfo{Mesh: m.Slug, Agent: m.LocalAgent()}
 	}
+	name := c.Mesh
 	switch {
-	case c.Mesh != "":
-		for i := range ms {
-			if ms[i].Slug == c.Mesh {
-				return &ms[i], nil
-			}
-		}
-		return nil, usageErr("%s records no mesh %s (it records: %s)", paths.ConfigFile(), c.Mesh, listOrNone(slugs))
+	case name != "":
 	case len(ms) == 1:
 		return &ms[0], nil
 	case len(ms) == 0:
 		return nil, usageErr("%s records no mesh: join one with `claudemesh join <invite-url>`", paths.ConfigFile())
-	}
-	var own []int // the daemon's own: another agent's identity is never the default (messages.DefaultMesh)
-	for i := range ms {
-		if !ms[i].LocalAgent() {
-			own = append(own, i)
+	default: // as the daemon picks: another agent's identity is never the default
+		if name = messages.DefaultMesh(infos); name == "" {
+			return nil, usageErr("%s records several meshes (%s): name one with --mesh", paths.ConfigFile(), strings.Join(slugs, ", "))
 		}
 	}
-	if len(own) == 1 {
-		return &ms[own[0]], nil
+	for i := range ms {
+		if ms[i].Slug == name {
+			return &ms[i], nil
+		}
 	}
-	return nil, usageErr("%s records several meshes (%s): name one with --mesh", paths.ConfigFile(), strings.Join(slugs, ", "))
+	return nil, usageErr("%s records no mesh %s (it records: %s)", paths.ConfigFile(), name, listOrNone(slugs))
 }
 
 // coldOutcome is what --json prints on the cold path: the broker's ack.

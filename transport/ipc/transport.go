@@ -45,7 +45,8 @@ func newUnixTransport(path string) *unixTransport {
 
 func (t *unixTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
-		c, reused := t.get()
+		c := t.get()
+		reused := c != nil
 		if c == nil {
 			conn, err := t.dialer.DialContext(req.Context(), "unix", t.path)
 			if err != nil {
@@ -162,18 +163,18 @@ const (
 
 // get takes the most recently used idle connection, closing those idle
 // too long; nil when there is none.
-func (t *unixTransport) get() (*unixConn, bool) {
+func (t *unixTransport) get() *unixConn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for len(t.idle) > 0 {
 		c := t.idle[len(t.idle)-1]
 		t.idle = t.idle[:len(t.idle)-1]
 		if time.Since(c.used) < idleConnTimeout {
-			return c, true
+			return c
 		}
 		c.Close()
 	}
-	return nil, false
+	return nil
 }
 
 func (t *unixTransport) put(c *unixConn) {

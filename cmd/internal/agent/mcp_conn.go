@@ -392,7 +392,11 @@ func (d *directCalls) params(raw json.RawMessage) (*mcp.CallToolParamsRaw, mcp.T
 		}
 	}
 	var p mcp.CallToolParamsRaw
-	if json.Unmarshal(fields["name"], &p.Name) != nil || d.tools[p.Name] == nil {
+	if json.Unmarshal(fields["name"], &p.Name) != nil {
+		return nil, nil
+	}
+	h := d.tools[p.Name]
+	if h == nil {
 		return nil, nil
 	}
 	p.Arguments = fields["arguments"]
@@ -406,7 +410,7 @@ func (d *directCalls) params(raw json.RawMessage) (*mcp.CallToolParamsRaw, mcp.T
 			}
 		}
 	}
-	return &p, d.tools[p.Name]
+	return &p, h
 }
 
 func (d *directCalls) call(ctx context.Context, cancel context.CancelFunc, c *lineConn, id jsonrpc.ID, h mcp.ToolHandler,
