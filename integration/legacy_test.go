@@ -192,7 +192,7 @@ func sendPace(t *testing.T, c *http.Client) messages.SendPace {
 }
 
 // metricValue is the value of one series in c's GET /v1/metrics (0 when absent).
-func metricValue(t *testing.T, c *http.Client, series string) float64 {
+func metricValue(t testing.TB, c *http.Client, series string) float64 {
 	t.Helper()
 	resp, err := c.Get("http://localhost/v1/metrics")
 	if err != nil {

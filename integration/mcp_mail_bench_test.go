@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,7 +21,8 @@ import (
 // fsync, the header sealed beside the body), the daemon's embedded broker
 // on SQLite delivering each to the recipient meanwhile, as `claudemesh
 // daemon up` runs with no mesh joined. It reports messages/s and the p50
-// and p99 of a send_message call, with 1 and 16 clients, under [outbox]
+// and p99 of a send_message call, and the daemon's own figures of the run
+// (daemonSendFigures), with 1 and 16 clients, under [outbox]
 // fsync_mode strict (the default: each answer waits for its fsync) and
 // batched_50ms. Each client is rawMCP, a line-at-a-time JSON-RPC client
 // (the handshake, then one call at a time): the official SDK's client
@@ -90,6 +92,9 @@ func benchMailSend(b *testing.B, fsync string, clients int, direct bool) {
 	for c, call := range calls { // warm: each session linked, its first call made
 		waitBench(b, func() bool { return call(-1-c) == nil })
 	}
+	metrics := unixClient(e.socket())
+	defer metrics.CloseIdleConnections()
+	before := daemonSendFigures(b, metrics)
 	lat := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
 	b.ResetTimer()
@@ -119,6 +124,30 @@ func benchMailSend(b *testing.B, fsync string, clients int, direct bool) {
 		what = "ipc_send"
 	}
 	reportPercentiles(b, fmt.Sprintf("%s_%d_clients", what, clients), all)
+	after := daemonSendFigures(b, metrics)
+	sends := after[1] - before[1]
+	b.ReportMetric((after[0]-before[0])/sends*1e3, "daemon-send-ms")
+	if fsyncs := after[3] - before[3]; fsyncs > 0 {
+		b.ReportMetric((after[2]-before[2])/fsyncs*1e3, "outbox-fsync-ms")
+	}
+	b.ReportMetric((after[4]-before[4])/sends*1e3, "daemon-cpu-ms/msg")
+}
+
+// daemonSendFigures reads the daemon's GET /v1/metrics: the time its POST
+// /v1/send answers took in all and how many there were, the time its
+// outbox.db WAL fsyncs took and how many, and its CPU time (seconds). Their
+// differences over a run are what the daemon spent on it: the benchmarks
+// report the mean answer, the mean fsync (which a strict answer waits for)
+// and the CPU per message.
+func daemonSendFigures(b *testing.B, c *http.Client) [5]float64 {
+	var out [5]float64
+	for i, series := range []string{`cm_daemon_ipc_duration_seconds_sum{endpoint="/v1/send"}`,
+		`cm_daemon_ipc_duration_seconds_count{endpoint="/v1/send"}`,
+		`cm_daemon_store_commit_seconds_sum{db="outbox",durability="wal_sync"}`,
+		`cm_daemon_store_commit_seconds_count{db="outbox",durability="wal_sync"}`, "process_cpu_seconds_total"} {
+		out[i] = metricValue(b, c, series)
+	}
+	return out
 }
 
 // waitBench polls cond until it holds (the sessions' broker connections
