@@ -45,6 +45,20 @@ func TestDaemonInboxCommand(t *testing.T) {
 	if r := runCLI(t, e, "inbox", "search", "!!"); r.code != 2 || !strings.Contains(r.stderr, "give a word to search for") {
 		t.Errorf("inbox search with no word: exit %d %s", r.code, r.stderr)
 	}
+	// --from names the sender as send names a recipient: its name, a pubkey
+	// prefix or the pubkey; one that names no peer is a usage error.
+	for _, from := range []string{"local", it.SenderPubkey[:10], it.SenderPubkey} {
+		if r := runCLI(t, e, "inbox", "--mesh", "rev", "--from", from); r.code != 0 || !strings.HasSuffix(strings.TrimSpace(r.stdout), "local: first") {
+			t.Errorf("inbox --from %s: exit %d %s%s", from, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, e, "inbox", "--mesh", "rev", "--from", "rev"); r.code != 0 || !strings.HasPrefix(r.stdout, "no messages since") {
+		t.Errorf("inbox --from rev (who sent nothing): exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, e, "inbox", "--from", "nobody"); r.code != 2 || !strings.Contains(r.stderr, `no peer matches "nobody" on any mesh`) ||
+		!strings.Contains(r.stderr, "rev (") {
+		t.Errorf("inbox --from nobody: exit %d %s", r.code, r.stderr)
+	}
 
 	follow, lines := startCLILines(t, e, "daemon", "inbox", "--mesh", "rev", "-f")
 	next := func() string {
@@ -100,7 +114,8 @@ func TestDaemonInboxCommand(t *testing.T) {
 	if err := second.Wait(); err == nil || !strings.Contains(stderr.String(), "could not be resumed") {
 		t.Errorf("follower after the daemon stopped: %v, stderr %q", err, stderr.String())
 	}
-	t.Log("checked: daemon inbox lists, filters by mesh, prints JSON, refuses a bad --since, follows without repeating, " +
+	t.Log("checked: daemon inbox lists, filters by mesh and by a sender named as send names one, prints JSON, " +
+		"refuses a bad --since and an unknown sender, follows without repeating, " +
 		"and a follower fails when its daemon stops")
 }
 

@@ -62,16 +62,21 @@ func invisible(r rune) bool {
 // ResolvePeer turns a display name or a unique pubkey prefix of at least
 // MinPeerPrefix hex digits into the full pubkey of a peer (MatchPeers):
 // two keys matching are an ambiguity, refused with the candidates' key
-// prefixes, never a guess. mesh only names the mesh in errors.
+// prefixes, never a guess. mesh only names the mesh in errors (empty:
+// peers of every mesh).
 func ResolvePeer(to, mesh string, peers []Peer) (string, error) {
 	found := MatchPeers(to, peers)
+	where := "on mesh " + mesh
+	if mesh == "" {
+		where = "on any mesh"
+	}
 	switch len(found) {
 	case 1:
 		return strings.ToLower(found[0].Pubkey), nil
 	case 0:
-		return "", fmt.Errorf("no peer matches %q on mesh %s; %s", to, mesh, seenPeers(peers))
+		return "", fmt.Errorf("no peer matches %q %s; %s", to, where, seenPeers(peers))
 	}
-	return "", fmt.Errorf("%q is ambiguous on mesh %s: it matches %s (names that look alike count as one); use the full pubkey", to, mesh, describePeers(found))
+	return "", fmt.Errorf("%q is ambiguous %s: it matches %s (names that look alike count as one); use the full pubkey", to, where, describePeers(found))
 }
 
 // MatchPeers is the peers, one per key, that `to` may name: those whose

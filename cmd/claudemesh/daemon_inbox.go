@@ -25,7 +25,7 @@ type daemonInboxCmd struct {
 	Since      string `default:"24h" placeholder:"TIME" help:"Messages received since this time: a duration ago (90m, 24h, 168h) or an RFC 3339 time."`
 	Mesh       string `placeholder:"SLUG" help:"Only this mesh's (this agent's) messages."`
 	Topic      string `placeholder:"TOPIC" help:"Only this topic's messages (without the #)."`
-	From       string `placeholder:"PUBKEY" help:"Only messages from this sender."`
+	From       string `placeholder:"PEER" help:"Only messages from this sender: its pubkey, a pubkey prefix (8+ hex) or its name, as claudemesh peers lists them."`
 	Limit      int    `default:"1000" help:"Show at most this many messages (the oldest of the window first)."`
 	Thread     string `placeholder:"ID" help:"Only the messages of this thread (and the message that started it)."`
 	Importance string `enum:",normal,high,urgent" default:"" help:"Only the messages of this importance: normal, high or urgent."`
@@ -50,7 +50,7 @@ func (c *daemonInboxCmd) Run() error {
 	}
 	q.Set("since", since)
 	q.Set("mark_seen", "false") // a look, not a read: an agent's check_messages still shows them
-	for k, v := range map[string]string{"mesh": c.Mesh, "topic": c.Topic, "from": c.From, "thread": c.Thread,
+	for k, v := range map[string]string{"mesh": c.Mesh, "topic": c.Topic, "thread": c.Thread,
 		"importance": c.Importance} {
 		if v != "" {
 			q.Set(k, v)
@@ -73,6 +73,12 @@ func (c *daemonInboxCmd) Run() error {
 	c.daemon = d
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.From != "" {
+		if c.From, err = c.sender(ctx, client); err != nil {
+			return err
+		}
+		q.Set("from", c.From)
+	}
 	var stream *ipc.EventStream
 	if c.Follow { // opened first: nothing that arrives while the window is listed is missed
 		if stream, err = client.Events(ctx, c.Mesh, 0); err != nil {
@@ -176,6 +182,28 @@ func (c *daemonInboxCmd) followTopics(ctx context.Context, client *ipc.Client) {
 		return
 	}
 	c.topics = list.Names()
+}
+
+// sender is --from as a pubkey: a 64-hex key as it is, else a display
+// name or a unique pubkey prefix resolved through the daemon's peer list,
+// as claudemesh send resolves its recipient. One that names no peer, or
+// several, is a usage error saying which peers there are.
+func (c *daemonInboxCmd) sender(ctx context.Context, client *ipc.Client) (string, error) {
+	if len(c.From) == 64 && messages.IsHex(c.From) {
+		return strings.ToLower(c.From), nil
+	}
+	if !c.daemon.Offers("peers") {
+		return "", usageErr("--from: the running %s lists no peers to resolve %q with; give the 64-hex pubkey", c.daemon, c.From)
+	}
+	peers, err := meshPeers(ctx, client, c.Mesh)
+	if err != nil {
+		return "", fmt.Errorf("cannot resolve --from %q through the daemon's peer list: %w", c.From, err)
+	}
+	key, err := messages.ResolvePeer(c.From, c.Mesh, peers)
+	if err != nil {
+		return "", usageErr("--from: %v", err)
+	}
+	return key, nil
 }
 
 // matches applies --mesh, --topic, --from and the mail filters to a live

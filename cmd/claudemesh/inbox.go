@@ -34,6 +34,9 @@ type threadView struct {
 	Thread   string                `json:"thread"`
 	Received []messages.InboxItem  `json:"received"`
 	Sent     []messages.OutboxItem `json:"sent"`
+	// names are the display names of the peers the daemon lists, by
+	// pubkey: whom the sent messages went to.
+	names map[string]string
 }
 
 func (c *inboxThreadCmd) Run() error {
@@ -68,7 +71,28 @@ func loadThread(ctx context.Context, client *ipc.Client, thread, mesh string) (*
 		return nil, err
 	}
 	slices.Reverse(out.Items) // oldest first, as the inbox
-	return &threadView{Thread: thread, Received: in.Items, Sent: out.Items}, nil
+	v := &threadView{Thread: thread, Received: in.Items, Sent: out.Items}
+	if len(out.Items) > 0 {
+		v.names = peerNames(ctx, client, mesh)
+	}
+	return v, nil
+}
+
+// peerNames are the display names of mesh's peers (every mesh's, for an
+// empty mesh) by pubkey; none when the daemon cannot list them (a name is
+// a nicety: the line shows the key instead).
+func peerNames(ctx context.Context, client *ipc.Client, mesh string) map[string]string {
+	peers, err := meshPeers(ctx, client, mesh)
+	if err != nil {
+		return nil
+	}
+	names := make(map[string]string, len(peers))
+	for _, p := range peers {
+		if p.DisplayName != "" {
+			names[strings.ToLower(p.Pubkey)] = p.DisplayName
+		}
+	}
+	return names
 }
 
 // threadLines are a thread's messages, received and sent, in time order.
@@ -84,7 +108,11 @@ func threadLines(v *threadView) []string {
 	}
 	for i := range v.Sent {
 		it := &v.Sent[i]
-		text := fmt.Sprintf("%s  %s  sent to %s  %s", receivedAt(it.EnqueuedAt), printable(it.Mesh), short(it.To, 16), it.Status)
+		to := short(it.To, 16)
+		if name := v.names[strings.ToLower(it.To)]; name != "" {
+			to = name
+		}
+		text := fmt.Sprintf("%s  %s  sent to %s  %s", receivedAt(it.EnqueuedAt), printable(it.Mesh), printable(to), it.Status)
 		text += mailNote(it.Subject, it.Importance)
 		if len(it.AckedBy) > 0 {
 			names := make([]string, len(it.AckedBy))

@@ -66,3 +66,17 @@ func printList[T any](items []T, asJSON bool, empty, header string, line func(T)
 	}
 	return tw.Flush()
 }
+
+// meshPeers is the daemon's peer list of mesh (of every mesh when mesh is
+// empty), as messages.ResolvePeer takes it.
+func meshPeers(ctx context.Context, client *ipc.Client, mesh string) ([]messages.Peer, error) {
+	peers, err := client.Peers(ctx, mesh)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]messages.Peer, len(peers))
+	for i := range peers {
+		list[i] = peers[i].Peer
+	}
+	return list, nil
+}

@@ -212,13 +212,9 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, dire
 	defer cancel()
 	to := c.To
 	if direct && d.Offers("peers") {
-		peers, err := client.Peers(ctx, mesh)
+		list, err := meshPeers(ctx, client, mesh)
 		if err != nil {
 			return fmt.Errorf("cannot resolve %q through the daemon's peer list of mesh %s: %w", c.To, mesh, err)
-		}
-		list := make([]messages.Peer, len(peers))
-		for i := range peers {
-			list[i] = peers[i].Peer
 		}
 		if to, err = messages.ResolvePeer(c.To, mesh, list); err != nil {
 			return err
