@@ -11,9 +11,9 @@ import (
 // TestContactPolicyCLI: what a recipient's contact policy did with a
 // message reaches its sender on the command line, not only in the API's
 // receipts. Rev (an agent of the same daemon) takes contacts only: the
-// local agent's DM is held, and `inbox thread` (which names rev as its
-// recipient), `inbox awaiting-ack` and
-// `daemon outbox list` say by whom and until when; once rev accepts the
+// local agent's DM is held, and `inbox thread`, `inbox awaiting-ack` (both
+// naming rev as its recipient) and `daemon outbox list` say by whom and
+// until when; once rev accepts the
 // request they say so; under block_all the next DM is refused, with the
 // reason.
 func TestContactPolicyCLI(t *testing.T) {
@@ -44,7 +44,7 @@ func TestContactPolicyCLI(t *testing.T) {
 	}
 	held := `held by rev as a contact request until 20\d\d-`
 	waitOut(`sent to rev  .*\[review\].*awaiting acknowledgement  `+held, "inbox", "thread", "held-1", "--mesh", "local")
-	waitOut(`held-1 .*`+held, "inbox", "awaiting-ack", "--mesh", "local")
+	waitOut(`held-1  to rev  .*`+held, "inbox", "awaiting-ack", "--mesh", "local")
 	waitOut(`held-1 .*done .*`+held, "daemon", "outbox", "list")
 
 	cli("contacts", "accept", "local", "--mesh", "rev")

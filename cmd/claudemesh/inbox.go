@@ -95,6 +95,16 @@ func peerNames(ctx context.Context, client *ipc.Client, mesh string) map[string]
 	return names
 }
 
+// recipient is a sent message's destination for a line: the name the
+// peer list gives its key, else the key's first 16 digits (a #topic, @group
+// or * as it is).
+func recipient(names map[string]string, to string) string {
+	if name := names[strings.ToLower(to)]; name != "" {
+		return printable(name)
+	}
+	return printable(short(to, 16))
+}
+
 // threadLines are a thread's messages, received and sent, in time order.
 func threadLines(v *threadView) []string {
 	type line struct {
@@ -108,11 +118,7 @@ func threadLines(v *threadView) []string {
 	}
 	for i := range v.Sent {
 		it := &v.Sent[i]
-		to := short(it.To, 16)
-		if name := v.names[strings.ToLower(it.To)]; name != "" {
-			to = name
-		}
-		text := fmt.Sprintf("%s  %s  sent to %s  %s", receivedAt(it.EnqueuedAt), printable(it.Mesh), printable(to), it.Status)
+		text := fmt.Sprintf("%s  %s  sent to %s  %s", receivedAt(it.EnqueuedAt), printable(it.Mesh), recipient(v.names, it.To), it.Status)
 		text += mailNote(it.Subject, it.Importance)
 		if len(it.AckedBy) > 0 {
 			names := make([]string, len(it.AckedBy))
@@ -218,14 +224,19 @@ func (c *inboxAwaitingAckCmd) Run() error {
 	if c.Mesh != "" {
 		q.Set("mesh", c.Mesh)
 	}
+	var names map[string]string
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.OutboxPage, error) {
-		return client.Outbox(ctx, q)
+		page, err := client.Outbox(ctx, q)
+		if err == nil && len(page.Items) > 0 && !c.JSON {
+			names = peerNames(ctx, client, c.Mesh)
+		}
+		return page, err
 	}, func(page *messages.OutboxPage) error {
 		if len(page.Items) == 0 {
 			fmt.Println("no message is waiting for an acknowledgement")
 		}
 		for _, it := range page.Items {
-			fmt.Printf("%s  %s  to %s  %s  %s%s%s\n", receivedAt(it.EnqueuedAt), printable(it.ClientMessageID), short(it.To, 16),
+			fmt.Printf("%s  %s  to %s  %s  %s%s%s\n", receivedAt(it.EnqueuedAt), printable(it.ClientMessageID), recipient(names, it.To),
 				it.Status, printable(it.Mesh), mailNote(it.Subject, it.Importance), receiptNotes(it.Receipts))
 		}
 		return nil
