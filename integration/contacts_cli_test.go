@@ -47,6 +47,11 @@ func TestContactPolicyCLI(t *testing.T) {
 	waitOut(`held-1  to rev  .*`+held, "inbox", "awaiting-ack", "--mesh", "local")
 	waitOut(`held-1 .*done .*`+held, "daemon", "outbox", "list")
 
+	// The local agent's DM to rev made rev its contact, named as the peer
+	// list names it (send resolved the name to the key it sent to).
+	if out := cli("contacts", "list", "--mesh", "local"); !regexp.MustCompile(`(?m)^  rev +[0-9a-f]{64}  sent `).MatchString(out) {
+		t.Errorf("contacts list of the sender: %s", out)
+	}
 	cli("contacts", "accept", "local", "--mesh", "rev")
 	waitOut(held+`\S+  accepted by rev as a contact`, "inbox", "thread", "held-1", "--mesh", "local")
 

@@ -29,7 +29,8 @@ type mailList struct {
 // sessions: alice sends bob a subject, an importance and a request for an
 // acknowledgement; bob's check_messages shows them and list_unacknowledged
 // lists it; bob answers in the thread and acknowledges; alice's
-// list_awaiting_acks empties, her get_thread shows both sides, and
+// list_awaiting_acks empties, her get_thread shows both sides in order,
+// naming bob, and
 // search_messages finds bob's answer. Bob's contacts_only policy holds a
 // stranger's message as a contact request, which he accepts. Bad arguments
 // are tool errors that change nothing.
@@ -94,13 +95,19 @@ func TestMCPMail(t *testing.T) {
 		Received []mailMessage `json:"received"`
 		Sent     []struct {
 			ClientMessageID string   `json:"client_message_id"`
+			ToName          string   `json:"to_name"`
 			AckedBy         []string `json:"acked_by"`
 		} `json:"sent"`
 	}
-	a.mustCall("get_thread", map[string]any{"thread_id": root}, &thread)
+	res := a.mustCall("get_thread", map[string]any{"thread_id": root}, &thread)
 	if len(thread.Received) != 1 || thread.Received[0].ThreadID != root || len(thread.Sent) != 1 ||
-		len(thread.Sent[0].AckedBy) != 1 || thread.Sent[0].AckedBy[0] != "bob" {
+		thread.Sent[0].ToName != "bob" || len(thread.Sent[0].AckedBy) != 1 || thread.Sent[0].AckedBy[0] != "bob" {
 		t.Fatalf("alice's get_thread: %+v", thread)
+	}
+	// The conversation reads in order: alice's message to bob, then his answer.
+	if asked, answered := strings.Index(text(res), "You sent "+root+" to bob ("), strings.Index(text(res), "one nit about retries"); asked < 0 ||
+		answered < asked {
+		t.Fatalf("alice's get_thread, not oldest first or not naming bob:\n%s", text(res))
 	}
 	var found mailList
 	a.mustCall("search_messages", map[string]any{"query": "retries nit"}, &found)
@@ -108,7 +115,9 @@ func TestMCPMail(t *testing.T) {
 		t.Fatalf("search_messages: %+v", found)
 	}
 
-	b.mustCall("set_contact_policy", map[string]any{"policy": "contacts_only"}, nil)
+	if res := b.mustCall("set_contact_policy", map[string]any{"policy": "contacts_only"}, nil); !strings.Contains(text(res), "contact requests wait 7 days") {
+		t.Fatalf("set_contact_policy: %q", text(res))
+	}
 	c := startMCP(t, e, "carol", mcpOptions{lean: true})
 	c.waitPeer("bob")
 	c.mustCall("send_message", map[string]any{"to": "bob", "message": "hello, I am new here"}, &sent)
@@ -125,6 +134,10 @@ func TestMCPMail(t *testing.T) {
 	})
 	var contacts struct {
 		Policy   string `json:"policy"`
+		Contacts []struct {
+			Name string `json:"name"`
+			Via  string `json:"via"`
+		} `json:"contacts"`
 		Requests []struct {
 			Name     string        `json:"name"`
 			Messages []mailMessage `json:"messages"`
@@ -135,7 +148,10 @@ func TestMCPMail(t *testing.T) {
 		b.mustCall("list_contacts", map[string]any{}, &contacts)
 		return len(contacts.Requests) == 1
 	})
-	if contacts.Policy != "contacts_only" || contacts.Requests[0].Name != "carol" {
+	// Alice is bob's contact since he answered her (to her key, as
+	// send_message resolves a name): named as the peer list names her.
+	if contacts.Policy != "contacts_only" || contacts.Requests[0].Name != "carol" || len(contacts.Contacts) != 1 ||
+		contacts.Contacts[0].Name != "alice" || contacts.Contacts[0].Via != "sent" {
 		t.Fatalf("bob's list_contacts: %+v", contacts)
 	}
 	b.mustCall("answer_contact_request", map[string]any{"peer": "carol", "accept": true}, nil)

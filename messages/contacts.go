@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -120,6 +121,17 @@ type Contact struct {
 	AddedAt string `json:"added_at"`
 }
 
+// DisplayName is the contact's name: the one names (display names by
+// pubkey, from a peer list) gives its key when the daemon only knew the
+// key's first digits (a DM sent to the key, not to a name), else the
+// recorded one.
+func (c *Contact) DisplayName(names map[string]string) string {
+	if name := names[strings.ToLower(c.Pubkey)]; name != "" && (c.Name == "" || strings.HasPrefix(c.Pubkey, c.Name)) {
+		return name
+	}
+	return c.Name
+}
+
 // Contacts is the body of GET /v1/contacts and the reply to
 // *ListContacts.
 type Contacts struct {
@@ -132,6 +144,32 @@ type Contacts struct {
 
 // Failure returns the store's error, nil on success.
 func (c *Contacts) Failure() error { return c.Err }
+
+// RequestWait is RequestTTL in words ("7 days"), for people and agents.
+func (c *Contacts) RequestWait() string {
+	d, err := time.ParseDuration(c.RequestTTL)
+	if err != nil {
+		return c.RequestTTL
+	}
+	return DurationWords(d)
+}
+
+// DurationWords says d in whole days, hours or minutes when it is a whole
+// number of one ("7 days", "1 hour", "90 minutes"), else as Go writes it.
+func DurationWords(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}} {
+		if d > 0 && d%u.d == 0 {
+			if n := d / u.d; n != 1 {
+				return fmt.Sprintf("%d %ss", n, u.name)
+			}
+			return "1 " + u.name
+		}
+	}
+	return d.String()
+}
 
 // ContactRequest is a stranger's pending request: the messages it sent
 // while held, oldest first, and when the request expires.

@@ -44,7 +44,7 @@ func (c *contactsPolicyCmd) Run() error {
 }
 
 func printPolicy(c *messages.Contacts) {
-	fmt.Printf("contact policy of %s: %s (contact requests wait %s)\n", printable(c.Mesh), c.Policy, c.RequestTTL)
+	fmt.Printf("contact policy of %s: %s (contact requests wait %s)\n", printable(c.Mesh), c.Policy, c.RequestWait())
 }
 
 type contactsRequestsCmd struct{ topicFlags }
@@ -95,15 +95,20 @@ func decideContact(f topicFlags, peer string, accept bool) error {
 type contactsListCmd struct{ topicFlags }
 
 func (c *contactsListCmd) Run() error {
+	var names map[string]string
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.Contacts, error) {
-		return client.Contacts(ctx, c.Mesh)
+		res, err := client.Contacts(ctx, c.Mesh)
+		if err == nil && len(res.Contacts) > 0 && !c.JSON {
+			names = peerNames(ctx, client, c.Mesh)
+		}
+		return res, err
 	}, func(res *messages.Contacts) error {
 		printPolicy(res)
 		if len(res.Contacts) == 0 {
 			fmt.Println("no contacts")
 		}
 		for _, k := range res.Contacts {
-			fmt.Printf("  %-24s %s  %-8s since %s\n", printable(k.Name), k.Pubkey, k.Via, k.AddedAt)
+			fmt.Printf("  %-24s %s  %-8s since %s\n", printable(k.DisplayName(names)), k.Pubkey, k.Via, k.AddedAt)
 		}
 		return nil
 	})

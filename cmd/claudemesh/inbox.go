@@ -82,17 +82,11 @@ func loadThread(ctx context.Context, client *ipc.Client, thread, mesh string) (*
 // empty mesh) by pubkey; none when the daemon cannot list them (a name is
 // a nicety: the line shows the key instead).
 func peerNames(ctx context.Context, client *ipc.Client, mesh string) map[string]string {
-	peers, err := meshPeers(ctx, client, mesh)
+	peers, err := client.Peers(ctx, mesh)
 	if err != nil {
 		return nil
 	}
-	names := make(map[string]string, len(peers))
-	for _, p := range peers {
-		if p.DisplayName != "" {
-			names[strings.ToLower(p.Pubkey)] = p.DisplayName
-		}
-	}
-	return names
+	return ipc.PeerNames(peers)
 }
 
 // recipient is a sent message's destination for a line: the name the

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -272,6 +273,18 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 type MeshPeer struct {
 	Mesh string `json:"mesh"`
 	messages.Peer
+}
+
+// PeerNames are the display names of peers by lower-case pubkey (peers
+// without one left out).
+func PeerNames(peers []MeshPeer) map[string]string {
+	names := make(map[string]string, len(peers))
+	for _, p := range peers {
+		if p.DisplayName != "" {
+			names[strings.ToLower(p.Pubkey)] = p.DisplayName
+		}
+	}
+	return names
 }
 
 // Peers asks GET /v1/peers for the connected peers of mesh, or of every

@@ -85,7 +85,7 @@ func (m *mcpServer) setContactPolicy(ctx context.Context, _ *mcp.CallToolRequest
 		return nil, nil, m.toolError(s, err)
 	}
 	out := &contactsOut{Policy: res.Policy, RequestTTL: res.RequestTTL, Contacts: []contactOut{}, Requests: []contactRequestIn{}}
-	return textResult(fmt.Sprintf("Your contact policy is %s (contact requests wait %s).", res.Policy, res.RequestTTL)), out, nil
+	return textResult(fmt.Sprintf("Your contact policy is %s (contact requests wait %s).", res.Policy, res.RequestWait())), out, nil
 }
 
 func (m *mcpServer) listContacts(ctx context.Context, _ *mcp.CallToolRequest, _ listPeersIn) (*mcp.CallToolResult, *contactsOut, error) {
@@ -105,7 +105,9 @@ func (m *mcpServer) listContacts(ctx context.Context, _ *mcp.CallToolRequest, _ 
 		Requests: make([]contactRequestIn, 0, len(reqs.Requests))}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Contact policy: %s. %d contact(s), %d pending request(s).\n", c.Policy, len(c.Contacts), len(reqs.Requests))
+	names := m.peerNames(ctx, s, len(c.Contacts))
 	for _, k := range c.Contacts {
+		k.Name = k.DisplayName(names)
 		out.Contacts = append(out.Contacts, contactOut{Name: k.Name, Pubkey: k.Pubkey, Via: k.Via})
 		fmt.Fprintf(&b, "- contact %s (%.16s…, %s)\n", k.Name, k.Pubkey, k.Via)
 	}

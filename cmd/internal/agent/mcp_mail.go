@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The mail tools: acknowledgements, search, threads, and the lists of
@@ -48,6 +49,7 @@ type (
 	sentMessage struct {
 		ClientMessageID string   `json:"client_message_id" jsonschema:"Its client_message_id."`
 		To              string   `json:"to" jsonschema:"Whom it went to (pubkey, #topic, @group or *)."`
+		ToName          string   `json:"to_name,omitempty" jsonschema:"The recipient's display name, when the mesh's peer list names its key."`
 		Subject         string   `json:"subject,omitempty" jsonschema:"Its subject."`
 		Status          string   `json:"status" jsonschema:"pending, inflight, done (the broker took it), dead or aborted."`
 		SentAt          string   `json:"sent_at" jsonschema:"When it was sent (RFC 3339)."`
@@ -186,23 +188,56 @@ func (m *mcpServer) getThread(ctx context.Context, _ *mcp.CallToolRequest, in ge
 	slices.Reverse(sent.Items)
 	out := &getThreadOut{ThreadID: in.ThreadID, Received: make([]inboxMessage, 0, len(received.Items)),
 		Sent: make([]sentMessage, 0, len(sent.Items))}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Thread %s: %d received, %d sent.\n", in.ThreadID, len(received.Items), len(sent.Items))
-	for i := range received.Items {
-		out.Received = append(out.Received, toInboxMessage(&received.Items[i]))
-		b.WriteString("\n" + formatMessage(&received.Items[i]) + "\n")
+	// The text has both kinds in one conversation, oldest first.
+	type entry struct {
+		at   time.Time
+		text string
 	}
+	entries := make([]entry, 0, len(received.Items)+len(sent.Items))
+	for i := range received.Items {
+		it := &received.Items[i]
+		out.Received = append(out.Received, toInboxMessage(it))
+		entries = append(entries, entry{rfc3339(it.ReceivedAt), formatMessage(it)})
+	}
+	names := m.peerNames(ctx, s, len(sent.Items))
 	for i := range sent.Items {
-		sm := toSentMessage(&sent.Items[i])
+		sm := toSentMessage(&sent.Items[i], names)
 		out.Sent = append(out.Sent, sm)
-		b.WriteString("\n" + formatSent(&sm) + "\n")
+		entries = append(entries, entry{rfc3339(sm.SentAt), formatSent(&sm)})
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "Thread %s: %d received, %d sent, oldest first.\n", in.ThreadID, len(received.Items), len(sent.Items))
+	for _, e := range entries {
+		b.WriteString("\n" + e.text + "\n")
 	}
 	return textResult(b.String()), out, nil
 }
 
-func toSentMessage(it *messages.OutboxItem) sentMessage {
-	sm := sentMessage{ClientMessageID: it.ClientMessageID, To: it.To, Subject: it.Subject, Status: it.Status,
-		SentAt: it.EnqueuedAt, AckRequired: it.AckRequired}
+// rfc3339 is the time the daemon wrote; the zero time if it is not one.
+func rfc3339(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+// peerNames are the display names of the session's peers by pubkey, from
+// the peer list send_message keeps, for the n sent messages about to be
+// shown (none asked for when n is 0). Best effort: a name is a nicety
+// beside the key.
+func (m *mcpServer) peerNames(ctx context.Context, s *Session, n int) map[string]string {
+	if n == 0 {
+		return nil
+	}
+	peers, err := m.peers.get(ctx, s, false)
+	if err != nil {
+		return nil
+	}
+	return ipc.PeerNames(peers)
+}
+
+func toSentMessage(it *messages.OutboxItem, names map[string]string) sentMessage {
+	sm := sentMessage{ClientMessageID: it.ClientMessageID, To: it.To, ToName: names[strings.ToLower(it.To)], Subject: it.Subject,
+		Status: it.Status, SentAt: it.EnqueuedAt, AckRequired: it.AckRequired}
 	for _, a := range it.AckedBy {
 		sm.AckedBy = append(sm.AckedBy, cmp.Or(a.Name, a.Pubkey))
 	}
@@ -214,7 +249,14 @@ func toSentMessage(it *messages.OutboxItem) sentMessage {
 
 // formatSent is one sent message as the agent reads it.
 func formatSent(sm *sentMessage) string {
-	line := fmt.Sprintf("You sent %s to %.16s… at %s (%s)", sm.ClientMessageID, sm.To, sm.SentAt, sm.Status)
+	to := fmt.Sprintf("%.16s…", sm.To)
+	switch {
+	case len(sm.To) < 64: // a #topic, @group or *
+		to = sm.To
+	case sm.ToName != "":
+		to = fmt.Sprintf("%s (%.16s…)", sm.ToName, sm.To)
+	}
+	line := fmt.Sprintf("You sent %s to %s at %s (%s)", sm.ClientMessageID, to, sm.SentAt, sm.Status)
 	if sm.Subject != "" {
 		line += ", subject " + strconv.Quote(sm.Subject)
 	}
@@ -259,9 +301,14 @@ func (m *mcpServer) listAwaitingAcks(ctx context.Context, _ *mcp.CallToolRequest
 		return textResult("None of your messages is waiting for an acknowledgement."), out, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of your messages await an acknowledgement, newest first:\n", len(page.Items))
+	if len(page.Items) == 1 {
+		b.WriteString("1 of your messages awaits an acknowledgement:\n")
+	} else {
+		fmt.Fprintf(&b, "%d of your messages await an acknowledgement, newest first:\n", len(page.Items))
+	}
+	names := m.peerNames(ctx, s, len(page.Items))
 	for i := range page.Items {
-		sm := toSentMessage(&page.Items[i])
+		sm := toSentMessage(&page.Items[i], names)
 		out.Messages = append(out.Messages, sm)
 		b.WriteString("\n" + formatSent(&sm) + "\n")
 	}
