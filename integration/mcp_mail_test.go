@@ -109,6 +109,9 @@ func TestMCPMail(t *testing.T) {
 		answered < asked {
 		t.Fatalf("alice's get_thread, not oldest first or not naming bob:\n%s", text(res))
 	}
+	if res := a.mustCall("get_thread", map[string]any{"thread_id": "no-such-thread"}, nil); !strings.HasPrefix(text(res), "No message in thread no-such-thread:") {
+		t.Errorf("get_thread of no thread: %q", text(res))
+	}
 	var found mailList
 	a.mustCall("search_messages", map[string]any{"query": "retries nit"}, &found)
 	if len(found.Messages) != 1 || !strings.Contains(found.Messages[0].Body, "retries") {

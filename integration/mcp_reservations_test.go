@@ -76,9 +76,9 @@ func TestMCPReservations(t *testing.T) {
 	var list struct {
 		Reservations []mcpReservation `json:"reservations"`
 	}
-	b.mustCall("list_reservations", map[string]any{}, &list)
-	if len(list.Reservations) != 1 || list.Reservations[0].Holder != "alice" {
-		t.Errorf("list_reservations: %+v", list)
+	res = b.mustCall("list_reservations", map[string]any{}, &list)
+	if len(list.Reservations) != 1 || list.Reservations[0].Holder != "alice" || !strings.HasPrefix(text(res), "1 reservation(s):\nsrc/** (exclusive) held by alice until ") {
+		t.Errorf("list_reservations: %+v %q", list, text(res))
 	}
 	var rel struct {
 		Released []string `json:"released"`

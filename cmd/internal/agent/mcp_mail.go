@@ -205,6 +205,10 @@ func (m *mcpServer) getThread(ctx context.Context, _ *mcp.CallToolRequest, in ge
 		out.Sent = append(out.Sent, sm)
 		entries = append(entries, entry{rfc3339(sm.SentAt), formatSent(&sm)})
 	}
+	if len(entries) == 0 {
+		return textResult(fmt.Sprintf("No message in thread %s: a thread's id is a message's thread_id, or the client_message_id "+
+			"of the message that started it.", in.ThreadID)), out, nil
+	}
 	slices.SortStableFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "Thread %s: %d received, %d sent, oldest first.\n", in.ThreadID, len(received.Items), len(sent.Items))
