@@ -103,8 +103,13 @@ func TestGuardCommits(t *testing.T) {
 		!strings.Contains(r.stderr, "--wait") {
 		t.Errorf("bob's reserve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "a//b"); r.code != 1 || !strings.Contains(r.stderr, "invalid_pattern") {
-		t.Errorf("a bad pattern: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	for _, args := range [][]string{{"reserve", "a//b"}, {"release", "!x"}} { // usage errors, exit 2, as the exit codes say
+		if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], args...); r.code != 2 || !strings.Contains(r.stderr, "invalid_pattern") {
+			t.Errorf("%s, a bad pattern: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "x", "--ttl", "2h"); r.code != 2 || !strings.Contains(r.stderr, "ttl") {
+		t.Errorf("reserve --ttl 2h: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	commit := func(p *e2ePeer, env []string, msg string) (string, int) {

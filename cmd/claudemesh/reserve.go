@@ -54,7 +54,7 @@ func (c *reserveCmd) Run() error {
 	req := &messages.ReserveRequest{Repo: repo, Patterns: c.Patterns, Shared: c.Shared, TTLMs: c.TTL.Milliseconds(),
 		WaitMs: c.Wait.Milliseconds(), Force: c.Force, Mesh: c.Mesh}
 	if err := req.Validate(); err != nil {
-		return err
+		return usageErr("%v", err)
 	}
 	res, err := c.ask(req)
 	if err != nil {
@@ -80,7 +80,7 @@ func (c *reserveCmd) Run() error {
 		fmt.Printf("forced released %s of %s (gone too long); they are told\n", printable(f.Pattern), printable(f.HolderName))
 	}
 	if tok, _ := agent.SessionToken(); tok == "" {
-		fmt.Printf("not in an agent session: nothing renews them; they run out in %s\n", c.TTL)
+		fmt.Printf("not in an agent session: nothing renews them; they run out in %s\n", messages.DurationWords(c.TTL))
 	}
 	return nil
 }
@@ -126,7 +126,7 @@ func (c *releaseCmd) Run() error {
 	}
 	req := &messages.ReleaseReservationsRequest{Repo: repo, Patterns: c.Patterns, Mesh: c.Mesh}
 	if err := req.Validate(); err != nil {
-		return err
+		return usageErr("%v", err)
 	}
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.ReservationsReleased, error) {
 		return client.ReleaseReservations(ctx, req)
