@@ -126,7 +126,7 @@ type Contact struct {
 // key's first digits (a DM sent to the key, not to a name), else the
 // recorded one.
 func (c *Contact) DisplayName(names map[string]string) string {
-	if name := names[strings.ToLower(c.Pubkey)]; name != "" && (c.Name == "" || strings.HasPrefix(c.Pubkey, c.Name)) {
+	if name := names[strings.ToLower(c.Pubkey)]; name != "" && strings.HasPrefix(c.Pubkey, c.Name) { // "" is a prefix too
 		return name
 	}
 	return c.Name

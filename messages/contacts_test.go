@@ -2,6 +2,7 @@ package messages
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,5 +67,18 @@ func TestDurationWords(t *testing.T) {
 	}
 	if got := (&Contacts{RequestTTL: "168h0m0s"}).RequestWait(); got != "7 days" {
 		t.Errorf("RequestWait(168h0m0s) = %q", got)
+	}
+}
+
+func TestContactDisplayName(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	names := map[string]string{key: "alice"}
+	for _, c := range []struct{ recorded, want string }{{"", "alice"}, {key[:8], "alice"}, {"al", "al"}, {"bob", "bob"}} {
+		if got := (&Contact{Pubkey: key, Name: c.recorded}).DisplayName(names); got != c.want {
+			t.Errorf("recorded %q: DisplayName = %q, want %q", c.recorded, got, c.want)
+		}
+	}
+	if got := (&Contact{Pubkey: key, Name: key[:8]}).DisplayName(nil); got != key[:8] {
+		t.Errorf("no peer list: %q", got)
 	}
 }

@@ -224,15 +224,16 @@ func rfc3339(s string) time.Time {
 	return t
 }
 
-// peerNames are the display names of the session's peers by pubkey, from
-// the peer list send_message keeps, for the n sent messages about to be
-// shown (none asked for when n is 0). Best effort: a name is a nicety
-// beside the key.
+// peerNames are the display names of the session's peers by pubkey, for
+// the n sent messages or contacts about to be shown (none asked for when n
+// is 0). Best effort, asked once: a name is a nicety beside the key, and
+// what the tool reads is local, so it does not wait for a broker
+// connection that is down.
 func (m *mcpServer) peerNames(ctx context.Context, s *Session, n int) map[string]string {
 	if n == 0 {
 		return nil
 	}
-	peers, err := m.peers.get(ctx, s, false)
+	peers, err := s.as().Peers(ctx, "")
 	if err != nil {
 		return nil
 	}
