@@ -103,6 +103,10 @@ func TestGuardCommits(t *testing.T) {
 		!strings.Contains(r.stderr, "--wait") {
 		t.Errorf("bob's reserve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reserve", "src/app.py", "--force"); r.code != 3 ||
+		!strings.Contains(r.stderr, "not released by force: its holder renewed it lately") {
+		t.Errorf("bob's reserve --force of a live holder's files: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	for _, args := range [][]string{{"reserve", "a//b"}, {"release", "!x"}} { // usage errors, exit 2, as the exit codes say
 		if r = cliIn(t, dirs[m.bob], sessEnv[m.bob], args...); r.code != 2 || !strings.Contains(r.stderr, "invalid_pattern") {
 			t.Errorf("%s, a bad pattern: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)

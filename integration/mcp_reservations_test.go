@@ -22,7 +22,8 @@ type mcpReserveOut struct {
 // TestMCPReservations: the reservation tools through `claudemesh mcp` as
 // two agent sessions in one repository. Bob messages alice; alice's
 // start_session reserves src/** and returns bob's message; bob's
-// reserve_files of src/app.py is refused naming alice and her pattern;
+// reserve_files of src/app.py is refused naming alice and her pattern,
+// with force too (alice is not gone), saying so;
 // bad arguments are tool errors that reserve nothing; once alice
 // releases, bob is granted under a greater fence token.
 func TestMCPReservations(t *testing.T) {
@@ -61,6 +62,12 @@ func TestMCPReservations(t *testing.T) {
 	if got.Granted || len(got.Conflicts) != 1 || got.Conflicts[0].Holder != "alice" || got.Conflicts[0].Pattern != "src/**" ||
 		!strings.Contains(text(res), "alice holds src/**") || !strings.Contains(text(res), "(call again with wait_seconds)") {
 		t.Fatalf("bob's reserve_files: %+v, %q", got, text(res))
+	}
+	// Force releases only a holder gone a while; alice renews hers, and the
+	// refusal says why force did nothing.
+	if res := b.mustCall("reserve_files", map[string]any{"patterns": []string{"src/app.py"}, "force": true}, &got); got.Granted ||
+		!strings.Contains(text(res), "alice holds src/**") || !strings.Contains(text(res), "not released by force: its holder renewed it lately") {
+		t.Fatalf("bob's reserve_files with force: %+v, %q", got, text(res))
 	}
 	// start_session takes no wait_seconds: its refusal points to the tool that does.
 	if res := b.mustCall("start_session", map[string]any{"patterns": []string{"src/app.py"}}, nil); !strings.Contains(text(res),

@@ -154,13 +154,14 @@ func (c *Contacts) RequestWait() string {
 	return DurationWords(d)
 }
 
-// DurationWords says d in whole days, hours or minutes when it is a whole
-// number of one ("7 days", "1 hour", "90 minutes"), else as Go writes it.
+// DurationWords says d in whole days, hours, minutes or seconds, the
+// largest unit it is a whole number of ("7 days", "1 hour", "90 minutes",
+// "90 seconds"), else as Go writes it.
 func DurationWords(d time.Duration) string {
 	for _, u := range []struct {
 		d    time.Duration
 		name string
-	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}} {
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}} {
 		if d > 0 && d%u.d == 0 {
 			if n := d / u.d; n != 1 {
 				return fmt.Sprintf("%d %ss", n, u.name)

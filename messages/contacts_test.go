@@ -59,7 +59,8 @@ func TestContactRequests(t *testing.T) {
 func TestDurationWords(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		7 * 24 * time.Hour: "7 days", 24 * time.Hour: "1 day", 36 * time.Hour: "36 hours", time.Hour: "1 hour",
-		90 * time.Minute: "90 minutes", time.Minute: "1 minute", 90 * time.Second: "1m30s", 0: "0s",
+		90 * time.Minute: "90 minutes", time.Minute: "1 minute", 90 * time.Second: "90 seconds", 1500 * time.Millisecond: "1.5s",
+		0: "0s",
 	} {
 		if got := DurationWords(d); got != want {
 			t.Errorf("DurationWords(%v) = %q, want %q", d, got, want)

@@ -33,6 +33,11 @@ const (
 	ReservationTimeout = 5 * time.Second
 )
 
+// NotStale says why force did not release a conflict: its holder is not
+// gone (force releases only a holder unheard for the broker's threshold).
+var NotStale = fmt.Sprintf("not released by force: its holder renewed it lately, and force releases only a holder "+
+	"unheard for %s (the broker's default)", DurationWords(ReservationStaleAfter))
+
 // ReserveRequest is the body of POST /v1/reservations.
 type ReserveRequest struct {
 	Repo     string   `json:"repo"`

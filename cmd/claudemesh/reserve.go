@@ -68,7 +68,7 @@ func (c *reserveCmd) Run() error {
 	}
 	if !res.Granted {
 		return errNotGranted("not granted; in the way:%s\nwait for them (--wait 5m), ask the holder (claudemesh send <name> …) "+
-			"or work on other files", conflictLines(res.Conflicts))
+			"or work on other files", conflictLines(res.Conflicts, c.Force))
 	}
 	kind := "exclusive"
 	if c.Shared {
@@ -97,7 +97,7 @@ func (c *reserveCmd) ask(req *messages.ReserveRequest) (*messages.Reserved, erro
 }
 
 // conflictLines says what is in the way, one reservation a line.
-func conflictLines(cs []messages.ReservationConflict) string {
+func conflictLines(cs []messages.ReservationConflict, force bool) string {
 	var b strings.Builder
 	for _, c := range cs {
 		kind := "shared"
@@ -106,8 +106,11 @@ func conflictLines(cs []messages.ReservationConflict) string {
 		}
 		fmt.Fprintf(&b, "\n  %s holds %s (%s, fence token %d) until %s: it covers %s, as your %s does", printable(c.HolderName),
 			printable(c.Pattern), kind, c.FenceToken, c.ExpiresAt, printable(c.Path), printable(c.Yours))
-		if c.Stale {
+		switch {
+		case c.Stale:
 			b.WriteString(" — its holder is gone: --force releases it")
+		case force:
+			b.WriteString(" — " + messages.NotStale)
 		}
 	}
 	return b.String()

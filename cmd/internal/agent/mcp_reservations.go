@@ -170,8 +170,11 @@ func (m *mcpServer) reserve(ctx context.Context, s *Session, req *messages.Reser
 		for _, c := range out.Conflicts {
 			fmt.Fprintf(&b, "\n- %s holds %s (%s) until %s: it covers %s, as your %s does", c.Holder, c.Pattern, kindOf(c.Exclusive),
 				c.ExpiresAt, c.Path, c.Yours)
-			if c.Gone {
+			switch {
+			case c.Gone:
 				b.WriteString(" (its holder is gone: " + force + " would release it)")
+			case req.Force:
+				b.WriteString(" (" + messages.NotStale + ")")
 			}
 		}
 		b.WriteString("\nWait for them (" + again + "), message the holder, or work on other files.")
