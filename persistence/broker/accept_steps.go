@@ -195,7 +195,7 @@ func (s *Store) claim(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, exp
 	rows := make([][]any, 0, len(idx))
 	for _, i := range idx {
 		r := b.reqs[i]
-		brokerIDs[i] = ulid.Make().String()
+		brokerIDs[i] = ulid.MustNew(ulid.Timestamp(b.now), s.messageIDs).String() // created_at's time: retention finds old messages by id
 		rows = append(rows, []any{r.MeshID, r.SenderPubkey, r.ClientMessageID, brokerIDs[i], r.RequestFingerprint[:],
 			r.DestinationKind, r.DestinationRef, s.d.time(b.now), s.d.timeOrNull(expiry[r.MeshID])})
 	}

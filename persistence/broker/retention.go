@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/oklog/ulid/v2"
 )
 
 // retentionChunk bounds the rows one retention transaction touches, so a
@@ -60,10 +61,23 @@ func (s *Store) PruneMessages(ctx context.Context, olderThan time.Time) (int64, 
 	}
 }
 
+// pruneChunk prunes up to retentionChunk messages created before
+// olderThan. It finds them by id, through the primary key: a message's id
+// is a ULID of its created_at (claim), so the ids below the smallest ULID
+// of olderThan's millisecond (rounded up) are those created before it, and
+// created_at needs no index of its own (one page fewer at every accept).
 func (s *Store) pruneChunk(ctx context.Context, tx *sqlx.Tx, olderThan time.Time) (int64, error) {
+	ms := olderThan.UnixMilli()
+	if olderThan.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	var bound ulid.ULID
+	if err := bound.SetTime(uint64(max(ms, 0))); err != nil {
+		return 0, err
+	}
 	var ids []string
-	if err := tx.SelectContext(ctx, &ids, s.d.rewrite(`SELECT id FROM message WHERE created_at < ?
-		 ORDER BY created_at LIMIT ? /*FOR UPDATE*/`), s.d.time(olderThan), retentionChunk); err != nil {
+	if err := tx.SelectContext(ctx, &ids, s.d.rewrite(`SELECT id FROM message WHERE id < ?
+		 ORDER BY id LIMIT ? /*FOR UPDATE*/`), bound.String(), retentionChunk); err != nil {
 		return 0, err
 	}
 	if len(ids) == 0 {

@@ -105,3 +105,32 @@ func TestPruneAndOrphans(t *testing.T) {
 		}
 	})
 }
+
+// TestPruneBoundary: retention finds messages by id, a ULID of created_at,
+// and prunes exactly those created before the cutoff, to the millisecond
+// (a cutoff within a millisecond rounds up: a message of that millisecond
+// was created before it), and those of one millisecond in accept order.
+func TestPruneBoundary(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		m := e.mesh(t, Mesh{})
+		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
+		created := e.clock.Now()
+		first := e.accept(t, dm(m, alice, bob, "b-1", "x"), dm(m, alice, bob, "b-2", "x"))
+		second := e.accept(t, dm(m, alice, bob, "b-3", "x"))
+		if !(first[0].BrokerMessageID < first[1].BrokerMessageID && first[1].BrokerMessageID < second[0].BrokerMessageID) {
+			t.Fatalf("ids of one millisecond out of accept order: %s %s %s", first[0].BrokerMessageID, first[1].BrokerMessageID,
+				second[0].BrokerMessageID)
+		}
+		e.clock.Advance(time.Minute)
+		e.accept(t, dm(m, alice, bob, "b-later", "x"))
+		for _, c := range []struct {
+			cutoff time.Time
+			want   int64
+		}{{created, 0}, {created.Add(500 * time.Microsecond), 3}, {created.Add(time.Minute), 0}, {created.Add(time.Hour), 1}} {
+			if n, err := e.s.PruneMessages(ctx, c.cutoff); err != nil || n != c.want {
+				t.Errorf("PruneMessages(created %+v) = %d, %v; want %d", c.cutoff.Sub(created), n, err, c.want)
+			}
+		}
+	})
+}

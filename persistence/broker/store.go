@@ -48,15 +48,19 @@ package broker
 import (
 	"cmp"
 	"context"
+	crand "crypto/rand"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
@@ -118,6 +122,10 @@ type Store struct {
 	// the accept path: a mesh row is never changed after its creation, so
 	// a cached one never goes stale. A mesh not found is not cached.
 	dedupeOf sync.Map
+	// messageIDs is the entropy of message ids (claim): monotonic within
+	// a millisecond, so that the ids of one millisecond's accepts keep
+	// their order.
+	messageIDs io.Reader
 }
 
 // Open opens (and on SQLite creates) the database, applies the embedded
@@ -126,7 +134,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if (opts.Dir == "") == (opts.DatabaseURL == "") {
 		return nil, errors.New("broker store: set exactly one of Dir and DatabaseURL")
 	}
-	s := &Store{now: opts.Now, log: opts.Log}
+	s := &Store{now: opts.Now, log: opts.Log,
+		messageIDs: &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(crand.Reader, 0)}}
 	if s.now == nil {
 		s.now = time.Now
 	}
