@@ -18,8 +18,9 @@
 //   - Times are time.Time in the Go API, truncated to milliseconds. SQLite
 //     stores Unix milliseconds (INTEGER), PostgreSQL TIMESTAMPTZ. The clock is
 //     the broker's (Options.Now), not the database's.
-//   - broker_message_id and history_id are ULIDs (TEXT). A history_id sorts
-//     by accept time; it is an opaque token for the daemon.
+//   - broker_message_id and history_id are ULIDs (TEXT). A message's id
+//     carries its created_at (retention finds old messages by id); a
+//     history_id sorts by accept time and is an opaque token for the daemon.
 //   - Invites are v1 signed tokens (messages.InvitePayload) signed by a
 //     per-mesh owner key the store makes at the mesh's first invite and
 //     keeps (mesh_owner_key); only a token's SHA-256 is stored. Two
@@ -60,11 +61,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	"github.com/jmoiron/sqlx"
+	"github.com/oklog/ulid/v2"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/claudemesh/claudemesh-go/persistence"
