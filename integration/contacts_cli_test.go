@@ -15,7 +15,8 @@ import (
 // naming rev as its recipient) and `daemon outbox list` say by whom and
 // until when; once rev accepts the
 // request they say so; under block_all the next DM is refused, with the
-// reason.
+// reason. Accepting a request nobody sent, or acknowledging no message, is
+// refused in the command line's words.
 func TestContactPolicyCLI(t *testing.T) {
 	e, _ := localAgents(t, "rev")
 	cli := func(args ...string) string {
@@ -55,6 +56,19 @@ func TestContactPolicyCLI(t *testing.T) {
 	cli("contacts", "accept", "local", "--mesh", "rev")
 	waitOut(held+`\S+  accepted by rev as a contact`, "inbox", "thread", "held-1", "--mesh", "local")
 
+	// Refusals in the command line's words, not the API's routes.
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"contacts", "accept", "nobody", "--mesh", "rev"}, "no pending contact request from nobody; claudemesh contacts requests lists them"},
+		{[]string{"inbox", "ack", "no-such-id"}, "no such message in the inbox; give the id that claudemesh inbox --json prints"},
+	} {
+		r := runCLI(t, e, c.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, c.says) || strings.Contains(r.stderr, "/v1/") {
+			t.Errorf("claudemesh %s: exit %d %s", strings.Join(c.args, " "), r.code, r.stderr)
+		}
+	}
 	cli("contacts", "policy", "block_all", "--mesh", "rev")
 	cli("send", "--mesh", "local", "--client-message-id", "refused-1", "rev", "anyone there?")
 	waitOut(`refused-1 .*done .*refused by rev: `+regexp.QuoteMeta(messages.ReasonBlockAll),

@@ -80,7 +80,8 @@ func (c *contactsRefuseCmd) Run() error { return decideContact(c.topicFlags, c.P
 func decideContact(f topicFlags, peer string, accept bool) error {
 	req := &messages.ContactDecisionRequest{Mesh: f.Mesh, Peer: peer}
 	return topicRun(f, func(ctx context.Context, client *ipc.Client) (*messages.ContactDecided, error) {
-		return client.DecideContact(ctx, req, accept)
+		res, err := client.DecideContact(ctx, req, accept)
+		return res, mailError(err, peer)
 	}, func(res *messages.ContactDecided) error {
 		what := "dropped"
 		if accept {

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -168,7 +169,8 @@ type inboxAckCmd struct {
 
 func (c *inboxAckCmd) Run() error {
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.InboxAcked, error) {
-		return client.AckMessage(ctx, c.ID)
+		res, err := client.AckMessage(ctx, c.ID)
+		return res, mailError(err, "")
 	}, func(res *messages.InboxAcked) error {
 		fmt.Printf("acknowledged %s (client_message_id %s) at %s; receipt %s %s\n", res.ID, printable(res.ClientMessageID),
 			res.AckedAt, res.ReceiptClientMessageID, res.ReceiptStatus)
@@ -235,4 +237,24 @@ func (c *inboxAwaitingAckCmd) Run() error {
 		}
 		return nil
 	})
+}
+
+// mailError says the daemon's refusals of a mail command in the command
+// line's words (the API's name its routes); peer is the one a contacts
+// decision named. Any other error is as it was.
+func mailError(err error, peer string) error {
+	var me *messages.Error
+	if !errors.As(err, &me) {
+		return err
+	}
+	switch me.Code {
+	case messages.CodeInboxRowNotFound:
+		return fmt.Errorf("%s: no such message in the inbox; give the id that claudemesh inbox --json prints for it", me.Code)
+	case messages.CodeMessageHeld:
+		return fmt.Errorf("%s: the message waits in a contact request from a stranger; accept the request first "+
+			"(claudemesh contacts requests lists it, claudemesh contacts accept <peer> accepts it)", me.Code)
+	case messages.CodeNoContactRequest:
+		return fmt.Errorf("%s: no pending contact request from %s; claudemesh contacts requests lists them", me.Code, printable(peer))
+	}
+	return err
 }
