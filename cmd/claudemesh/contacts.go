@@ -99,8 +99,8 @@ func (c *contactsListCmd) Run() error {
 	var names map[string]string
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.Contacts, error) {
 		res, err := client.Contacts(ctx, c.Mesh)
-		if err == nil && len(res.Contacts) > 0 && !c.JSON {
-			names = peerNames(ctx, client, c.Mesh)
+		if err == nil {
+			names = c.peerNames(ctx, client, len(res.Contacts))
 		}
 		return res, err
 	}, func(res *messages.Contacts) error {

@@ -42,7 +42,11 @@ type threadView struct {
 
 func (c *inboxThreadCmd) Run() error {
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*threadView, error) {
-		return loadThread(ctx, client, c.ID, c.Mesh)
+		v, err := loadThread(ctx, client, c.ID, c.Mesh)
+		if err == nil {
+			v.names = c.peerNames(ctx, client, len(v.Sent))
+		}
+		return v, err
 	}, func(v *threadView) error {
 		if len(v.Received)+len(v.Sent) == 0 {
 			fmt.Printf("no message in thread %s\n", printable(v.Thread))
@@ -72,18 +76,19 @@ func loadThread(ctx context.Context, client *ipc.Client, thread, mesh string) (*
 		return nil, err
 	}
 	slices.Reverse(out.Items) // oldest first, as the inbox
-	v := &threadView{Thread: thread, Received: in.Items, Sent: out.Items}
-	if len(out.Items) > 0 {
-		v.names = peerNames(ctx, client, mesh)
-	}
-	return v, nil
+	return &threadView{Thread: thread, Received: in.Items, Sent: out.Items}, nil
 }
 
-// peerNames are the display names of mesh's peers (every mesh's, for an
-// empty mesh) by pubkey; none when the daemon cannot list them (a name is
-// a nicety: the line shows the key instead).
-func peerNames(ctx context.Context, client *ipc.Client, mesh string) map[string]string {
-	peers, err := client.Peers(ctx, mesh)
+// peerNames are the display names of the mesh's peers (every mesh's, for
+// no --mesh) by pubkey, for the n lines about to name peers: none asked
+// for when there are none, or with --json (which prints keys). None either
+// when the daemon cannot list them: a name is a nicety, and the line shows
+// the key instead.
+func (f topicFlags) peerNames(ctx context.Context, client *ipc.Client, n int) map[string]string {
+	if n == 0 || f.JSON {
+		return nil
+	}
+	peers, err := client.Peers(ctx, f.Mesh)
 	if err != nil {
 		return nil
 	}
@@ -223,8 +228,8 @@ func (c *inboxAwaitingAckCmd) Run() error {
 	var names map[string]string
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.OutboxPage, error) {
 		page, err := client.Outbox(ctx, q)
-		if err == nil && len(page.Items) > 0 && !c.JSON {
-			names = peerNames(ctx, client, c.Mesh)
+		if err == nil {
+			names = c.peerNames(ctx, client, len(page.Items))
 		}
 		return page, err
 	}, func(page *messages.OutboxPage) error {
