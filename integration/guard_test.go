@@ -237,4 +237,16 @@ func TestGuardSessionFromHook(t *testing.T) {
 	if _, err := os.Stat(tokenFile); !os.IsNotExist(err) {
 		t.Errorf("the token file after the session ended: %v", err)
 	}
+	// A shell left with the ended session's token: the guard lets the
+	// commit through, saying in the command line's words why it could not
+	// check it.
+	if err := os.WriteFile(filepath.Join(repo, "src", "app.py"), []byte("y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, repo, os.Environ(), "add", "src/app.py")
+	staleEnv := append(e.environ(), "CLAUDEMESH_IPC_TOKEN="+sess.token)
+	if out, code := gitRun(t, repo, staleEnv, "commit", "-q", "-m", "after the session"); code != 0 ||
+		!strings.Contains(out, "session_unknown") || !strings.Contains(out, "unset CLAUDEMESH_IPC_TOKEN ") || strings.Contains(out, "/v1/") {
+		t.Errorf("a commit with the ended session's token: exit %d\n%s", code, out)
+	}
 }

@@ -216,9 +216,24 @@ func TestSessionCLI(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "ant") || !strings.Contains(r.stdout, "bee") {
 		t.Fatalf("sessions: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	gone := withEnv(e, "CLAUDEMESH_IPC_TOKEN="+strings.Repeat("ab", 32))
-	if r := runCLI(t, gone, "peers"); r.code == 0 || !strings.Contains(r.stderr, "register") {
-		t.Fatalf("peers with an unknown session token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	// A shell left with a token no session holds: each command says what
+	// to do in the command line's words, naming the variable it read.
+	stale := strings.Repeat("ab", 32)
+	gone := withEnv(e, "CLAUDEMESH_IPC_TOKEN="+stale)
+	for _, args := range [][]string{{"peers"}, {"send", "bee", "hi"}, {"inbox"}, {"contacts", "list"}} {
+		r := runCLI(t, gone, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "session_unknown") || !strings.Contains(r.stderr, "unset CLAUDEMESH_IPC_TOKEN ") ||
+			strings.Contains(r.stderr, "/v1/") || strings.Contains(r.stderr, "TOKEN_FILE") {
+			t.Errorf("%v with an unknown session token: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	staleFile := e.configDir + "/stale-token"
+	if err := os.WriteFile(staleFile, []byte(stale+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, withEnv(e, "CLAUDEMESH_IPC_TOKEN_FILE="+staleFile), "send", "bee", "hi"); r.code != 1 ||
+		!strings.Contains(r.stderr, "unset CLAUDEMESH_IPC_TOKEN_FILE") || strings.Contains(r.stderr, "/v1/") {
+		t.Errorf("send with an unknown session's token file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
 

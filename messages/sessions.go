@@ -10,6 +10,13 @@ import (
 // `Authorization: ClaudeMesh-Session <64 hex>`.
 const SessionHeader = "ClaudeMesh-Session"
 
+// The daemon's refusals of a session token: no session holds it (401), or
+// its session's identity is not attached to its mesh at the moment (503).
+const (
+	CodeSessionUnknown      = "session_unknown"
+	CodeSessionNotConnected = "session_not_connected"
+)
+
 // RegisterSession is the body of POST /v1/sessions/register, in the
 // upstream shape. Token is the session's IPC token (64 hex) the agent will
 // present; SessionID is the agent's own session id (Claude Code's session

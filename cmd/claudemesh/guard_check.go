@@ -65,12 +65,17 @@ func (c *guardCheckCmd) Run() error {
 // cannotAsk lets the commit through with a warning, or refuses it when
 // the guard was installed to.
 func (c *guardCheckCmd) cannotAsk(err error) error {
-	if c.Offline == "refuse" {
-		return &exitError{code: 3, err: fmt.Errorf("guard: the daemon could not answer (%v), and this guard refuses then: "+
-			"start it (claudemesh daemon up), or skip the check with git %s --no-verify", err, strings.TrimPrefix(c.Hook, "pre-"))}
+	verb := strings.TrimPrefix(c.Hook, "pre-")
+	why, fix := err.Error(), "start it (claudemesh daemon up)"
+	if s := sessionRefusal(err); s != "" { // the committing shell's session is gone
+		why, fix = s, fmt.Sprintf("%s in a live session, or with %s unset", verb, agent.SessionSource())
 	}
-	fmt.Fprintf(os.Stderr, "claudemesh guard: warning: the daemon could not answer (%v); %s not checked against reservations\n",
-		printableLines(err.Error()), strings.TrimPrefix(c.Hook, "pre-"))
+	if c.Offline == "refuse" {
+		return &exitError{code: 3, err: fmt.Errorf("guard: the daemon could not answer (%s), and this guard refuses then: "+
+			"%s, or skip the check with git %s --no-verify", why, fix, verb)}
+	}
+	fmt.Fprintf(os.Stderr, "claudemesh guard: warning: the daemon could not answer (%s); %s not checked against reservations\n",
+		printableLines(why), verb)
 	return nil
 }
 

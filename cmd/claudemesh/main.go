@@ -124,7 +124,11 @@ func main() {
 			ee = &exitError{code: 1, err: err}
 		}
 		if !ee.reported {
-			fmt.Fprintln(os.Stderr, "claudemesh:", printableLines(err.Error())) // errors quote brokers' and peers' text
+			msg := err.Error()
+			if s := sessionRefusal(err); s != "" {
+				msg = s
+			}
+			fmt.Fprintln(os.Stderr, "claudemesh:", printableLines(msg)) // errors quote brokers' and peers' text
 		}
 		os.Exit(ee.code)
 	}

@@ -99,7 +99,7 @@ func (c *sendCmd) asSession(client *ipc.Client, direct bool) error {
 	defer cancel()
 	me, err := client.SessionMe(ctx)
 	if err != nil {
-		return fmt.Errorf("this command runs inside an agent session (%s), which the daemon does not answer for: %w", agent.EnvTokenFile, err)
+		return fmt.Errorf("this command runs inside an agent session (%s), which the daemon does not answer for: %w", agent.SessionSource(), err)
 	}
 	if c.Mesh != "" && c.Mesh != me.Mesh {
 		return usageErr("this agent session belongs to mesh %s; --mesh %s needs a shell outside the session", me.Mesh, c.Mesh)

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -30,4 +33,26 @@ func (c *sessionsCmd) Run() error {
 			return row(s.Mesh, s.DisplayName, s.SessionID, strconv.Itoa(s.PID), short(s.Presence.SessionPubkey, 16),
 				time.UnixMilli(s.RegisteredAt).UTC().Format(time.RFC3339))
 		})
+}
+
+// sessionRefusal is the daemon's refusal of the agent session this shell
+// runs in, in the command line's words: what to do about it, for any
+// command that acts as the session (the daemon's own words name an API
+// route). "" for any other error.
+func sessionRefusal(err error) string {
+	var me *messages.Error
+	if !errors.As(err, &me) {
+		return ""
+	}
+	src := agent.SessionSource()
+	switch me.Code {
+	case messages.CodeSessionUnknown:
+		return fmt.Sprintf("%s: this shell belongs to an agent session (%s) that the daemon no longer knows: it ended, or its process is gone. "+
+			"Run the command in a live session (claudemesh launch starts one), or unset %s to act as this machine's own identity",
+			me.Code, src, src)
+	case messages.CodeSessionNotConnected:
+		return fmt.Sprintf("%s: this shell's agent session (%s) is not attached to its mesh right now (the daemon is attaching it, "+
+			"or it has just ended); run the command again in a moment", me.Code, src)
+	}
+	return ""
 }

@@ -70,7 +70,7 @@ func (s *Server) withSession(r *http.Request) (*http.Request, error) {
 	}
 	sess := s.opts.Sessions.Lookup(strings.ToLower(tok))
 	if sess == nil {
-		return nil, &messages.Error{Status: http.StatusUnauthorized, Code: "session_unknown",
+		return nil, &messages.Error{Status: http.StatusUnauthorized, Code: messages.CodeSessionUnknown,
 			Detail: "no session is registered with this token (it ended or its process is gone): register it again with POST /v1/sessions/register"}
 	}
 	return r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)), nil
@@ -109,7 +109,7 @@ func (s *Server) Served(slug string) (*Mesh, error) {
 	if m := s.served(slug); m != nil {
 		return m, nil
 	}
-	return nil, &messages.Error{Status: http.StatusServiceUnavailable, Code: "session_not_connected",
+	return nil, &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeSessionNotConnected,
 		Detail: "this session's identity is not attached (the daemon is attaching it or it was just deregistered); retry, or register it again"}
 }
 

@@ -40,7 +40,7 @@ func (m *mcpServer) toolError(s *Session, err error) error {
 // daemonRefusal is the sentence for an error answer of the daemon.
 func daemonRefusal(s *Session, me *messages.Error) error {
 	switch {
-	case me.Code == "session_unknown" || me.Code == "session_not_connected":
+	case me.Code == messages.CodeSessionUnknown || me.Code == messages.CodeSessionNotConnected:
 		if s != nil {
 			s.doubt()
 		}

@@ -71,6 +71,15 @@ func SessionToken() (string, error) {
 	return tok, nil
 }
 
+// SessionSource names the variable SessionToken reads the token from:
+// EnvTokenFile when it is set, else EnvToken.
+func SessionSource() string {
+	if os.Getenv(EnvTokenFile) != "" {
+		return EnvTokenFile
+	}
+	return EnvToken
+}
+
 // InsideSession reports whether the environment describes a session this
 // process runs in (an enclosing `claudemesh launch`).
 func InsideSession() bool { return os.Getenv(EnvTokenFile) != "" || os.Getenv(EnvToken) != "" }
