@@ -94,9 +94,11 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 // maps up to DefaultReadMmapBytes of it.
 func OpenSQLite(ctx context.Context, path string, readConns int) (*sqlx.DB, error) {
 	q := url.Values{}
+	// The busy timeout first: switching a new file to WAL takes a lock that
+	// another process creating it too may hold (hook receivers racing).
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", DefaultBusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", DefaultBusyTimeout.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	conns := readConns

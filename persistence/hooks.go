@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -41,7 +43,12 @@ type Hooks struct {
 // losing undelivered hook events costs presence updates, while refusing
 // to start would cost every message.
 func OpenHooks(ctx context.Context, path string, log *slog.Logger) (*Hooks, error) {
+	unlock, err := lockHooksCreation(path)
+	if err != nil {
+		return nil, err
+	}
 	db, err := openRecovering(ctx, path, HooksMigrations, "hooks", log)
+	unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +58,35 @@ func OpenHooks(ctx context.Context, path string, log *slog.Logger) (*Hooks, erro
 // CreateHooks creates hooks.db with its schema (mode 0600) and closes it:
 // what a receiver does when it finds no hook_outbox table.
 func CreateHooks(ctx context.Context, path string) error {
+	unlock, err := lockHooksCreation(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	db, err := Open(ctx, path, HooksMigrations)
 	if err != nil {
 		return err
 	}
 	return db.Close()
+}
+
+// lockHooksCreation takes hooks.db.lock beside path (an flock, held only
+// while hooks.db is opened to be created or migrated): the first hook
+// receivers of a machine, and a daemon starting, may all find no hooks.db
+// at once, and SQLite's switch of a new file to WAL does not wait for
+// another process doing the same (it fails "database is locked"). In
+// turns, one creates it and the others find it made. The kernel releases
+// the lock of a process that dies.
+func lockHooksCreation(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("open %s.lock: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s.lock: %w", path, err)
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
 func prepareHooks(ctx context.Context, db *DB) (*Hooks, error) {

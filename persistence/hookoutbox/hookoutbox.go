@@ -47,6 +47,7 @@ type Row struct {
 // Writer appends rows to one hooks.db.
 type Writer struct {
 	path   string
+	dsn    string
 	db     *sql.DB
 	create func(ctx context.Context, path string) error
 }
@@ -55,18 +56,24 @@ type Writer struct {
 // its schema when the first insert finds neither (nil: that insert fails).
 // Nothing is opened until the first Append.
 func Open(path string, create func(ctx context.Context, path string) error) (*Writer, error) {
-	dsn := fmt.Sprintf("file:%s?mode=rw&_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)", path, BusyTimeout.Milliseconds())
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(1)
-	return &Writer{path: path, db: db, create: create}, nil
+	w := &Writer{path: path, create: create,
+		dsn: fmt.Sprintf("file:%s?mode=rw&_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)", path, BusyTimeout.Milliseconds())}
+	return w, w.open()
 }
 
-// Append inserts row, created (and due) at now. A hooks.db that does not
-// exist yet, or has no hook_outbox table, is created through the create
-// function and the insert tried once more.
+func (w *Writer) open() error {
+	db, err := sql.Open("sqlite", w.dsn)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", w.path, err)
+	}
+	db.SetMaxOpenConns(1)
+	w.db = db
+	return nil
+}
+
+// Append inserts row, created (and due) at now. A hooks.db that is not
+// there yet, or not yet whole (notReady), is created through the create
+// function and the insert tried once more, on a fresh connection.
 func (w *Writer) Append(ctx context.Context, row Row, now time.Time) error {
 	ms := now.UnixMilli()
 	insert := func() error {
@@ -74,10 +81,14 @@ func (w *Writer) Append(ctx context.Context, row Row, now time.Time) error {
 		return err
 	}
 	err := insert()
-	if err == nil || !missing(err) || w.create == nil {
+	if err == nil || !notReady(err) || w.create == nil {
 		return wrap(w.path, err)
 	}
-	cerr := w.create(ctx, w.path) // another receiver may be creating it too; the insert decides
+	cerr := w.create(ctx, w.path) // receivers racing take turns; the insert decides
+	w.db.Close()
+	if err := w.open(); err != nil {
+		return wrap(w.path, errors.Join(err, cerr))
+	}
 	if err = insert(); err != nil && cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -133,11 +144,16 @@ func wrap(path string, err error) error {
 	return fmt.Errorf("write %s: %w", path, err)
 }
 
-// missing reports the errors of a hooks.db that is not there yet: the
-// file cannot be opened (mode=rw does not create it), or it has no table.
-func missing(err error) bool {
+// notReady reports the errors of a hooks.db that is not there yet, or
+// not yet whole: the file cannot be opened (mode=rw does not create it),
+// it has no table, or the connection met it while another process was
+// creating it, which SQLite then refuses to write through ("attempt to
+// write a readonly database"; a file that really is read-only fails the
+// same way once more, through a fresh connection, after the attempt to
+// create it).
+func notReady(err error) bool {
 	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN {
+	if errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_CANTOPEN || se.Code()&0xff == sqlite3.SQLITE_READONLY) {
 		return true
 	}
 	return strings.Contains(err.Error(), "no such table")
