@@ -213,7 +213,8 @@ func (b *Broker) health() any {
 // Close says goodbye to every connection (1001) and waits, at most as long
 // as ctx allows, for their actors to have written their close, then stops
 // listening for other brokers and stops the actors. Close the HTTP server
-// first: a connection upgraded meanwhile would not be waited for.
+// first, so that it takes no more requests; an upgrade it left running is
+// waited for, or refused (wsserver.Server.Shutdown).
 func (b *Broker) Close(ctx context.Context) {
 	if err := b.handler.Shutdown(ctx); err != nil {
 		b.log.Warn("connections did not close in time", "err", err)

@@ -129,6 +129,11 @@ type Server struct {
 	// and pendingAll all of them.
 	pending    map[string]int
 	pendingAll int
+	// closed is set by Shutdown; upgrading counts the upgrades begun
+	// before it, which Shutdown waits for (an HTTP server's shutdown does
+	// not wait for a handler whose connection it has handed over).
+	closed    bool
+	upgrading sync.WaitGroup
 }
 
 // New returns a server that opens a Session per WebSocket and serves
@@ -153,11 +158,23 @@ func New(open Opener, health func() any, extra map[string]http.Handler, limits L
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Shutdown closes every WebSocket with 1001 "going away" (after the frames
-// already queued) and waits until they are closed or ctx ends. New upgrades
-// must already be stopped (http.Server.Shutdown does not cover hijacked
-// connections).
+// Shutdown refuses new upgrades (503), waits for those under way to have
+// opened their session, then closes every WebSocket with 1001 "going
+// away" (after the frames already queued) and waits until they are closed
+// or ctx ends. Once it has returned no session is opened any more, even by
+// an upgrade that an HTTP server's shutdown left running (it does not wait
+// for hijacked connections).
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	upgraded := make(chan struct{})
+	go func() { s.upgrading.Wait(); close(upgraded) }()
+	select {
+	case <-upgraded:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	s.mu.Lock()
 	open := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
@@ -182,6 +199,17 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the WebSocket endpoint is /ws, without a query string", http.StatusBadRequest)
 		return
 	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.upgrading.Add(1) // under mu: never after Shutdown began to wait
+	}
+	s.mu.Unlock()
+	if closed {
+		http.Error(w, "the broker is shutting down; connect again shortly", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.upgrading.Done()
 	source := sourceOf(r.RemoteAddr)
 	if !s.takePending(source, s.limits.CapLoopback || !isLoopback(source)) {
 		s.log.Warn("ws_pending_cap", "source", source, "per_source", s.limits.PendingPerSource, "all", s.limits.Pending)
