@@ -76,17 +76,29 @@ func CreateHooks(ctx context.Context, path string) error {
 // at once, and SQLite's switch of a new file to WAL does not wait for
 // another process doing the same (it fails "database is locked"). In
 // turns, one creates it and the others find it made. The kernel releases
-// the lock of a process that dies.
+// the lock of a process that dies; one that holds it stopped (a
+// suspended agent's receiver) is waited for DefaultBusyTimeout at most,
+// and then creating goes on without the turn, as it did before the lock.
 func lockHooksCreation(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("open %s.lock: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s.lock: %w", path, err)
+	deadline := time.Now().Add(DefaultBusyTimeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { f.Close() }, nil // closing the file releases the lock
+		case !errors.Is(err, syscall.EWOULDBLOCK):
+			f.Close()
+			return nil, fmt.Errorf("lock %s.lock: %w", path, err)
+		case time.Now().After(deadline):
+			f.Close()
+			return func() {}, nil
+		}
+		time.Sleep(wait) // another process creates it: milliseconds
 	}
-	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
 func prepareHooks(ctx context.Context, db *DB) (*Hooks, error) {

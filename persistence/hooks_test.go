@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,6 +243,31 @@ func TestHooksRecoverLocks(t *testing.T) {
 func TestHookReceiverCreatesDB(t *testing.T) {
 	for range 100 {
 		raceHooksCreation(t)
+	}
+}
+
+// TestHooksCreationStuckHolder: a process holding hooks.db.lock and never
+// letting go (stopped) holds up the creation of hooks.db for
+// DefaultBusyTimeout, not for ever: the receiver's row lands.
+func TestHooksCreationStuckHolder(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "hooks.db")
+	held, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX); err != nil { // another open file: another holder
+		t.Fatal(err)
+	}
+	w, err := hookoutbox.Open(path, CreateHooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Append(context.Background(), hookoutbox.Row{SessionID: "s", Agent: "claude", EventType: "session_start",
+		Payload: []byte(`{}`)}, time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }
 
