@@ -80,19 +80,13 @@ func loadThread(ctx context.Context, client *ipc.Client, thread, mesh string) (*
 }
 
 // peerNames are the display names of the mesh's peers (every mesh's, for
-// no --mesh) by pubkey, for the n lines about to name peers: none asked
-// for when there are none, or with --json (which prints keys). None either
-// when the daemon cannot list them: a name is a nicety, and the line shows
-// the key instead.
+// no --mesh) for the n lines about to name peers (ipc.Client.PeerNames);
+// none asked for with --json, which prints keys.
 func (f topicFlags) peerNames(ctx context.Context, client *ipc.Client, n int) map[string]string {
-	if n == 0 || f.JSON {
+	if f.JSON {
 		return nil
 	}
-	peers, err := client.Peers(ctx, f.Mesh)
-	if err != nil {
-		return nil
-	}
-	return ipc.PeerNames(peers)
+	return client.PeerNames(ctx, f.Mesh, n)
 }
 
 // recipient is a sent message's destination for a line: the name the

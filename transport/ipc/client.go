@@ -275,9 +275,20 @@ type MeshPeer struct {
 	messages.Peer
 }
 
-// PeerNames are the display names of peers by lower-case pubkey (peers
-// without one left out).
-func PeerNames(peers []MeshPeer) map[string]string {
+// PeerNames are the display names of mesh's peers (every mesh's when it
+// is empty; a session's client sees its session's) by lower-case pubkey,
+// for n lines about to name peers: nil when n is 0, and when the daemon
+// cannot list them, since a name is a nicety beside the key the line shows
+// instead. It asks GET /v1/peers once, without waiting for a broker
+// connection that is down.
+func (c *Client) PeerNames(ctx context.Context, mesh string, n int) map[string]string {
+	if n == 0 {
+		return nil
+	}
+	peers, err := c.Peers(ctx, mesh)
+	if err != nil {
+		return nil
+	}
 	names := make(map[string]string, len(peers))
 	for _, p := range peers {
 		if p.DisplayName != "" {

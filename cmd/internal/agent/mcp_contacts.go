@@ -105,7 +105,7 @@ func (m *mcpServer) listContacts(ctx context.Context, _ *mcp.CallToolRequest, _ 
 		Requests: make([]contactRequestIn, 0, len(reqs.Requests))}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Contact policy: %s. %d contact(s), %d pending request(s).\n", c.Policy, len(c.Contacts), len(reqs.Requests))
-	names := m.peerNames(ctx, s, len(c.Contacts))
+	names := s.as().PeerNames(ctx, "", len(c.Contacts))
 	for _, k := range c.Contacts {
 		k.Name = k.DisplayName(names)
 		out.Contacts = append(out.Contacts, contactOut{Name: k.Name, Pubkey: k.Pubkey, Via: k.Via})

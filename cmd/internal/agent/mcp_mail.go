@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // The mail tools: acknowledgements, search, threads, and the lists of
@@ -199,7 +198,7 @@ func (m *mcpServer) getThread(ctx context.Context, _ *mcp.CallToolRequest, in ge
 		out.Received = append(out.Received, toInboxMessage(it))
 		entries = append(entries, entry{rfc3339(it.ReceivedAt), formatMessage(it)})
 	}
-	names := m.peerNames(ctx, s, len(sent.Items))
+	names := s.as().PeerNames(ctx, "", len(sent.Items)) // the session's peers
 	for i := range sent.Items {
 		sm := toSentMessage(&sent.Items[i], names)
 		out.Sent = append(out.Sent, sm)
@@ -222,22 +221,6 @@ func (m *mcpServer) getThread(ctx context.Context, _ *mcp.CallToolRequest, in ge
 func rfc3339(s string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s)
 	return t
-}
-
-// peerNames are the display names of the session's peers by pubkey, for
-// the n sent messages or contacts about to be shown (none asked for when n
-// is 0). Best effort, asked once: a name is a nicety beside the key, and
-// what the tool reads is local, so it does not wait for a broker
-// connection that is down.
-func (m *mcpServer) peerNames(ctx context.Context, s *Session, n int) map[string]string {
-	if n == 0 {
-		return nil
-	}
-	peers, err := s.as().Peers(ctx, "")
-	if err != nil {
-		return nil
-	}
-	return ipc.PeerNames(peers)
 }
 
 func toSentMessage(it *messages.OutboxItem, names map[string]string) sentMessage {
@@ -311,7 +294,7 @@ func (m *mcpServer) listAwaitingAcks(ctx context.Context, _ *mcp.CallToolRequest
 	} else {
 		fmt.Fprintf(&b, "%d of your messages await an acknowledgement, newest first:\n", len(page.Items))
 	}
-	names := m.peerNames(ctx, s, len(page.Items))
+	names := s.as().PeerNames(ctx, "", len(page.Items))
 	for i := range page.Items {
 		sm := toSentMessage(&page.Items[i], names)
 		out.Messages = append(out.Messages, sm)
