@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 )
 
@@ -44,6 +45,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "claudemesh-mcp: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
 		os.Exit(2)
+	}
+	if err := sysmon.KeepAwake(); err != nil {
+		fmt.Fprintln(os.Stderr, "claudemesh-mcp:", err) // it serves on, its monitor sleeping deeply
 	}
 	paths, err := config.ResolvePaths()
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/deploy"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -57,6 +58,9 @@ func (c *daemonUpCmd) Run() error {
 	}
 	if !c.Foreground {
 		return c.detach(paths, cfg)
+	}
+	if err := sysmon.KeepAwake(); err != nil {
+		fmt.Fprintln(os.Stderr, "claudemesh:", err) // it runs on, its monitor sleeping deeply
 	}
 	gctune.Set(daemonGCPercent, gcMemoryLimit)
 	return c.serve(paths, cfg)

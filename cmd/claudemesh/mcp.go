@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 )
 
@@ -13,6 +17,9 @@ type mcpCmd struct {
 // Run serves MCP on stdin/stdout (cmd/internal/agent; claudemesh-mcp is
 // the same server in a binary of its own).
 func (c *mcpCmd) Run() error {
+	if err := sysmon.KeepAwake(); err != nil {
+		fmt.Fprintln(os.Stderr, "claudemesh mcp:", err) // it serves on, its monitor sleeping deeply
+	}
 	paths, err := config.ResolvePaths()
 	if err != nil {
 		return &exitError{code: 2, err: err}

@@ -1,0 +1,87 @@
+// Package sysmon keeps the Go runtime's system monitor awake in the
+// commands whose work arrives as many short events a second with idle
+// gaps between them: the daemon and the MCP server.
+//
+// The monitor (sysmon, a thread of every Go process) sleeps deeply once
+// every P is idle, and the next system call wakes it, after which it polls
+// every 20 µs until the process idles again. A daemon answering a message
+// every millisecond idles between messages hundreds of times a second, and
+// so do the MCP servers beside it; each time, their monitors wake, poll
+// and sleep again, context switches that take the two cores of a small
+// machine from the work (the MCP server spent 7.8 context switches a call,
+// some 40 % of them its monitor's). Told to trace the scheduler
+// (GODEBUG=schedtrace=N), the monitor never sleeps deeply; it backs off to
+// one look every 10 ms while nothing needs it instead. In alternated runs
+// of BenchmarkMCPMailSend that took a tenth to a fifth of the CPU a
+// message off the daemon and a quarter off the MCP server
+// (docs/BENCHMARKS.md, "Agent mail: messages").
+//
+// What it costs:
+//   - An idle process wakes about 100 times a second instead of about 15
+//     (some 2 ms of CPU a second against 0.5).
+//   - The trace it asks for is printed, one SCHED line on stderr, every
+//     2^31-1 ms (24.8 days) of the machine's monotonic clock: so once at
+//     start on a machine up for longer than that, and every 24.8 days
+//     after.
+//   - A fatal runtime error prints the scheduler's state beside its stack.
+//
+// The setting is read by the runtime at start only, so KeepAwake
+// re-executes the command once with it. GODEBUG naming schedtrace already
+// (schedtrace=0 opts out) is left as it is.
+package sysmon
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// Setting is the GODEBUG entry KeepAwake adds: the longest trace period
+// the runtime takes, in milliseconds.
+const Setting = "schedtrace=2147483647"
+
+// selfExe is the running binary (Linux); elsewhere os.Executable's answer.
+const selfExe = "/proc/self/exe"
+
+// KeepAwake re-executes the running command, same binary, arguments and
+// environment, with Setting added to GODEBUG, unless GODEBUG names
+// schedtrace already. It returns only when it did not re-execute: nil when
+// nothing was to be done, else why the exec failed (the command then runs
+// on as it is). Call it first, before the command opens anything.
+func KeepAwake() error {
+	godebug, ok := WithSetting(os.Getenv("GODEBUG"))
+	if !ok {
+		return nil
+	}
+	exe := selfExe
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("keep the runtime's monitor awake: %w", err)
+		}
+	}
+	env := []string{"GODEBUG=" + godebug}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GODEBUG=") {
+			env = append(env, kv)
+		}
+	}
+	if err := syscall.Exec(exe, os.Args, env); err != nil {
+		return fmt.Errorf("keep the runtime's monitor awake: re-execute %s: %w", exe, err)
+	}
+	return nil // not reached
+}
+
+// WithSetting is godebug with Setting added, and true; or godebug and
+// false when it names schedtrace already.
+func WithSetting(godebug string) (string, bool) {
+	for kv := range strings.SplitSeq(godebug, ",") {
+		if k, _, _ := strings.Cut(strings.TrimSpace(kv), "="); k == "schedtrace" {
+			return godebug, false
+		}
+	}
+	if strings.TrimSpace(godebug) == "" {
+		return Setting, true
+	}
+	return godebug + "," + Setting, true
+}

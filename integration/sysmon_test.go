@@ -1,0 +1,80 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// awakeSetting is what cmd/internal/sysmon adds to GODEBUG.
+const awakeSetting = "schedtrace=2147483647"
+
+// TestMonitorAwake: the daemon and both MCP servers run with the runtime's
+// monitor kept awake (awakeSetting in GODEBUG, by one re-execution that
+// keeps the process: startDaemon checks the pid the daemon answers with),
+// beside whatever GODEBUG said; GODEBUG naming schedtrace is left alone.
+func TestMonitorAwake(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/<pid>/environ")
+	}
+	for _, c := range []struct {
+		name, godebug, want string
+	}{
+		{"unset", "", awakeSetting},
+		{"other settings", "madvdontneed=1", "madvdontneed=1," + awakeSetting},
+		{"opted out", "schedtrace=0", "schedtrace=0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := localAgentsEnv(t)
+			e.extra = append(e.extra, "GODEBUG="+c.godebug)
+			d := startDaemon(t, e, "--no-tcp")
+			if got := godebugOf(t, d.pid()); got != c.want {
+				t.Errorf("daemon: GODEBUG %q, want %q", got, c.want)
+			}
+			for _, lean := range []bool{false, true} {
+				p := startMCP(t, e, fmt.Sprint("mon-", lean), mcpOptions{lean: lean})
+				mustNoErr(t, p)
+				if got := godebugOf(t, p.cmd.Process.Pid); got != c.want {
+					t.Errorf("MCP server (lean %v): GODEBUG %q, want %q", lean, got, c.want)
+				}
+			}
+			d.stop()
+			if s := d.stderr.String(); strings.Contains(s, "keep the runtime's monitor awake") {
+				t.Errorf("daemon could not re-execute:\n%s", s)
+			}
+		})
+	}
+}
+
+// mustNoErr answers a tool call: the server serves after its re-execution.
+func mustNoErr(t *testing.T, p *mcpProc) {
+	t.Helper()
+	if res := p.call("list_peers", map[string]any{}); res.IsError {
+		t.Fatalf("list_peers: %s", text(res))
+	}
+}
+
+// godebugOf is the GODEBUG of process pid's environment ("" when unset).
+func godebugOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("GODEBUG=")); ok {
+			got = append(got, string(v))
+		}
+	}
+	if len(got) > 1 {
+		t.Fatalf("pid %d has %d GODEBUGs: %q", pid, len(got), got)
+	}
+	if len(got) == 0 {
+		return ""
+	}
+	return got[0]
+}
