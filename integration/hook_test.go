@@ -518,19 +518,22 @@ func TestHookInstallCLI(t *testing.T) {
 	if r := runCLI(t, e, "install", "claude-code"); r.code != 0 || !strings.Contains(r.stdout, "hooks already installed") {
 		t.Errorf("install claude-code: %d %s%s", r.code, r.stdout, r.stderr)
 	}
-	// The MCP server registered is the lean claudemesh-mcp beside claudemesh.
+	// The MCP server registered is the lean claudemesh-mcp beside claudemesh,
+	// started with the GODEBUG it would otherwise re-execute itself for.
 	var cfg struct {
 		MCPServers map[string]struct {
-			Type    string   `json:"type"`
-			Command string   `json:"command"`
-			Args    []string `json:"args"`
+			Type    string            `json:"type"`
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
 		} `json:"mcpServers"`
 	}
 	if b, err := os.ReadFile(filepath.Join(home, ".claude.json")); err != nil || json.Unmarshal(b, &cfg) != nil {
 		t.Fatalf("~/.claude.json: %v\n%s", err, b)
 	}
-	if s := cfg.MCPServers["claudemesh"]; s.Type != "stdio" || s.Command != mcpBinPath || len(s.Args) != 0 {
-		t.Errorf("mcpServers.claudemesh = %+v, want stdio %s with no args", s, mcpBinPath)
+	if s := cfg.MCPServers["claudemesh"]; s.Type != "stdio" || s.Command != mcpBinPath || len(s.Args) != 0 ||
+		len(s.Env) != 1 || s.Env["GODEBUG"] != awakeSetting {
+		t.Errorf("mcpServers.claudemesh = %+v, want stdio %s with no args, GODEBUG %s", s, mcpBinPath, awakeSetting)
 	}
 	if again, _ := os.ReadFile(settings); !bytes.Equal(again, installed) {
 		t.Errorf("a second install changed the file:\n%s", again)

@@ -41,10 +41,11 @@ type rawResponse struct {
 }
 
 // startRawMCP starts claudemesh-mcp as the agent session name on e's
-// daemon and runs the initialize handshake.
+// daemon, with the environment install claude-code registers, and runs the
+// initialize handshake.
 func startRawMCP(b *testing.B, e *env, name string) *rawMCP {
 	c := &rawMCP{cmd: exec.Command(mcpBinPath, "--name", name)}
-	c.cmd.Env = e.environ()
+	c.cmd.Env = append(e.environ(), "GODEBUG="+awakeSetting)
 	c.cmd.Stderr = os.Stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {

@@ -16,6 +16,7 @@ const awakeSetting = "schedtrace=2147483647"
 // monitor kept awake (awakeSetting in GODEBUG, by one re-execution that
 // keeps the process: startDaemon checks the pid the daemon answers with),
 // beside whatever GODEBUG said; GODEBUG naming schedtrace is left alone.
+// So does the daemon `daemon up` detaches.
 func TestMonitorAwake(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/<pid>/environ")
@@ -44,6 +45,14 @@ func TestMonitorAwake(t *testing.T) {
 			d.stop()
 			if s := d.stderr.String(); strings.Contains(s, "keep the runtime's monitor awake") {
 				t.Errorf("daemon could not re-execute:\n%s", s)
+			}
+			// `daemon up` starts the detached daemon with it.
+			pid := startDetached(t, e, "--no-tcp")
+			if got := godebugOf(t, pid); got != c.want {
+				t.Errorf("detached daemon: GODEBUG %q, want %q", got, c.want)
+			}
+			if down := runCLI(t, e, "daemon", "down"); down.code != 0 {
+				t.Errorf("daemon down: exit %d %s", down.code, down.stderr)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -36,6 +37,7 @@ func detach(paths config.Paths, args []string) error {
 	}
 	defer logFile.Close()
 	cmd := exec.Command(exe, append(args, "--foreground")...)
+	cmd.Env, _ = sysmon.Environ() // what it would otherwise re-execute itself for
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // stdin is /dev/null when nil
 	if err := cmd.Start(); err != nil {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+
+	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 )
 
 type installCmd struct {
@@ -49,7 +51,9 @@ func (c *installClaudeCodeCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	server := claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{}}
+	// GODEBUG as the server would set it by re-executing itself
+	// (cmd/internal/sysmon), which it then need not do.
+	server := claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{"GODEBUG": sysmon.Setting}}
 	if lean := sibling(exe, leanMCP); lean != "" {
 		server.Command, server.Args = lean, []string{}
 	}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 )
 
 // claudeHome points HOME at a fresh directory (and unsets
@@ -29,7 +31,7 @@ func wantEntry(t *testing.T) map[string]any {
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
 		t.Fatal(err)
 	}
-	return map[string]any{"type": "stdio", "command": exe, "args": []any{"mcp"}, "env": map[string]any{}}
+	return map[string]any{"type": "stdio", "command": exe, "args": []any{"mcp"}, "env": map[string]any{"GODEBUG": sysmon.Setting}}
 }
 
 func readJSON(t *testing.T, path string) map[string]any {

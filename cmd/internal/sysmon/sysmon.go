@@ -12,9 +12,9 @@
 // some 40 % of them its monitor's). Told to trace the scheduler
 // (GODEBUG=schedtrace=N), the monitor never sleeps deeply; it backs off to
 // one look every 10 ms while nothing needs it instead. In alternated runs
-// of BenchmarkMCPMailSend that took a tenth to a fifth of the CPU a
-// message off the daemon and a quarter off the MCP server
-// (docs/BENCHMARKS.md, "Agent mail: messages").
+// of BenchmarkMCPMailSend that took up to a third of the CPU a message off
+// the daemon and 15-43 % off the MCP server (docs/BENCHMARKS.md, "Agent
+// mail: messages").
 //
 // What it costs:
 //   - An idle process wakes about 100 times a second instead of about 15
@@ -26,7 +26,9 @@
 //   - A fatal runtime error prints the scheduler's state beside its stack.
 //
 // The setting is read by the runtime at start only, so KeepAwake
-// re-executes the command once with it. GODEBUG naming schedtrace already
+// re-executes the command once with it (3-4 ms for claudemesh-mcp, 15 for
+// claudemesh; install claude-code registers the MCP server with it in its
+// environment, which spares that). GODEBUG naming schedtrace already
 // (schedtrace=0 opts out) is left as it is.
 package sysmon
 
@@ -50,7 +52,7 @@ const selfExe = "/proc/self/exe"
 // nothing was to be done, else why the exec failed (the command then runs
 // on as it is). Call it first, before the command opens anything.
 func KeepAwake() error {
-	godebug, ok := WithSetting(os.Getenv("GODEBUG"))
+	env, ok := Environ()
 	if !ok {
 		return nil
 	}
@@ -60,16 +62,27 @@ func KeepAwake() error {
 			return fmt.Errorf("keep the runtime's monitor awake: %w", err)
 		}
 	}
-	env := []string{"GODEBUG=" + godebug}
+	if err := syscall.Exec(exe, os.Args, env); err != nil {
+		return fmt.Errorf("keep the runtime's monitor awake: re-execute %s: %w", exe, err)
+	}
+	return nil // not reached
+}
+
+// Environ is this process's environment with Setting added to GODEBUG,
+// and true; or the environment as it is and false when GODEBUG names
+// schedtrace already. A command started with it need not re-execute.
+func Environ() ([]string, bool) {
+	godebug, ok := WithSetting(os.Getenv("GODEBUG"))
+	if !ok {
+		return os.Environ(), false
+	}
+	env := []string{"GODEBUG=" + godebug} // one GODEBUG: the runtime reads the first
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GODEBUG=") {
 			env = append(env, kv)
 		}
 	}
-	if err := syscall.Exec(exe, os.Args, env); err != nil {
-		return fmt.Errorf("keep the runtime's monitor awake: re-execute %s: %w", exe, err)
-	}
-	return nil // not reached
+	return env, true
 }
 
 // WithSetting is godebug with Setting added, and true; or godebug and
