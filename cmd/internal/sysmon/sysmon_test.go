@@ -1,6 +1,9 @@
 package sysmon
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestWithSetting(t *testing.T) {
 	for _, c := range []struct {
@@ -21,4 +24,35 @@ func TestWithSetting(t *testing.T) {
 			t.Errorf("WithSetting(%q) = %q, %v; want %q, %v", c.in, got, added, c.want, c.added)
 		}
 	}
+}
+
+// FuzzWithSetting: whatever GODEBUG holds, the answer names schedtrace
+// exactly once more than it did when it named none, and keeps every
+// entry it had, in order.
+func FuzzWithSetting(f *testing.F) {
+	for _, s := range []string{"", "madvdontneed=1", "schedtrace=0", "a=1,,b=2", " schedtrace = 5", "schedtracex=1", ",", "gctrace=1,schedtrace"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, godebug string) {
+		got, added := WithSetting(godebug)
+		if !added {
+			if got != godebug {
+				t.Fatalf("WithSetting(%q) changed it to %q without adding", godebug, got)
+			}
+			return
+		}
+		if strings.TrimSpace(godebug) == "" {
+			if got != Setting {
+				t.Fatalf("WithSetting(%q) = %q, want %q", godebug, got, Setting)
+			}
+			return
+		}
+		if got != godebug+","+Setting {
+			t.Fatalf("WithSetting(%q) = %q, want it with %q appended", godebug, got, Setting)
+		}
+		again, addedAgain := WithSetting(got)
+		if addedAgain || again != got {
+			t.Fatalf("WithSetting(%q) added again: %q", got, again)
+		}
+	})
 }
