@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -35,12 +36,14 @@ func TestMonitorAwake(t *testing.T) {
 			if got := godebugOf(t, d.pid()); got != c.want {
 				t.Errorf("daemon: GODEBUG %q, want %q", got, c.want)
 			}
+			wantComm(t, d.pid(), binPath)
 			for _, lean := range []bool{false, true} {
 				p := startMCP(t, e, fmt.Sprint("mon-", lean), mcpOptions{lean: lean})
 				mustNoErr(t, p)
 				if got := godebugOf(t, p.cmd.Process.Pid); got != c.want {
 					t.Errorf("MCP server (lean %v): GODEBUG %q, want %q", lean, got, c.want)
 				}
+				wantComm(t, p.cmd.Process.Pid, p.cmd.Path)
 			}
 			d.stop()
 			if s := d.stderr.String(); strings.Contains(s, "keep the runtime's monitor awake") {
@@ -63,6 +66,23 @@ func mustNoErr(t *testing.T, p *mcpProc) {
 	t.Helper()
 	if res := p.call("list_peers", map[string]any{}); res.IsError {
 		t.Fatalf("list_peers: %s", text(res))
+	}
+}
+
+// wantComm: process pid's name (what top shows, pgrep and killall match)
+// is its binary's, as before it re-executed itself.
+func wantComm(t *testing.T, pid int, bin string) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Base(bin)
+	if len(want) > 15 { // the kernel keeps 15 bytes
+		want = want[:15]
+	}
+	if got := strings.TrimSpace(string(b)); got != want {
+		t.Errorf("pid %d is named %q, want %q", pid, got, want)
 	}
 }
 

@@ -51,24 +51,23 @@ import (
 // the runtime takes, in milliseconds.
 const Setting = "schedtrace=2147483647"
 
-// selfExe is the running binary (Linux); elsewhere os.Executable's answer.
-const selfExe = "/proc/self/exe"
-
 // KeepAwake re-executes the running command, same binary, arguments and
 // environment, with Setting added to GODEBUG, unless GODEBUG names
 // schedtrace already. It returns only when it did not re-execute: nil when
 // nothing was to be done, else why the exec failed (the command then runs
 // on as it is). Call it first, before the command opens anything.
+//
+// The binary is re-executed by its path (os.Executable), not through
+// /proc/self/exe, whose name would become the process's (its comm: what
+// top shows and pgrep and killall match).
 func KeepAwake() error {
 	env, ok := Environ()
 	if !ok {
 		return nil
 	}
-	exe := selfExe
-	if _, err := os.Stat(exe); err != nil {
-		if exe, err = os.Executable(); err != nil {
-			return fmt.Errorf("keep the runtime's monitor awake: %w", err)
-		}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("keep the runtime's monitor awake: %w", err)
 	}
 	if err := syscall.Exec(exe, os.Args, env); err != nil {
 		return fmt.Errorf("keep the runtime's monitor awake: re-execute %s: %w", exe, err)
