@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,7 +53,7 @@ func benchFsync(b *testing.B, files int) {
 					b.Error(err)
 					return
 				}
-				if err := syscall.Fdatasync(int(f.Fd())); err != nil { // as SyncWAL
+				if err := fdatasync(int(f.Fd())); err != nil { // as SyncWAL
 					b.Error(err)
 					return
 				}

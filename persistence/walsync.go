@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"syscall"
 )
 
 // SyncWAL makes every transaction committed so far durable by fsyncing the
@@ -35,7 +34,7 @@ func SyncWAL(path string) error {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	defer f.Close()
-	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+	if err := fdatasync(int(f.Fd())); err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	return nil
