@@ -42,6 +42,11 @@ type daemonUpCmd struct {
 }
 
 func (c *daemonUpCmd) Run() error {
+	if c.Foreground { // first: what follows would be done again after it
+		if err := sysmon.KeepAwake(); err != nil {
+			fmt.Fprintln(os.Stderr, "claudemesh:", err) // it runs on, its monitor sleeping deeply
+		}
+	}
 	paths, err := config.ResolvePaths()
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -58,9 +63,6 @@ func (c *daemonUpCmd) Run() error {
 	}
 	if !c.Foreground {
 		return c.detach(paths, cfg)
-	}
-	if err := sysmon.KeepAwake(); err != nil {
-		fmt.Fprintln(os.Stderr, "claudemesh:", err) // it runs on, its monitor sleeping deeply
 	}
 	gctune.Set(daemonGCPercent, gcMemoryLimit)
 	return c.serve(paths, cfg)
