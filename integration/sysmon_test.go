@@ -39,7 +39,7 @@ func TestMonitorAwake(t *testing.T) {
 			wantComm(t, d.pid(), binPath)
 			for _, lean := range []bool{false, true} {
 				p := startMCP(t, e, fmt.Sprint("mon-", lean), mcpOptions{lean: lean})
-				mustNoErr(t, p)
+				p.mustCall("list_peers", map[string]any{}, nil) // it serves after its re-execution
 				if got := godebugOf(t, p.cmd.Process.Pid); got != c.want {
 					t.Errorf("MCP server (lean %v): GODEBUG %q, want %q", lean, got, c.want)
 				}
@@ -58,14 +58,6 @@ func TestMonitorAwake(t *testing.T) {
 				t.Errorf("daemon down: exit %d %s", down.code, down.stderr)
 			}
 		})
-	}
-}
-
-// mustNoErr answers a tool call: the server serves after its re-execution.
-func mustNoErr(t *testing.T, p *mcpProc) {
-	t.Helper()
-	if res := p.call("list_peers", map[string]any{}); res.IsError {
-		t.Fatalf("list_peers: %s", text(res))
 	}
 }
 
