@@ -32,6 +32,10 @@ import (
 // it took from the server measured (the rates were 25–45 % lower).
 //
 //	go test -run='^$' -bench=BenchmarkMCPMailSend -benchtime=5000x ./integration/
+//
+// With GODEBUG=schedtrace=0 in its environment, the daemon and the MCP
+// servers run with the runtime's monitor sleeping deeply, as before
+// cmd/internal/sysmon kept it awake (startRawMCP).
 func BenchmarkMCPMailSend(b *testing.B) {
 	for _, mode := range []string{"strict", "batched_50ms"} {
 		for _, clients := range []int{1, 16} {

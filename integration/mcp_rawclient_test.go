@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,10 +43,16 @@ type rawResponse struct {
 
 // startRawMCP starts claudemesh-mcp as the agent session name on e's
 // daemon, with the environment install claude-code registers, and runs the
-// initialize handshake.
+// initialize handshake. A GODEBUG of the benchmark's naming schedtrace is
+// left to it instead, as to the daemon: GODEBUG=schedtrace=0 measures
+// every process with the runtime's monitor sleeping deeply (the code
+// before cmd/internal/sysmon).
 func startRawMCP(b *testing.B, e *env, name string) *rawMCP {
 	c := &rawMCP{cmd: exec.Command(mcpBinPath, "--name", name)}
-	c.cmd.Env = append(e.environ(), "GODEBUG="+awakeSetting)
+	c.cmd.Env = e.environ()
+	if !strings.Contains(os.Getenv("GODEBUG"), "schedtrace") {
+		c.cmd.Env = append(c.cmd.Env, "GODEBUG="+awakeSetting)
+	}
 	c.cmd.Stderr = os.Stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
