@@ -17,7 +17,7 @@
 // mail: messages").
 //
 // What it costs:
-//   - An idle process wakes about 100 times a second instead of about 15
+//   - An idle process wakes about 100 times a second instead of 8-16
 //     (some 2 ms of CPU a second against 0.5).
 //   - The trace it asks for is printed, one SCHED line on stderr, every
 //     2^31-1 ms (24.8 days) of the machine's monotonic clock: so once at
