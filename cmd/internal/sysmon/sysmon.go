@@ -79,7 +79,7 @@ func KeepAwake() error {
 // and true; or the environment as it is and false when GODEBUG names
 // schedtrace already. A command started with it need not re-execute.
 func Environ() ([]string, bool) {
-	godebug, ok := WithSetting(os.Getenv("GODEBUG"))
+	godebug, ok := withSetting(os.Getenv("GODEBUG"))
 	if !ok {
 		return os.Environ(), false
 	}
@@ -92,9 +92,9 @@ func Environ() ([]string, bool) {
 	return env, true
 }
 
-// WithSetting is godebug with Setting added, and true; or godebug and
+// withSetting is godebug with Setting added, and true; or godebug and
 // false when it names schedtrace already.
-func WithSetting(godebug string) (string, bool) {
+func withSetting(godebug string) (string, bool) {
 	for kv := range strings.SplitSeq(godebug, ",") {
 		if k, _, _ := strings.Cut(strings.TrimSpace(kv), "="); k == "schedtrace" {
 			return godebug, false

@@ -19,9 +19,9 @@ func TestWithSetting(t *testing.T) {
 		{"schedtrace", "schedtrace", false},
 		{"scheddetail=1", "scheddetail=1," + Setting, true},
 	} {
-		got, added := WithSetting(c.in)
+		got, added := withSetting(c.in)
 		if got != c.want || added != c.added {
-			t.Errorf("WithSetting(%q) = %q, %v; want %q, %v", c.in, got, added, c.want, c.added)
+			t.Errorf("withSetting(%q) = %q, %v; want %q, %v", c.in, got, added, c.want, c.added)
 		}
 	}
 }
@@ -34,25 +34,25 @@ func FuzzWithSetting(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, godebug string) {
-		got, added := WithSetting(godebug)
+		got, added := withSetting(godebug)
 		if !added {
 			if got != godebug {
-				t.Fatalf("WithSetting(%q) changed it to %q without adding", godebug, got)
+				t.Fatalf("withSetting(%q) changed it to %q without adding", godebug, got)
 			}
 			return
 		}
 		if strings.TrimSpace(godebug) == "" {
 			if got != Setting {
-				t.Fatalf("WithSetting(%q) = %q, want %q", godebug, got, Setting)
+				t.Fatalf("withSetting(%q) = %q, want %q", godebug, got, Setting)
 			}
 			return
 		}
 		if got != godebug+","+Setting {
-			t.Fatalf("WithSetting(%q) = %q, want it with %q appended", godebug, got, Setting)
+			t.Fatalf("withSetting(%q) = %q, want it with %q appended", godebug, got, Setting)
 		}
-		again, addedAgain := WithSetting(got)
+		again, addedAgain := withSetting(got)
 		if addedAgain || again != got {
-			t.Fatalf("WithSetting(%q) added again: %q", got, again)
+			t.Fatalf("withSetting(%q) added again: %q", got, again)
 		}
 	})
 }
