@@ -70,6 +70,57 @@ func benchFsync(b *testing.B, files int) {
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 }
 
+// BenchmarkDiskFsyncFrames is the disk's cost of a commit's size: frames
+// WAL frames written as SQLite writes them (a 24-byte header, then a 4 KiB
+// page, each its own pwrite), then one fdatasync, per op.
+//
+//	go test -run='^$' -bench=BenchmarkDiskFsyncFrames -benchtime=2000x ./persistence/
+func BenchmarkDiskFsyncFrames(b *testing.B) {
+	for _, frames := range []int{1, 8, 12, 16} {
+		b.Run("frames="+strconv.Itoa(frames), func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "wal"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			const frame, logSize = 24 + 4096, 4 << 20
+			page := make([]byte, 4096)
+			if _, err := f.WriteAt(make([]byte, logSize), 0); err != nil { // a log already grown, as after its first checkpoint
+				b.Fatal(err)
+			}
+			if err := fdatasync(int(f.Fd())); err != nil {
+				b.Fatal(err)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			var off int64
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				for range frames {
+					if off+frame > logSize {
+						off = 0
+					}
+					if _, err := f.WriteAt(page[:24], off); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := f.WriteAt(page, off+24); err != nil {
+						b.Fatal(err)
+					}
+					off += frame
+				}
+				if err := fdatasync(int(f.Fd())); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
 // BenchmarkStoreAccept is the store's own ceiling: the §4.5 lookup and
 // insert of one row with prepared statements, batch rows per transaction,
 // each commit followed by the fsync of the WAL (as a strict accept's
