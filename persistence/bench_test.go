@@ -64,10 +64,15 @@ func benchFsync(b *testing.B, files int) {
 	wg.Wait()
 	b.StopTimer()
 	all := slices.Concat(lat...)
-	slices.Sort(all)
 	b.ReportMetric(float64(len(all))/b.Elapsed().Seconds(), "fsyncs/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	reportLatency(b, all)
+}
+
+// reportLatency reports the p50 and p99 of lat, which it sorts.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
 
 // BenchmarkDiskFsyncFrames is the disk's cost of a commit's size: frames
@@ -114,9 +119,7 @@ func BenchmarkDiskFsyncFrames(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			reportLatency(b, lat)
 		})
 	}
 }

@@ -8,20 +8,32 @@ import (
 	"testing"
 )
 
+// outboxWithLog opens an outbox in a fresh directory and commits one
+// relaxed transaction to it, so that its WAL exists.
+func outboxWithLog(tb testing.TB) *Outbox {
+	tb.Helper()
+	o, err := OpenOutbox(context.Background(), filepath.Join(tb.TempDir(), "outbox.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { o.Close() })
+	b, err := o.Begin(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := b.tx.Exec("CREATE TABLE t (x)"); err != nil {
+		tb.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		tb.Fatal(err)
+	}
+	return o
+}
+
 // TestSyncWAL: the sync of a relaxed commit succeeds with the WAL present,
 // and with no WAL file there is nothing to sync.
 func TestSyncWAL(t *testing.T) {
-	o := openTestOutbox(t)
-	b, err := o.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.tx.Exec("CREATE TABLE t (x)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	o := outboxWithLog(t)
 	if _, err := os.Stat(o.Path() + "-wal"); err != nil {
 		t.Fatalf("no WAL after a commit: %v", err)
 	}
@@ -39,17 +51,7 @@ func TestSyncWALClosesItsLog(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("counts descriptors in /proc/self/fd")
 	}
-	o := openTestOutbox(t)
-	b, err := o.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.tx.Exec("CREATE TABLE t (x)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	o := outboxWithLog(t)
 	open := func() int {
 		fds, err := os.ReadDir("/proc/self/fd")
 		if err != nil {
@@ -73,21 +75,7 @@ func TestSyncWALClosesItsLog(t *testing.T) {
 //
 //	go test -run='^$' -bench=BenchmarkSyncWAL -count=5 ./persistence/
 func BenchmarkSyncWAL(b *testing.B) {
-	o, err := OpenOutbox(context.Background(), filepath.Join(b.TempDir(), "outbox.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer o.Close()
-	tx, err := o.Begin(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := tx.tx.Exec("CREATE TABLE t (x)"); err != nil {
-		b.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
-	}
+	o := outboxWithLog(b)
 	for b.Loop() {
 		if err := o.SyncWAL(); err != nil {
 			b.Fatal(err)
