@@ -1,6 +1,8 @@
 package messages
 
 import (
+	"bytes"
+	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -9,12 +11,14 @@ import (
 
 // The hot bodies — a POST /v1/send request, a push, an ack — are nearly
 // always flat JSON objects: known keys, plain strings, integers and
-// booleans. decodeFlat reads exactly that shape in one pass, without
-// reflection; anything else (a nested value, null, an escape in a string,
-// an unknown or differently cased key, a key given twice, a number with a
-// fraction or an exponent) makes it give up, and the caller decodes with encoding/json,
-// which decides every answer, errors included. Where decodeFlat succeeds,
-// its result is encoding/json's (FuzzDecodeFlat checks it differentially).
+// booleans, and for a push of mail one object kept as it is (its meta).
+// decodeFlat reads exactly that shape in one pass, without reflection;
+// anything else (another nested value, null, an escape in a string, an
+// unknown or differently cased key, a key given twice, a number with a
+// fraction or an exponent) makes it give up, and the caller decodes with
+// encoding/json, which decides every answer, errors included. Where
+// decodeFlat succeeds, its result is encoding/json's (FuzzDecodeFlat
+// checks it differentially).
 
 // flatField sets one member of a T from a flat JSON value; a nil setter
 // means the member does not take that kind of value. bit is the member's
@@ -23,6 +27,7 @@ type flatField[T any] struct {
 	str  func(*T, string)
 	num  func(*T, int64)
 	flag func(*T, bool)
+	obj  func(*T, json.RawMessage) // a JSON object, as it is written
 	bit  uint64
 }
 
@@ -133,8 +138,41 @@ func flatValue[T any](r *flatReader, v *T, f flatField[T]) bool {
 			f.flag(v, b)
 		}
 		return ok
+	case c == '{' && f.obj != nil:
+		o, ok := r.object()
+		if ok {
+			f.obj(v, bytes.Clone(o))
+		}
+		return ok
 	}
 	return false
+}
+
+// object reads a JSON object and returns its bytes (within the input). Its
+// end is where its braces balance outside strings; encoding/json then
+// checks what lies between, so that anything but a valid object (whose
+// end that is) gives up.
+func (r *flatReader) object() ([]byte, bool) {
+	start, depth, inString := r.i, 0, false
+	for ; r.i < len(r.b); r.i++ {
+		c := r.b[r.i]
+		switch {
+		case inString && c == '\\':
+			r.i++ // the escaped character
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth == 0 {
+				r.i++
+				o := r.b[start:r.i]
+				return o, json.Valid(o)
+			}
+		}
+	}
+	return nil, false
 }
 
 // plainString reads a string with no escape and no control character, of
@@ -196,8 +234,9 @@ func (f *PushFrame) decodeFlat(data []byte) bool { return decodeFlat(data, f, pu
 func (f *AckFrame) decodeFlat(data []byte) bool  { return decodeFlat(data, f, ackFields) }
 
 // The members each flat decoder takes: the JSON names of the types' tags.
-// A json.RawMessage member (meta, eventData) is not among them: a body
-// that has one is decoded by encoding/json.
+// Of the json.RawMessage members, a push's meta is, as an object (a mail
+// header rides in it); its eventData is not: a push that has one is
+// decoded by encoding/json.
 var (
 	sendRequestFields = flatFields(map[string]flatField[SendRequest]{
 		"to":                {str: func(r *SendRequest, s string) { r.To = s }},
@@ -231,6 +270,7 @@ var (
 		"history_id":          {str: func(f *PushFrame, s string) { f.HistoryID = s }},
 		"subtype":             {str: func(f *PushFrame, s string) { f.Subtype = s }},
 		"event":               {str: func(f *PushFrame, s string) { f.Event = s }},
+		"meta":                {obj: func(f *PushFrame, o json.RawMessage) { f.Meta = o }},
 	})
 	ackFields = flatFields(map[string]flatField[AckFrame]{
 		"type":                      {str: func(f *AckFrame, s string) { f.Type = s }},

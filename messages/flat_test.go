@@ -19,6 +19,10 @@ func FuzzDecodeFlat(f *testing.F) {
 		`{"type":"ack","code":1e3}`, `{"type":"ack","code":012}`, `{"message":null}`, `{"to":"\u0041"}`, `{"To":"x"}`,
 		`{"to":"é","message":"\xff"}`, `{"to":"a","to":"b"}`, `{}`, `{"type":"push","meta":{}}`, `{"code":9223372036854775808}`,
 		`{"queued":truex}`, `{"to":"a"}x`, `{"to":"a",}`,
+		`{"type":"push","messageId":"m","meta":{"claudemesh_mail":{"v":1,"nonce":"bm9uY2U=","box":"Ym94"}}}`,
+		`{"type":"push","meta": { "a" : [1, {"b":"}"}], "c":"\"{" } ,"nonce":"n"}`, `{"meta":{"a":}}`, `{"meta":{"a":1]}`,
+		`{"meta":{"a":"\u00e9\ud800"}}`, `{"meta":{}} `, `{"meta":{"a":"b"}`, `{"meta":{"a":"\"}`, `{"meta":[1]}`,
+		`{"meta":null}`, `{"meta":{"k":"ÿ"}}`, `{"meta":{"a":1},"meta":{"b":2}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -55,6 +59,12 @@ func TestDecodeFlatTakesTheHotShapes(t *testing.T) {
 	var p PushFrame
 	if !p.decodeFlat([]byte(`{"type":"push","messageId":"m","senderPubkey":"k","nonce":"n","ciphertext":"c"}`)) || p.Ciphertext != "c" {
 		t.Errorf("push: %+v", p)
+	}
+	var m PushFrame
+	const mail = `{"claudemesh_mail":{"v":1,"nonce":"bm9uY2U=","box":"Ym94"}}`
+	if !m.decodeFlat([]byte(`{"type":"push","messageId":"m","nonce":"n","ciphertext":"c","meta":`+mail+`}`)) ||
+		string(m.Meta) != mail {
+		t.Errorf("push of mail: %+v", m)
 	}
 	var a AckFrame
 	if !a.decodeFlat([]byte(`{"type":"ack","queued":true,"code":201,"retry_after_ms":5}`)) || !a.Queued || a.Code != 201 ||

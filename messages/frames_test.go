@@ -124,7 +124,10 @@ func FuzzDecodeFrameFastPath(f *testing.F) {
 }
 
 // BenchmarkDecodeFrame: a send frame as a daemon writes it, decoded by the
-// broker's reader.
+// broker's reader (one-parse, two-parse), and a push of mail as a broker
+// writes it, decoded by a daemon's (push-mail).
+//
+//	go test -run='^$' -bench=BenchmarkDecodeFrame ./messages/
 func BenchmarkDecodeFrame(b *testing.B) {
 	frame := []byte(`{"type":"send","id":"01JD0000000000000000000000","client_message_id":"01JD0000000000000000000000",` +
 		`"request_fingerprint":"` + strings.Repeat("ab", 32) + `","targetSpec":"` + strings.Repeat("cd", 32) + `","priority":"next",` +
@@ -139,6 +142,19 @@ func BenchmarkDecodeFrame(b *testing.B) {
 	b.Run("two-parse", func(b *testing.B) {
 		for b.Loop() {
 			if _, _, err := decodeProbed(frame, newClientFrame); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	push := []byte(`{"type":"push","messageId":"01JD0000000000000000000000","meshId":"local","senderPubkey":"` +
+		strings.Repeat("ab", 32) + `","senderName":"mailer-0","targetSpec":"` + strings.Repeat("cd", 32) +
+		`","priority":"next","nonce":"` + strings.Repeat("A", 32) + `","ciphertext":"` + strings.Repeat("B", 344) +
+		`","createdAt":"2026-11-29T15:00:00.000Z","client_message_id":"01JD0000000000000000000000","history_id":"h1",` +
+		`"meta":{"claudemesh_mail":{"v":1,"nonce":"` + strings.Repeat("C", 32) + `","box":"` + strings.Repeat("D", 160) + `"}}}`)
+	newPush := func(string) any { return new(PushFrame) }
+	b.Run("push-mail", func(b *testing.B) {
+		for b.Loop() {
+			if _, v, err := DecodeFrame(push, newPush); err != nil || len(v.(*PushFrame).Meta) == 0 {
 				b.Fatal(err)
 			}
 		}
