@@ -211,37 +211,100 @@ func SplitMail(meta json.RawMessage) (rest json.RawMessage, env *MailEnvelope, e
 	if len(meta) == 0 || !bytes.Contains(meta, []byte(MailMetaKey)) {
 		return meta, nil, nil
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(meta, &obj) != nil {
-		return meta, nil, nil
-	}
-	raw, ok := obj[MailMetaKey]
-	if !ok {
-		return meta, nil, nil
-	}
-	delete(obj, MailMetaKey)
-	if len(obj) > 0 {
-		if rest, err = json.Marshal(obj); err != nil {
+	raw, alone := mailAlone(meta)
+	if !alone {
+		var found bool
+		if rest, raw, found, err = takeMail(meta); !found {
 			return meta, nil, err
 		}
 	}
 	env = &MailEnvelope{}
-	if err := json.Unmarshal(raw, env); err != nil {
-		return rest, nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
+	if !decodeFlat(raw, env, envelopeFields) {
+		*env = MailEnvelope{}
+		if err := json.Unmarshal(raw, env); err != nil {
+			return rest, nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
+		}
 	}
-	sealed := env.Nonce != "" || env.Box != ""
-	switch {
-	case env.V != 1:
-		return rest, nil, fmt.Errorf("%w: version %d", ErrMailEnvelope, env.V)
-	case sealed == (env.Header != nil), sealed && (env.Nonce == "" || env.Box == ""):
-		return rest, nil, fmt.Errorf("%w: neither sealed (nonce and box) nor plain (header)", ErrMailEnvelope)
+	if err := env.check(); err != nil {
+		return rest, nil, err
 	}
 	return rest, env, nil
+}
+
+// takeMail takes the mail envelope out of a meta object of any shape:
+// found is false when meta is no JSON object or has none, or (with err)
+// when the rest cannot be encoded again.
+func takeMail(meta json.RawMessage) (rest, env json.RawMessage, found bool, err error) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(meta, &obj) != nil {
+		return nil, nil, false, nil
+	}
+	env, found = obj[MailMetaKey]
+	if !found {
+		return nil, nil, false, nil
+	}
+	delete(obj, MailMetaKey)
+	if len(obj) > 0 {
+		if rest, err = json.Marshal(obj); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	return rest, env, true, nil
+}
+
+// check says whether e is an envelope of this version, sealed or plain.
+func (e *MailEnvelope) check() error {
+	sealed := e.Nonce != "" || e.Box != ""
+	switch {
+	case e.V != 1:
+		return fmt.Errorf("%w: version %d", ErrMailEnvelope, e.V)
+	case sealed == (e.Header != nil), sealed && (e.Nonce == "" || e.Box == ""):
+		return fmt.Errorf("%w: neither sealed (nonce and box) nor plain (header)", ErrMailEnvelope)
+	}
+	return nil
 }
 
 // maxHeaderBytes bounds an opened header: the largest a request or a
 // receipt makes is well under it.
 const maxHeaderBytes = 4 << 10
+
+// mailAlone reads a meta that is the mail envelope alone,
+// {"claudemesh_mail":{…}}, the shape every mail of ours has, in one pass
+// and without a map: its envelope, as encoding/json would give it (the
+// object's bytes, which it checks). Any other meta is not alone.
+func mailAlone(meta []byte) (json.RawMessage, bool) {
+	r := flatReader{b: meta}
+	r.space()
+	if !r.skip('{') {
+		return nil, false
+	}
+	r.space()
+	if key, ok := r.plainString(); !ok || string(key) != MailMetaKey {
+		return nil, false
+	}
+	r.space()
+	if !r.skip(':') {
+		return nil, false
+	}
+	r.space()
+	if r.i >= len(r.b) || r.b[r.i] != '{' {
+		return nil, false
+	}
+	env, ok := r.object()
+	if !ok {
+		return nil, false
+	}
+	r.space()
+	return env, r.skip('}') && r.end()
+}
+
+// envelopeFields are the members of a sealed envelope, which decodeFlat
+// takes; a plain one (its header an object) is left to encoding/json.
+var envelopeFields = flatFields(map[string]flatField[MailEnvelope]{
+	"v":     {num: func(e *MailEnvelope, n int64) { e.V = int(n) }},
+	"nonce": {str: func(e *MailEnvelope, s string) { e.Nonce = s }},
+	"box":   {str: func(e *MailEnvelope, s string) { e.Box = s }},
+})
 
 // ParseMail reads an opened header (a sealed envelope's plaintext) and
 // checks it as a request's header is checked; the receipt fields must name
