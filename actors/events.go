@@ -123,7 +123,7 @@ func (e *Events) publish(ev messages.Event) {
 	if len(e.subs) == 0 {
 		return
 	}
-	if e.ofMesh > 0 {
+	if e.ofMesh > 0 && ev.Mesh == "" {
 		ev.Mesh = messages.EventMesh(ev.Data)
 	}
 	for id, s := range e.subs {

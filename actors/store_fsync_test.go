@@ -96,7 +96,7 @@ func TestStoreFsyncModes(t *testing.T) {
 // commits inbox.db relaxed and fsyncs its WAL before the store answers (the
 // inbox actor acks to the broker on that answer) — a dedupe hit too, whose
 // ack rests on the earlier row being on disk; a read fsyncs nothing. The
-// new row's event is published.
+// new row's event is published, with the mesh its data names.
 func TestStoreInboxSync(t *testing.T) {
 	m := metrics.New()
 	system := NewSystem(slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -126,8 +126,8 @@ func TestStoreInboxSync(t *testing.T) {
 	want(1, 1)
 	select {
 	case ev := <-events:
-		if ev.Name != "message" {
-			t.Fatalf("published %+v, want a message event", ev)
+		if ev.Name != "message" || ev.Mesh != "m" || ev.Mesh != messages.EventMesh(ev.Data) {
+			t.Fatalf("published %+v, want a message event of mesh m, as its data says", ev)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event published within 5 s")

@@ -40,7 +40,7 @@ func (s *Store) storeInbound(tx *persistence.Tx, m *messages.StoreInbound, _ *ac
 	if err != nil {
 		return nil, err
 	}
-	out.Event = &messages.Event{ID: id, Name: "message", Data: data}
+	out.Event = &messages.Event{ID: id, Name: "message", Data: data, Mesh: it.Mesh}
 	return out, nil
 }
 
@@ -64,7 +64,7 @@ func (s *Store) held(tx *persistence.Tx, row *persistence.InboxRow, out *message
 	if err != nil {
 		return nil, err
 	}
-	out.Event = &messages.Event{ID: id, Name: "contact_request", Data: data}
+	out.Event = &messages.Event{ID: id, Name: "contact_request", Data: data, Mesh: row.Mesh}
 	return out, nil
 }
 

@@ -87,7 +87,7 @@ func (s *Store) decideContact(tx *persistence.Tx, m *messages.DecideContact, _ *
 		if err != nil {
 			return nil, err
 		}
-		out.Events = append(out.Events, messages.Event{ID: id, Name: "message", Data: data})
+		out.Events = append(out.Events, messages.Event{ID: id, Name: "message", Data: data, Mesh: out.Messages[i].Mesh})
 	}
 	return out, nil
 }

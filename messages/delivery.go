@@ -215,11 +215,13 @@ func (it *InboxItem) appendMail(b []byte) []byte {
 }
 
 // Event is one server-sent event: a persisted, strictly increasing id, a
-// name and one line of JSON. Mesh is the "mesh" its data names, set by
-// whoever hands it to a stream (the events actor, a replay) so that a
+// name and one line of JSON. Mesh is the "mesh" its data names, so that a
 // stream of one mesh passes over the others' events without decoding
 // them; "" when the data names none: such an event (outbox_pressure_high)
-// belongs to every mesh.
+// belongs to every mesh. The store sets it on the events it makes of a
+// message or a contact request, from the mesh it wrote into their data;
+// whoever hands another event to a stream (the events actor, a replay)
+// reads it from the data.
 type Event struct {
 	ID   int64
 	Name string
