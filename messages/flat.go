@@ -9,7 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// The hot bodies — a POST /v1/send request, a push, an ack — are nearly
+// The hot bodies — a POST /v1/send request, a send frame, a push, an ack —
+// are nearly
 // always flat JSON objects: known keys, plain strings, integers and
 // booleans, and for a push of mail one object kept as it is (its meta).
 // decodeFlat reads exactly that shape in one pass, without reflection;
@@ -232,11 +233,12 @@ type flatFrame interface{ decodeFlat(data []byte) bool }
 
 func (f *PushFrame) decodeFlat(data []byte) bool { return decodeFlat(data, f, pushFields) }
 func (f *AckFrame) decodeFlat(data []byte) bool  { return decodeFlat(data, f, ackFields) }
+func (f *SendFrame) decodeFlat(data []byte) bool { return decodeFlat(data, f, sendFrameFields) }
 
 // The members each flat decoder takes: the JSON names of the types' tags.
-// Of the json.RawMessage members, a push's meta is, as an object (a mail
-// header rides in it); its eventData is not: a push that has one is
-// decoded by encoding/json.
+// Of the json.RawMessage members, the meta of a push and of a send frame
+// is, as an object (a mail header rides in it); a push's eventData is
+// not: a push that has one is decoded by encoding/json.
 var (
 	sendRequestFields = flatFields(map[string]flatField[SendRequest]{
 		"to":                {str: func(r *SendRequest, s string) { r.To = s }},
@@ -271,6 +273,19 @@ var (
 		"subtype":             {str: func(f *PushFrame, s string) { f.Subtype = s }},
 		"event":               {str: func(f *PushFrame, s string) { f.Event = s }},
 		"meta":                {obj: func(f *PushFrame, o json.RawMessage) { f.Meta = o }},
+	})
+	sendFrameFields = flatFields(map[string]flatField[SendFrame]{
+		"type":                {str: func(f *SendFrame, s string) { f.Type = s }},
+		"id":                  {str: func(f *SendFrame, s string) { f.ID = s }},
+		"client_message_id":   {str: func(f *SendFrame, s string) { f.ClientMessageID = s }},
+		"request_fingerprint": {str: func(f *SendFrame, s string) { f.RequestFingerprint = s }},
+		"targetSpec":          {str: func(f *SendFrame, s string) { f.TargetSpec = s }},
+		"priority":            {str: func(f *SendFrame, s string) { f.Priority = s }},
+		"nonce":               {str: func(f *SendFrame, s string) { f.Nonce = s }},
+		"ciphertext":          {str: func(f *SendFrame, s string) { f.Ciphertext = s }},
+		"replyToId":           {str: func(f *SendFrame, s string) { f.ReplyToID = s }},
+		"meta":                {obj: func(f *SendFrame, o json.RawMessage) { f.Meta = o }},
+		"first_send":          {flag: func(f *SendFrame, b bool) { f.FirstSend = b }},
 	})
 	ackFields = flatFields(map[string]flatField[AckFrame]{
 		"type":                      {str: func(f *AckFrame, s string) { f.Type = s }},

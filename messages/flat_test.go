@@ -22,7 +22,9 @@ func FuzzDecodeFlat(f *testing.F) {
 		`{"type":"push","messageId":"m","meta":{"claudemesh_mail":{"v":1,"nonce":"bm9uY2U=","box":"Ym94"}}}`,
 		`{"type":"push","meta": { "a" : [1, {"b":"}"}], "c":"\"{" } ,"nonce":"n"}`, `{"meta":{"a":}}`, `{"meta":{"a":1]}`,
 		`{"meta":{"a":"\u00e9\ud800"}}`, `{"meta":{}} `, `{"meta":{"a":"b"}`, `{"meta":{"a":"\"}`, `{"meta":[1]}`,
-		`{"meta":null}`, `{"meta":{"k":"ÿ"}}`, `{"meta":{"a":1},"meta":{"b":2}}`,
+		`{"meta":null}`, "{\"meta\":{\"k\":\"\xff\"}}", `{"meta":{"a":1},"meta":{"b":2}}`,
+		`{"type":"send","id":"a","client_message_id":"a","request_fingerprint":"00","targetSpec":"#t","priority":"now",` +
+			`"nonce":"AA==","ciphertext":"AA==","replyToId":"r","meta":{"claudemesh_mail":{"v":1}},"first_send":true}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -37,6 +39,12 @@ func FuzzDecodeFlat(f *testing.F) {
 		if push.decodeFlat(data) {
 			if err := json.Unmarshal(data, &pushJSON); err != nil || !reflect.DeepEqual(push, pushJSON) {
 				t.Fatalf("push %q: flat %+v, encoding/json %+v (%v)", data, push, pushJSON, err)
+			}
+		}
+		var sf, sfJSON SendFrame
+		if sf.decodeFlat(data) {
+			if err := json.Unmarshal(data, &sfJSON); err != nil || !reflect.DeepEqual(sf, sfJSON) {
+				t.Fatalf("send frame %q: flat %+v, encoding/json %+v (%v)", data, sf, sfJSON, err)
 			}
 		}
 		var ack, ackJSON AckFrame
@@ -65,6 +73,11 @@ func TestDecodeFlatTakesTheHotShapes(t *testing.T) {
 	if !m.decodeFlat([]byte(`{"type":"push","messageId":"m","nonce":"n","ciphertext":"c","meta":`+mail+`}`)) ||
 		string(m.Meta) != mail {
 		t.Errorf("push of mail: %+v", m)
+	}
+	var f SendFrame
+	if !f.decodeFlat([]byte(`{"type":"send","id":"i","client_message_id":"i","nonce":"n","ciphertext":"c","meta":`+mail+
+		`,"first_send":true}`)) || string(f.Meta) != mail || !f.FirstSend {
+		t.Errorf("send frame of mail: %+v", f)
 	}
 	var a AckFrame
 	if !a.decodeFlat([]byte(`{"type":"ack","queued":true,"code":201,"retry_after_ms":5}`)) || !a.Queued || a.Code != 201 ||

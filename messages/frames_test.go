@@ -124,8 +124,9 @@ func FuzzDecodeFrameFastPath(f *testing.F) {
 }
 
 // BenchmarkDecodeFrame: a send frame as a daemon writes it, decoded by the
-// broker's reader (one-parse, two-parse), and a push of mail as a broker
-// writes it, decoded by a daemon's (push-mail).
+// broker's reader (one-parse, two-parse; send-mail with a mail envelope in
+// its meta), and a push of mail as a broker writes it, decoded by a
+// daemon's (push-mail).
 //
 //	go test -run='^$' -bench=BenchmarkDecodeFrame ./messages/
 func BenchmarkDecodeFrame(b *testing.B) {
@@ -151,6 +152,15 @@ func BenchmarkDecodeFrame(b *testing.B) {
 		`","priority":"next","nonce":"` + strings.Repeat("A", 32) + `","ciphertext":"` + strings.Repeat("B", 344) +
 		`","createdAt":"2026-11-29T15:00:00.000Z","client_message_id":"01JD0000000000000000000000","history_id":"h1",` +
 		`"meta":{"claudemesh_mail":{"v":1,"nonce":"` + strings.Repeat("C", 32) + `","box":"` + strings.Repeat("D", 160) + `"}}}`)
+	sendMail := []byte(strings.TrimSuffix(string(frame), "}") + `,"meta":{"claudemesh_mail":{"v":1,"nonce":"` +
+		strings.Repeat("C", 32) + `","box":"` + strings.Repeat("D", 160) + `"}}}`)
+	b.Run("send-mail", func(b *testing.B) {
+		for b.Loop() {
+			if _, v, err := DecodeFrame(sendMail, newClientFrame); err != nil || len(v.(*SendFrame).Meta) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
 	newPush := func(string) any { return new(PushFrame) }
 	b.Run("push-mail", func(b *testing.B) {
 		for b.Loop() {
