@@ -6,47 +6,67 @@ import "unicode/utf8"
 // encoding/json escapes it: json.Marshal with escapeHTML, an Encoder with
 // SetEscapeHTML(false) without (FuzzAppendJSONString).
 func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
+	safe := &jsonSafe[0]
+	if escapeHTML {
+		safe = &jsonSafe[1]
+	}
 	b = append(b, '"')
+	start := 0 // s[start:i] needs no escape: appended in one piece
 	for i := 0; i < len(s); {
 		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c == '\b':
-			b = append(b, '\\', 'b')
-		case c == '\f':
-			b = append(b, '\\', 'f')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		case escapeHTML && (c == '<' || c == '>' || c == '&'):
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-		default:
-			r, size := utf8.DecodeRuneInString(s[i:])
-			switch {
-			case r == utf8.RuneError && size == 1:
-				b = append(b, `\ufffd`...)
-			case r == '\u2028' || r == '\u2029':
-				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			default:
-				b = append(b, s[i:i+size]...)
+		if c < utf8.RuneSelf {
+			if safe[c] {
+				i++
+				continue
 			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default: // another control character, or <, >, & escaped for HTML
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
 			i += size
 			continue
 		}
-		i++
+		i += size
+		start = i
 	}
-	return append(b, '"')
+	return append(append(b, s[start:]...), '"')
 }
 
 const hexDigits = "0123456789abcdef"
+
+// jsonSafe tells the ASCII bytes a JSON string takes as they are: [0]
+// without HTML escaping, [1] with it.
+var jsonSafe = func() (t [2][utf8.RuneSelf]bool) {
+	for c := byte(0x20); c < utf8.RuneSelf; c++ {
+		t[0][c] = c != '"' && c != '\\'
+		t[1][c] = t[0][c] && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // loneSurrogate finds the first \u escape in JSON text b that is half of a
 // UTF-16 surrogate pair without its other half (encoding/json decodes one

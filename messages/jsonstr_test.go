@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -34,6 +35,8 @@ func FuzzAppendJSONString(f *testing.F) {
 func FuzzSendFrameMarshal(f *testing.F) {
 	f.Add("01J0000000000000000000000A", "#builds", "now", "bm9uY2U=", "Y2lwaGVy", "", []byte(nil), false)
 	f.Add(`q"<&>`, "\u2028", "", "", "", "r", []byte(`{"a": "<b>"}`), true)
+	f.Add("i", "t", "next", "n", "c", "", []byte(` { "claudemesh_mail" : {"v":1, "box":"b"} } `), false)
+	f.Add("i", "t", "next", "n", "c", "", []byte("{\"k\":\"\u2028\xff\"}"), false)
 	f.Fuzz(func(t *testing.T, id, target, priority, nonce, ciphertext, replyTo string, meta []byte, first bool) {
 		fr := &SendFrame{Type: "send", ID: id, ClientMessageID: id, RequestFingerprint: "00ff", TargetSpec: target,
 			Priority: priority, Nonce: nonce, Ciphertext: ciphertext, ReplyToID: replyTo, FirstSend: first}
@@ -80,4 +83,16 @@ func FuzzInboxItemMarshal(f *testing.F) {
 			t.Fatalf("Marshal = %s %v, json.Marshal = %s %v", got, err, want, werr)
 		}
 	})
+}
+
+// BenchmarkAppendJSONString: a sealed body's base64 as frames and inbox
+// items carry it, which needs no escape.
+//
+//	go test -run='^$' -bench=BenchmarkAppendJSONString ./messages/
+func BenchmarkAppendJSONString(b *testing.B) {
+	s := strings.Repeat("Ym9keQ==", 43)
+	buf := make([]byte, 0, 512)
+	for b.Loop() {
+		buf = AppendJSONString(buf[:0], s, true)
+	}
 }
