@@ -51,11 +51,11 @@ func (h *hub) sessionTaken(t *broker.SessionTaken) {
 	if p == nil || p.meshID != t.MeshID || p.sessionPubkey != t.SessionPubkey {
 		return // gone already, or the notification is not about it
 	}
+	h.metrics.sessionsTaken.Inc() // before the close, which whoever watches the count may see first
 	if !p.offline {
 		p.link.Close(1000, "session_replaced")
 	}
 	h.forget(t.ConnID, p)
-	h.metrics.sessionsTaken.Inc()
 }
 
 // replicated reports whether the store may be shared with other replicas
