@@ -22,26 +22,63 @@ var ErrDaemonNotRunning = errors.New("daemon not running — start it with `clau
 
 // Client talks to the daemon over its Unix socket. Non-2xx answers come
 // back as *messages.Error with the envelope's code.
+//
+// A request that has no answer within the client's timeout fails. The
+// timeout rides on the request's context, not on http.Client.Timeout:
+// for a RoundTripper other than net/http's own, that starts a goroutine
+// and a timer per request to enforce it, some 5 % of an MCP server's CPU
+// when agents send mail at full speed.
 type Client struct {
 	hc      *http.Client
+	timeout time.Duration
 	session string // the calling session's token ("" for none)
 }
 
+// requestTimeout is how long a request waits for its answer.
+const requestTimeout = 10 * time.Second
+
 // NewClient returns a client for the socket at path.
 func NewClient(socketPath string) *Client {
-	return &Client{hc: &http.Client{Timeout: 10 * time.Second, Transport: newUnixTransport(socketPath)}}
+	return NewClientWith(newUnixTransport(socketPath))
 }
 
 // NewClientWith returns a client whose requests go through rt: the daemon's
 // own web view calls its API in-process this way.
 func NewClientWith(rt http.RoundTripper) *Client {
-	return &Client{hc: &http.Client{Timeout: 10 * time.Second, Transport: rt}}
+	return &Client{hc: &http.Client{Transport: rt}, timeout: requestTimeout}
 }
 
 // AsSession returns a client that calls as the session whose token tok is
 // (the Authorization: ClaudeMesh-Session header); "" calls as no session.
 func (c *Client) AsSession(tok string) *Client {
-	return &Client{hc: c.hc, session: tok}
+	return &Client{hc: c.hc, timeout: c.timeout, session: tok}
+}
+
+// within returns the client with a request timeout of d.
+func (c *Client) within(d time.Duration) *Client {
+	return &Client{hc: c.hc, timeout: d, session: c.session}
+}
+
+// exchange does req, whose context carries the client's timeout over
+// parent's (its caller cancels it once the answer is read): a request
+// whose caller gave up fails with the caller's reason, a dial that fails
+// otherwise is ErrDaemonNotRunning, and an answer that did not come within
+// the timeout says so.
+func (c *Client) exchange(parent context.Context, req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err == nil {
+		return resp, nil
+	}
+	var opErr *net.OpError
+	switch {
+	case parent.Err() != nil: // the caller gave up, perhaps while dialling
+		return nil, fmt.Errorf("daemon request %s %s: %w", req.Method, req.URL.Path, parent.Err())
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return nil, ErrDaemonNotRunning
+	case errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil:
+		return nil, fmt.Errorf("daemon request %s %s: no answer within %s", req.Method, req.URL.Path, c.timeout)
+	}
+	return nil, fmt.Errorf("daemon request %s %s: %w", req.Method, req.URL.Path, err)
 }
 
 // authorize names the calling session on req, if there is one.
@@ -149,7 +186,9 @@ func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, 
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://localhost"+path, body)
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, method, "http://localhost"+path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -157,13 +196,9 @@ func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	c.authorize(req)
-	resp, err := c.hc.Do(req)
+	resp, err := c.exchange(ctx, req)
 	if err != nil {
-		var opErr *net.OpError
-		if errors.As(err, &opErr) && opErr.Op == "dial" {
-			return nil, ErrDaemonNotRunning
-		}
-		return nil, fmt.Errorf("daemon request %s %s: %w", method, path, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
@@ -224,7 +259,9 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 	if err != nil {
 		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://localhost/v1/send", bytes.NewReader(b))
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://localhost/v1/send", bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
@@ -233,13 +270,9 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 		hreq.Header.Set("Idempotency-Key", idempotencyKey)
 	}
 	c.authorize(hreq)
-	resp, err := c.hc.Do(hreq)
+	resp, err := c.exchange(ctx, hreq)
 	if err != nil {
-		var opErr *net.OpError
-		if errors.As(err, &opErr) && opErr.Op == "dial" {
-			return nil, ErrDaemonNotRunning
-		}
-		return nil, fmt.Errorf("daemon request POST /v1/send: %w", err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)

@@ -14,7 +14,7 @@ import (
 func (c *Client) AcquireLock(ctx context.Context, req *messages.LockAcquireRequest) (*messages.LockAcquired, error) {
 	var res messages.LockAcquired
 	wait := time.Duration(req.WaitMs) * time.Millisecond
-	return &res, c.within(wait+c.hc.Timeout).do(ctx, http.MethodPost, "/v1/locks/acquire", req, &res)
+	return &res, c.within(wait+c.timeout).do(ctx, http.MethodPost, "/v1/locks/acquire", req, &res)
 }
 
 // RenewLock asks POST /v1/locks/renew; a lock no longer held is a 409
@@ -34,9 +34,4 @@ func (c *Client) ReleaseLock(ctx context.Context, req *messages.LockReleaseReque
 func (c *Client) Locks(ctx context.Context, mesh, repo string) (*messages.LockList, error) {
 	var res messages.LockList
 	return &res, c.do(ctx, http.MethodGet, "/v1/locks"+query("mesh", mesh, "repo", repo), nil, &res)
-}
-
-// within returns the client with a request timeout of d.
-func (c *Client) within(d time.Duration) *Client {
-	return &Client{hc: &http.Client{Transport: c.hc.Transport, Timeout: d}, session: c.session}
 }

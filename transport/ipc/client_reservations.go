@@ -14,7 +14,7 @@ import (
 func (c *Client) Reserve(ctx context.Context, req *messages.ReserveRequest) (*messages.Reserved, error) {
 	var res messages.Reserved
 	wait := time.Duration(req.WaitMs) * time.Millisecond
-	return &res, c.within(wait+c.hc.Timeout).do(ctx, http.MethodPost, "/v1/reservations", req, &res)
+	return &res, c.within(wait+c.timeout).do(ctx, http.MethodPost, "/v1/reservations", req, &res)
 }
 
 // ReleaseReservations asks POST /v1/reservations/release.

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // socketServer serves h on a Unix socket in a fresh directory, counting
@@ -165,5 +168,23 @@ func BenchmarkIPCTransport(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestClientTimeout: a request the daemon does not answer fails once the
+// client's timeout has passed, saying so; one whose caller gives up fails
+// with the caller's reason.
+func TestClientTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.sock")
+	serveSocket(t, path, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	c := NewClient(path).within(50 * time.Millisecond)
+	_, err := c.raw(t.Context(), http.MethodGet, "/v1/slow", nil)
+	if err == nil || !strings.Contains(err.Error(), "GET /v1/slow: no answer within 50ms") {
+		t.Fatalf("unanswered: %v, want no answer within 50ms", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := NewClient(path).Send(ctx, &messages.SendRequest{To: "bob"}, ""); !errors.Is(err, context.Canceled) {
+		t.Fatalf("given up: %v, want context.Canceled", err)
 	}
 }
