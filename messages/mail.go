@@ -152,6 +152,11 @@ func (m *Mail) JSON() []byte {
 // MailMetaKey, in RFC 8785 form, so that a retry that changes the subject
 // (or any field) is another request.
 func fingerprintMeta(meta []byte, m *Mail) []byte {
+	if len(meta) == 0 {
+		if canon, ok := m.canonicalMeta(); ok {
+			return canon
+		}
+	}
 	merged, err := mergeMeta(meta, m.JSON())
 	if err != nil {
 		return meta // meta is a canonical object: unreachable
@@ -163,12 +168,51 @@ func fingerprintMeta(meta []byte, m *Mail) []byte {
 	return canon
 }
 
+// canonicalMeta is fingerprintMeta(nil, m), the header alone under
+// MailMetaKey in RFC 8785 form, written directly: the members sorted by
+// name, each string as RFC 8785 writes it. ok is false for a string that
+// is not valid UTF-8 (encoding/json writes U+FFFD in its place) or holds
+// U+2028 or U+2029 (which RFC 8785 leaves as they are, and
+// AppendJSONString escapes): the general path canonicalizes those. FuzzCanonicalMailMeta holds it to
+// that path: a fingerprint must not change between versions.
+func (m *Mail) canonicalMeta() (b []byte, ok bool) {
+	b = make([]byte, 0, 64+len(m.Subject)+len(m.ThreadID)+len(m.ReplyToID)+len(m.Reason)+len(m.Name))
+	b = append(b, `{"`+MailMetaKey+`":{`...)
+	sep := ""
+	member := func(name, v string) bool {
+		if v == "" {
+			return true
+		}
+		if !utf8.ValidString(v) || strings.ContainsAny(v, "\u2028\u2029") {
+			return false
+		}
+		b = append(append(b, sep...), `"`+name+`":`...)
+		b = AppendJSONString(b, v, false) // as RFC 8785 writes it, but for U+2028 and U+2029
+		sep = ","
+		return true
+	}
+	if m.AckRequired {
+		b = append(b, `"ack_required":true`...)
+		sep = ","
+	}
+	// RFC 8785 orders members by name, here all ASCII: byte order.
+	if !member("importance", m.Importance) || !member("name", m.Name) || !member("reason", m.Reason) ||
+		!member("receipt", m.Receipt) || !member("receipt_for", m.ReceiptFor) || !member("reply_to_id", m.ReplyToID) ||
+		!member("subject", m.Subject) || !member("thread_id", m.ThreadID) || !member("until", m.Until) {
+		return nil, false
+	}
+	return append(b, "}}"...), true
+}
+
 // FrameMeta is the meta a send frame carries: the request's meta (a JSON
 // object, or nil) with env under MailMetaKey.
 func FrameMeta(meta []byte, env *MailEnvelope) (json.RawMessage, error) {
 	raw, err := json.Marshal(env)
 	if err != nil {
 		return nil, err
+	}
+	if len(meta) == 0 { // raw is compact and escaped: json.Marshal would write it as it is
+		return append(append([]byte(`{"`+MailMetaKey+`":`), raw...), '}'), nil
 	}
 	return mergeMeta(meta, raw)
 }

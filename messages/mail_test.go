@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 )
 
 // TestSendMailFields: each mail field of a send request is checked, and
@@ -288,4 +290,63 @@ func BenchmarkSplitMail(b *testing.B) {
 			b.Fatal(env, err)
 		}
 	}
+}
+
+// FuzzCanonicalMailMeta: the fingerprint's meta of a header alone, written
+// directly, is byte for byte what the general path (the header's JSON
+// merged into an empty meta, then RFC 8785) makes of it, so that a
+// request's fingerprint is the same before and after.
+func FuzzCanonicalMailMeta(f *testing.F) {
+	f.Add("status", "bench-thread", "", "", true, "", "", "", "", "")
+	f.Add("a \"q\" \\ <&> \u2028 é \x7f \x01\b\t\n\f\r", "t", "r", "high", false, "", "", "", "", "")
+	f.Add("", "", "", "", false, "ack", "c1", "2026-11-28T10:00:00.5Z", "why", "cat")
+	f.Add("\xff", "", "", "", false, "", "", "", "", "")
+	f.Fuzz(func(t *testing.T, subject, thread, reply, importance string, ack bool, receipt, receiptFor, until, reason, name string) {
+		m := &Mail{Subject: subject, ThreadID: thread, ReplyToID: reply, Importance: importance, AckRequired: ack,
+			Receipt: receipt, ReceiptFor: receiptFor, Until: until, Reason: reason, Name: name}
+		got, ok := m.canonicalMeta()
+		if !ok {
+			return
+		}
+		merged, err := mergeMeta(nil, m.JSON())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := jcs.Transform(merged)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%+v: direct %s, general %s (%v)", m, got, want, err)
+		}
+	})
+}
+
+// BenchmarkFingerprintMeta: the fingerprint's meta of a mail header alone,
+// as every send with a subject, thread or acknowledgement computes it.
+//
+//	go test -run='^$' -bench=BenchmarkFingerprintMeta ./messages/
+func BenchmarkFingerprintMeta(b *testing.B) {
+	m := &Mail{Subject: "status", ThreadID: "bench-thread", AckRequired: true}
+	for b.Loop() {
+		fingerprintMeta(nil, m)
+	}
+}
+
+// FuzzFrameMeta: the meta of a frame whose request had none, written
+// directly, is what merging the envelope into an empty meta makes.
+func FuzzFrameMeta(f *testing.F) {
+	f.Add("bm9uY2U=", "Ym94", "", false)
+	f.Add("", "", "<&> \u2028 \xff \"", true)
+	f.Fuzz(func(t *testing.T, nonce, box, subject string, plain bool) {
+		env := &MailEnvelope{V: 1, Nonce: nonce, Box: box}
+		if plain {
+			env = &MailEnvelope{V: 1, Header: &Mail{Subject: subject, AckRequired: true}}
+		}
+		got, err := FrameMeta(nil, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(env)
+		if want, err := mergeMeta(nil, raw); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%+v: direct %s, merged %s (%v)", env, got, want, err)
+		}
+	})
 }
