@@ -23,6 +23,8 @@ func FuzzDecodeFlat(f *testing.F) {
 		`{"type":"push","meta": { "a" : [1, {"b":"}"}], "c":"\"{" } ,"nonce":"n"}`, `{"meta":{"a":}}`, `{"meta":{"a":1]}`,
 		`{"meta":{"a":"\u00e9\ud800"}}`, `{"meta":{}} `, `{"meta":{"a":"b"}`, `{"meta":{"a":"\"}`, `{"meta":[1]}`,
 		`{"meta":null}`, "{\"meta\":{\"k\":\"\xff\"}}", `{"meta":{"a":1},"meta":{"b":2}}`,
+		`{"subject":"s","thread_id":"t","reply_to_id":"r","importance":"high","ack_required":true,"receipt":"held",` +
+			`"receipt_for":"c1","until":"2026-11-28T10:00:00.5Z","reason":"x","name":"cat"}`, `{"Subject":"s"}`,
 		`{"type":"send","id":"a","client_message_id":"a","request_fingerprint":"00","targetSpec":"#t","priority":"now",` +
 			`"nonce":"AA==","ciphertext":"AA==","replyToId":"r","meta":{"claudemesh_mail":{"v":1}},"first_send":true}`,
 	} {
@@ -45,6 +47,12 @@ func FuzzDecodeFlat(f *testing.F) {
 		if sf.decodeFlat(data) {
 			if err := json.Unmarshal(data, &sfJSON); err != nil || !reflect.DeepEqual(sf, sfJSON) {
 				t.Fatalf("send frame %q: flat %+v, encoding/json %+v (%v)", data, sf, sfJSON, err)
+			}
+		}
+		var mail, mailJSON Mail
+		if decodeFlat(data, &mail, mailFields) {
+			if err := json.Unmarshal(data, &mailJSON); err != nil || mail != mailJSON {
+				t.Fatalf("mail header %q: flat %+v, encoding/json %+v (%v)", data, mail, mailJSON, err)
 			}
 		}
 		var ack, ackJSON AckFrame

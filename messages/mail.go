@@ -359,11 +359,29 @@ func ParseMail(b []byte) (*Mail, error) {
 		return nil, fmt.Errorf("%w: header of %d bytes", ErrMailEnvelope, len(b))
 	}
 	var m Mail
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
+	if !decodeFlat(b, &m, mailFields) {
+		m = Mail{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
+		}
 	}
 	return &m, m.check()
 }
+
+// mailFields are a header's members, which decodeFlat takes; a header
+// with another (a newer sender's) is left to encoding/json.
+var mailFields = flatFields(map[string]flatField[Mail]{
+	"subject":      {str: func(m *Mail, s string) { m.Subject = s }},
+	"thread_id":    {str: func(m *Mail, s string) { m.ThreadID = s }},
+	"reply_to_id":  {str: func(m *Mail, s string) { m.ReplyToID = s }},
+	"importance":   {str: func(m *Mail, s string) { m.Importance = s }},
+	"ack_required": {flag: func(m *Mail, b bool) { m.AckRequired = b }},
+	"receipt":      {str: func(m *Mail, s string) { m.Receipt = s }},
+	"receipt_for":  {str: func(m *Mail, s string) { m.ReceiptFor = s }},
+	"until":        {str: func(m *Mail, s string) { m.Until = s }},
+	"reason":       {str: func(m *Mail, s string) { m.Reason = s }},
+	"name":         {str: func(m *Mail, s string) { m.Name = s }},
+})
 
 // check validates a header read from the mesh.
 func (m *Mail) check() error {

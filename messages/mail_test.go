@@ -278,6 +278,19 @@ func FuzzParseMail(f *testing.F) {
 	})
 }
 
+// BenchmarkParseMail: a header as a send with a subject, a thread and an
+// acknowledgement seals it, read on receipt.
+//
+//	go test -run='^$' -bench=BenchmarkParseMail ./messages/
+func BenchmarkParseMail(b *testing.B) {
+	h := []byte(`{"subject":"status","thread_id":"bench-thread","ack_required":true}`)
+	for b.Loop() {
+		if _, err := ParseMail(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkSplitMail: the meta of a push of mail as our daemons send it,
 // the sealed envelope alone, taken apart on receipt.
 //
