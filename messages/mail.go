@@ -173,8 +173,9 @@ func fingerprintMeta(meta []byte, m *Mail) []byte {
 // name, each string as RFC 8785 writes it. ok is false for a string that
 // is not valid UTF-8 (encoding/json writes U+FFFD in its place) or holds
 // U+2028 or U+2029 (which RFC 8785 leaves as they are, and
-// AppendJSONString escapes): the general path canonicalizes those. FuzzCanonicalMailMeta holds it to
-// that path: a fingerprint must not change between versions.
+// AppendJSONString escapes): the general path canonicalizes those.
+// FuzzCanonicalMailMeta holds it to that path: a fingerprint must not
+// change between versions.
 func (m *Mail) canonicalMeta() (b []byte, ok bool) {
 	b = make([]byte, 0, 64+len(m.Subject)+len(m.ThreadID)+len(m.ReplyToID)+len(m.Reason)+len(m.Name))
 	b = append(b, `{"`+MailMetaKey+`":{`...)
