@@ -326,8 +326,8 @@ func (h *hub) drainedPush(m *hubDrainedPush) {
 		}
 		for _, r := range m.rows {
 			if p.takes(r.key, r.priority == "now") {
+				h.metrics.pushes.Inc() // counted before anyone can see it
 				p.link.Send(r.frame)
-				h.metrics.pushes.Inc()
 			}
 		}
 	}

@@ -510,8 +510,8 @@ func (h *hub) fanout(ctx actor.Context, f *hubFanout) {
 			}
 		}
 		if hit {
+			h.metrics.pushes.Inc() // counted before anyone can see it
 			p.link.Send(f.frame)
-			h.metrics.pushes.Inc()
 		}
 	}
 	var missed []string
