@@ -9,17 +9,16 @@ import (
 	"unicode/utf8"
 )
 
-// The hot bodies — a POST /v1/send request, a send frame, a push, an ack —
-// are nearly
-// always flat JSON objects: known keys, plain strings, integers and
-// booleans, and for a push of mail one object kept as it is (its meta).
-// decodeFlat reads exactly that shape in one pass, without reflection;
-// anything else (another nested value, null, an escape in a string, an
-// unknown or differently cased key, a key given twice, a number with a
-// fraction or an exponent) makes it give up, and the caller decodes with
-// encoding/json, which decides every answer, errors included. Where
-// decodeFlat succeeds, its result is encoding/json's (FuzzDecodeFlat
-// checks it differentially).
+// The hot bodies — a POST /v1/send request, a send frame, a push, an ack,
+// a mail header — are nearly always flat JSON objects: known keys, plain
+// strings, integers and booleans, and in a frame of mail one object kept
+// as it is written (its meta). decodeFlat reads exactly that shape in one
+// pass, without reflection; anything else (another nested value, null, an
+// escape in a string, an unknown or differently cased key, a key given
+// twice, a number with a fraction or an exponent) makes it give up, and the
+// caller decodes with encoding/json, which decides every answer, errors
+// included. Where decodeFlat succeeds, its result is encoding/json's
+// (FuzzDecodeFlat checks it differentially).
 
 // flatField sets one member of a T from a flat JSON value; a nil setter
 // means the member does not take that kind of value. bit is the member's
