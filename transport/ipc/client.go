@@ -59,26 +59,49 @@ func (c *Client) within(d time.Duration) *Client {
 	return &Client{hc: c.hc, timeout: d, session: c.session}
 }
 
-// exchange does req, whose context carries the client's timeout over
-// parent's (its caller cancels it once the answer is read): a request
-// whose caller gave up fails with the caller's reason, a dial that fails
-// otherwise is ErrDaemonNotRunning, and an answer that did not come within
-// the timeout says so.
-func (c *Client) exchange(parent context.Context, req *http.Request) (*http.Response, error) {
+// exchange does method path with body (nil: none; else JSON) within the
+// client's timeout, as the calling session, and returns the answer's
+// status and body. A request whose caller gave up fails with the caller's
+// reason, a dial that fails otherwise is ErrDaemonNotRunning, and an
+// answer that did not come within the timeout says so. idempotencyKey,
+// when not empty, goes in the Idempotency-Key header.
+func (c *Client) exchange(ctx context.Context, method, path string, body []byte, idempotencyKey string) (int, []byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(rctx, method, "http://localhost"+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	c.authorize(req)
 	resp, err := c.hc.Do(req)
-	if err == nil {
-		return resp, nil
+	if err != nil {
+		var opErr *net.OpError
+		switch {
+		case ctx.Err() != nil: // the caller gave up, perhaps while dialling
+			return 0, nil, fmt.Errorf("daemon request %s %s: %w", method, path, ctx.Err())
+		case errors.As(err, &opErr) && opErr.Op == "dial":
+			return 0, nil, ErrDaemonNotRunning
+		case errors.Is(err, context.DeadlineExceeded):
+			return 0, nil, fmt.Errorf("daemon request %s %s: no answer within %s", method, path, c.timeout)
+		}
+		return 0, nil, fmt.Errorf("daemon request %s %s: %w", method, path, err)
 	}
-	var opErr *net.OpError
-	switch {
-	case parent.Err() != nil: // the caller gave up, perhaps while dialling
-		return nil, fmt.Errorf("daemon request %s %s: %w", req.Method, req.URL.Path, parent.Err())
-	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return nil, ErrDaemonNotRunning
-	case errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil:
-		return nil, fmt.Errorf("daemon request %s %s: no answer within %s", req.Method, req.URL.Path, c.timeout)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read daemon answer: %w", err)
 	}
-	return nil, fmt.Errorf("daemon request %s %s: %w", req.Method, req.URL.Path, err)
+	return resp.StatusCode, data, nil
 }
 
 // authorize names the calling session on req, if there is one.
@@ -178,35 +201,19 @@ func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
 // raw does a request with in (nil: no body) as JSON and returns the body of
 // a 2xx answer; any other answer is a *messages.Error.
 func (c *Client) raw(ctx context.Context, method, path string, in any) ([]byte, error) {
-	var body io.Reader
+	var body []byte
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
 			return nil, err
 		}
-		body = bytes.NewReader(b)
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, method, "http://localhost"+path, body)
+	status, data, err := c.exchange(ctx, method, path, body, "")
 	if err != nil {
 		return nil, err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	c.authorize(req)
-	resp, err := c.exchange(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read daemon answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		return nil, decodeError(resp.StatusCode, data)
+	if status >= 300 {
+		return nil, decodeError(status, data)
 	}
 	return data, nil
 }
@@ -259,28 +266,12 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://localhost/v1/send", bytes.NewReader(b))
+	status, data, err := c.exchange(ctx, http.MethodPost, "/v1/send", b, idempotencyKey)
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	if idempotencyKey != "" {
-		hreq.Header.Set("Idempotency-Key", idempotencyKey)
-	}
-	c.authorize(hreq)
-	resp, err := c.exchange(ctx, hreq)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read daemon answer: %w", err)
-	}
-	res := &SendResult{Status: resp.StatusCode, Body: data}
-	switch resp.StatusCode {
+	res := &SendResult{Status: status, Body: data}
+	switch status {
 	case http.StatusAccepted:
 		res.Accepted = &messages.SendAccepted{}
 		if err := json.Unmarshal(data, res.Accepted); err != nil {
@@ -299,7 +290,7 @@ func (c *Client) Send(ctx context.Context, req *messages.SendRequest, idempotenc
 			return nil, ce
 		}
 	}
-	return nil, decodeError(resp.StatusCode, data)
+	return nil, decodeError(status, data)
 }
 
 // MeshPeer is one peer of GET /v1/peers: the broker's record and its mesh.
