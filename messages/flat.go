@@ -153,6 +153,9 @@ func flatValue[T any](r *flatReader, v *T, f flatField[T]) bool {
 // checks what lies between, so that anything but a valid object (whose
 // end that is) gives up.
 func (r *flatReader) object() ([]byte, bool) {
+	if r.i >= len(r.b) || r.b[r.i] != '{' {
+		return nil, false
+	}
 	start, depth, inString := r.i, 0, false
 	for ; r.i < len(r.b); r.i++ {
 		c := r.b[r.i]
@@ -224,6 +227,17 @@ func (r *flatReader) literal() (bool, bool) {
 		}
 	}
 	return false, false
+}
+
+// unmarshalFlat decodes data into v as json.Unmarshal does: in one flat
+// pass where decodeFlat can, else by encoding/json into a v reset to its
+// zero value (decodeFlat may have half filled it).
+func unmarshalFlat[T any](data []byte, v *T, fields map[string]flatField[T]) error {
+	if decodeFlat(data, v, fields) {
+		return nil
+	}
+	*v = *new(T)
+	return json.Unmarshal(data, v)
 }
 
 // flatFrame is a frame type with a flat decoder (DecodeFrame tries it

@@ -264,11 +264,8 @@ func SplitMail(meta json.RawMessage) (rest json.RawMessage, env *MailEnvelope, e
 		}
 	}
 	env = &MailEnvelope{}
-	if !decodeFlat(raw, env, envelopeFields) {
-		*env = MailEnvelope{}
-		if err := json.Unmarshal(raw, env); err != nil {
-			return rest, nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
-		}
+	if err := unmarshalFlat(raw, env, envelopeFields); err != nil {
+		return rest, nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
 	}
 	if err := env.check(); err != nil {
 		return rest, nil, err
@@ -332,9 +329,6 @@ func mailAlone(meta []byte) (json.RawMessage, bool) {
 		return nil, false
 	}
 	r.space()
-	if r.i >= len(r.b) || r.b[r.i] != '{' {
-		return nil, false
-	}
 	env, ok := r.object()
 	if !ok {
 		return nil, false
@@ -360,11 +354,8 @@ func ParseMail(b []byte) (*Mail, error) {
 		return nil, fmt.Errorf("%w: header of %d bytes", ErrMailEnvelope, len(b))
 	}
 	var m Mail
-	if !decodeFlat(b, &m, mailFields) {
-		m = Mail{}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
-		}
+	if err := unmarshalFlat(b, &m, mailFields); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMailEnvelope, err)
 	}
 	return &m, m.check()
 }
