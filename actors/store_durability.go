@@ -193,8 +193,9 @@ func (s *Store) syncWAL() {
 // dropped: under strict its syncer answers those commands once the WAL is
 // on disk, or with the error if the fsync fails; under batched_50ms and
 // off they are answered now and the fsync deferred (deferSync). Either
-// way the rows it claimed are already with the dispatchers: a message may
-// reach the broker while its accept's fsync runs, never before its commit.
+// way the rows it claimed go to the dispatchers right after (run): a
+// message may reach the broker while its accept's fsync runs, never
+// before its commit.
 // Should that fsync fail, the caller's 5xx does not say the message was
 // not sent: its retry, with the same client_message_id, finds the
 // committed row, and the broker's dedupe the sent one.
