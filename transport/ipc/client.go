@@ -85,16 +85,7 @@ func (c *Client) exchange(ctx context.Context, method, path string, body []byte,
 	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		var opErr *net.OpError
-		switch {
-		case ctx.Err() != nil: // the caller gave up, perhaps while dialling
-			return 0, nil, fmt.Errorf("daemon request %s %s: %w", method, path, ctx.Err())
-		case errors.As(err, &opErr) && opErr.Op == "dial":
-			return 0, nil, ErrDaemonNotRunning
-		case errors.Is(err, context.DeadlineExceeded):
-			return 0, nil, fmt.Errorf("daemon request %s %s: no answer within %s", method, path, c.timeout)
-		}
-		return 0, nil, fmt.Errorf("daemon request %s %s: %w", method, path, err)
+		return 0, nil, unanswered(ctx, method, path, err, c.timeout)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
@@ -102,6 +93,24 @@ func (c *Client) exchange(ctx context.Context, method, path string, body []byte,
 		return 0, nil, fmt.Errorf("read daemon answer: %w", err)
 	}
 	return resp.StatusCode, data, nil
+}
+
+// unanswered is the error of a request to the daemon that got no answer
+// (err, from the HTTP client): the caller's reason if the caller gave up,
+// perhaps while dialling; ErrDaemonNotRunning if nothing took the
+// connection; that no answer came within timeout (0: none was set) if
+// that ran out; else err.
+func unanswered(ctx context.Context, method, path string, err error, timeout time.Duration) error {
+	var opErr *net.OpError
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("daemon request %s %s: %w", method, path, ctx.Err())
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return ErrDaemonNotRunning
+	case timeout > 0 && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("daemon request %s %s: no answer within %s", method, path, timeout)
+	}
+	return fmt.Errorf("daemon request %s %s: %w", method, path, err)
 }
 
 // authorize names the calling session on req, if there is one.

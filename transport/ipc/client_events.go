@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -36,7 +35,9 @@ type EventStream struct {
 // Events opens GET /v1/events (?mesh= when mesh is set; after > 0 resumes
 // after that event id with Last-Event-ID) and returns once the daemon has
 // answered, so that nothing published afterwards is missed. It is not bound
-// by the client's request timeout; ctx ends it.
+// by the client's request timeout; ctx ends it. It fails as a request
+// does: ErrDaemonNotRunning only when nothing took the connection, the
+// caller's reason when the caller gave up.
 func (c *Client) Events(ctx context.Context, mesh string, after int64) (*EventStream, error) {
 	path := "http://localhost/v1/events"
 	if mesh != "" {
@@ -52,7 +53,7 @@ func (c *Client) Events(ctx context.Context, mesh string, after int64) (*EventSt
 	}
 	resp, err := (&http.Client{Transport: c.hc.Transport}).Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w (%v)", ErrDaemonNotRunning, err)
+		return nil, unanswered(ctx, http.MethodGet, "/v1/events", err, 0)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()

@@ -188,3 +188,29 @@ func TestClientTimeout(t *testing.T) {
 		t.Fatalf("given up: %v, want context.Canceled", err)
 	}
 }
+
+// TestEventsUnanswered: opening the event stream fails as a request does —
+// "daemon not running" only when nothing took the connection; a daemon
+// that hung up is not reported as absent, nor is a caller that gave up.
+func TestEventsUnanswered(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := NewClient(filepath.Join(dir, "none.sock")).Events(t.Context(), "", 0); !errors.Is(err, ErrDaemonNotRunning) {
+		t.Fatalf("no daemon: %v, want ErrDaemonNotRunning", err)
+	}
+	path := filepath.Join(dir, "d.sock")
+	serveSocket(t, path, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // hangs up without an answer
+		}
+	}))
+	_, err := NewClient(path).Events(t.Context(), "", 0)
+	if err == nil || errors.Is(err, ErrDaemonNotRunning) || !strings.Contains(err.Error(), "GET /v1/events") {
+		t.Fatalf("hung up: %v, want the request's own error", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := NewClient(path).Events(ctx, "", 0); !errors.Is(err, context.Canceled) || errors.Is(err, ErrDaemonNotRunning) {
+		t.Fatalf("given up: %v, want context.Canceled", err)
+	}
+}
