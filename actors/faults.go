@@ -21,12 +21,21 @@ type Faults struct {
 	// SyncOutboxWAL and SyncInboxWAL stand in for the fsync of each
 	// database's WAL (nil: DB.SyncWAL), to make it fail or wait.
 	SyncOutboxWAL, SyncInboxWAL func() error
+	// StorePanic makes the store panic once its next batch has committed,
+	// before the batch's hand-offs, once: the test that a batch whose
+	// replies a syncer already holds answers each command once.
+	StorePanic atomic.Bool
 	// HookStall names a hook event type whose handler, its work done,
 	// never returns: a hooks worker that dies mid-row once the daemon is
 	// killed. HookLockCutoff replaces the worker's 30 s lock cutoff, so
 	// that the test of that death need not wait it out.
 	HookStall      string
 	HookLockCutoff time.Duration
+}
+
+// storePanics says whether the store must panic now (once).
+func (f *Faults) storePanics() bool {
+	return f != nil && f.StorePanic.CompareAndSwap(true, false)
 }
 
 // inboxPanics says whether mesh's inbox must panic now (once).

@@ -53,6 +53,7 @@ type Store struct {
 	durable durability
 	watch   pressureWatch
 	kept    *storeKept
+	faults  *Faults // nil but in tests
 }
 
 // batching is the group commit's state: the commands gathered for the next
@@ -66,6 +67,10 @@ type batching struct {
 	held    []storeRequest
 	holding bool
 	replies []any // run's buffer, reused
+	// owed says the running batch has handed outbox.db's replies to its
+	// syncer, which sends them: a failure of the rest of the batch must not
+	// answer those commands a second time.
+	owed bool
 }
 
 // storeKept is what survives a restart of the store actor, like the
@@ -141,7 +146,8 @@ func NewStore(o StoreOptions) actor.Producer {
 	return func() actor.Actor {
 		return &Store{outbox: o.Outbox, inbox: o.Inbox, hooks: o.Hooks, events: o.Events, metrics: o.Metrics,
 			log: o.Log.With("actor", "store"), batch: batching{max: DefaultMaxBatch},
-			durable: durability{fsync: o.Fsync, sync: syncs}, watch: pressureWatch{pressure: o.Pressure}, kept: kept}
+			durable: durability{fsync: o.Fsync, sync: syncs}, watch: pressureWatch{pressure: o.Pressure}, kept: kept,
+			faults: o.Faults}
 	}
 }
 
@@ -272,6 +278,7 @@ func (s *Store) run(ctx actor.Context) {
 	}
 	replies := s.replyBuffer(len(reqs))
 	var batches [databases]*persistence.Batch
+	s.batch.owed = false
 	defer func() {
 		if p := recover(); p != nil {
 			for _, b := range batches {
@@ -282,7 +289,9 @@ func (s *Store) run(ctx actor.Context) {
 			for _, d := range s.kept.dispatch {
 				d.fast = nil // not committed
 			}
-			s.failAll(reqs, replies, func(storeRequest) bool { return true }, fmt.Errorf("store panic: %v", p))
+			owed := s.batch.owed // its syncer answers them
+			s.failAll(reqs, replies, func(r storeRequest) bool { return !owed || !r.cmd.promises(outboxDB) },
+				fmt.Errorf("store panic: %v", p))
 		}
 		s.answer(ctx, reqs, replies)
 	}()
@@ -292,6 +301,9 @@ func (s *Store) run(ctx actor.Context) {
 		claims = s.claim(batches[outboxDB])
 	}
 	committed, full := s.commit(ctx, reqs, replies, &batches)
+	if s.faults.storePanics() {
+		panic("injected: the store panics after a commit")
+	}
 	if !committed[outboxDB] {
 		claims = nil // nothing was claimed
 	}
@@ -397,6 +409,7 @@ func durable(reqs []storeRequest) bool {
 func (s *Store) syncCommitted(ctx actor.Context, reqs []storeRequest, replies []any) {
 	s.syncOutbox(ctx, reqs, replies)
 	if s.durable.fsync.Mode() == config.FsyncStrict {
+		s.batch.owed = true
 		runtime.Gosched()
 	}
 }

@@ -360,3 +360,45 @@ func TestStoreStrictBatchesWait(t *testing.T) {
 		}
 	}
 }
+
+// TestStorePanicAfterCommit: a batch that fails after its commit has
+// handed outbox.db's replies to the syncer answers those commands once,
+// from the syncer, with what the commit stored: not first with the panic.
+func TestStorePanicAfterCommit(t *testing.T) {
+	faults := &Faults{}
+	faults.StorePanic.Store(true)
+	system, store, _, _ := spawnStore(t, StoreOptions{Faults: faults})
+	replies := make(chan any, 4)
+	probe := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *messages.AcceptSend:
+			ctx.Request(store, m)
+		case *messages.AcceptResult, *messages.Error, error:
+			replies <- m
+		}
+	}))
+	accept := func(id string) any {
+		t.Helper()
+		system.Root.Send(probe, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: "row-" + id,
+			Fingerprint: messages.Fingerprint{1}, Payload: []byte(`{"type":"send","targetSpec":"#t"}`), Now: time.Now().UnixMilli()})
+		select {
+		case r := <-replies:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no answer to %s within 5 s", id)
+			return nil
+		}
+	}
+	if r, ok := accept("panics").(*messages.AcceptResult); !ok || !r.Inserted {
+		t.Fatalf("the batch that panicked after its commit was first answered %#v, want its insert", r)
+	}
+	if faults.StorePanic.Load() {
+		t.Fatal("the store did not panic")
+	}
+	if r, ok := accept("after").(*messages.AcceptResult); !ok || !r.Inserted {
+		t.Fatalf("the next accept: %#v", r)
+	}
+	if r, ok := accept("panics").(*messages.AcceptResult); !ok || r.Inserted || r.Outcome == messages.AcceptConflict {
+		t.Fatalf("a retry of the batch that panicked: %#v, want its stored row found", r)
+	}
+}
