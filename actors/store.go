@@ -277,7 +277,12 @@ func (s *Store) run(ctx actor.Context) {
 		return
 	}
 	replies := s.replyBuffer(len(reqs))
-	var batches [databases]*persistence.Batch
+	var (
+		batches   [databases]*persistence.Batch
+		claims    []claimed
+		committed [databases]bool
+		handed    bool
+	)
 	s.batch.owed = false
 	defer func() {
 		if p := recover(); p != nil {
@@ -286,8 +291,13 @@ func (s *Store) run(ctx actor.Context) {
 					b.Rollback()
 				}
 			}
-			for _, d := range s.kept.dispatch {
-				d.fast = nil // not committed
+			switch {
+			case !committed[outboxDB]:
+				for _, d := range s.kept.dispatch {
+					d.fast = nil // not committed
+				}
+			case !handed: // committed inflight: they go out all the same
+				s.hand(ctx, claims)
 			}
 			owed := s.batch.owed // its syncer answers them
 			s.failAll(reqs, replies, func(r storeRequest) bool { return !owed || !r.cmd.promises(outboxDB) },
@@ -296,11 +306,10 @@ func (s *Store) run(ctx actor.Context) {
 		s.answer(ctx, reqs, replies)
 	}()
 	s.execute(reqs, replies, &batches)
-	var claims []claimed
 	if batches[outboxDB] != nil {
 		claims = s.claim(batches[outboxDB])
 	}
-	committed, full := s.commit(ctx, reqs, replies, &batches)
+	full := s.commit(ctx, reqs, replies, &batches, &committed)
 	if s.faults.storePanics() {
 		panic("injected: the store panics after a commit")
 	}
@@ -309,6 +318,7 @@ func (s *Store) run(ctx actor.Context) {
 	}
 	s.metrics.StoreBatch.Observe(float64(len(reqs)))
 	s.log.Debug("batch committed", "commands", len(reqs))
+	handed = true
 	s.hand(ctx, claims)
 	s.publish(ctx, reqs, replies)
 	s.afterCommit(ctx, reqs, replies, committed, batches[outboxDB] != nil, full)
@@ -362,11 +372,12 @@ func (s *Store) exec(b *persistence.Batch, r storeRequest) any {
 	return reply
 }
 
-// commit commits each database's part of the batch and reports which
-// committed, and whether a commit found the disk full; a failed commit
-// fails that part's commands. outbox.db's part comes first, and its fsync
-// starts as soon as it is committed (syncCommitted).
-func (s *Store) commit(ctx actor.Context, reqs []storeRequest, replies []any, batches *[databases]*persistence.Batch) (committed [databases]bool, full bool) {
+// commit commits each database's part of the batch, marking in committed
+// each that did, and reports whether a commit found the disk full; a
+// failed commit fails that part's commands. outbox.db's part comes first,
+// and its fsync starts as soon as it is committed (syncCommitted).
+func (s *Store) commit(ctx actor.Context, reqs []storeRequest, replies []any, batches *[databases]*persistence.Batch,
+	committed *[databases]bool) (full bool) {
 	for db, b := range batches {
 		if b == nil {
 			continue
@@ -385,7 +396,7 @@ func (s *Store) commit(ctx actor.Context, reqs []storeRequest, replies []any, ba
 			s.syncCommitted(ctx, reqs, replies)
 		}
 	}
-	return committed, full
+	return full
 }
 
 // durable says whether a command of the batch promises a durable outbox.db.

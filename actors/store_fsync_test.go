@@ -363,11 +363,19 @@ func TestStoreStrictBatchesWait(t *testing.T) {
 
 // TestStorePanicAfterCommit: a batch that fails after its commit has
 // handed outbox.db's replies to the syncer answers those commands once,
-// from the syncer, with what the commit stored: not first with the panic.
+// from the syncer, with what the commit stored — not first with the
+// panic — and the rows it committed inflight still go to the dispatcher.
 func TestStorePanicAfterCommit(t *testing.T) {
 	faults := &Faults{}
-	faults.StorePanic.Store(true)
 	system, store, _, _ := spawnStore(t, StoreOptions{Faults: faults})
+	got := make(chan any, 8)
+	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &probe{store: store, got: got, ready: &messages.DispatchReady{Mesh: "m", Gen: 1, Window: 4, Now: time.Now().UnixMilli()}}
+	}))
+	if m, ok := probed(t, got).(*messages.OutcomeApplied); !ok || m.Err != nil {
+		t.Fatalf("DispatchReady answered %+v", m)
+	}
+	faults.StorePanic.Store(true)
 	replies := make(chan any, 4)
 	probe := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
@@ -394,6 +402,9 @@ func TestStorePanicAfterCommit(t *testing.T) {
 	}
 	if faults.StorePanic.Load() {
 		t.Fatal("the store did not panic")
+	}
+	if c, ok := probed(t, got).(*messages.ClaimedRows); !ok || len(c.Rows) != 1 || c.Rows[0].ClientMessageID != "panics" {
+		t.Fatalf("the dispatcher got %+v, want the row of the batch that panicked", c)
 	}
 	if r, ok := accept("after").(*messages.AcceptResult); !ok || !r.Inserted {
 		t.Fatalf("the next accept: %#v", r)
