@@ -67,10 +67,10 @@ type batching struct {
 	held    []storeRequest
 	holding bool
 	replies []any // run's buffer, reused
-	// owed says the running batch has handed outbox.db's replies to its
-	// syncer, which sends them: a failure of the rest of the batch must not
-	// answer those commands a second time.
-	owed bool
+	// syncerHolds says the running batch has handed outbox.db's replies to
+	// its syncer, which sends them: a failure of the rest of the batch must
+	// not answer those commands a second time.
+	syncerHolds bool
 }
 
 // storeKept is what survives a restart of the store actor, like the
@@ -283,7 +283,7 @@ func (s *Store) run(ctx actor.Context) {
 		committed [databases]bool
 		handed    bool
 	)
-	s.batch.owed = false
+	s.batch.syncerHolds = false
 	defer func() {
 		if p := recover(); p != nil {
 			for _, b := range batches {
@@ -299,8 +299,8 @@ func (s *Store) run(ctx actor.Context) {
 			case !handed: // committed inflight: they go out all the same
 				s.hand(ctx, claims)
 			}
-			owed := s.batch.owed // its syncer answers them
-			s.failAll(reqs, replies, func(r storeRequest) bool { return !owed || !r.cmd.promises(outboxDB) },
+			bySyncer := s.batch.syncerHolds // the syncer answers those
+			s.failAll(reqs, replies, func(r storeRequest) bool { return !bySyncer || !r.cmd.promises(outboxDB) },
 				fmt.Errorf("store panic: %v", p))
 		}
 		s.answer(ctx, reqs, replies)
@@ -420,7 +420,7 @@ func durable(reqs []storeRequest) bool {
 func (s *Store) syncCommitted(ctx actor.Context, reqs []storeRequest, replies []any) {
 	s.syncOutbox(ctx, reqs, replies)
 	if s.durable.fsync.Mode() == config.FsyncStrict {
-		s.batch.owed = true
+		s.batch.syncerHolds = true
 		runtime.Gosched()
 	}
 }
