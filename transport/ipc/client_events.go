@@ -51,7 +51,7 @@ func (c *Client) Events(ctx context.Context, mesh string, after int64) (*EventSt
 	if after > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
 	}
-	resp, err := (&http.Client{Transport: c.hc.Transport}).Do(req)
+	resp, err := c.hc.Do(req) // no timeout: the client's rides on exchange's context
 	if err != nil {
 		return nil, unanswered(ctx, http.MethodGet, "/v1/events", err, 0)
 	}
