@@ -67,10 +67,18 @@ type batching struct {
 	held    []storeRequest
 	holding bool
 	replies []any // run's buffer, reused
-	// syncerHolds says the running batch has handed outbox.db's replies to
-	// its syncer, which sends them: a failure of the rest of the batch must
-	// not answer those commands a second time.
+}
+
+// progress is how far run has taken a batch, which its recovery from a
+// panic goes by.
+type progress struct {
+	durable   bool // a command promises a durable outbox.db (durable)
+	committed [databases]bool
+	// syncerHolds says outbox.db's syncer holds the replies of the commands
+	// that promise durability, and sends them: a failure of the rest of
+	// the batch must not answer those a second time.
 	syncerHolds bool
+	handed      bool // the claims went to the dispatchers
 }
 
 // storeKept is what survives a restart of the store actor, like the
@@ -278,12 +286,10 @@ func (s *Store) run(ctx actor.Context) {
 	}
 	replies := s.replyBuffer(len(reqs))
 	var (
-		batches   [databases]*persistence.Batch
-		claims    []claimed
-		committed [databases]bool
-		handed    bool
+		batches [databases]*persistence.Batch
+		claims  []claimed
 	)
-	s.batch.syncerHolds = false
+	done := progress{durable: durable(reqs)}
 	defer func() {
 		if p := recover(); p != nil {
 			for _, b := range batches {
@@ -292,15 +298,14 @@ func (s *Store) run(ctx actor.Context) {
 				}
 			}
 			switch {
-			case !committed[outboxDB]:
+			case !done.committed[outboxDB]:
 				for _, d := range s.kept.dispatch {
 					d.fast = nil // not committed
 				}
-			case !handed: // committed inflight: they go out all the same
+			case !done.handed: // committed inflight: they go out all the same
 				s.hand(ctx, claims)
 			}
-			bySyncer := s.batch.syncerHolds // the syncer answers those
-			s.failAll(reqs, replies, func(r storeRequest) bool { return !bySyncer || !r.cmd.promises(outboxDB) },
+			s.failAll(reqs, replies, func(r storeRequest) bool { return !done.syncerHolds || !r.cmd.promises(outboxDB) },
 				fmt.Errorf("store panic: %v", p))
 		}
 		s.answer(ctx, reqs, replies)
@@ -309,19 +314,19 @@ func (s *Store) run(ctx actor.Context) {
 	if batches[outboxDB] != nil {
 		claims = s.claim(batches[outboxDB])
 	}
-	full := s.commit(ctx, reqs, replies, &batches, &committed)
+	full := s.commit(ctx, reqs, replies, &batches, &done)
 	if s.faults.storePanics() {
 		panic("injected: the store panics after a commit")
 	}
-	if !committed[outboxDB] {
+	if !done.committed[outboxDB] {
 		claims = nil // nothing was claimed
 	}
 	s.metrics.StoreBatch.Observe(float64(len(reqs)))
 	s.log.Debug("batch committed", "commands", len(reqs))
-	handed = true
+	done.handed = true
 	s.hand(ctx, claims)
 	s.publish(ctx, reqs, replies)
-	s.afterCommit(ctx, reqs, replies, committed, batches[outboxDB] != nil, full)
+	s.afterCommit(ctx, reqs, replies, &done, batches[outboxDB] != nil, full)
 }
 
 // execute runs each command of the batch in its database's transaction,
@@ -372,12 +377,12 @@ func (s *Store) exec(b *persistence.Batch, r storeRequest) any {
 	return reply
 }
 
-// commit commits each database's part of the batch, marking in committed
-// each that did, and reports whether a commit found the disk full; a
-// failed commit fails that part's commands. outbox.db's part comes first,
-// and its fsync starts as soon as it is committed (syncCommitted).
+// commit commits each database's part of the batch, marking in done each
+// that did, and reports whether a commit found the disk full; a failed
+// commit fails that part's commands. outbox.db's part comes first, and its
+// fsync starts as soon as it is committed (syncCommitted).
 func (s *Store) commit(ctx actor.Context, reqs []storeRequest, replies []any, batches *[databases]*persistence.Batch,
-	committed *[databases]bool) (full bool) {
+	done *progress) (full bool) {
 	for db, b := range batches {
 		if b == nil {
 			continue
@@ -391,9 +396,9 @@ func (s *Store) commit(ctx actor.Context, reqs []storeRequest, replies []any, ba
 				fmt.Errorf("commit: %w", err))
 			continue
 		}
-		committed[db] = true
-		if database(db) == outboxDB && durable(reqs) {
-			s.syncCommitted(ctx, reqs, replies)
+		done.committed[db] = true
+		if database(db) == outboxDB && done.durable {
+			done.syncerHolds = s.syncCommitted(ctx, reqs, replies)
 		}
 	}
 	return full
@@ -411,28 +416,29 @@ func durable(reqs []storeRequest) bool {
 
 // syncCommitted sees to the fsync that a committed outbox.db part waits
 // for (syncOutbox) and, when its syncer has work now (strict), yields the
-// store's processor to it. The syncer has just been made runnable on this
+// store's processor to it and reports that the syncer holds the replies. The syncer has just been made runnable on this
 // processor, behind the store: unless the other one is idle, it would
 // start the fsync only once the store had committed inbox.db, handed the
 // rows to the dispatchers, published the events and drained its mailbox —
 // 0.1 ms on average at one sender's pace, all of it added to the caller's
 // answer. Yielding starts the fsync first; the store goes on beside it.
-func (s *Store) syncCommitted(ctx actor.Context, reqs []storeRequest, replies []any) {
+func (s *Store) syncCommitted(ctx actor.Context, reqs []storeRequest, replies []any) (syncerHolds bool) {
 	s.syncOutbox(ctx, reqs, replies)
-	if s.durable.fsync.Mode() == config.FsyncStrict {
-		s.batch.syncerHolds = true
-		runtime.Gosched()
+	if s.durable.fsync.Mode() != config.FsyncStrict {
+		return false
 	}
+	runtime.Gosched()
+	return true
 }
 
 // afterCommit measures the disk after durable batches (at most every
 // pressureEvery) and when the disk filled up, and hands inbox.db's owed
 // replies to its syncer once the batch's events are published from them.
-func (s *Store) afterCommit(ctx actor.Context, reqs []storeRequest, replies []any, committed [databases]bool, onOutbox, full bool) {
-	if onOutbox && (full || durable(reqs) && time.Since(s.watch.measured) >= pressureEvery) {
+func (s *Store) afterCommit(ctx actor.Context, reqs []storeRequest, replies []any, done *progress, onOutbox, full bool) {
+	if onOutbox && (full || done.durable && time.Since(s.watch.measured) >= pressureEvery) {
 		s.measure(ctx)
 	}
-	if committed[inboxDB] {
+	if done.committed[inboxDB] {
 		s.syncInbox(reqs, replies)
 	}
 }
