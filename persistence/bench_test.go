@@ -269,8 +269,9 @@ func BenchmarkOutboxWALPages(b *testing.B) {
 		}
 		return log
 	}
-	var exec, commit time.Duration
-	inTx := func(fn func(tx *Tx) error) {
+	// inTx runs fn in a transaction and returns the time of its BEGIN and
+	// statements, and of its commit.
+	inTx := func(fn func(tx *Tx) error) (exec, commit time.Duration) {
 		start := time.Now()
 		batch, err := o.Begin(ctx)
 		if err != nil {
@@ -283,7 +284,7 @@ func BenchmarkOutboxWALPages(b *testing.B) {
 		if err := batch.Commit(); err != nil {
 			b.Fatal(err)
 		}
-		exec, commit = exec+executed.Sub(start), commit+time.Since(executed)
+		return executed.Sub(start), time.Since(executed)
 	}
 	const run = 50 // rows between checkpoints: the WAL's pages counted, then truncated
 	payload := make([]byte, 700)
@@ -292,17 +293,16 @@ func BenchmarkOutboxWALPages(b *testing.B) {
 	for i := 0; i < b.N; i += run {
 		n := min(run, b.N-i)
 		frames("TRUNCATE")
-		exec, commit = 0, 0
 		for j := i; j < i+n; j++ {
 			id := "mail-" + strconv.Itoa(j)
-			inTx(func(tx *Tx) error {
+			exec, commit := inTx(func(tx *Tx) error {
 				_, err := o.Accept(tx, &messages.AcceptSend{Mesh: "m", ClientMessageID: id, RowID: id, Fingerprint: messages.Fingerprint{byte(j)},
 					Payload: payload, Now: int64(j), Mail: &messages.Mail{Subject: "s", ThreadID: "t-1", AckRequired: true}}, true)
 				return err
 			})
+			acceptExec, acceptCommit = acceptExec+exec, acceptCommit+commit
 		}
 		accepted += frames("PASSIVE")
-		acceptExec, acceptCommit = acceptExec+exec, acceptCommit+commit
 		frames("TRUNCATE")
 		for j := i; j < i+n; j++ {
 			id := "mail-" + strconv.Itoa(j)
