@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,6 +46,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := keepMonitorAwake(); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: keep the runtime's monitor awake:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(m))
 }
 

@@ -33,9 +33,10 @@ import (
 //
 //	go test -run='^$' -bench=BenchmarkMCPMailSend -benchtime=5000x ./integration/
 //
-// With GODEBUG=schedtrace=0 in its environment, the daemon and the MCP
-// servers run with the runtime's monitor sleeping deeply, as before
-// cmd/internal/sysmon kept it awake (startRawMCP).
+// The clients run with the runtime's monitor kept awake, as the daemon
+// and the MCP servers do (keepMonitorAwake). With GODEBUG=schedtrace=0 in
+// its environment, every process of the run has it sleeping deeply, as
+// before cmd/internal/sysmon kept it awake.
 func BenchmarkMCPMailSend(b *testing.B) {
 	for _, mode := range []string{"strict", "batched_50ms"} {
 		for _, clients := range []int{1, 16} {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 )
@@ -43,16 +42,14 @@ type rawResponse struct {
 
 // startRawMCP starts claudemesh-mcp as the agent session name on e's
 // daemon, with the environment install claude-code registers, and runs the
-// initialize handshake. A GODEBUG of the benchmark's naming schedtrace is
-// left to it instead, as to the daemon: GODEBUG=schedtrace=0 measures
-// every process with the runtime's monitor sleeping deeply (the code
-// before cmd/internal/sysmon).
+// initialize handshake. Its GODEBUG is the benchmark's, as the daemon's
+// is: awakeSetting (keepMonitorAwake), or what the benchmark was started
+// with when that names schedtrace (schedtrace=0 measures every process
+// with the runtime's monitor sleeping deeply: the code before
+// cmd/internal/sysmon).
 func startRawMCP(b *testing.B, e *env, name string) *rawMCP {
 	c := &rawMCP{cmd: exec.Command(mcpBinPath, "--name", name)}
 	c.cmd.Env = e.environ()
-	if !strings.Contains(os.Getenv("GODEBUG"), "schedtrace") {
-		c.cmd.Env = append(c.cmd.Env, "GODEBUG="+awakeSetting)
-	}
 	c.cmd.Stderr = os.Stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
