@@ -38,6 +38,12 @@ type InboxActor struct {
 	// due.
 	pending  map[string]*pendingPush
 	sweeping bool
+	// expiry is the timer of the route's next contact request to run out
+	// (expiryAt, Unix ms; 0 with no timer), and expiring says a look at
+	// those that ran out is under way (inbox_mail.go).
+	expiry   *time.Timer
+	expiryAt int64
+	expiring bool
 }
 
 // pendingPush is a push being stored: what its ack needs.
@@ -62,7 +68,15 @@ func newInbox(cfg MeshConfig, store *actor.PID, m *metrics.Daemon, log *slog.Log
 
 func (in *InboxActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started:
+		in.expireRequests(ctx)
+	case *actor.Stopping:
+		if in.expiry != nil {
+			in.expiry.Stop()
+		}
+	case *actor.Stopped, *actor.Restarting:
+	case *expireHeld:
+		in.expireRequests(ctx)
 	case *inboundPush:
 		if m.push.Subtype == "system" {
 			in.presence(ctx, m.push)

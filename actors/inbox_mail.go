@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/wsclient"
@@ -90,16 +91,17 @@ func (in *InboxActor) receiptEvent(ctx actor.Context, rec *messages.RecordReceip
 
 // notice queues the receipt that tells the sender of a direct message its
 // route's contact policy held or refused it, then acks the push; a notice
-// the outbox did not take leaves the push unacked, to come again.
+// the outbox did not take leaves the push unacked, to come again. A held
+// message's request is looked at again when it runs out (expireAt).
 func (in *InboxActor) notice(ctx actor.Context, pp *pendingPush, r *messages.InboundStored) {
 	p := pp.push
 	m := messages.Mail{Receipt: messages.ReceiptRefused, ReceiptFor: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
 		Reason: messages.ReasonBlockAll, Name: in.cfg.Name}
 	if !r.Refused {
 		m = messages.Mail{Receipt: messages.ReceiptHeld, ReceiptFor: m.ReceiptFor, Until: isoMs(r.Held), Name: in.cfg.Name}
+		in.expireAt(ctx, r.Held)
 	}
-	send, cid := messages.ReceiptSend(m, p.SenderPubkey, "")
-	cmd, err := messages.NewAccept(in.cfg.Slug, send, cid, ulid.Make().String(), time.Now().UnixMilli(), in.cfg.Identity.SendFrame)
+	cmd, err := in.receiptAccept(m, p.SenderPubkey)
 	if err != nil {
 		in.log.Error("contact notice", "client_message_id", p.ClientMessageID, "err", err)
 		in.ack(p, pp.conn)
@@ -112,6 +114,127 @@ func (in *InboxActor) notice(ctx actor.Context, pp *pendingPush, r *messages.Inb
 		}
 		in.ack(p, pp.conn)
 	})
+}
+
+// receiptAccept is the accept that queues receipt m to sender, sealed
+// with the route's key.
+func (in *InboxActor) receiptAccept(m messages.Mail, sender string) (*messages.AcceptSend, error) {
+	send, cid := messages.ReceiptSend(m, sender, "")
+	return messages.NewAccept(in.cfg.Slug, send, cid, ulid.Make().String(), time.Now().UnixMilli(), in.cfg.Identity.SendFrame)
+}
+
+// expireHeld is the inbox actor's timer: a contact request the route holds
+// runs out.
+type expireHeld struct{}
+
+const (
+	// expiredBatch bounds the messages one look at run-out contact
+	// requests takes; a full batch is followed by another at once.
+	expiredBatch = 100
+	// expiryRetry is how soon a look that failed is tried again.
+	expiryRetry = time.Minute
+	// maxExpiryWait caps the timer: a longer wait is taken in steps, each
+	// looking again (a clock set back loses at most this).
+	maxExpiryWait = time.Hour
+)
+
+// expireAt sets the timer for a contact request that runs out at (Unix
+// ms), unless one is set for no later.
+func (in *InboxActor) expireAt(ctx actor.Context, at int64) {
+	if in.expiryAt != 0 && in.expiryAt <= at {
+		return
+	}
+	if in.expiry != nil {
+		in.expiry.Stop()
+	}
+	wait := min(max(time.Until(time.UnixMilli(at)), 0), maxExpiryWait)
+	in.expiry, in.expiryAt = workers.SendLater(ctx, wait, &expireHeld{}), at
+}
+
+// expireRequests tells the senders of the messages this route held as
+// contact requests that ran out that they were refused
+// (ReasonRequestExpired), and only then deletes the messages: a notice is
+// queued under an id derived from the message (messages.ReceiptID), so
+// that a look cut short and taken again tells each sender once. It runs
+// when the inbox actor starts, and then when the earliest request still
+// held runs out.
+func (in *InboxActor) expireRequests(ctx actor.Context) {
+	if in.expiring {
+		return
+	}
+	in.expiring, in.expiryAt = true, 0
+	now := time.Now().UnixMilli()
+	ask := &messages.ListExpiredRequests{Mesh: in.cfg.Slug, Now: now, Limit: expiredBatch}
+	ctx.ReenterAfter(ctx.RequestFuture(in.store, ask, StoreTimeout), func(res any, err error) {
+		r, err := answerOf[*messages.ExpiredRequests](res, err)
+		if err != nil {
+			in.log.Error("list run-out contact requests", "err", err)
+			in.expiring = false
+			in.expireAt(ctx, time.Now().Add(expiryRetry).UnixMilli())
+			return
+		}
+		in.noticeExpired(ctx, r, now)
+	})
+}
+
+// noticeExpired queues the notices of the run-out requests r lists, then
+// deletes the messages whose notice is queued and sets the timer again.
+func (in *InboxActor) noticeExpired(ctx actor.Context, r *messages.ExpiredRequests, now int64) {
+	next := r.Next
+	if len(r.Items) == expiredBatch {
+		next = now // more ran out
+	}
+	var told []string
+	left := len(r.Items)
+	finish := func() {
+		in.expiring = false
+		if len(told) < len(r.Items) {
+			next = time.Now().Add(expiryRetry).UnixMilli()
+		}
+		if next != 0 {
+			in.expireAt(ctx, next)
+		}
+	}
+	drop := func() {
+		if len(told) == 0 {
+			finish()
+			return
+		}
+		cmd := &messages.DropExpiredRequests{Mesh: in.cfg.Slug, IDs: told, Now: now}
+		ctx.ReenterAfter(ctx.RequestFuture(in.store, cmd, StoreTimeout), func(res any, err error) {
+			if _, err := answerOf[*messages.RequestsDropped](res, err); err != nil {
+				in.log.Error("drop run-out contact requests", "err", err)
+				told = nil // looked at again
+			}
+			finish()
+		})
+	}
+	if left == 0 {
+		drop()
+		return
+	}
+	for _, it := range r.Items {
+		m := messages.Mail{Receipt: messages.ReceiptRefused, ReceiptFor: it.ClientMessageID, Reason: messages.ReasonRequestExpired,
+			Name: in.cfg.Name}
+		cmd, err := in.receiptAccept(m, it.Sender)
+		if err != nil {
+			in.log.Error("run-out contact request's notice", "client_message_id", it.ClientMessageID, "err", err)
+			if left--; left == 0 {
+				drop()
+			}
+			continue
+		}
+		ctx.ReenterAfter(ctx.RequestFuture(in.store, cmd, StoreTimeout), func(res any, err error) {
+			if _, err = answerOf[*messages.AcceptResult](res, err); err != nil {
+				in.log.Error("run-out contact request's notice not queued", "client_message_id", it.ClientMessageID, "err", err)
+			} else {
+				told = append(told, it.ID)
+			}
+			if left--; left == 0 {
+				drop()
+			}
+		})
+	}
 }
 
 // answerOf is the store's answer res to a request, of type T, with its

@@ -133,6 +133,16 @@ var commands = commandTable(
 	entry(spec[messages.NoteContact, none]{db: inboxDB, run: (*Store).noteContact}),
 	entry(spec[messages.DecideContact, messages.ContactDecision]{db: inboxDB, durable: true, savepoint: true,
 		run: (*Store).decideContact, events: func(r *messages.ContactDecision) []messages.Event { return r.Events }}),
+	entry(spec[messages.ListExpiredRequests, messages.ExpiredRequests]{db: inboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.ListExpiredRequests, _ *actor.PID) (*messages.ExpiredRequests, error) {
+			items, next, err := s.inbox.ExpiredRequests(tx, m.Mesh, m.Now, m.Limit)
+			return &messages.ExpiredRequests{Items: items, Next: next}, err
+		}}),
+	entry(spec[messages.DropExpiredRequests, messages.RequestsDropped]{db: inboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.DropExpiredRequests, _ *actor.PID) (*messages.RequestsDropped, error) {
+			n, err := s.inbox.DropExpiredRequests(tx, m.Mesh, m.IDs, m.Now)
+			return &messages.RequestsDropped{Dropped: n}, err
+		}}),
 
 	// Retention passes (store_retention.go), sent by the store to itself.
 	entry(spec[messages.PruneInbox, messages.Pruned]{db: inboxDB, savepoint: true, run: (*Store).pruneInbox}),

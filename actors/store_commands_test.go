@@ -68,6 +68,8 @@ func TestStoreHandlesEveryMessage(t *testing.T) {
 		{&messages.ListContactRequests{Mesh: "m", Now: now}, &messages.ContactRequests{}},
 		{&messages.NoteContact{Mesh: "m", Peer: "p", Name: "n", Now: now}, nil},
 		{&messages.DecideContact{Mesh: "m", Peer: "p", Accept: true, Now: now}, &messages.ContactDecision{}},
+		{&messages.ListExpiredRequests{Mesh: "m", Now: now, Limit: 10}, &messages.ExpiredRequests{}},
+		{&messages.DropExpiredRequests{Mesh: "m", IDs: []string{"i1"}, Now: now}, &messages.RequestsDropped{}},
 	}
 	// One actor asks every question, as a dispatcher would: DispatchReady
 	// registers it, and the claims the store then sends it are passed over.

@@ -21,6 +21,11 @@ const (
 	// RetentionBatch bounds the rows one pass changes in each table, so that
 	// the batch carrying it stays short.
 	RetentionBatch = 5000
+	// RequestNoticeGrace is how long after a contact request ran out a
+	// retention pass deletes the messages it held, if the route's inbox
+	// actor has not (having told their senders first): the route of a
+	// session that ended, or of a daemon stopped for longer.
+	RequestNoticeGrace = day
 )
 
 // DefaultRetentionDays is what a Retention of 0 days keeps.
@@ -114,7 +119,7 @@ func (s *Store) pruneInbox(tx *persistence.Tx, m *messages.PruneInbox, _ *actor.
 	if out.Events, err = s.inbox.TrimEvents(tx, m.EventsKeep, m.EventsBefore, m.Limit); err != nil {
 		return nil, err
 	}
-	held, err := s.inbox.PruneRequests(tx, m.Now, m.Limit)
+	held, err := s.inbox.PruneRequests(tx, m.Now-RequestNoticeGrace.Milliseconds(), m.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/url"
 	"slices"
@@ -282,5 +283,72 @@ func mailContactPolicy(t *testing.T, m *e2eMesh, ant, cat, dog *agentSession) {
 	}
 	if items := inboxOf(t, cat, url.Values{}); slices.ContainsFunc(items, func(it messages.InboxItem) bool { return it.ClientMessageID == a2 }) {
 		t.Fatal("a message to a block_all session is in its inbox")
+	}
+}
+
+// TestMailContactRequestRunsOut: a contact request that runs out
+// unanswered is refused to its sender, in words (ReasonRequestExpired), so
+// that the sender no longer waits for an acknowledgement that cannot come,
+// and its message leaves the recipient's daemon. One ran out while cat's
+// daemon was stopped: it is told at the daemon's start. One runs out while
+// the daemon runs: it is told then. The shortest request_ttl is a minute,
+// so the holds' times are set in cat's inbox.db while its daemon is
+// stopped.
+func TestMailContactRequestRunsOut(t *testing.T) {
+	m := newE2EMesh(t)
+	ant, cat := mailPeers(t, m)
+	ctx := context.Background()
+	if _, err := cat.c.SetContactPolicy(ctx, &messages.ContactPolicyRequest{Policy: messages.PolicyContactsOnly,
+		RequestTTL: "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, body := range []string{"first", "second"} {
+		id := mailSend(t, ant, messages.SendRequest{To: cat.pubkey, Subject: body, AckRequired: true}, body)
+		waitRow(t, ant, id, "held", func(r *messages.OutboxItem) bool { return len(r.Receipts) > 0 })
+		ids = append(ids, id)
+	}
+
+	m.bob.d.stop()
+	db, err := sql.Open("sqlite", "file:"+m.bob.env.file("inbox.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, until := range []time.Time{time.Now().Add(-time.Minute), time.Now().Add(4 * time.Second)} {
+		res, err := db.Exec(`UPDATE inbox SET held_until = ? WHERE client_message_id = ? AND held_until IS NOT NULL`,
+			until.UnixMilli(), ids[i])
+		if n, _ := res.RowsAffected(); err != nil || n != 1 {
+			t.Fatalf("set %s's hold: %d rows, %v", ids[i], n, err)
+		}
+	}
+	db.Close()
+	m.bob.start(t)
+
+	for _, id := range ids {
+		row := waitRow(t, ant, id, "refused as run out", func(r *messages.OutboxItem) bool { return !r.AwaitsAck() })
+		last := row.Receipts[len(row.Receipts)-1]
+		if last.Kind != messages.ReceiptRefused || last.Reason != messages.ReasonRequestExpired || last.Pubkey != cat.pubkey {
+			t.Fatalf("ant's row %s: %+v", id, row.Receipts)
+		}
+	}
+	page, err := ant.c.Outbox(ctx, url.Values{"awaiting_ack": {"true"}})
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("ant still awaits: %+v %v", page, err)
+	}
+	reqs, err := cat.c.ContactRequests(ctx, "")
+	if err != nil || len(reqs.Requests) != 0 {
+		t.Fatalf("cat's requests: %+v %v", reqs, err)
+	}
+	// The messages are gone from cat's daemon: its inbox.db, read while it
+	// runs.
+	db, err = sql.Open("sqlite", "file:"+m.bob.env.file("inbox.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM inbox WHERE client_message_id IN (?, ?)`, ids[0], ids[1]).Scan(&left); err != nil ||
+		left != 0 {
+		t.Fatalf("cat's inbox.db keeps %d of the run-out messages (%v)", left, err)
 	}
 }

@@ -243,6 +243,54 @@ type DecideContact struct {
 	Now    int64
 }
 
+// ListExpiredRequests lists up to Limit of Mesh's messages held as
+// contact requests whose time ran out at Now or before. The reply is
+// *ExpiredRequests.
+type ListExpiredRequests struct {
+	Mesh  string
+	Now   int64
+	Limit int
+}
+
+// ExpiredRequests is the reply to *ListExpiredRequests: the messages, and
+// the earliest time another request of the mesh runs out (Unix ms; 0:
+// none is held).
+type ExpiredRequests struct {
+	Items []ExpiredRequest
+	Next  int64
+	Err   error
+}
+
+// Failure returns the store's error, nil on success.
+func (e *ExpiredRequests) Failure() error { return e.Err }
+
+// ExpiredRequest is a held message whose contact request ran out: its
+// inbox row id, its client_message_id as the inbox keeps it (what the
+// sender's notices name) and its sender.
+type ExpiredRequest struct {
+	ID              string `db:"id"`
+	ClientMessageID string `db:"client_message_id"`
+	Sender          string `db:"sender_pubkey"`
+}
+
+// DropExpiredRequests deletes those of Mesh's messages IDs that are still
+// held as contact requests run out at Now, once their senders' notices are
+// queued. The reply is *RequestsDropped.
+type DropExpiredRequests struct {
+	Mesh string
+	IDs  []string
+	Now  int64
+}
+
+// RequestsDropped is the reply to *DropExpiredRequests.
+type RequestsDropped struct {
+	Dropped int64
+	Err     error
+}
+
+// Failure returns the store's error, nil on success.
+func (r *RequestsDropped) Failure() error { return r.Err }
+
 // ContactDecision is the reply to *DecideContact: the messages released
 // or dropped, and the events of those released.
 type ContactDecision struct {

@@ -73,8 +73,9 @@ type ListOutbox struct {
 	// Thread keeps the rows of a thread (its messages, and its root).
 	Thread string
 	// AwaitingAck keeps the rows that asked for an acknowledgement and
-	// have none yet (pending, inflight or done), enqueued before
-	// EnqueuedBefore (Unix ms; 0: any time).
+	// may still get one (OutboxItem.AwaitsAck: pending, inflight or done,
+	// neither acknowledged nor refused), enqueued before EnqueuedBefore
+	// (Unix ms; 0: any time).
 	AwaitingAck    bool
 	EnqueuedBefore int64
 }
@@ -138,6 +139,22 @@ type Receipt struct {
 	At     string `json:"at"`
 	Until  string `json:"until,omitempty"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// AwaitsAck says whether the message asked for an acknowledgement and may
+// still get one: none has come, and no recipient's contact policy refused
+// it (a refused direct message is never delivered: block_all, its contact
+// request refused, or run out unanswered).
+func (it *OutboxItem) AwaitsAck() bool {
+	if !it.AckRequired || len(it.AckedBy) > 0 {
+		return false
+	}
+	for i := range it.Receipts {
+		if it.Receipts[i].Kind == ReceiptRefused {
+			return false
+		}
+	}
+	return true
 }
 
 // Describe says in words what the receipt tells the sender, naming the

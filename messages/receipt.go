@@ -75,4 +75,5 @@ func ReceiptID(r *Mail, sender string) string {
 const (
 	ReasonBlockAll       = "this recipient takes no direct messages"
 	ReasonRequestRefused = "the recipient refused your contact request"
+	ReasonRequestExpired = "your contact request expired unanswered"
 )

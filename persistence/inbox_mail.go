@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -202,6 +203,41 @@ func (in *Inbox) Decide(tx *Tx, mesh, peer string, accept bool, now int64) ([]In
 		}
 	}
 	return rows, nil
+}
+
+// ExpiredRequests lists up to limit of mesh's messages held as contact
+// requests whose time ran out at now or before, the longest expired first,
+// and the earliest held_until still to come (0: none), when the route's
+// inbox actor looks again.
+func (in *Inbox) ExpiredRequests(tx *Tx, mesh string, now int64, limit int) ([]messages.ExpiredRequest, int64, error) {
+	var out []messages.ExpiredRequest
+	if err := tx.Select(&out, `SELECT id, client_message_id, sender_pubkey FROM inbox INDEXED BY inbox_held
+		WHERE mesh = ?1 AND held_until IS NOT NULL AND held_until <= ?2 ORDER BY held_until, id LIMIT ?3 + 0`,
+		mesh, now, limit); err != nil {
+		return nil, 0, fmt.Errorf("list expired contact requests: %w", err)
+	}
+	var next sql.NullInt64
+	if err := tx.Get(&next, `SELECT MIN(held_until) FROM inbox INDEXED BY inbox_held
+		WHERE mesh = ?1 AND held_until IS NOT NULL AND held_until > ?2`, mesh, now); err != nil {
+		return nil, 0, fmt.Errorf("list expired contact requests: %w", err)
+	}
+	return out, next.Int64, nil
+}
+
+// DropExpiredRequests deletes those of mesh's messages ids that are still
+// held as contact requests expired at now (one accepted or refused
+// meanwhile is left to that decision), and returns how many.
+func (in *Inbox) DropExpiredRequests(tx *Tx, mesh string, ids []string, now int64) (int64, error) {
+	idsJSON, err := json.Marshal(ids)
+	if err != nil {
+		return 0, fmt.Errorf("drop expired contact requests: %w", err)
+	}
+	n, err := affected(tx.Exec(`DELETE FROM inbox WHERE mesh = ?1 AND id IN (SELECT value FROM json_each(?2))
+		AND held_until IS NOT NULL AND held_until <= ?3`, mesh, string(idsJSON), now))
+	if err != nil {
+		return 0, fmt.Errorf("drop expired contact requests: %w", err)
+	}
+	return n, nil
 }
 
 // PruneRequests deletes up to limit messages held as contact requests that

@@ -271,9 +271,39 @@ func TestContactPolicies(t *testing.T) {
 	if got := admit(t, in, dm("01I", "s5", 3000)); got != "held" {
 		t.Fatalf("a new stranger: %s", got)
 	}
+	// 01I's request runs out at 3000 + 1 h: listed then, not before, and
+	// dropped only while still held and run out.
+	until := 3000 + time.Hour.Milliseconds()
+	var early, due []messages.ExpiredRequest
+	var next, nextDue, dropped int64
+	if err := run(t, in.DB, func(tx *Tx) (err error) {
+		if early, next, err = in.ExpiredRequests(tx, "m", until-1, 10); err != nil {
+			return err
+		}
+		if due, nextDue, err = in.ExpiredRequests(tx, "m", until, 10); err != nil {
+			return err
+		}
+		dropped, err = in.DropExpiredRequests(tx, "m", []string{"01I", "01A", "01H"}, until)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(early) != 0 || next != until {
+		t.Fatalf("before it ran out: %+v, next %d (want %d)", early, next, until)
+	}
+	want := messages.ExpiredRequest{ID: "01I", ClientMessageID: dm("01I", "s5", 3000).ClientMessageID, Sender: "s5"}
+	if len(due) != 1 || due[0] != want || nextDue != 0 || dropped != 1 {
+		t.Fatalf("run out: %+v (want %+v), next %d, dropped %d", due, want, nextDue, dropped)
+	}
+	if rows, _, _ := list(t, in, InboxQuery{}); rowIDs(rows) != "01A,01B,01C,01D,01E,01H" {
+		t.Fatalf("after the drop the inbox holds %q", rowIDs(rows))
+	}
+	if got := admit(t, in, dm("01J", "s6", 4000)); got != "held" {
+		t.Fatalf("another stranger: %s", got)
+	}
 	var pruned int64
 	if err := run(t, in.DB, func(tx *Tx) (err error) {
-		pruned, err = in.PruneRequests(tx, 3000+time.Hour.Milliseconds(), 10)
+		pruned, err = in.PruneRequests(tx, 4000+time.Hour.Milliseconds(), 10)
 		return err
 	}); err != nil || pruned != 1 {
 		t.Fatalf("pruned %d, %v", pruned, err)

@@ -53,7 +53,7 @@ func (o *Outbox) List(tx *Tx, q *messages.ListOutbox) (*messages.OutboxPage, err
 	if q.AwaitingAck {
 		add(`ack_required = 1 AND status IN ('pending', 'inflight', 'done') AND enqueued_at < ?
 		     AND NOT EXISTS (SELECT 1 FROM outbox_receipt r WHERE r.mesh = outbox.mesh
-		                       AND r.client_message_id = outbox.client_message_id AND r.kind = 'ack')`,
+		                       AND r.client_message_id = outbox.client_message_id AND (r.kind = 'ack' OR r.kind = 'refused'))`,
 			orNever(q.EnqueuedBefore))
 	}
 	var rows []listRow

@@ -120,7 +120,7 @@ func threadLines(v *threadView) []string {
 				names[j] = printable(cmp.Or(a.Name, short(a.Pubkey, 12)))
 			}
 			text += "  acked by " + strings.Join(names, ", ")
-		} else if it.AckRequired {
+		} else if it.AwaitsAck() {
 			text += "  awaiting acknowledgement"
 		}
 		text += receiptNotes(it.Receipts)

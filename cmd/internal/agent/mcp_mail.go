@@ -55,6 +55,7 @@ type (
 		AckRequired     bool     `json:"ack_required,omitempty" jsonschema:"It asked for an acknowledgement."`
 		AckedBy         []string `json:"acked_by,omitempty" jsonschema:"Who acknowledged it."`
 		Refused         []string `json:"refused,omitempty" jsonschema:"What recipients' contact policies did with it, in words: held as a contact request until when, refused and why, or accepted; each naming the recipient."`
+		awaiting        bool     // it may still be acknowledged (messages.OutboxItem.AwaitsAck)
 	}
 	listUnacknowledgedIn struct {
 		Limit int `json:"limit,omitempty" jsonschema:"At most this many, 1-100 (default 20)."`
@@ -225,7 +226,7 @@ func rfc3339(s string) time.Time {
 
 func toSentMessage(it *messages.OutboxItem, names map[string]string) sentMessage {
 	sm := sentMessage{ClientMessageID: it.ClientMessageID, To: it.To, ToName: names[strings.ToLower(it.To)], Subject: it.Subject,
-		Status: it.Status, SentAt: it.EnqueuedAt, AckRequired: it.AckRequired}
+		Status: it.Status, SentAt: it.EnqueuedAt, AckRequired: it.AckRequired, awaiting: it.AwaitsAck()}
 	for _, a := range it.AckedBy {
 		sm.AckedBy = append(sm.AckedBy, cmp.Or(a.Name, a.Pubkey))
 	}
@@ -251,7 +252,7 @@ func formatSent(sm *sentMessage) string {
 	switch {
 	case len(sm.AckedBy) > 0:
 		line += ", acknowledged by " + strings.Join(sm.AckedBy, ", ")
-	case sm.AckRequired:
+	case sm.awaiting:
 		line += ", awaiting acknowledgement"
 	}
 	if len(sm.Refused) > 0 {
