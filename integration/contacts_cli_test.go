@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,26 +48,42 @@ func TestContactPolicyCLI(t *testing.T) {
 	waitOut(`sent to rev  .*\[review\].*awaiting acknowledgement  `+held, "inbox", "thread", "held-1", "--mesh", "local")
 	waitOut(`held-1  to rev  .*`+held, "inbox", "awaiting-ack", "--mesh", "local")
 	waitOut(`held-1 .*done .*`+held, "daemon", "outbox", "list")
+	// Rev sees the request's message asking for an acknowledgement it can
+	// give only once it accepts.
+	if out := cli("contacts", "requests", "--mesh", "rev"); !strings.Contains(out, "asks for an acknowledgement, once you accept the request") ||
+		strings.Contains(out, "inbox ack") {
+		t.Errorf("contacts requests: %s", out)
+	}
 
 	// The local agent's DM to rev made rev its contact, named as the peer
 	// list names it (send resolved the name to the key it sent to).
 	if out := cli("contacts", "list", "--mesh", "local"); !regexp.MustCompile(`(?m)^  rev +[0-9a-f]{64}  sent `).MatchString(out) {
 		t.Errorf("contacts list of the sender: %s", out)
 	}
+	var listed messages.Contacts
+	if err := json.Unmarshal([]byte(cli("contacts", "list", "--mesh", "local", "--json")), &listed); err != nil ||
+		len(listed.Contacts) != 1 || listed.Contacts[0].Name != "rev" {
+		t.Errorf("contacts list --json of the sender: %+v %v", listed, err)
+	}
 	cli("contacts", "accept", "local", "--mesh", "rev")
 	waitOut(held+`\S+  accepted by rev as a contact`, "inbox", "thread", "held-1", "--mesh", "local")
 
-	// Refusals in the command line's words, not the API's routes.
+	// Refusals in the command line's words, not the API's routes; an empty
+	// id is a usage error (exit 2), never every thread's messages or a
+	// route's name.
 	for _, c := range []struct {
 		args []string
+		code int
 		says string
 	}{
-		{[]string{"contacts", "accept", "nobody", "--mesh", "rev"}, "no pending contact request from nobody; claudemesh contacts requests lists them"},
-		{[]string{"inbox", "ack", "no-such-id"}, "no such message in the inbox; give the id that claudemesh inbox --json prints"},
+		{[]string{"contacts", "accept", "nobody", "--mesh", "rev"}, 1, "no pending contact request from nobody; claudemesh contacts requests lists them"},
+		{[]string{"inbox", "ack", "no-such-id"}, 1, "no such message in the inbox; give the id that claudemesh inbox --json prints"},
+		{[]string{"inbox", "thread", "", "--mesh", "local"}, 2, "the thread id is empty"},
+		{[]string{"inbox", "ack", ""}, 2, "the inbox id is empty"},
 	} {
 		r := runCLI(t, e, c.args...)
-		if r.code != 1 || !strings.Contains(r.stderr, c.says) || strings.Contains(r.stderr, "/v1/") {
-			t.Errorf("claudemesh %s: exit %d %s", strings.Join(c.args, " "), r.code, r.stderr)
+		if r.code != c.code || !strings.Contains(r.stderr, c.says) || strings.Contains(r.stderr, "/v1/") || r.stdout != "" {
+			t.Errorf("claudemesh %q: exit %d\n%s%s", c.args, r.code, r.stdout, r.stderr)
 		}
 	}
 	cli("contacts", "policy", "block_all", "--mesh", "rev")

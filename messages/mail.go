@@ -385,7 +385,7 @@ func (m *Mail) check() error {
 	}
 	for _, id := range []string{m.ThreadID, m.ReplyToID} {
 		if id != "" && !validID(id) {
-			return bad("an id is not 1-%d printable ASCII characters", MaxIDLength)
+			return bad("an id is not 1-%d printable ASCII characters without spaces", MaxIDLength)
 		}
 	}
 	switch m.Importance {

@@ -36,7 +36,8 @@ const (
 // NotStale says why force did not release a conflict: its holder is not
 // gone (force releases only a holder unheard for the broker's threshold).
 var NotStale = fmt.Sprintf("not released by force: its holder renewed it lately, and force releases only a holder "+
-	"unheard for %s (the broker's default)", DurationWords(ReservationStaleAfter))
+	"the broker has not heard from for its threshold (%s unless the broker is started with another)",
+	DurationWords(ReservationStaleAfter))
 
 // ReserveRequest is the body of POST /v1/reservations.
 type ReserveRequest struct {

@@ -377,7 +377,7 @@ func replyTo(snake, camel string) (string, error) {
 		return "", nil
 	}
 	if !validID(id) {
-		return "", badRequest(CodeInvalidReplyTo, "reply_to_id must be 1-%d printable ASCII characters", MaxIDLength)
+		return "", badRequest(CodeInvalidReplyTo, "reply_to_id must be 1-%d printable ASCII characters without spaces", MaxIDLength)
 	}
 	return id, nil
 }

@@ -164,7 +164,7 @@ func (c *conn) validateSend(f *messages.SendFrame, id string) (messages.Fingerpr
 		return fp, &messages.Error{Status: 400, Code: code, Detail: detail}
 	}
 	if !messages.ValidClientMessageID(id) {
-		return bad("invalid_client_message_id", "client_message_id must be 1-128 printable ASCII characters")
+		return bad("invalid_client_message_id", "client_message_id must be 1-128 printable ASCII characters without spaces")
 	}
 	raw, err := hex.DecodeString(f.RequestFingerprint)
 	if err != nil || len(raw) != len(fp) {

@@ -23,7 +23,7 @@ type contactsCmd struct {
 
 type contactsPolicyCmd struct {
 	Policy     string        `arg:"" enum:"open,auto,contacts_only,block_all" help:"open, auto, contacts_only or block_all."`
-	RequestTTL time.Duration `name:"request-ttl" placeholder:"DURATION" help:"How long a contact request waits under contacts_only (1m to 90 days; default: as before, else 7 days)."`
+	RequestTTL time.Duration `name:"request-ttl" placeholder:"DURATION" help:"How long a contact request waits under contacts_only before it runs out and its sender is told (1m to 2160h, which is 90 days; default: as before, else 168h)."`
 	topicFlags
 }
 
@@ -95,12 +95,16 @@ func decideContact(f topicFlags, peer string, accept bool) error {
 
 type contactsListCmd struct{ topicFlags }
 
+// Run names each contact as the peer list does where the daemon has only a
+// key's prefix for it (one written to before it said its name), --json too.
 func (c *contactsListCmd) Run() error {
-	var names map[string]string
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.Contacts, error) {
 		res, err := client.Contacts(ctx, c.Mesh)
 		if err == nil {
-			names = c.peerNames(ctx, client, len(res.Contacts))
+			names := client.PeerNames(ctx, c.Mesh, len(res.Contacts))
+			for i := range res.Contacts {
+				res.Contacts[i].Name = res.Contacts[i].DisplayName(names)
+			}
 		}
 		return res, err
 	}, func(res *messages.Contacts) error {
@@ -109,7 +113,7 @@ func (c *contactsListCmd) Run() error {
 			fmt.Println("no contacts")
 		}
 		for _, k := range res.Contacts {
-			fmt.Printf("  %-24s %s  %-8s since %s\n", printable(k.DisplayName(names)), k.Pubkey, k.Via, k.AddedAt)
+			fmt.Printf("  %-24s %s  %-8s since %s\n", printable(k.Name), k.Pubkey, k.Via, k.AddedAt)
 		}
 		return nil
 	})

@@ -41,6 +41,9 @@ type threadView struct {
 }
 
 func (c *inboxThreadCmd) Run() error {
+	if c.ID == "" {
+		return usageErr("the thread id is empty: give a message's thread_id, or the client_message_id of the message that started it")
+	}
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*threadView, error) {
 		v, err := loadThread(ctx, client, c.ID, c.Mesh)
 		if err == nil {
@@ -143,6 +146,8 @@ func inboxEntry(it *messages.InboxItem) string {
 	switch {
 	case it.AckedAt != nil:
 		s += "  acknowledged"
+	case it.AckRequired && it.HeldUntil != nil:
+		s += "  asks for an acknowledgement, once you accept the request"
 	case it.AckRequired:
 		s += "  asks for an acknowledgement: claudemesh inbox ack " + it.ID
 	}
@@ -161,13 +166,17 @@ func mailNote(subject, importance string) string {
 	return note
 }
 
+// inboxAckCmd takes no --mesh: an inbox id names one message of any mesh.
 type inboxAckCmd struct {
-	ID string `arg:"" help:"The message's inbox id (the id field of inbox --json, check_messages)."`
-	topicFlags
+	ID   string `arg:"" help:"The message's inbox id (the id field of inbox --json, check_messages)."`
+	JSON bool   `name:"json" help:"Print the daemon's answer as one JSON object."`
 }
 
 func (c *inboxAckCmd) Run() error {
-	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.InboxAcked, error) {
+	if strings.TrimSpace(c.ID) == "" {
+		return usageErr("the inbox id is empty: give the id field of a message (claudemesh inbox --json shows it)")
+	}
+	return topicRun(topicFlags{JSON: c.JSON}, func(ctx context.Context, client *ipc.Client) (*messages.InboxAcked, error) {
 		res, err := client.AckMessage(ctx, c.ID)
 		return res, mailError(err, "")
 	}, func(res *messages.InboxAcked) error {

@@ -38,7 +38,11 @@ func (s *lockScope) repo() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return agent.RepoID(dir)
+	id, err := agent.RepoID(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: name the repository with --repo ID, or leave --repo out for a mesh-wide lock", err)
+	}
+	return id, nil
 }
 
 // errNotGranted exits 3: the lock is another's.
@@ -53,7 +57,20 @@ type lockAcquireCmd struct {
 	lockScope
 }
 
+// checkTTL refuses a --ttl outside [lo, hi]: the daemon reads a TTL of 0
+// ms as absent (its default), which a --ttl of 0s (or under a millisecond)
+// would otherwise silently become.
+func checkTTL(d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return usageErr("--ttl must be from %s to %s, not %s", messages.DurationWords(lo), messages.DurationWords(hi), d)
+	}
+	return nil
+}
+
 func (c *lockAcquireCmd) Run() error {
+	if err := checkTTL(c.TTL, messages.MinLockTTL, messages.MaxLockTTL); err != nil {
+		return err
+	}
 	repo, err := c.repo()
 	if err != nil {
 		return err
@@ -88,6 +105,9 @@ type lockRenewCmd struct {
 }
 
 func (c *lockRenewCmd) Run() error {
+	if err := checkTTL(c.TTL, messages.MinLockTTL, messages.MaxLockTTL); err != nil {
+		return err
+	}
 	repo, err := c.repo()
 	if err != nil {
 		return err

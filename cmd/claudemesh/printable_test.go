@@ -77,7 +77,8 @@ func TestInboxLine(t *testing.T) {
 
 // TestInboxEntry: a mail header shows beside the line — the subject
 // printable, an importance above normal, and the acknowledgement asked for
-// with the command that gives it, or given.
+// with the command that gives it (a held contact request's: once it is
+// accepted), or given.
 func TestInboxEntry(t *testing.T) {
 	body, acked := "review PR 12", "2026-11-22T12:01:00Z"
 	base := messages.InboxItem{ID: "01INBOXID", Mesh: "local", Kind: messages.KindDM, SenderName: "alice", Body: &body,
@@ -89,6 +90,8 @@ func TestInboxEntry(t *testing.T) {
 	done.AckedAt = &acked
 	normal := base
 	normal.Importance = messages.ImportanceNormal
+	held := mail
+	held.HeldUntil = &acked
 	for _, c := range []struct {
 		it   messages.InboxItem
 		want string
@@ -97,6 +100,7 @@ func TestInboxEntry(t *testing.T) {
 		{normal, line},
 		{mail, line + `  [review\x1b[2J]  (urgent)  asks for an acknowledgement: claudemesh inbox ack 01INBOXID`},
 		{done, line + `  [review\x1b[2J]  (urgent)  acknowledged`},
+		{held, line + `  [review\x1b[2J]  (urgent)  asks for an acknowledgement, once you accept the request`},
 	} {
 		if got := inboxEntry(&c.it); got != c.want {
 			t.Errorf("entry %q\nwant  %q", got, c.want)

@@ -43,10 +43,17 @@ func (f *repoFlags) repoID() (string, error) {
 			return "", err
 		}
 	}
-	return agent.RepoID(dir)
+	id, err := agent.RepoID(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: run it inside the repository, or name a directory of it with --repo DIR", err)
+	}
+	return id, nil
 }
 
 func (c *reserveCmd) Run() error {
+	if err := checkTTL(c.TTL, messages.MinReservationTTL, messages.MaxReservationTTL); err != nil {
+		return err
+	}
 	repo, err := c.repoID()
 	if err != nil {
 		return err

@@ -341,7 +341,7 @@ func (r *AcceptRequest) validate() *messages.Error {
 	}
 	switch {
 	case !messages.ValidClientMessageID(r.ClientMessageID):
-		return bad(messages.CodeInvalidClientID, "client_message_id must be 1-128 printable ASCII characters")
+		return bad(messages.CodeInvalidClientID, "client_message_id must be 1-128 printable ASCII characters without spaces")
 	case r.DestinationKind != KindTopic && r.DestinationKind != KindDM && r.DestinationKind != KindQueue:
 		return bad(CodeInvalidDestination, "destination kind must be topic, dm or queue")
 	case r.Priority != "now" && r.Priority != "next" && r.Priority != "low":

@@ -72,7 +72,7 @@ func parseInboxQuery(v url.Values) (*messages.ListInbox, error) {
 	q := &messages.ListInbox{Topic: v.Get("topic"), From: v.Get("from"), Mesh: v.Get("mesh"), After: v.Get("after"),
 		Limit: DefaultInboxLimit, Thread: v.Get("thread"), Importance: v.Get("importance")}
 	if q.Thread != "" && !messages.ValidClientMessageID(q.Thread) {
-		return nil, invalidQuery("thread must be a thread id (1-128 printable ASCII characters)")
+		return nil, invalidQuery("thread must be a thread id (1-128 printable ASCII characters, no spaces)")
 	}
 	switch q.Importance {
 	case "", messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent:

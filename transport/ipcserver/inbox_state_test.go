@@ -60,6 +60,9 @@ func TestInboxReadStateAndDeletes(t *testing.T) {
 		h.wantError(c.method, c.path, c.body, status, c.code)
 	}
 	h.wantError(http.MethodDelete, "/v1/inbox/row-99", "", http.StatusNotFound, "not_found")
+	// An id with an escaped '/' is one segment: the row is looked up (and
+	// not found), rather than the path read as a route no one serves.
+	h.wantError(http.MethodPost, "/v1/inbox/..%2F..%2Frow-01/ack", "", http.StatusNotFound, messages.CodeInboxRowNotFound)
 	if n := unread(); n != 6 {
 		t.Fatalf("unread after the refused requests: %d, want 6", n)
 	}

@@ -92,7 +92,7 @@ func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
 		return nil, err
 	}
 	if q.Thread != "" && !messages.ValidClientMessageID(q.Thread) {
-		return nil, invalidQuery("thread must be a thread id (1-128 printable ASCII characters)")
+		return nil, invalidQuery("thread must be a thread id (1-128 printable ASCII characters, no spaces)")
 	}
 	if q.ClientMessageID != "" && !messages.ValidClientMessageID(q.ClientMessageID) {
 		return nil, invalidQuery("client_message_id is not a valid id")

@@ -98,11 +98,14 @@ var routes = []route{
 }
 
 // route finds the handler for r: 404 for an unknown path, 405 with Allow for
-// a known path and another method.
+// a known path and another method. Paths are matched as sent (escaped), so
+// that an id with an escaped '/' stays one segment; the handlers read the
+// id from the unescaped path.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	var allow []string
+	path := r.URL.EscapedPath()
 	for _, rt := range routes {
-		if !rt.matches(r.URL.Path) {
+		if !rt.matches(path) {
 			continue
 		}
 		if rt.method == r.Method || (rt.method == http.MethodGet && r.Method == http.MethodHead) {

@@ -35,7 +35,7 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 	`Messages that arrive while you work are pushed to you as they come. ` +
 	`The mesh also shares topics (topic_list, topic_create, topic_join, topic_leave, topic_members, topic_history), ` +
 	`small JSON state every agent can read and set ` +
-	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget) ` +
+	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget), ` +
 	`skills, named instructions any agent can fetch (skill_list, skill_get), ` +
 	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list). ` +
 	`Reserve the files you are about to edit by pattern so that no other agent edits them meanwhile (reserve_files, release_files, ` +

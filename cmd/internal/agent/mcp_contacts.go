@@ -17,7 +17,11 @@ import (
 type (
 	setContactPolicyIn struct {
 		Policy            string `json:"policy" jsonschema:"open: anyone may message you (the default). auto: anyone, and a stranger's first message makes it a contact. contacts_only: a stranger's messages wait as a contact request you accept or refuse. block_all: nobody may send you direct messages."`
-		RequestTTLSeconds int    `json:"request_ttl_seconds,omitempty" jsonschema:"How long a contact request waits under contacts_only before it is dropped (60 to 7776000; default: as before, else 7 days)."`
+		RequestTTLSeconds int    `json:"request_ttl_seconds,omitempty" jsonschema:"How long a contact request waits under contacts_only before it runs out: its messages are dropped and the sender is told (60 to 7776000; default: as before, else 7 days)."`
+	}
+	contactPolicyOut struct {
+		Policy     string `json:"policy" jsonschema:"Your contact policy."`
+		RequestTTL string `json:"request_ttl" jsonschema:"How long a contact request waits."`
 	}
 	contactsOut struct {
 		Policy     string             `json:"policy" jsonschema:"Your contact policy."`
@@ -68,7 +72,7 @@ func (m *mcpServer) addContactTools() {
 	}, m.answerContact)
 }
 
-func (m *mcpServer) setContactPolicy(ctx context.Context, _ *mcp.CallToolRequest, in setContactPolicyIn) (*mcp.CallToolResult, *contactsOut, error) {
+func (m *mcpServer) setContactPolicy(ctx context.Context, _ *mcp.CallToolRequest, in setContactPolicyIn) (*mcp.CallToolResult, *contactPolicyOut, error) {
 	req := &messages.ContactPolicyRequest{Policy: in.Policy}
 	if in.RequestTTLSeconds != 0 {
 		req.RequestTTL = (time.Duration(in.RequestTTLSeconds) * time.Second).String()
@@ -84,8 +88,9 @@ func (m *mcpServer) setContactPolicy(ctx context.Context, _ *mcp.CallToolRequest
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
-	out := &contactsOut{Policy: res.Policy, RequestTTL: res.RequestTTL, Contacts: []contactOut{}, Requests: []contactRequestIn{}}
-	return textResult(fmt.Sprintf("Your contact policy is %s (contact requests wait %s).", res.Policy, res.RequestWait())), out, nil
+	out := &contactPolicyOut{Policy: res.Policy, RequestTTL: res.RequestTTL}
+	return textResult(fmt.Sprintf("Your contact policy is %s (contact requests wait %s); list_contacts shows your contacts "+
+		"and the pending requests.", res.Policy, res.RequestWait())), out, nil
 }
 
 func (m *mcpServer) listContacts(ctx context.Context, _ *mcp.CallToolRequest, _ listPeersIn) (*mcp.CallToolResult, *contactsOut, error) {

@@ -103,6 +103,8 @@ func mailHead(it *messages.InboxItem) string {
 		b.WriteString(", importance " + it.Importance)
 	}
 	switch {
+	case it.AckRequired && it.HeldUntil != nil:
+		b.WriteString(", asks for an acknowledgement (acknowledge_message, once you accept the request)")
 	case it.AckRequired && it.AckedAt == nil:
 		b.WriteString(", asks for an acknowledgement (acknowledge_message)")
 	case it.AckRequired:

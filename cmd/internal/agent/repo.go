@@ -15,7 +15,7 @@ func RepoID(dir string) (string, error) {
 	out, err := exec.Command("git", "-C", dir, "rev-list", "--max-parents=0", "HEAD").Output()
 	roots := strings.Fields(string(out))
 	if err != nil || len(roots) == 0 {
-		return "", fmt.Errorf("%s is not inside a git repository with a commit: name the repository with --repo ID", dir)
+		return "", fmt.Errorf("%s is not inside a git repository with a commit", dir)
 	}
 	return "git:" + slices.Min(roots), nil
 }
