@@ -92,6 +92,9 @@ func TestLockCLI(t *testing.T) {
 			t.Errorf("%q: exit %d\n%s%s", bad, r.code, r.stdout, r.stderr)
 		}
 	}
+	if r = lockCLI("acquire", "k", "--ttl", "0s"); r.code != 2 || !strings.Contains(r.stderr, "--ttl must be at least 1 second") {
+		t.Errorf("acquire --ttl 0s (0 ms would be the default): exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if r = lockCLI("list", "--json"); strings.Count(r.stdout, `"key"`) != 2 {
 		t.Errorf("locks after the bad input:\n%s", r.stdout)
 	}

@@ -51,7 +51,7 @@ func (f *repoFlags) repoID() (string, error) {
 }
 
 func (c *reserveCmd) Run() error {
-	if err := checkTTL(c.TTL, messages.MinReservationTTL, messages.MaxReservationTTL); err != nil {
+	if err := checkTTL(c.TTL, messages.MinReservationTTL); err != nil {
 		return err
 	}
 	repo, err := c.repoID()
