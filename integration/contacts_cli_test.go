@@ -45,7 +45,7 @@ func TestContactPolicyCLI(t *testing.T) {
 		t.Fatalf("send: %s", sent)
 	}
 	held := `held by rev as a contact request until 20\d\d-`
-	waitOut(`sent to rev  .*\[review\].*awaiting acknowledgement  `+held, "inbox", "thread", "held-1", "--mesh", "local")
+	waitOut(`sent to rev  \S+: please review  \[review\].*awaiting acknowledgement  `+held, "inbox", "thread", "held-1", "--mesh", "local")
 	waitOut(`held-1  to rev  .*`+held, "inbox", "awaiting-ack", "--mesh", "local")
 	waitOut(`held-1 .*done .*`+held, "daemon", "outbox", "list")
 	// Rev sees the request's message asking for an acknowledgement it can

@@ -97,16 +97,19 @@ func TestMCPMail(t *testing.T) {
 			ClientMessageID string   `json:"client_message_id"`
 			ToName          string   `json:"to_name"`
 			AckedBy         []string `json:"acked_by"`
+			Body            string   `json:"body"`
 		} `json:"sent"`
 	}
 	res := a.mustCall("get_thread", map[string]any{"thread_id": root}, &thread)
 	if len(thread.Received) != 1 || thread.Received[0].ThreadID != root || len(thread.Sent) != 1 ||
-		thread.Sent[0].ToName != "bob" || len(thread.Sent[0].AckedBy) != 1 || thread.Sent[0].AckedBy[0] != "bob" {
+		thread.Sent[0].ToName != "bob" || len(thread.Sent[0].AckedBy) != 1 || thread.Sent[0].AckedBy[0] != "bob" ||
+		thread.Sent[0].Body != "please review the deploy script" {
 		t.Fatalf("alice's get_thread: %+v", thread)
 	}
-	// The conversation reads in order: alice's message to bob, then his answer.
+	// The conversation reads in order: alice's message to bob, with its
+	// text (sealed to bob, opened with alice's key), then his answer.
 	if asked, answered := strings.Index(text(res), "You sent "+root+" to bob ("), strings.Index(text(res), "one nit about retries"); asked < 0 ||
-		answered < asked {
+		answered < asked || !strings.Contains(text(res)[asked:answered], ":\nplease review the deploy script") {
 		t.Fatalf("alice's get_thread, not oldest first or not naming bob:\n%s", text(res))
 	}
 	if res := a.mustCall("get_thread", map[string]any{"thread_id": "no-such-thread"}, nil); !strings.HasPrefix(text(res), "No message in thread no-such-thread:") {

@@ -78,6 +78,8 @@ type ListOutbox struct {
 	// (Unix ms; 0: any time).
 	AwaitingAck    bool
 	EnqueuedBefore int64
+	// Frames puts each row's stored frame in its item (OutboxItem.Frame).
+	Frames bool
 }
 
 // OutboxPage is the reply to *ListOutbox and the body of GET /v1/outbox.
@@ -110,6 +112,14 @@ type OutboxItem struct {
 	AbortedBy          *string `json:"aborted_by"`
 	SupersededBy       *string `json:"superseded_by"`
 	PayloadBytes       int     `json:"payload_bytes"`
+	// Body is the message's text, on the rows of a thread (GET
+	// /v1/outbox?thread=): a direct message opened with the key of the
+	// route that sent it. Absent once retention emptied the payload, or
+	// when that route is no longer served.
+	Body *string `json:"body,omitempty"`
+	// Frame is the stored send frame Body is read from, from the store to
+	// the IPC server (ListOutbox.Frames); never on the wire.
+	Frame []byte `json:"-"`
 	// The mail header the message carried (absent: none).
 	Subject     string `json:"subject,omitempty"`
 	ThreadID    string `json:"thread_id,omitempty"`

@@ -70,6 +70,9 @@ func (o *Outbox) List(tx *Tx, q *messages.ListOutbox) (*messages.OutboxPage, err
 	}
 	for i := range rows {
 		page.Items = append(page.Items, rows[i].item())
+		if q.Frames && len(rows[i].Payload) > 0 {
+			page.Items[i].Frame = rows[i].Payload
+		}
 	}
 	return page, o.addReceipts(tx, page.Items)
 }

@@ -116,6 +116,9 @@ func threadLines(v *threadView) []string {
 	for i := range v.Sent {
 		it := &v.Sent[i]
 		text := fmt.Sprintf("%s  %s  sent to %s  %s", receivedAt(it.EnqueuedAt), printable(it.Mesh), recipient(v.names, it.To), it.Status)
+		if it.Body != nil {
+			text += ": " + printable(*it.Body)
+		}
 		text += mailNote(it.Subject, it.Importance)
 		if len(it.AckedBy) > 0 {
 			names := make([]string, len(it.AckedBy))

@@ -1,6 +1,7 @@
 package ipcserver
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
 // Paging of GET /v1/outbox.
@@ -40,11 +42,13 @@ func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	q.Frames = q.Thread != ""
 	page, err := ask[*messages.OutboxPage](s, s.opts.Store, q)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	s.openSent(page.Items)
 	if page.Next != "" {
 		next := url.Values{"limit": {strconv.Itoa(q.Limit)}, "before": {page.Next}}
 		if q.Status != "" {
@@ -142,6 +146,37 @@ func parseAwaitingAck(v url.Values, q *messages.ListOutbox) error {
 	}
 	q.EnqueuedBefore = time.Now().Add(-d).UnixMilli()
 	return nil
+}
+
+// openSent sets each row's Body from its Frame, which it drops: a direct
+// message opened with the key of the route that sent it (crypto_box's key
+// is the same both ways), anything else decoded from base64. A row whose
+// route is no longer served, or whose frame does not open, gets none.
+func (s *Server) openSent(items []messages.OutboxItem) {
+	for i := range items {
+		it := &items[i]
+		frame := it.Frame
+		it.Frame = nil
+		var f messages.SendFrame
+		if len(frame) == 0 || json.Unmarshal(frame, &f) != nil {
+			continue
+		}
+		var body []byte
+		var err error
+		if dest, derr := messages.ParseDestination(f.TargetSpec); derr == nil && dest.Kind == messages.KindDM {
+			mesh := s.served(it.Mesh)
+			if mesh == nil || mesh.Identity == nil {
+				continue
+			}
+			body, err = mesh.Identity.OpenDM(dest.Ref, f.Nonce, f.Ciphertext)
+		} else {
+			body, err = meshcrypto.DecodePlain(f.Ciphertext)
+		}
+		if err == nil {
+			text := string(body)
+			it.Body = &text
+		}
+	}
 }
 
 func invalidQuery(detail string) error {

@@ -55,6 +55,7 @@ type (
 		AckRequired     bool     `json:"ack_required,omitempty" jsonschema:"It asked for an acknowledgement."`
 		AckedBy         []string `json:"acked_by,omitempty" jsonschema:"Who acknowledged it."`
 		Refused         []string `json:"refused,omitempty" jsonschema:"What recipients' contact policies did with it, in words: held as a contact request until when, refused and why, or accepted; each naming the recipient."`
+		Body            string   `json:"body,omitempty" jsonschema:"The text you sent (get_thread only)."`
 		awaiting        bool     // it may still be acknowledged (messages.OutboxItem.AwaitsAck)
 	}
 	listUnacknowledgedIn struct {
@@ -227,6 +228,9 @@ func rfc3339(s string) time.Time {
 func toSentMessage(it *messages.OutboxItem, names map[string]string) sentMessage {
 	sm := sentMessage{ClientMessageID: it.ClientMessageID, To: it.To, ToName: names[strings.ToLower(it.To)], Subject: it.Subject,
 		Status: it.Status, SentAt: it.EnqueuedAt, AckRequired: it.AckRequired, awaiting: it.AwaitsAck()}
+	if it.Body != nil {
+		sm.Body = *it.Body
+	}
 	for _, a := range it.AckedBy {
 		sm.AckedBy = append(sm.AckedBy, cmp.Or(a.Name, a.Pubkey))
 	}
@@ -257,6 +261,9 @@ func formatSent(sm *sentMessage) string {
 	}
 	if len(sm.Refused) > 0 {
 		line += "; " + strings.Join(sm.Refused, ", ")
+	}
+	if sm.Body != "" {
+		line += ":\n" + sm.Body
 	}
 	return line
 }
