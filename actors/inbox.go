@@ -39,11 +39,12 @@ type InboxActor struct {
 	pending  map[string]*pendingPush
 	sweeping bool
 	// expiry is the timer of the route's next contact request to run out
-	// (expiryAt, Unix ms; 0 with no timer), and expiring says a look at
-	// those that ran out is under way (inbox_mail.go).
-	expiry   *time.Timer
-	expiryAt int64
-	expiring bool
+	// (expiryAt, Unix ms; 0 with no timer pending), expiring says a look
+	// at those that ran out is under way, and again that the timer fired
+	// meanwhile (inbox_mail.go).
+	expiry          *time.Timer
+	expiryAt        int64
+	expiring, again bool
 }
 
 // pendingPush is a push being stored: what its ack needs.
@@ -76,6 +77,7 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopped, *actor.Restarting:
 	case *expireHeld:
+		in.expiryAt = 0
 		in.expireRequests(ctx)
 	case *inboundPush:
 		if m.push.Subtype == "system" {

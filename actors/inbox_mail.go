@@ -157,19 +157,21 @@ func (in *InboxActor) expireAt(ctx actor.Context, at int64) {
 // queued under an id derived from the message (messages.ReceiptID), so
 // that a look cut short and taken again tells each sender once. It runs
 // when the inbox actor starts, and then when the earliest request still
-// held runs out.
+// held runs out. A look asked for while one is under way is taken once
+// that one ends: a request held meanwhile may have run out since it listed.
 func (in *InboxActor) expireRequests(ctx actor.Context) {
 	if in.expiring {
+		in.again = true
 		return
 	}
-	in.expiring, in.expiryAt = true, 0
+	in.expiring = true
 	now := time.Now().UnixMilli()
 	ask := &messages.ListExpiredRequests{Mesh: in.cfg.Slug, Now: now, Limit: expiredBatch}
 	ctx.ReenterAfter(ctx.RequestFuture(in.store, ask, StoreTimeout), func(res any, err error) {
 		r, err := answerOf[*messages.ExpiredRequests](res, err)
 		if err != nil {
 			in.log.Error("list run-out contact requests", "err", err)
-			in.expiring = false
+			in.expiring, in.again = false, false
 			in.expireAt(ctx, time.Now().Add(expiryRetry).UnixMilli())
 			return
 		}
@@ -188,7 +190,10 @@ func (in *InboxActor) noticeExpired(ctx actor.Context, r *messages.ExpiredReques
 	left := len(r.Items)
 	finish := func() {
 		in.expiring = false
-		if len(told) < len(r.Items) {
+		switch {
+		case in.again:
+			in.again, next = false, time.Now().UnixMilli()
+		case len(told) < len(r.Items):
 			next = time.Now().Add(expiryRetry).UnixMilli()
 		}
 		if next != 0 {
