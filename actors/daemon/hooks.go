@@ -172,14 +172,7 @@ func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookev
 	}
 	if profile != nil && !row.PresenceFollows { // a later row sets it: presence updates coalesce
 		for _, s := range sessions {
-			set := func() (*messages.ProfileApplied, error) { return h.client.AsSession(s.Token).SetProfile(ctx, profile) }
-			var err error
-			if fresh { // registered just now: its broker connection is being dialled
-				_, err = ipc.WhenLinked(ctx, set)
-			} else {
-				_, err = set()
-			}
-			if err != nil {
+			if err := h.setPresence(ctx, row.SessionID, s, profile, fresh); err != nil {
 				return fmt.Errorf("set the presence of session %s on %s: %w", row.SessionID, s.Mesh, err)
 			}
 		}
@@ -193,6 +186,38 @@ func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookev
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// setPresence sets profile on registration s of session id: once its broker
+// connection is up when it was registered just now (fresh). Should s's
+// token have stopped working meanwhile, because the agent's MCP server
+// registered the same id again (Claude Code starts it beside the
+// SessionStart hook), it is set on the registration that now holds the id
+// on s's mesh.
+func (h *hooks) setPresence(ctx context.Context, id string, s *ipcserver.Session, profile *messages.SetProfile, fresh bool) error {
+	for tries := 1; ; tries++ {
+		set := func() (*messages.ProfileApplied, error) { return h.client.AsSession(s.Token).SetProfile(ctx, profile) }
+		var err error
+		if fresh { // registered just now: its broker connection is being dialled
+			_, err = ipc.WhenLinked(ctx, set)
+		} else {
+			_, err = set()
+		}
+		var me *messages.Error
+		if tries == maxPresenceTries || !errors.As(err, &me) || me.Code != messages.CodeSessionUnknown {
+			return err
+		}
+		now := h.d.sessions.withID(id)
+		i := slices.IndexFunc(now, func(o *ipcserver.Session) bool { return o.Mesh == s.Mesh && o.Token != s.Token })
+		if i < 0 {
+			return err
+		}
+		s, fresh = now[i], true
+	}
+}
+
+// maxPresenceTries bounds the registrations setPresence follows the
+// session id to.
+const maxPresenceTries = 3
 
 // sessionsOf is every registration of the session id (one per mesh it
 // uses), registering it first when it has none (fresh): with the mesh and

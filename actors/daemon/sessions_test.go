@@ -458,3 +458,25 @@ func waitListed(t *testing.T, c *ipc.Client, names ...string) {
 		return err == nil && n == len(names)
 	})
 }
+
+// TestHookPresenceAfterReregistration: a hook's handler that registered a
+// session finds its token retired when the agent's MCP server registers the
+// same id meanwhile (Claude Code starts both at once); it sets the presence
+// on the registration that now holds the id instead of failing the row
+// (session_unknown, counted as a failed hook).
+func TestHookPresenceAfterReregistration(t *testing.T) {
+	paths := tempPaths(t)
+	d := startEmbedded(t, paths)
+	defer d.Close()
+	c := ipc.NewClient(paths.Socket())
+	register(t, c, "sess-h", "hooked", os.Getpid())
+	var tokB string
+	if err := d.HookPresenceAcross(context.Background(), "sess-h", func() {
+		tokB, _ = register(t, c, "sess-h", "hooked", os.Getpid())
+	}); err != nil {
+		t.Fatalf("presence after the id was registered again: %v", err)
+	}
+	if _, err := c.AsSession(tokB).SessionMe(context.Background()); err != nil {
+		t.Fatalf("the new registration: %v", err)
+	}
+}
