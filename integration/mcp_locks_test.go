@@ -70,3 +70,31 @@ func TestMCPLocks(t *testing.T) {
 		t.Errorf("lock_release: %+v", rel)
 	}
 }
+
+// TestMCPLocksOutsideRepo: an agent whose session runs outside a git
+// repository is told so when it claims a lock of "this repository", rather
+// than silently given the mesh-wide lock of the key; with mesh_wide it gets
+// that lock, and lock_list says it lists every lock of the mesh.
+func TestMCPLocksOutsideRepo(t *testing.T) {
+	t.Parallel()
+	e := localAgentsEnv(t)
+	startDaemon(t, e, "--no-tcp")
+	a := startMCP(t, e, "alice", mcpOptions{lean: true, dir: t.TempDir()})
+	if res := a.call("lock_acquire", map[string]any{"key": "x"}); !res.IsError || !strings.Contains(text(res), "mesh_wide") {
+		t.Fatalf("lock_acquire outside a repository: %q", text(res))
+	}
+	if res := a.call("lock_release", map[string]any{"key": "x"}); !res.IsError || !strings.Contains(text(res), "mesh_wide") {
+		t.Fatalf("lock_release outside a repository: %q", text(res))
+	}
+	var got struct {
+		Granted bool   `json:"granted"`
+		Repo    string `json:"repo"`
+	}
+	a.mustCall("lock_acquire", map[string]any{"key": "x", "mesh_wide": true}, &got)
+	if !got.Granted || got.Repo != "" {
+		t.Fatalf("a mesh-wide lock_acquire: %+v", got)
+	}
+	if res := a.mustCall("lock_list", map[string]any{}, nil); !strings.HasPrefix(text(res), "1 lock (this session is not in a git repository: every lock of the mesh):") {
+		t.Fatalf("lock_list outside a repository: %q", text(res))
+	}
+}

@@ -49,7 +49,8 @@ type channelNote struct {
 type mcpOptions struct {
 	channel bool
 	env     []string
-	lean    bool // claudemesh-mcp instead of claudemesh mcp
+	lean    bool   // claudemesh-mcp instead of claudemesh mcp
+	dir     string // its working directory ("": the test's, in this repository)
 }
 
 // localAgentsEnv is an env whose daemon runs the embedded broker for its
@@ -71,7 +72,7 @@ func startMCP(t *testing.T, e *env, name string, o mcpOptions) *mcpProc {
 	if o.lean {
 		cmd = exec.Command(mcpBinPath, "--name", name)
 	}
-	cmd.Env = append(e.environ(), o.env...)
+	cmd.Env, cmd.Dir = append(e.environ(), o.env...), o.dir
 	p := &mcpProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, logs: make(chan *mcp.LoggingMessageParams, 64), channel: make(chan channelNote, 64)}
 	cmd.Stderr = p.stderr
 	opts := &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { p.logs <- r.Params }}

@@ -83,12 +83,29 @@ func (m *mcpServer) addLockTools() {
 		InputSchema: schemaOf[lockListIn](nil)}, m.lockList)
 }
 
-// lockRepo is the repository of a lock tool's call.
-func lockRepo(meshWide bool) string {
-	if meshWide {
-		return ""
+// plural is one or many, for n of a thing.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
 	}
-	return repoOnce()
+	return many
+}
+
+// errNoLockRepo refuses a lock of "this repository" where the server runs
+// outside one: the key would silently be the mesh's.
+var errNoLockRepo = errors.New("invalid argument: this session's directory is not inside a git repository with a commit, so the " +
+	"lock cannot be this repository's; nothing was locked or released: call again with mesh_wide true for a lock of the whole mesh")
+
+// lockRepo is the repository of a lock tool's call ("": mesh-wide), or
+// errNoLockRepo.
+func lockRepo(meshWide bool) (string, error) {
+	if meshWide {
+		return "", nil
+	}
+	if repo := repoOnce(); repo != "" {
+		return repo, nil
+	}
+	return "", errNoLockRepo
 }
 
 // lockError is the sentence for a failed lock request.
@@ -105,7 +122,11 @@ func lockOf(l messages.LockInfo, granted bool) lockOut {
 }
 
 func (m *mcpServer) lockAcquire(ctx context.Context, _ *mcp.CallToolRequest, in lockAcquireIn) (*mcp.CallToolResult, *lockOut, error) {
-	req := &messages.LockAcquireRequest{Key: in.Key, Repo: lockRepo(in.MeshWide), TTLMs: int64(in.TTLSeconds) * 1000,
+	repo, err := lockRepo(in.MeshWide)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &messages.LockAcquireRequest{Key: in.Key, Repo: repo, TTLMs: int64(in.TTLSeconds) * 1000,
 		WaitMs: int64(in.WaitSeconds) * 1000}
 	if err := req.Validate(); err != nil {
 		return nil, nil, m.lockError(nil, err)
@@ -128,7 +149,11 @@ func (m *mcpServer) lockAcquire(ctx context.Context, _ *mcp.CallToolRequest, in 
 }
 
 func (m *mcpServer) lockRelease(ctx context.Context, _ *mcp.CallToolRequest, in lockReleaseIn) (*mcp.CallToolResult, *lockReleaseOut, error) {
-	req := &messages.LockReleaseRequest{Key: in.Key, Repo: lockRepo(in.MeshWide)}
+	repo, err := lockRepo(in.MeshWide)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &messages.LockReleaseRequest{Key: in.Key, Repo: repo}
 	if err := req.Validate(); err != nil {
 		return nil, nil, m.lockError(nil, err)
 	}
@@ -152,17 +177,21 @@ func (m *mcpServer) lockList(ctx context.Context, _ *mcp.CallToolRequest, in loc
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	repo := lockRepo(in.MeshWide)
+	repo, err := lockRepo(in.MeshWide)
+	everyRepo := ""
+	if err != nil { // outside a repository: every lock of the mesh, said so
+		everyRepo = " (this session is not in a git repository: every lock of the mesh)"
+	}
 	res, err := ipc.WhenLinked(ctx, func() (*messages.LockList, error) { return s.as().Locks(ctx, "", repo) })
 	if err != nil {
 		return nil, nil, m.lockError(s, err)
 	}
 	out := &lockListOut{Locks: make([]lockOut, len(res.Locks))}
 	if len(res.Locks) == 0 {
-		return textResult("No locks are held."), out, nil
+		return textResult("No locks are held" + everyRepo + "."), out, nil
 	}
 	var text strings.Builder
-	fmt.Fprintf(&text, "%d locks:", len(res.Locks))
+	fmt.Fprintf(&text, "%d %s%s:", len(res.Locks), plural(len(res.Locks), "lock", "locks"), everyRepo)
 	for i, l := range res.Locks {
 		out.Locks[i] = lockOf(l, false)
 		left := "expired"

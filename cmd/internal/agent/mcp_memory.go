@@ -114,7 +114,7 @@ func (m *mcpServer) recall(ctx context.Context, _ *mcp.CallToolRequest, in recal
 	}
 	out := &recallOut{Memories: make([]memoryOut, len(res.Matches))}
 	var text strings.Builder
-	fmt.Fprintf(&text, "%d memories, best match first:", len(res.Matches))
+	fmt.Fprintf(&text, "%d %s, best match first:", len(res.Matches), plural(len(res.Matches), "memory", "memories"))
 	for i, mm := range res.Matches {
 		by := mm.RememberedByName
 		if by == "" {

@@ -224,7 +224,7 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	out := &topicHistoryOut{Topic: topic, Messages: make([]topicMessage, len(res.Messages))}
 	var text strings.Builder
-	fmt.Fprintf(&text, "#%s, %d messages, oldest first:", topic, len(res.Messages))
+	fmt.Fprintf(&text, "#%s, %d %s, oldest first:", topic, len(res.Messages), plural(len(res.Messages), "message", "messages"))
 	for i, msg := range res.Messages {
 		from := msg.SenderName
 		if from == "" {
