@@ -2,7 +2,9 @@ package integration
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -200,5 +202,51 @@ func decode(t *testing.T, res *mcp.CallToolResult, out any) {
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, out); err != nil {
 		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
+
+// TestMCPSendToStoppedDaemon: a daemon that takes the request and does not
+// answer (stopped, as kill -STOP does) is reported as running but not
+// answering, not as absent; a send_message whose outcome is so unknown
+// names the client_message_id the server made for it, and calling again
+// with it once the daemon runs delivers the message once.
+func TestMCPSendToStoppedDaemon(t *testing.T) {
+	t.Parallel()
+	e := localAgentsEnv(t)
+	d := startDaemon(t, e, "--no-tcp")
+	a := startMCP(t, e, "alice", mcpOptions{lean: true})
+	b := startMCP(t, e, "bob", mcpOptions{lean: true})
+	a.waitPeer("bob")
+
+	if err := syscall.Kill(d.pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	res := a.call("send_message", map[string]any{"to": "bob", "message": "are you there?"})
+	if err := syscall.Kill(d.pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	got := regexp.MustCompile(`did not answer in time.*client_message_id is (\S+): pass it when you call again`).FindStringSubmatch(text(res))
+	if !res.IsError || got == nil || strings.Contains(text(res), "not running") {
+		t.Fatalf("send_message to a stopped daemon: %q", text(res))
+	}
+	var sent sendResult
+	a.mustCall("send_message", map[string]any{"to": "bob", "message": "are you there?", "client_message_id": got[1]}, &sent)
+	if sent.ClientMessageID != got[1] {
+		t.Fatalf("the send again: %+v", sent)
+	}
+	var inbox checkResultMail
+	waitFor(t, e2eDeliverDeadline, "bob's message", func() bool {
+		decode(t, b.call("check_messages", map[string]any{}), &inbox)
+		return len(inbox.Messages) > 0
+	})
+	a.mustCall("send_message", map[string]any{"to": "bob", "message": "a later one"}, &sent)
+	var later checkResultMail
+	waitFor(t, e2eDeliverDeadline, "bob's later message", func() bool {
+		later = checkResultMail{}
+		decode(t, b.call("check_messages", map[string]any{}), &later)
+		return len(later.Messages) > 0
+	})
+	if len(inbox.Messages) != 1 || len(later.Messages) != 1 || later.Messages[0].ClientMessageID != sent.ClientMessageID {
+		t.Fatalf("bob got %+v, then %+v: the first message not exactly once", inbox.Messages, later.Messages)
 	}
 }

@@ -20,6 +20,10 @@ import (
 // ErrDaemonNotRunning means nothing answered on the socket.
 var ErrDaemonNotRunning = errors.New("daemon not running — start it with `claudemesh daemon up`")
 
+// ErrNoAnswer means the daemon took a request and did not answer it within
+// the client's timeout: it is running, but busy or stuck.
+var ErrNoAnswer = errors.New("the daemon took the request but did not answer in time (busy or stuck? `claudemesh daemon status` shows its state)")
+
 // Client talks to the daemon over its Unix socket. Non-2xx answers come
 // back as *messages.Error with the envelope's code.
 //
@@ -108,7 +112,7 @@ func unanswered(ctx context.Context, method, path string, err error, timeout tim
 	case errors.As(err, &opErr) && opErr.Op == "dial":
 		return ErrDaemonNotRunning
 	case timeout > 0 && errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("daemon request %s %s: no answer within %s", method, path, timeout)
+		return fmt.Errorf("daemon request %s %s: no answer within %s: %w", method, path, timeout, ErrNoAnswer)
 	}
 	return fmt.Errorf("daemon request %s %s: %w", method, path, err)
 }

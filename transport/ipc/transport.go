@@ -60,7 +60,9 @@ func (t *unixTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		c.Close()
-		if !reused || !retryable(req, written) {
+		// A request whose own deadline passed, or whose caller gave up, is
+		// not sent again: it would fail to dial, which says "no daemon".
+		if !reused || !retryable(req, written) || req.Context().Err() != nil {
 			closeBody(req)
 			return nil, err
 		}

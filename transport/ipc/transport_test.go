@@ -172,14 +172,25 @@ func BenchmarkIPCTransport(b *testing.B) {
 }
 
 // TestClientTimeout: a request the daemon does not answer fails once the
-// client's timeout has passed, saying so; one whose caller gives up fails
-// with the caller's reason.
+// client's timeout has passed, saying so (ErrNoAnswer, not "not running"),
+// also on a connection an earlier answer left idle (whose GET was once sent
+// again, to fail dialling under its spent deadline); one whose caller gives
+// up fails with the caller's reason.
 func TestClientTimeout(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "d.sock")
-	serveSocket(t, path, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	serveSocket(t, path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/quick" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		<-r.Context().Done()
+	}))
 	c := NewClient(path).within(50 * time.Millisecond)
+	if _, err := c.raw(t.Context(), http.MethodGet, "/v1/quick", nil); err != nil {
+		t.Fatal(err)
+	}
 	_, err := c.raw(t.Context(), http.MethodGet, "/v1/slow", nil)
-	if err == nil || !strings.Contains(err.Error(), "GET /v1/slow: no answer within 50ms") {
+	if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "GET /v1/slow: no answer within 50ms") {
 		t.Fatalf("unanswered: %v, want no answer within 50ms", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())

@@ -22,6 +22,12 @@ func (m *mcpServer) toolError(s *Session, err error) error {
 			s.doubt()
 		}
 		return errors.New("the claudemesh daemon is not running; start it with `claudemesh daemon up` (or ask the user to), then call the tool again")
+	case errors.Is(err, ipc.ErrNoAnswer):
+		if s != nil {
+			s.doubt()
+		}
+		return errors.New("the claudemesh daemon is running but did not answer in time (busy, or stopped); call the tool again " +
+			"in a moment, and if it keeps failing ask the user to check `claudemesh daemon status`")
 	case errors.As(err, &ce):
 		return fmt.Errorf("client_message_id %s was already used for a different message; nothing was sent: retry with a new client_message_id (or none)", ce.ClientMessageID)
 	case errors.As(err, &me):

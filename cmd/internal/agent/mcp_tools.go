@@ -203,8 +203,12 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 	}
 	req.To = out.ResolvedTo
 	res, err := s.as().Send(ctx, req, "")
-	if err != nil && transient(err) {
+	if err != nil && transient(err) && !errors.Is(err, ipc.ErrNoAnswer) { // a daemon that did not answer would keep the agent waiting again
 		res, err = s.as().Send(ctx, req, "") // the same client_message_id: never twice
+	}
+	if err != nil && transient(err) && in.ClientMessageID == "" {
+		// Whether it was taken is unknown, under an id the agent never saw.
+		return nil, nil, fmt.Errorf("%v — this message's client_message_id is %s: pass it when you call again", m.toolError(s, err), cid)
 	}
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
