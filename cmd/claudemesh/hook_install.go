@@ -235,6 +235,9 @@ func setClaudeHooks(doc []byte, receiver string) (out []byte, changed bool, err 
 	for i, m := range top {
 		if m.key == "hooks" {
 			hi = i
+			if string(bytes.TrimSpace(m.value)) == "null" { // none
+				continue
+			}
 			if events, err = objectMembers(m.value); err != nil {
 				return nil, false, errors.New("its hooks is not a JSON object")
 			}

@@ -17,7 +17,14 @@ import (
 func claudeSettings(t *testing.T, doc string) string {
 	t.Helper()
 	claudeHome(t)
-	path := filepath.Join(os.Getenv("HOME"), ".claude", "settings.json")
+	return claudeSettingsIn(t, os.Getenv("HOME"), doc)
+}
+
+// claudeSettingsIn writes doc ("": nothing) as home's Claude Code
+// settings.json and returns its path.
+func claudeSettingsIn(t *testing.T, home, doc string) string {
+	t.Helper()
+	path := filepath.Join(home, ".claude", "settings.json")
 	if doc != "" {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			t.Fatal(err)
@@ -212,6 +219,23 @@ func TestHookInstallFresh(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != "{}" {
 		t.Fatalf("after uninstall: %s", b)
+	}
+}
+
+// TestHookInstallNullHooks: "hooks": null is no hooks, not a refusal.
+func TestHookInstallNullHooks(t *testing.T) {
+	path := claudeSettings(t, `{"hooks": null, "model": "opus"}`)
+	if err := (&hookUninstallCmd{}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&hookInstallCmd{}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(hooksOf(t, path)); got != len(claudeHookEvents) {
+		t.Fatalf("%d events, want %d", got, len(claudeHookEvents))
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), `"model": "opus"`) {
+		t.Fatalf("the other settings: %s", b)
 	}
 }
 

@@ -61,6 +61,9 @@ func (c *installClaudeCodeCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	if err := preflightClaude(entry, hookReceiver(exe)); err != nil {
+		return err
+	}
 	if err := editClaudeConfig(entry, c.DryRun); err != nil {
 		return err
 	}
@@ -68,7 +71,39 @@ func (c *installClaudeCodeCmd) Run() error {
 }
 
 func (c *uninstallClaudeCodeCmd) Run() error {
+	if err := preflightClaude(nil, ""); err != nil {
+		return err
+	}
 	return errors.Join(editClaudeConfig(nil, c.DryRun), editClaudeHooks("", c.DryRun))
+}
+
+// preflightClaude reads both files an install (entry and receiver set) or
+// an uninstall edits, and refuses before either is written when one of
+// them cannot be edited (not JSON, hooks not an object): neither is left
+// half done.
+func preflightClaude(entry json.RawMessage, receiver string) error {
+	cfg, err := claudeConfigPath()
+	if err != nil {
+		return err
+	}
+	path, doc, _, err := readEdited(cfg)
+	if err != nil {
+		return err
+	}
+	if _, _, _, err := setMCPServer(doc, claudeServerName, entry); err != nil {
+		return fmt.Errorf("%s: %w; nothing was changed", path, err)
+	}
+	settings, err := claudeSettingsPath()
+	if err != nil {
+		return err
+	}
+	if path, doc, _, err = readEdited(settings); err != nil {
+		return err
+	}
+	if _, _, err := setClaudeHooks(doc, receiver); err != nil {
+		return fmt.Errorf("%s: %w; nothing was changed", path, err)
+	}
+	return nil
 }
 
 // claudeConfigPath is Claude Code's user configuration file:

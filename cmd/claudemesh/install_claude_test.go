@@ -223,6 +223,26 @@ func TestInstallClaudeCodeRefusesInvalidJSON(t *testing.T) {
 	}
 }
 
+// TestInstallClaudeCodeAllOrNothing: when settings.json cannot be edited,
+// neither file is written: ~/.claude.json is not left with the server
+// registered and no hooks (or, uninstalling, the other way round).
+func TestInstallClaudeCodeAllOrNothing(t *testing.T) {
+	for _, run := range []func() error{(&installClaudeCodeCmd{}).Run, (&uninstallClaudeCodeCmd{}).Run} {
+		path := claudeHome(t)
+		const config = `{"mcpServers": {"claudemesh": {"type": "stdio", "command": "old"}}}`
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		settings := claudeSettingsIn(t, filepath.Dir(path), `{"hooks": []}`)
+		if err := run(); err == nil || !strings.Contains(err.Error(), settings) || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Errorf("with a settings.json whose hooks is a list: %v", err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != config {
+			t.Errorf("~/.claude.json was changed to %s", b)
+		}
+	}
+}
+
 func TestInstallClaudeCodeFollowsSymlink(t *testing.T) {
 	path := claudeHome(t)
 	target := filepath.Join(t.TempDir(), "dotfiles-claude.json")
