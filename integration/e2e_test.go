@@ -437,6 +437,35 @@ func TestE2ESSEResume(t *testing.T) {
 	}
 }
 
+// TestE2EQueuedKeepsSenderName: a DM that waits at the broker for its
+// offline recipient reaches it, when its daemon starts, with the sender's
+// display name, as a live push does (the queued push once carried only the
+// sender's key, and the inbox showed its first 8 digits).
+func TestE2EQueuedKeepsSenderName(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	alice, bob := m.alice, m.bob
+	alice.start(t)
+	bob.start(t)
+	bob.d.stop()
+	if st, body, err := trySend(alice.c, bob.pubkey, "while you were away", "queued-1"); err != nil || st != http.StatusAccepted {
+		t.Fatalf("send: status %d, %v: %s", st, err, body)
+	}
+	waitFor(t, e2eDeliverDeadline, "alice's queued-1 to reach the broker", func() bool {
+		_, done := byClientID(listAll(t, alice.c, "done"))["queued-1"]
+		return done
+	})
+	bob.start(t)
+	var rows []messages.InboxItem
+	waitFor(t, e2eDeliverDeadline, "bob's inbox to hold queued-1", func() bool {
+		rows = inboxAll(t, bob.c)
+		return len(rows) == 1
+	})
+	if rows[0].ClientMessageID != "queued-1" || rows[0].SenderName != "alice" {
+		t.Fatalf("bob's queued message: %+v", rows[0])
+	}
+}
+
 // TestE2EPresence: bob's daemon coming up after alice's shows as peer_join
 // on alice's stream, and alice's peer list names bob.
 func TestE2EPresence(t *testing.T) {

@@ -289,7 +289,7 @@ func (c *conn) drain(ctx actor.Context) {
 	for i := range ds {
 		d := &ds[i]
 		frame := c.sendFrame(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,
-			SenderPubkey: d.SenderPubkey, TargetSpec: d.TargetSpec, ReplyToID: d.ReplyToID, Priority: d.Priority,
+			SenderPubkey: d.SenderPubkey, SenderName: d.SenderName, TargetSpec: d.TargetSpec, ReplyToID: d.ReplyToID, Priority: d.Priority,
 			Nonce: d.Nonce, Ciphertext: d.Ciphertext, CreatedAt: d.CreatedAt.UTC().Format(time.RFC3339Nano),
 			ClientMessageID: d.ClientMessageID, RequestFingerprint: d.RequestFingerprint.Hex(), HistoryID: d.HistoryID,
 			Meta: d.Meta, Topic: topicOf(d.TargetSpec)})

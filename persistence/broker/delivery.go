@@ -34,16 +34,20 @@ type Delivery struct {
 	ClientMessageID    string
 	RequestFingerprint messages.Fingerprint
 	SenderPubkey       string
-	TargetSpec         string
-	Priority           string
-	Nonce              string
-	Ciphertext         string
-	ReplyToID          string // "" when not a reply
-	Meta               []byte // nil when absent
-	CreatedAt          time.Time
-	HistoryID          string
-	Attempts           int // claims so far, this one included
-	LeaseExpiresAt     time.Time
+	// SenderName is the sender's display name as the mesh knows it now:
+	// its session's, else its member's ("" when neither is known), which
+	// the accept's live push carries from the sender's connection.
+	SenderName     string
+	TargetSpec     string
+	Priority       string
+	Nonce          string
+	Ciphertext     string
+	ReplyToID      string // "" when not a reply
+	Meta           []byte // nil when absent
+	CreatedAt      time.Time
+	HistoryID      string
+	Attempts       int // claims so far, this one included
+	LeaseExpiresAt time.Time
 }
 
 // ClaimDeliveries leases up to c.Limit undelivered rows of the recipients
@@ -88,7 +92,10 @@ func (s *Store) readDeliveries(ctx context.Context, tx *sqlx.Tx, ids []int64) ([
 	}
 	rows, err := s.txQuery(ctx, tx, s.d.rewrite(`SELECT d.id, d.mesh_id, d.recipient_pubkey, d.attempts, d.lease_expires_at,
 		       m.id, m.client_message_id, m.request_fingerprint, m.sender_pubkey, m.target_spec, m.priority,
-		       m.nonce, m.ciphertext, m.reply_to_id, m.meta, m.created_at, h.history_id
+		       m.nonce, m.ciphertext, m.reply_to_id, m.meta, m.created_at, h.history_id,
+		       COALESCE((SELECT NULLIF(ss.display_name, '') FROM mesh_session ss
+		                  WHERE ss.mesh_id = d.mesh_id AND ss.session_pubkey = m.sender_pubkey),
+		                (SELECT mb.display_name FROM member mb WHERE mb.mesh_id = d.mesh_id AND mb.pubkey = m.sender_pubkey), '')
 		  FROM delivery_queue d JOIN message m ON m.id = d.message_id JOIN message_history h ON h.message_id = m.id
 		 WHERE d.id IN (SELECT CAST(value AS BIGINT) FROM EACH(?))
 		 ORDER BY d.id`), jsonArray(keys))
@@ -103,7 +110,7 @@ func (s *Store) readDeliveries(ctx context.Context, tx *sqlx.Tx, ids []int64) ([
 		var replyTo, meta sql.NullString
 		if err := rows.Scan(&d.DeliveryID, &d.MeshID, &d.RecipientPubkey, &d.Attempts, (*dbTime)(&d.LeaseExpiresAt),
 			&d.BrokerMessageID, &d.ClientMessageID, &fp, &d.SenderPubkey, &d.TargetSpec, &d.Priority,
-			&d.Nonce, &d.Ciphertext, &replyTo, &meta, (*dbTime)(&d.CreatedAt), &d.HistoryID); err != nil {
+			&d.Nonce, &d.Ciphertext, &replyTo, &meta, (*dbTime)(&d.CreatedAt), &d.HistoryID, &d.SenderName); err != nil {
 			return nil, err
 		}
 		copy(d.RequestFingerprint[:], fp)

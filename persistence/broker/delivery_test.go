@@ -9,8 +9,9 @@ import (
 )
 
 // TestDeliveryLease: a DM to an offline member is a queued row; a claim
-// leases it, a second claim does not see it until the lease expires, and
-// an ack removes it for good.
+// leases it, with its sender's display name (which the live push takes from
+// the sender's connection), a second claim does not see it until the lease
+// expires, and an ack removes it for good.
 func TestDeliveryLease(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -33,7 +34,7 @@ func TestDeliveryLease(t *testing.T) {
 		d := got[0]
 		want := Delivery{DeliveryID: d.DeliveryID, MeshID: m.ID, RecipientPubkey: bob.Pubkey,
 			BrokerMessageID: res.BrokerMessageID, ClientMessageID: "lease-1", RequestFingerprint: req.RequestFingerprint,
-			SenderPubkey: alice.Pubkey, TargetSpec: bob.Pubkey, Priority: "next", Nonce: req.Nonce,
+			SenderPubkey: alice.Pubkey, SenderName: "alice", TargetSpec: bob.Pubkey, Priority: "next", Nonce: req.Nonce,
 			Ciphertext: "ciphertext==", ReplyToID: "01PREVIOUS", Meta: req.Meta, CreatedAt: acceptedAt,
 			HistoryID: res.HistoryID, Attempts: 1, LeaseExpiresAt: e.clock.Now().Add(30 * time.Second)}
 		if fmt.Sprint(d) != fmt.Sprint(want) {
