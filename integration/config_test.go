@@ -43,6 +43,9 @@ func TestBadConfigTOML(t *testing.T) {
 		t.Fatal(err)
 	}
 	spawnDaemon(t, e, "--config", other).expectExit(2, other, "ipc.http_bind")
+	// A --config that names no file is refused, not read as the defaults.
+	missing := filepath.Join(t.TempDir(), "typo.toml")
+	spawnDaemon(t, e, "--config", missing).expectExit(2, missing, "no such file")
 
 	// ... and a good one starts although config.toml is bad.
 	writeConfigTOML(t, e, "[daemon]\nlog_level = \"loud\"\n")

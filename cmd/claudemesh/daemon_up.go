@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -39,6 +40,9 @@ type daemonUpCmd struct {
 	// tcpOff is why TCP is off by default here (a container or CI signal),
 	// "" when it is not.
 	tcpOff string
+	// configNamed says --config named the file: it must exist (the default
+	// one may not, and then the defaults hold).
+	configNamed bool
 }
 
 func (c *daemonUpCmd) Run() error {
@@ -54,7 +58,7 @@ func (c *daemonUpCmd) Run() error {
 	if err := paths.EnsureDaemonDir(); err != nil {
 		return err
 	}
-	if c.Config == "" {
+	if c.configNamed = c.Config != ""; !c.configNamed {
 		c.Config = paths.ConfigTOML()
 	}
 	cfg, err := c.load()
@@ -141,6 +145,9 @@ func (c *daemonUpCmd) tcpReport(paths config.Paths, cfg config.File) string {
 
 // load reads config.toml and applies the command line's overrides.
 func (c *daemonUpCmd) load() (config.File, error) {
+	if _, err := os.Stat(c.Config); c.configNamed && errors.Is(err, fs.ErrNotExist) {
+		return config.DefaultFile(), fmt.Errorf("--config %s: no such file (leave --config out for config.toml in the daemon directory)", c.Config)
+	}
 	cfg, err := config.LoadFile(c.Config)
 	if err != nil {
 		return cfg, err
