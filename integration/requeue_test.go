@@ -104,6 +104,12 @@ func TestOperatorRecoveryCLI(t *testing.T) {
 		rq.NewClientMessageID == "op-dead" {
 		t.Fatalf("requeue result %+v", rq)
 	}
+	// Two rows pend now: the next page's command keeps the listing's filter
+	// and page size.
+	if res := runCLI(t, e, "daemon", "outbox", "list", "--pending", "--limit", "1"); res.code != 0 ||
+		!regexp.MustCompile(`more rows: claudemesh daemon outbox list --pending --limit 1 --before [0-9A-Z]{26}\n`).MatchString(res.stdout) {
+		t.Errorf("outbox list --pending --limit 1: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 	after := byClientID(listAll(t, c, ""))
 	old, succ := after["op-dead"], after[rq.NewClientMessageID]
 	if old.Status != "aborted" || old.AbortedBy == nil || *old.AbortedBy != "operator" || old.AbortedAt == nil ||

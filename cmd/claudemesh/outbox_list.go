@@ -21,7 +21,7 @@ type outboxListCmd struct {
 	Inflight bool   `xor:"status" help:"Only rows being sent now."`
 	Done     bool   `xor:"status" help:"Only rows the broker accepted."`
 	Failed   bool   `xor:"status" help:"Only dead rows (a permanent rejection or too old); recover them with requeue."`
-	Aborted  bool   `xor:"status" help:"Only rows retired by requeue."`
+	Aborted  bool   `xor:"status" help:"Only rows retired by requeue or drop."`
 	Limit    int    `default:"50" help:"Rows per page (1-500)."`
 	Before   string `placeholder:"ROW_ID" help:"Start after this row id (the cursor a previous page printed)."`
 	JSON     bool   `name:"json" help:"Print the page as one JSON object."`
@@ -69,9 +69,25 @@ func (c *outboxListCmd) Run() error {
 	}
 	tw.Flush()
 	if page.Next != "" {
-		fmt.Printf("more rows: claudemesh daemon outbox list --before %s\n", printable(page.Next))
+		fmt.Printf("more rows: claudemesh daemon outbox list%s --before %s\n", c.pageFlags(), printable(page.Next))
 	}
 	return nil
+}
+
+// pageFlags are the flags of this listing that the next page's command
+// keeps: its filter and its page size.
+func (c *outboxListCmd) pageFlags() string {
+	var f string
+	for flag, set := range map[string]bool{" --pending": c.Pending, " --inflight": c.Inflight, " --done": c.Done,
+		" --failed": c.Failed, " --aborted": c.Aborted} {
+		if set {
+			f += flag
+		}
+	}
+	if c.Limit != 50 {
+		f += " --limit " + strconv.Itoa(c.Limit)
+	}
+	return f
 }
 
 // detail is the one thing worth knowing about a row beyond its status:
