@@ -45,7 +45,7 @@ type embeddedBroker struct {
 // serves it on 127.0.0.1.
 func (d *Daemon) startEmbeddedBroker(local []config.Membership, system *actor.ActorSystem) (*embeddedBroker, error) {
 	ctx := context.Background()
-	store, err := broker.Open(ctx, broker.Options{Dir: filepath.Join(d.opts.Paths.DaemonDir, "broker"), Log: d.log})
+	store, err := broker.Open(ctx, broker.Options{Dir: filepath.Join(d.opts.Paths.DaemonDir, "broker"), Log: d.log, Serve: true})
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}

@@ -24,12 +24,15 @@ const provisionTimeout = 30 * time.Second
 type brokerStoreFlags struct {
 	Dir         string `type:"path" xor:"store" placeholder:"DIR" help:"Broker data directory holding broker.db (SQLite). Default: ~/.claudemesh/broker, created 0700."`
 	DatabaseURL string `name:"database-url" env:"CLAUDEMESH_DATABASE_URL" xor:"store" placeholder:"URL" help:"PostgreSQL connection URL (postgres://…) of the broker's database, instead of SQLite."`
+	serve       bool   // a broker serves it (broker.Options.Serve)
 }
 
-// open opens the broker store. With mustExist, a SQLite directory without a
-// broker.db is an error rather than a fresh empty database.
+// open opens the broker store, for a broker to serve it (serve, set by
+// `broker up`) or for a command to provision it. With mustExist, a SQLite
+// directory without a broker.db is an error rather than a fresh empty
+// database.
 func (f *brokerStoreFlags) open(ctx context.Context, mustExist bool, log *slog.Logger) (*broker.Store, error) {
-	opts := broker.Options{Dir: f.Dir, DatabaseURL: f.DatabaseURL, Log: log}
+	opts := broker.Options{Dir: f.Dir, DatabaseURL: f.DatabaseURL, Log: log, Serve: f.serve}
 	if opts.DatabaseURL == "" && opts.Dir == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {

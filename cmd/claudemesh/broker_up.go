@@ -65,6 +65,7 @@ func (c *brokerUpCmd) Run() error {
 		relayPoll = -1 // off: Options take 0 for the default
 	}
 	ctx := context.Background()
+	c.serve = true
 	store, err := c.open(ctx, false, log)
 	if err != nil {
 		return err

@@ -59,6 +59,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,7 +96,16 @@ type Options struct {
 	// before it is probed, and how long a probe or a connect of it may
 	// take; 0 means DefaultListenCheck.
 	ListenCheck time.Duration
+	// Serve says a broker will serve the store (`broker up`, a daemon's
+	// embedded broker), not a command that provisions it. On SQLite it
+	// takes the directory's exclusive flock for the store's life:
+	// a second broker on the same file would hold its own connections
+	// and presence, and split the mesh between the two (ErrServed).
+	Serve bool
 }
+
+// ErrServed means another broker serves the SQLite directory already.
+var ErrServed = errors.New("another broker serves this SQLite store already")
 
 // Store is the broker's database. It is safe for concurrent use.
 type Store struct {
@@ -126,6 +136,9 @@ type Store struct {
 	// a millisecond, so that the ids of one millisecond's accepts keep
 	// their order.
 	messageIDs io.Reader
+	// served is the SQLite directory, flocked while a broker serves it
+	// (Options.Serve); nil otherwise.
+	served *os.File
 }
 
 // Open opens (and on SQLite creates) the database, applies the embedded
@@ -144,7 +157,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	var err error
 	if opts.Dir != "" {
-		err = s.openSQLite(ctx, opts.Dir)
+		err = s.openSQLite(ctx, opts.Dir, opts.Serve)
 	} else {
 		s.listenCheck = cmp.Or(opts.ListenCheck, DefaultListenCheck)
 		err = s.openPostgres(ctx, opts.DatabaseURL, opts.MaxConns)
@@ -180,9 +193,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) openSQLite(ctx context.Context, dir string) error {
+func (s *Store) openSQLite(ctx context.Context, dir string, serve bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create broker dir: %w", err)
+	}
+	if serve {
+		if err := s.lockServed(dir); err != nil {
+			return err
+		}
 	}
 	var err error
 	s.path = filepath.Join(dir, FileName)
@@ -237,6 +255,25 @@ func (s *Store) Close() error {
 	return errors.Join(s.lookup.Close(), s.closeDBs())
 }
 
+// lockServed takes dir's exclusive flock for the store's life: the
+// directory, not a file in it, whose deletion would free the lock.
+func (s *Store) lockServed(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("lock broker dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("%w: %s (two brokers on one SQLite file split the mesh between them): stop the other, "+
+				"or run several replicas on PostgreSQL", ErrServed, dir)
+		}
+		return fmt.Errorf("lock broker dir %s: %w", dir, err)
+	}
+	s.served = f
+	return nil
+}
+
 func (s *Store) closeDBs() error {
 	if s.stmts != nil {
 		s.stmts.close()
@@ -247,6 +284,9 @@ func (s *Store) closeDBs() error {
 	}
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
+	}
+	if s.served != nil {
+		errs = append(errs, s.served.Close()) // drops the flock, once the file is let go
 	}
 	return errors.Join(errs...)
 }

@@ -225,3 +225,35 @@ func TestSchemaTooNew(t *testing.T) {
 		}
 	})
 }
+
+// TestServedOnce: one broker serves a SQLite store at a time (a second
+// would split the mesh between the two), while provisioning commands open
+// it beside the one serving; the directory is free again once that broker
+// closes it.
+func TestServedOnce(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	first, err := Open(ctx, Options{Dir: dir, Serve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(ctx, Options{Dir: dir, Serve: true}); !errors.Is(err, ErrServed) || (err != nil && !strings.Contains(err.Error(), dir)) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("a second broker on the directory: %v, want ErrServed naming it", err)
+	}
+	provision, err := Open(ctx, Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("a provisioning command beside the broker: %v", err)
+	}
+	provision.Close()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(ctx, Options{Dir: dir, Serve: true})
+	if err != nil {
+		t.Fatalf("a broker after the first closed: %v", err)
+	}
+	again.Close()
+}
