@@ -72,6 +72,8 @@ type ListOutbox struct {
 	ClientMessageID string
 	// Thread keeps the rows of a thread (its messages, and its root).
 	Thread string
+	// ID keeps the row of that id.
+	ID string
 	// AwaitingAck keeps the rows that asked for an acknowledgement and
 	// may still get one (OutboxItem.AwaitsAck: pending, inflight or done,
 	// neither acknowledged nor refused), enqueued before EnqueuedBefore

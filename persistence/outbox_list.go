@@ -47,6 +47,9 @@ func (o *Outbox) List(tx *Tx, q *messages.ListOutbox) (*messages.OutboxPage, err
 	if q.Mesh != "" {
 		add("mesh = ?", q.Mesh)
 	}
+	if q.ID != "" {
+		add("id = ?", q.ID)
+	}
 	if q.Thread != "" {
 		add("(thread_id = ? OR client_message_id = ?)", q.Thread, q.Thread)
 	}

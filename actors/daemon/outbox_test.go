@@ -60,7 +60,16 @@ func TestOutboxPaging(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d row(s)", q, st, body, n)
 		}
 	}
-	for _, q := range []string{"status=lost", "limit=0", "limit=501", "limit=x", "before=not-a-ulid", "client_message_id=a%20b"} {
+	// A row by its id, however many rows are newer (the web view's
+	// confirmation of a requeue or drop looks it up so).
+	_, oldest := h.get("/v1/outbox?client_message_id=p-0")
+	id := oldest["items"].([]any)[0].(map[string]any)["id"].(string)
+	if st, body := h.get("/v1/outbox?limit=1&id=" + id); st != 200 || len(body["items"].([]any)) != 1 ||
+		body["items"].([]any)[0].(map[string]any)["client_message_id"] != "p-0" {
+		t.Errorf("id=%s: %d %v, want p-0's row", id, st, body)
+	}
+	for _, q := range []string{"status=lost", "limit=0", "limit=501", "limit=x", "before=not-a-ulid", "client_message_id=a%20b",
+		"id=p-0"} {
 		if st, body := h.get("/v1/outbox?" + q); st != http.StatusBadRequest || body["error"] != "invalid_query" {
 			t.Errorf("%s: %d %v", q, st, body)
 		}

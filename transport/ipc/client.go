@@ -161,6 +161,21 @@ func (c *Client) Audit(ctx context.Context, after int64, limit int) (*messages.A
 	return &page, c.do(ctx, http.MethodGet, "/v1/audit?"+q.Encode(), nil, &page)
 }
 
+// OutboxRowByID asks GET /v1/outbox?id= for the row of that id (nil: there
+// is none), searching the page for it as OutboxRow does.
+func (c *Client) OutboxRowByID(ctx context.Context, id string) (*messages.OutboxItem, error) {
+	var page messages.OutboxPage
+	if err := c.do(ctx, http.MethodGet, "/v1/outbox?"+url.Values{"id": {id}}.Encode(), nil, &page); err != nil {
+		return nil, err
+	}
+	for i := range page.Items {
+		if page.Items[i].ID == id {
+			return &page.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
 // OutboxRow asks GET /v1/outbox for the row of a client_message_id sent on
 // mesh (ids are per sender; a session's client names its mesh, which the
 // daemon takes for the session's route); nil when there is none. The page

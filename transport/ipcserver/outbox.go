@@ -91,7 +91,7 @@ func validMeshName(s string) bool {
 
 func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
 	q := &messages.ListOutbox{Status: v.Get("status"), Mesh: v.Get("mesh"), Limit: DefaultOutboxLimit, Before: v.Get("before"),
-		ClientMessageID: v.Get("client_message_id"), Thread: v.Get("thread")}
+		ClientMessageID: v.Get("client_message_id"), Thread: v.Get("thread"), ID: v.Get("id")}
 	if err := parseAwaitingAck(v, q); err != nil {
 		return nil, err
 	}
@@ -121,6 +121,11 @@ func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
 	if q.Before != "" {
 		if _, err := ulid.ParseStrict(q.Before); err != nil {
 			return nil, invalidQuery("before must be a row id from a previous page")
+		}
+	}
+	if q.ID != "" {
+		if _, err := ulid.ParseStrict(q.ID); err != nil {
+			return nil, invalidQuery("id must be an outbox row id (the id column of outbox list)")
 		}
 	}
 	return q, nil

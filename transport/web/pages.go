@@ -314,18 +314,14 @@ func (v *View) outboxConfirm(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 	defer cancel()
-	page, err := v.api.ListOutbox(ctx, "", OutboxShown, "")
-	if err != nil {
+	row, err := v.api.OutboxRowByID(ctx, q.Get("id"))
+	switch {
+	case err != nil:
 		d.Error = errorDetail(err)
-	} else {
-		for i := range page.Items {
-			if page.Items[i].ID == q.Get("id") {
-				d.Row = &page.Items[i]
-			}
-		}
-		if d.Row == nil {
-			d.Error = "no outbox row " + q.Get("id") + " among the newest " + plural(OutboxShown, "row")
-		}
+	case row == nil:
+		d.Error = "no outbox row " + q.Get("id")
+	default:
+		d.Row = row
 	}
 	v.render(w, r, s, "confirm", &d)
 }
