@@ -275,6 +275,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		var hello *wsclient.HelloError
 		if errors.As(m.err, &hello) && hello.Code == "revoked" && !b.revoked {
 			b.revoked = true
+			b.cfg.Features.SetRevoked(b.cfg.Slug, true)
 			b.log.Error("member_revoked", "mesh", b.cfg.Slug, "detail", "the mesh's owner revoked this daemon's key; "+
 				"sends to this mesh wait until their max age. Join again with a new invite (claudemesh join) for a new key")
 			b.event(ctx, "member_revoked", map[string]any{"mesh": b.cfg.Slug})
@@ -299,6 +300,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	}
 	b.log.Info("broker_connected", "features", m.session.Features, "max_age", m.session.MaxAge().String())
 	b.cfg.Features.Set(b.cfg.Slug, m.session.Negotiated())
+	b.cfg.Features.SetRevoked(b.cfg.Slug, false)
 	b.event(ctx, "broker_status", map[string]any{"mesh": b.cfg.Slug, "connected": true, "features": m.session.Features})
 	b.learnTopics(ctx)
 	if !b.downAt.IsZero() {
@@ -410,7 +412,7 @@ func (b *BrokerConn) event(ctx actor.Context, name string, data any) {
 func (b *BrokerConn) send(frame any) error {
 	switch {
 	case b.conn == nil && b.revoked:
-		return &messages.Error{Status: http.StatusForbidden, Code: "member_revoked",
+		return &messages.Error{Status: http.StatusForbidden, Code: messages.CodeMemberRevoked,
 			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
 	case b.conn == nil:
 		return ErrNotConnected

@@ -184,7 +184,7 @@ func (b *BrokerConn) lockError(ctx actor.Context, call *lockCall, f *messages.Er
 	case messages.CodeInvalidLockKey, messages.CodeInvalidLockRepo, messages.CodeInvalidLockTTL, messages.CodeInvalidFence:
 		err = refusedInput(f.Code, f)
 	case "revoked":
-		err = &messages.Error{Status: http.StatusForbidden, Code: "member_revoked",
+		err = &messages.Error{Status: http.StatusForbidden, Code: messages.CodeMemberRevoked,
 			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
 	default:
 		err = b.brokerRefused(f)

@@ -243,7 +243,7 @@ func (b *BrokerConn) reservationError(ctx actor.Context, call *resvCall, f *mess
 		messages.CodeTooManyPatterns, messages.CodeTooManyPaths, messages.CodeInvalidFence:
 		err = refusedInput(f.Code, f)
 	case "revoked":
-		err = &messages.Error{Status: http.StatusForbidden, Code: "member_revoked",
+		err = &messages.Error{Status: http.StatusForbidden, Code: messages.CodeMemberRevoked,
 			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
 	default:
 		err = b.brokerRefused(f)

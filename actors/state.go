@@ -116,7 +116,7 @@ func (b *BrokerConn) stateError(ctx actor.Context, f *messages.ErrorFrame) bool 
 	case messages.CodeInvalidStateKey, messages.CodeInvalidStateValue, messages.CodeInvalidIfVersion:
 		err = refusedInput(f.Code, f)
 	case "revoked":
-		err = &messages.Error{Status: http.StatusForbidden, Code: "member_revoked",
+		err = &messages.Error{Status: http.StatusForbidden, Code: messages.CodeMemberRevoked,
 			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
 	case messages.CodeStateValueTooLarge:
 		err = &messages.Error{Status: http.StatusRequestEntityTooLarge, Code: f.Code, Detail: "the broker refused it: " + f.Message}

@@ -64,9 +64,18 @@ func TestBrokerMemberRevoke(t *testing.T) {
 	if st := runCLI(t, m.bob.env, "daemon", "status"); st.code != 0 || !strings.Contains(st.stdout, "no (key revoked)") {
 		t.Errorf("bob's daemon status after the revocation: exit %d\n%s", st.code, st.stdout)
 	}
-	// A send that needs the broker says why it cannot have it.
+	// A send that needs the broker says why it cannot have it; one to a key
+	// is refused too (403 member_revoked), not queued for a broker that
+	// will never take it.
 	if r := runCLI(t, m.bob.env, "send", "alice", "hello?"); r.code == 0 || !strings.Contains(r.stderr, "revoked") {
 		t.Errorf("bob's send by name after the revocation: exit %d, stderr %q; want a failure saying revoked", r.code, r.stderr)
+	}
+	if r := runCLI(t, m.bob.env, "send", m.alice.pubkey, "hello?", "--client-message-id", "after-revoke"); r.code == 0 ||
+		!strings.Contains(r.stderr, "member_revoked") {
+		t.Errorf("bob's send to a key after the revocation: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if rows := listAll(t, m.bob.c, ""); byClientID(rows)["after-revoke"].ID != "" {
+		t.Errorf("the refused send left a row: %+v", byClientID(rows)["after-revoke"])
 	}
 	if got := members(); got[m.bob.pubkey] != "" || got[m.alice.pubkey] != "alice" {
 		t.Fatalf("members after the revocation: %v", got)

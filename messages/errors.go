@@ -59,6 +59,7 @@ const (
 	CodeIdempotencyKeyDiffer = "idempotency_key_mismatch"
 	CodeMeshRequired         = "mesh_required"
 	CodeMeshNotAttached      = "mesh_not_attached"
+	CodeMemberRevoked        = "member_revoked"
 	CodeIdempotencyReused    = "idempotency_key_reused"
 	CodeInvalidQuery         = "invalid_query"
 	CodeRowNotFound          = "outbox_row_not_found"

@@ -84,6 +84,11 @@ func (s *Server) decodeSend(w http.ResponseWriter, r *http.Request) (cmd *messag
 	if err != nil {
 		return nil, nil, err
 	}
+	if s.opts.Features.Revoked(mesh.Info.Mesh) {
+		return nil, nil, &messages.Error{Status: http.StatusForbidden, Code: messages.CodeMemberRevoked,
+			Detail: fmt.Sprintf("the broker of mesh %s refuses this daemon's key as revoked, so nothing sent on the mesh can go out: "+
+				"the send was not taken; ask the mesh's operator for a new invite (claudemesh join)", mesh.Info.Mesh)}
+	}
 	if err := s.resolveTopic(mesh, send); err != nil {
 		return nil, nil, err
 	}
