@@ -466,6 +466,30 @@ func TestE2EQueuedKeepsSenderName(t *testing.T) {
 	}
 }
 
+// TestE2EPeersWithoutBroker: with the mesh's broker gone, `claudemesh
+// peers` says so and fails, instead of answering "no peers" as if the mesh
+// were empty; GET /v1/peers names the mesh in failed.
+func TestE2EPeersWithoutBroker(t *testing.T) {
+	t.Parallel()
+	m := newE2EMesh(t)
+	alice := m.alice
+	alice.start(t)
+	waitFor(t, e2eConnectDeadline, "alice connected", alice.connected)
+	m.killBroker()
+	waitFor(t, e2eRecoveryDeadline, "alice to see the broker gone", func() bool { return !alice.connected() })
+	r := runCLI(t, alice.env, "peers")
+	if r.code != 1 || !strings.Contains(r.stderr, "mesh demo is not listed") || !strings.Contains(r.stderr, "no broker answered") {
+		t.Fatalf("peers without the broker: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var body struct {
+		Peers  []any             `json:"peers"`
+		Failed map[string]string `json:"failed"`
+	}
+	if st, _, err := getJSON(alice.c, "http://localhost/v1/peers", &body); err != nil || st != http.StatusOK || body.Failed["demo"] == "" {
+		t.Fatalf("GET /v1/peers without the broker: %d %+v %v", st, body, err)
+	}
+}
+
 // TestE2EPresence: bob's daemon coming up after alice's shows as peer_join
 // on alice's stream, and alice's peer list names bob.
 func TestE2EPresence(t *testing.T) {

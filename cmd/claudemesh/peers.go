@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -27,9 +30,15 @@ func (c *peersCmd) Run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	peers, err := client.Peers(ctx, c.Mesh)
+	peers, failed, err := client.PeersReport(ctx, c.Mesh)
 	if err != nil {
 		return err
+	}
+	for _, slug := range slices.Sorted(maps.Keys(failed)) {
+		fmt.Fprintf(os.Stderr, "mesh %s is not listed: %s\n", printable(slug), printable(failed[slug]))
+	}
+	if len(peers) == 0 && len(failed) > 0 {
+		return errors.New("no broker answered for the peer list; `claudemesh daemon status` shows each mesh's connection")
 	}
 	var live map[string]*messages.AgentState
 	if d.Kind == ipc.DaemonOurs { // hook_status.go: the local sessions' live state, ours alone keeps

@@ -351,17 +351,27 @@ func (c *Client) PeerNames(ctx context.Context, mesh string, n int) map[string]s
 }
 
 // Peers asks GET /v1/peers for the connected peers of mesh, or of every
-// mesh when mesh is empty.
+// mesh when mesh is empty (PeersReport: those whose broker did not answer
+// are left out).
 func (c *Client) Peers(ctx context.Context, mesh string) ([]MeshPeer, error) {
+	peers, _, err := c.PeersReport(ctx, mesh)
+	return peers, err
+}
+
+// PeersReport is Peers with the meshes whose broker connection did not
+// answer, each with why (failed: only when mesh is empty; a named mesh
+// that fails fails the request).
+func (c *Client) PeersReport(ctx context.Context, mesh string) (peers []MeshPeer, failed map[string]string, err error) {
 	path := "/v1/peers"
 	if mesh != "" {
 		path += "?" + url.Values{"mesh": {mesh}}.Encode()
 	}
 	var body struct {
-		Peers []MeshPeer `json:"peers"`
+		Peers  []MeshPeer        `json:"peers"`
+		Failed map[string]string `json:"failed"`
 	}
 	if err := c.do(ctx, http.MethodGet, path, nil, &body); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return body.Peers, nil
+	return body.Peers, body.Failed, nil
 }

@@ -26,6 +26,9 @@ type meshPeer struct {
 
 type peersBody struct {
 	Peers []meshPeer `json:"peers"`
+	// Failed are the meshes, of a request naming none, whose broker
+	// connection did not answer, each with why (absent when none failed).
+	Failed map[string]string `json:"failed,omitempty"`
 }
 
 // meshActor finds the broker connection of the mesh slug names.
@@ -135,6 +138,11 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			s.opts.Log.Warn("peers_mesh_skipped", "mesh", slug, "err", errs[i])
+			if body.Failed == nil {
+				body.Failed = map[string]string{}
+			}
+			_, eb := statusFor(brokerError(slug, errs[i]))
+			body.Failed[slug] = eb.Detail
 			continue
 		}
 		label := slug
