@@ -104,6 +104,9 @@ func TestOperatorRecoveryCLI(t *testing.T) {
 		rq.NewClientMessageID == "op-dead" {
 		t.Fatalf("requeue result %+v", rq)
 	}
+	if res := runCLI(t, e, "daemon", "outbox", "list", "--limit", "0"); res.code != 2 || !strings.Contains(res.stderr, "--limit must be 1-500") {
+		t.Errorf("outbox list --limit 0 (a usage error): exit %d\n%s", res.code, res.stderr)
+	}
 	// Two rows pend now: the next page's command keeps the listing's filter
 	// and page size.
 	if res := runCLI(t, e, "daemon", "outbox", "list", "--pending", "--limit", "1"); res.code != 0 ||

@@ -44,6 +44,9 @@ func (c *outboxListCmd) status() string {
 }
 
 func (c *outboxListCmd) Run() error {
+	if c.Limit < 1 || c.Limit > 500 {
+		return usageErr("--limit must be 1-500, not %d", c.Limit)
+	}
 	client, d, err := connectDaemon("claudemesh daemon outbox list", "outbox")
 	if err != nil {
 		return err
