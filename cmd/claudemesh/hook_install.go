@@ -85,45 +85,71 @@ func installedBinary() (string, error) {
 // ("" uninstalls it), keeping every other setting and hook, and says what
 // it did; dry, it prints the diff and writes nothing.
 func editClaudeHooks(exe string, dry bool) error {
-	path, err := claudeSettingsPath()
+	e, err := planClaudeHooks(exe)
 	if err != nil {
 		return err
 	}
-	path, doc, exists, err := readEdited(path) // install_claude.go
+	return e.apply(dry)
+}
+
+// hooksEdit is editClaudeHooks's edit of the settings file, worked out
+// before anything is written (install claude-code plans its two edits,
+// then applies them).
+type hooksEdit struct {
+	path     string
+	doc, out []byte
+	exists   bool
+	changed  bool
+	install  bool
+}
+
+// planClaudeHooks reads Claude Code's settings and works out the edit; a
+// file it cannot edit is an error, and nothing is written.
+func planClaudeHooks(exe string) (*hooksEdit, error) {
+	path, err := claudeSettingsPath()
 	if err != nil {
-		return err
+		return nil, err
+	}
+	e := &hooksEdit{install: exe != ""}
+	if e.path, e.doc, e.exists, err = readEdited(path); err != nil { // install_claude.go
+		return nil, err
 	}
 	receiver := ""
 	if exe != "" {
 		receiver = hookReceiver(exe)
 	}
-	out, changed, err := setClaudeHooks(doc, receiver)
-	if err != nil {
-		return fmt.Errorf("%s: %w; nothing was changed", path, err)
+	if e.out, e.changed, err = setClaudeHooks(e.doc, receiver); err != nil {
+		return nil, fmt.Errorf("%s: %w; nothing was changed", e.path, err)
 	}
+	return e, nil
+}
+
+// apply writes the edit and says what it did; dry, it prints the diff and
+// writes nothing.
+func (e *hooksEdit) apply(dry bool) error {
 	switch {
-	case !changed && exe != "":
-		fmt.Printf("hooks already installed in %s\n", path)
+	case !e.changed && e.install:
+		fmt.Printf("hooks already installed in %s\n", e.path)
 		return nil
-	case !changed:
-		fmt.Printf("no claudemesh hooks in %s\n", path)
+	case !e.changed:
+		fmt.Printf("no claudemesh hooks in %s\n", e.path)
 		return nil
 	case dry:
-		fmt.Printf("would change %s:\n", path)
-		printDiff(os.Stdout, path, doc, out)
+		fmt.Printf("would change %s:\n", e.path)
+		printDiff(os.Stdout, e.path, e.doc, e.out)
 		return nil
 	}
-	if !exists {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	if !e.exists {
+		if err := os.MkdirAll(filepath.Dir(e.path), 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Dir(e.path), err)
 		}
 	}
-	if err := writeFileAtomic(path, out, exists); err != nil {
+	if err := writeFileAtomic(e.path, e.out, e.exists); err != nil {
 		return err
 	}
-	verb := map[bool]string{true: "installed in", false: "removed from"}[exe != ""]
-	fmt.Printf("claudemesh hooks %s %s:\n", verb, path)
-	printDiff(os.Stdout, path, doc, out)
+	verb := map[bool]string{true: "installed in", false: "removed from"}[e.install]
+	fmt.Printf("claudemesh hooks %s %s:\n", verb, e.path)
+	printDiff(os.Stdout, e.path, e.doc, e.out)
 	return nil
 }
 

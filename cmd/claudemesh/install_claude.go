@@ -46,6 +46,9 @@ const claudeServerName = "claudemesh"
 // starts in less than half of claudemesh's time.
 const leanMCP = "claudemesh-mcp"
 
+// Run registers the MCP server and installs the hooks, both edits worked
+// out before either is written: a file that cannot be edited leaves
+// neither half done.
 func (c *installClaudeCodeCmd) Run() error {
 	exe, err := installedBinary() // hook_install.go
 	if err != nil {
@@ -61,49 +64,31 @@ func (c *installClaudeCodeCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	if err := preflightClaude(entry, hookReceiver(exe)); err != nil {
+	cfg, err := planClaudeConfig(entry)
+	if err != nil {
 		return err
 	}
-	if err := editClaudeConfig(entry, c.DryRun); err != nil {
+	hooks, err := planClaudeHooks(exe) // hook_install.go
+	if err != nil {
 		return err
 	}
-	return editClaudeHooks(exe, c.DryRun) // hook_install.go
+	if err := cfg.apply(c.DryRun); err != nil {
+		return err
+	}
+	return hooks.apply(c.DryRun)
 }
 
+// Run unregisters and uninstalls them, planned as install's are.
 func (c *uninstallClaudeCodeCmd) Run() error {
-	if err := preflightClaude(nil, ""); err != nil {
-		return err
-	}
-	return errors.Join(editClaudeConfig(nil, c.DryRun), editClaudeHooks("", c.DryRun))
-}
-
-// preflightClaude reads both files an install (entry and receiver set) or
-// an uninstall edits, and refuses before either is written when one of
-// them cannot be edited (not JSON, hooks not an object): neither is left
-// half done.
-func preflightClaude(entry json.RawMessage, receiver string) error {
-	cfg, err := claudeConfigPath()
+	cfg, err := planClaudeConfig(nil)
 	if err != nil {
 		return err
 	}
-	path, doc, _, err := readEdited(cfg)
+	hooks, err := planClaudeHooks("")
 	if err != nil {
 		return err
 	}
-	if _, _, _, err := setMCPServer(doc, claudeServerName, entry); err != nil {
-		return fmt.Errorf("%s: %w; nothing was changed", path, err)
-	}
-	settings, err := claudeSettingsPath()
-	if err != nil {
-		return err
-	}
-	if path, doc, _, err = readEdited(settings); err != nil {
-		return err
-	}
-	if _, _, err := setClaudeHooks(doc, receiver); err != nil {
-		return fmt.Errorf("%s: %w; nothing was changed", path, err)
-	}
-	return nil
+	return errors.Join(cfg.apply(c.DryRun), hooks.apply(c.DryRun))
 }
 
 // claudeConfigPath is Claude Code's user configuration file:
@@ -119,42 +104,57 @@ func claudeConfigPath() (string, error) {
 	return filepath.Join(home, ".claude.json"), nil
 }
 
-// editClaudeConfig sets mcpServers.claudemesh to entry (nil: removes it)
-// in Claude Code's user configuration, keeping everything else as it is,
-// and says what it did (or, dry, what it would do).
-func editClaudeConfig(entry json.RawMessage, dry bool) error {
+// configEdit is the edit of Claude Code's user configuration that sets
+// mcpServers.claudemesh to entry (nil: removes it), keeping everything else
+// as it is, worked out before anything is written.
+type configEdit struct {
+	path          string
+	out           []byte
+	before, entry json.RawMessage
+	exists        bool
+	changed       bool
+}
+
+// planClaudeConfig reads Claude Code's user configuration and works out the
+// edit; a file it cannot edit is an error, and nothing is written.
+func planClaudeConfig(entry json.RawMessage) (*configEdit, error) {
 	path, err := claudeConfigPath()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	path, doc, exists, err := readEdited(path)
-	if err != nil {
-		return err
+	e := &configEdit{entry: entry}
+	var doc []byte
+	if e.path, doc, e.exists, err = readEdited(path); err != nil {
+		return nil, err
 	}
-	out, before, changed, err := setMCPServer(doc, claudeServerName, entry)
-	if err != nil {
-		return fmt.Errorf("%s: %w; nothing was changed", path, err)
+	if e.out, e.before, e.changed, err = setMCPServer(doc, claudeServerName, entry); err != nil {
+		return nil, fmt.Errorf("%s: %w; nothing was changed", e.path, err)
 	}
-	verb := map[bool]string{true: "install", false: "uninstall"}[entry != nil]
-	if !changed {
-		if entry != nil {
-			fmt.Printf("already installed: %s has mcpServers.%s = %s\n", path, claudeServerName, before)
+	return e, nil
+}
+
+// apply writes the edit and says what it did (or, dry, what it would do).
+func (e *configEdit) apply(dry bool) error {
+	verb := map[bool]string{true: "install", false: "uninstall"}[e.entry != nil]
+	if !e.changed {
+		if e.entry != nil {
+			fmt.Printf("already installed: %s has mcpServers.%s = %s\n", e.path, claudeServerName, e.before)
 		} else {
-			fmt.Printf("not installed: %s has no mcpServers.%s\n", path, claudeServerName)
+			fmt.Printf("not installed: %s has no mcpServers.%s\n", e.path, claudeServerName)
 		}
 		return nil
 	}
 	if dry {
-		fmt.Printf("would %s in %s:\n", verb, path)
-		printEntryChange(os.Stdout, before, entry)
+		fmt.Printf("would %s in %s:\n", verb, e.path)
+		printEntryChange(os.Stdout, e.before, e.entry)
 		return nil
 	}
-	if err := writeFileAtomic(path, out, exists); err != nil {
+	if err := writeFileAtomic(e.path, e.out, e.exists); err != nil {
 		return err
 	}
-	fmt.Printf("%sed in %s:\n", verb, path)
-	printEntryChange(os.Stdout, before, entry)
-	if entry != nil {
+	fmt.Printf("%sed in %s:\n", verb, e.path)
+	printEntryChange(os.Stdout, e.before, e.entry)
+	if e.entry != nil {
 		fmt.Println("Restart Claude Code (or run /mcp) to load it.")
 	}
 	return nil
