@@ -80,15 +80,12 @@ func (c *outboxListCmd) Run() error {
 // pageFlags are the flags of this listing that the next page's command
 // keeps: its filter and its page size.
 func (c *outboxListCmd) pageFlags() string {
-	var f string
+	f := " --limit " + strconv.Itoa(c.Limit)
 	for flag, set := range map[string]bool{" --pending": c.Pending, " --inflight": c.Inflight, " --done": c.Done,
-		" --failed": c.Failed, " --aborted": c.Aborted} {
+		" --failed": c.Failed, " --aborted": c.Aborted} { // one at most: they are exclusive
 		if set {
-			f += flag
+			f = flag + f
 		}
-	}
-	if c.Limit != 50 {
-		f += " --limit " + strconv.Itoa(c.Limit)
 	}
 	return f
 }

@@ -83,14 +83,6 @@ func (m *mcpServer) addLockTools() {
 		InputSchema: schemaOf[lockListIn](nil)}, m.lockList)
 }
 
-// plural is one or many, for n of a thing.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // errNoLockRepo refuses a lock of "this repository" where the server runs
 // outside one: the key would silently be the mesh's.
 var errNoLockRepo = errors.New("invalid argument: this session's directory is not inside a git repository with a commit, so the " +

@@ -359,3 +359,11 @@ func transient(err error) bool {
 	var ce *ipc.SendConflictError
 	return !errors.As(err, &me) && !errors.As(err, &ce) && !errors.Is(err, ipc.ErrDaemonNotRunning) && !errors.Is(err, context.Canceled)
 }
+
+// plural is one or many, for n of a thing.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
