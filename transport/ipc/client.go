@@ -162,33 +162,29 @@ func (c *Client) Audit(ctx context.Context, after int64, limit int) (*messages.A
 }
 
 // OutboxRowByID asks GET /v1/outbox?id= for the row of that id (nil: there
-// is none), searching the page for it as OutboxRow does.
+// is none).
 func (c *Client) OutboxRowByID(ctx context.Context, id string) (*messages.OutboxItem, error) {
-	var page messages.OutboxPage
-	if err := c.do(ctx, http.MethodGet, "/v1/outbox?"+url.Values{"id": {id}}.Encode(), nil, &page); err != nil {
-		return nil, err
-	}
-	for i := range page.Items {
-		if page.Items[i].ID == id {
-			return &page.Items[i], nil
-		}
-	}
-	return nil, nil
+	return c.outboxRow(ctx, url.Values{"id": {id}}, func(it *messages.OutboxItem) bool { return it.ID == id })
 }
 
 // OutboxRow asks GET /v1/outbox for the row of a client_message_id sent on
 // mesh (ids are per sender; a session's client names its mesh, which the
-// daemon takes for the session's route); nil when there is none. The page
-// is searched for the id, not taken on trust: a daemon that does not know
-// the filter (upstream's) answers with its newest rows.
+// daemon takes for the session's route); nil when there is none.
 func (c *Client) OutboxRow(ctx context.Context, mesh, clientMessageID string) (*messages.OutboxItem, error) {
+	return c.outboxRow(ctx, url.Values{"client_message_id": {clientMessageID}, "mesh": {mesh}},
+		func(it *messages.OutboxItem) bool { return it.ClientMessageID == clientMessageID })
+}
+
+// outboxRow is the row of GET /v1/outbox?q that is the one asked for. The
+// page is searched, not taken on trust: a daemon that does not know the
+// filter (upstream's) answers with its newest rows.
+func (c *Client) outboxRow(ctx context.Context, q url.Values, asked func(*messages.OutboxItem) bool) (*messages.OutboxItem, error) {
 	var page messages.OutboxPage
-	q := url.Values{"client_message_id": {clientMessageID}, "mesh": {mesh}}
 	if err := c.do(ctx, http.MethodGet, "/v1/outbox?"+q.Encode(), nil, &page); err != nil {
 		return nil, err
 	}
 	for i := range page.Items {
-		if page.Items[i].ClientMessageID == clientMessageID {
+		if asked(&page.Items[i]) {
 			return &page.Items[i], nil
 		}
 	}
