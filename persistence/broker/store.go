@@ -163,6 +163,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		err = s.openPostgres(ctx, opts.DatabaseURL, opts.MaxConns)
 	}
 	if err != nil {
+		s.closeDBs() // what was opened before the failure, the serving lock too
 		return nil, err
 	}
 	if s.version, err = migrate(ctx, s.db, s.d); err != nil {

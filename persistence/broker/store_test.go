@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -256,4 +258,22 @@ func TestServedOnce(t *testing.T) {
 		t.Fatalf("a broker after the first closed: %v", err)
 	}
 	again.Close()
+
+	// An open that fails after it took the lock lets it go.
+	broken := t.TempDir()
+	if err := os.Mkdir(filepath.Join(broken, FileName), 0o700); err != nil { // broker.db a directory: SQLite cannot open it
+		t.Fatal(err)
+	}
+	if s, err := Open(ctx, Options{Dir: broken, Serve: true}); err == nil {
+		s.Close()
+		t.Fatal("opened a broker.db that is a directory")
+	}
+	if err := os.Remove(filepath.Join(broken, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	fixed, err := Open(ctx, Options{Dir: broken, Serve: true})
+	if err != nil {
+		t.Fatalf("a broker after a failed open: %v", err)
+	}
+	fixed.Close()
 }
