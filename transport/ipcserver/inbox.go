@@ -125,19 +125,6 @@ func parseSince(s string) (int64, error) {
 	return t.UnixMilli(), nil
 }
 
-// boolQuery reads the query parameter name as true or false (absent: def).
-func boolQuery(v url.Values, name string, def bool) (bool, error) {
-	switch v.Get(name) {
-	case "":
-		return def, nil
-	case "true", "1":
-		return true, nil
-	case "false", "0":
-		return false, nil
-	}
-	return false, invalidQuery(name + " must be true or false")
-}
-
 // MaxSeenIDs bounds the ids of one POST /v1/inbox/seen.
 const MaxSeenIDs = 1000
 

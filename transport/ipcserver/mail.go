@@ -163,18 +163,6 @@ func ackable(id string, it *messages.InboxItem) error {
 	return nil
 }
 
-// served is the served entry (membership or session route) named slug,
-// nil when there is none.
-func (s *Server) served(slug string) *Mesh {
-	meshes := s.Meshes()
-	for i := range meshes {
-		if meshes[i].Info.Mesh == slug {
-			return &meshes[i]
-		}
-	}
-	return nil
-}
-
 // acceptReceipt queues a receipt from mesh and returns how the outbox took
 // it: queued, inflight or duplicate. Its id is derived from what it says
 // (messages.ReceiptID): a row of that id is this receipt queued before,

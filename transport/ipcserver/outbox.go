@@ -184,10 +184,6 @@ func (s *Server) openSent(items []messages.OutboxItem) {
 	}
 }
 
-func invalidQuery(detail string) error {
-	return &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidQuery, Detail: detail}
-}
-
 // outboxRequeue answers POST /v1/outbox/requeue (spec §4.7).
 func (s *Server) outboxRequeue(w http.ResponseWriter, r *http.Request) {
 	cmd, err := s.decodeRequeue(w, r)

@@ -2,21 +2,12 @@ package ipcserver
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
-	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
-
-// healthStatusTimeout bounds how long GET /v1/health waits for a mesh's
-// broker connection to report its state.
-const healthStatusTimeout = 2 * time.Second
 
 // meshPeer is one peer of GET /v1/peers: the broker's record plus its mesh.
 type meshPeer struct {
@@ -29,87 +20,6 @@ type peersBody struct {
 	// Failed are the meshes, of a request naming none, whose broker
 	// connection did not answer, each with why (absent when none failed).
 	Failed map[string]string `json:"failed,omitempty"`
-}
-
-// meshActor finds the broker connection of the mesh slug names.
-func (s *Server) meshActor(slug string) (*actor.PID, error) {
-	s.meshMu.RLock()
-	pid, ok := s.opts.MeshActors[slug]
-	s.meshMu.RUnlock()
-	if ok && pid != nil {
-		return pid, nil
-	}
-	return nil, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached,
-		Detail: fmt.Sprintf("the daemon is not attached to mesh %q", slug)}
-}
-
-// meshSlugs lists the meshes a request acts on, sorted: a session's own
-// route, the one named (checked), or else the daemon's own memberships
-// (ownMemberships).
-func (s *Server) meshSlugs(r *http.Request, named string) ([]string, error) {
-	if sessionOf(r) != nil || named != "" {
-		m, err := s.scope(r, named)
-		if err != nil {
-			return nil, err
-		}
-		return []string{m.Info.Mesh}, nil
-	}
-	return s.ownSlugs(), nil
-}
-
-// ownSlugs are the slugs of ownMemberships, sorted.
-func (s *Server) ownSlugs() []string {
-	var slugs []string
-	for _, m := range s.ownMemberships() {
-		slugs = append(slugs, m.Info.Mesh)
-	}
-	slices.Sort(slugs)
-	return slugs
-}
-
-// ownMemberships are the memberships a request that names no mesh acts on:
-// every one of the daemon's own, and another agent's identity (daemon
-// add-agent) only for a mesh none of those is in (the first such identity
-// stands for it). An agent's identity is a member of the local mesh, which
-// the daemon's own membership covers: its peers are the same ones, and its
-// profile is that agent's, not the caller's; it acts when named.
-func (s *Server) ownMemberships() []Mesh {
-	all := s.Memberships()
-	own := make([]Mesh, 0, len(all))
-	covered := make(map[string]bool, len(all))
-	for _, agents := range []bool{false, true} {
-		for _, m := range all {
-			if m.Info.Agent == agents && !(agents && covered[m.Info.MeshID]) {
-				own = append(own, m)
-				covered[m.Info.MeshID] = true
-			}
-		}
-	}
-	return own
-}
-
-// brokerError is how a failed ask of a broker connection is rendered: an
-// error the connection chose (*messages.Error) as it is, anything else
-// (timeout, not connected) as 503 broker_unavailable.
-func brokerError(slug string, err error) error {
-	var me *messages.Error
-	if errors.As(err, &me) {
-		return err
-	}
-	return &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeBrokerUnavailable,
-		Detail: fmt.Sprintf("mesh %q: the broker connection did not answer: %v", slug, err)}
-}
-
-// perMesh runs fn for each slug concurrently and returns the results in
-// slug order.
-func perMesh[T any](slugs []string, fn func(slug string) (T, error)) ([]T, []error) {
-	out, errs := make([]T, len(slugs)), make([]error, len(slugs))
-	var wg sync.WaitGroup
-	for i, slug := range slugs {
-		wg.Go(func() { out[i], errs[i] = fn(slug) })
-	}
-	wg.Wait()
-	return out, errs
 }
 
 // peers answers GET /v1/peers[?mesh=]: the peers of the named mesh, or of
@@ -312,31 +222,4 @@ func decodeProfile(w http.ResponseWriter, r *http.Request) (*messages.SetProfile
 		return nil, nil, err
 	}
 	return &req, fields, nil
-}
-
-// meshHealth is one mesh's part of GET /v1/health: messages.MeshHealth plus
-// withMeshStatus asks every mesh's broker connection for its state and
-// returns h with the connection fields filled in; a connection that does not
-// answer is reported as not connected, breaker "unknown".
-func (s *Server) withMeshStatus(h *messages.Health) *messages.Health {
-	slugs := make([]string, len(h.Meshes))
-	for i, m := range h.Meshes {
-		slugs[i] = m.Mesh
-	}
-	statuses, errs := perMesh(slugs, func(slug string) (*messages.MeshStatusReply, error) {
-		pid, err := s.meshActor(slug)
-		if err != nil {
-			return nil, errors.New("no broker connection")
-		}
-		return askWithin[*messages.MeshStatusReply](s, pid, &messages.MeshStatus{}, healthStatusTimeout)
-	})
-	for i := range h.Meshes {
-		m := &h.Meshes[i]
-		m.Breaker = "unknown"
-		if errs[i] == nil {
-			m.Connected, m.Breaker, m.LagMs, m.Revoked = statuses[i].Connected, statuses[i].Breaker, statuses[i].LagMs, statuses[i].Revoked
-			m.SendPace = statuses[i].Pace
-		}
-	}
-	return h
 }

@@ -4,17 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
+
+// The two ends of a handler: reading the request (its body, strictly
+// decoded and validated; its query parameters) and rendering the answer,
+// JSON or the error envelope statusFor gives an error. What lies between,
+// the ask, is in ask.go.
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -93,58 +97,41 @@ func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
 	return buf, nil
 }
 
-// reply is an actor's answer that may carry the store's error.
-type reply interface{ Failure() error }
-
-// meshAsk relays req to the broker connection of the mesh the request acts
-// on and returns the mesh as the answer names it (a session's own mesh
-// for a session) and the reply.
-func meshAsk[T reply](s *Server, r *http.Request, named string, req any) (string, T, error) {
-	return meshAskWithin[T](s, r, named, req, DefaultRequestTimeout)
+// decodeValid reads a JSON request body strictly into v and validates it.
+func decodeValid(w http.ResponseWriter, r *http.Request, v interface{ Validate() error }) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	defer bufPool.Put(body)
+	if err := messages.DecodeJSON(body.Bytes(), v); err != nil {
+		return err
+	}
+	return v.Validate()
 }
 
-// meshAskWithin is meshAsk with a deadline of its own.
-func meshAskWithin[T reply](s *Server, r *http.Request, named string, req any, timeout time.Duration) (string, T, error) {
-	var zero T
-	mesh, err := s.scope(r, named)
-	if err != nil {
-		return "", zero, err
+// nonNil renders an absent list as [].
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	slug := mesh.Info.Mesh
-	pid, err := s.meshActor(slug)
-	if err != nil {
-		return "", zero, err
-	}
-	reply, err := askWithin[T](s, pid, req, timeout)
-	if err != nil {
-		return "", zero, brokerError(slug, err)
-	}
-	if sess := sessionOf(r); sess != nil {
-		slug = sess.Mesh
-	}
-	return slug, reply, nil
+	return s
 }
 
-// ask sends msg to pid, waits up to DefaultRequestTimeout for a reply of
-// type T and returns it, or the error of the request or of the store.
-func ask[T reply](s *Server, pid *actor.PID, msg any) (T, error) {
-	return askWithin[T](s, pid, msg, DefaultRequestTimeout)
+// boolQuery reads the query parameter name as true or false (absent: def).
+func boolQuery(v url.Values, name string, def bool) (bool, error) {
+	switch v.Get(name) {
+	case "":
+		return def, nil
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, invalidQuery(name + " must be true or false")
 }
 
-// askWithin is ask with a deadline of its own; no answer in time is
-// actor.ErrTimeout.
-func askWithin[T reply](s *Server, pid *actor.PID, msg any, timeout time.Duration) (T, error) {
-	var zero T
-	res, ok := s.replies.ask(pid, msg, timeout)
-	if !ok {
-		return zero, actor.ErrTimeout
-	}
-	r, ok := res.(T)
-	if !ok {
-		return zero, fmt.Errorf("%T answered %T, want %T", msg, res, zero)
-	}
-	if err := r.Failure(); err != nil {
-		return zero, err
-	}
-	return r, nil
+// invalidQuery is the 400 invalid_query a malformed query parameter gets.
+func invalidQuery(detail string) error {
+	return &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidQuery, Detail: detail}
 }

@@ -2,24 +2,18 @@ package ipcserver
 
 import (
 	"net/http"
-	"os"
-	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
-	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
-// Protocol names the broker wire protocol this daemon speaks.
-const Protocol = "claudemesh-ws/1"
+// The route table, the whole IPC surface, and its matcher, which the gate
+// (server.go) hands every request it lets through. Each route family is
+// advertised as an ipc feature (status.go; TestRoutesAndFeatures).
 
-// ipcFeatures are the capabilities GET /v1/version advertises.
-var ipcFeatures = []string{"version", "health", "send", "outbox", "events", "inbox", "peers", "profile", "metrics", "token_rotate",
-	"sessions", "topics", "memory", "skills", "state", "locks", "nodes", "audit",
-	"reservations", "mail", "inbox_search", "contacts", "web"}
-
+// route is one entry of the table: a method and path, the listeners that
+// serve it, and its handler.
 type route struct {
 	method string
 	// path is matched exactly; a path ending in '/' matches one more
@@ -149,82 +143,4 @@ func (rt *route) matches(path string) bool {
 	}
 	rest, ok := strings.CutPrefix(path, rt.path)
 	return ok && rest != "" && !strings.Contains(rest, "/")
-}
-
-func (s *Server) version(w http.ResponseWriter, r *http.Request) {
-	v := &messages.Version{
-		DaemonVersion: s.opts.DaemonVersion, IPCAPI: "v1", IPCFeatures: ipcFeatures, Protocol: Protocol,
-		SchemaVersion: s.opts.SchemaVersion, BrokerFeaturesNegotiated: []string{}, PID: os.Getpid(),
-	}
-	for _, m := range s.Memberships() {
-		info := m.Info
-		info.BrokerFeatures = s.opts.Features.Of(info.Mesh)
-		for _, f := range info.BrokerFeatures {
-			if !slices.Contains(v.BrokerFeaturesNegotiated, f) {
-				v.BrokerFeaturesNegotiated = append(v.BrokerFeaturesNegotiated, f)
-			}
-		}
-		v.Meshes = append(v.Meshes, info)
-	}
-	slices.Sort(v.BrokerFeaturesNegotiated)
-	if len(v.Meshes) > 0 {
-		v.Mesh, v.MemberPubkey = v.Meshes[0].Mesh, v.Meshes[0].MemberPubkey
-	}
-	s.meshMu.RLock()
-	v.Reload = s.reload
-	s.meshMu.RUnlock()
-	writeJSON(w, http.StatusOK, v)
-}
-
-// NoteReload records the outcome of a SIGHUP reload for GET /v1/version
-// (err nil: config.toml applied).
-func (s *Server) NoteReload(err error) {
-	r := &messages.ReloadStatus{At: time.Now().UTC().Format(time.RFC3339Nano), OK: err == nil}
-	if err != nil {
-		r.Error = err.Error()
-	}
-	s.meshMu.Lock()
-	if s.reload != nil {
-		r.Seq = s.reload.Seq
-	}
-	r.Seq++
-	s.reload = r
-	s.meshMu.Unlock()
-}
-
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h, err := s.currentHealth()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, h)
-}
-
-// currentHealth asks the store for the outbox counts and each mesh's
-// connection for its state.
-func (s *Server) currentHealth() (*messages.Health, error) {
-	counts, err := ask[*messages.OutboxCounts](s, s.opts.Store, &messages.OutboxStats{})
-	if err != nil {
-		return nil, err
-	}
-	h := &messages.Health{OK: true, PID: os.Getpid(), UptimeS: int64(time.Since(s.opts.Started).Seconds()),
-		DaemonVersion: s.opts.DaemonVersion, SchemaVersion: s.opts.SchemaVersion, DiskPressure: persistence.PressureNormal.String(),
-		FsyncMode: s.opts.Fsync.Mode().String()}
-	if s.opts.Pressure != nil {
-		h.DiskPressure = s.opts.Pressure.Level().String()
-		h.Degraded = s.opts.Pressure.Level() == persistence.PressureDegraded
-	}
-	if counts.SyncBroken != "" {
-		h.WALSyncFailed, h.Degraded = counts.SyncBroken, true
-	}
-	for _, m := range s.Memberships() {
-		c := counts.ByMesh[m.Info.Mesh]
-		h.Meshes = append(h.Meshes, messages.MeshHealth{Mesh: m.Info.Mesh, MemberPubkey: m.Info.MemberPubkey,
-			QueueDepth: c[messages.StatusPending], Inflight: c[messages.StatusInflight], Dead: c[messages.StatusDead]})
-	}
-	if s.opts.Hooks != nil {
-		h.Hooks = s.opts.Hooks.Health()
-	}
-	return s.withMeshStatus(h), nil
 }

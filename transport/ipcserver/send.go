@@ -3,7 +3,6 @@ package ipcserver
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -119,28 +118,6 @@ func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages
 	return cmd, nil
 }
 
-// mesh picks the membership a request goes to: the one it names, or the
-// only one that is not another agent of this machine
-// (messages.DefaultMesh). Sessions' routes are not among them (scope
-// reaches those).
-func (s *Server) mesh(slug string) (*Mesh, error) {
-	meshes := s.Memberships()
-	if slug == "" {
-		infos := MembershipInfos(meshes)
-		if slug = messages.DefaultMesh(infos); slug == "" {
-			return nil, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeMeshRequired,
-				Detail: fmt.Sprintf("the daemon is attached to %d meshes; name one in \"mesh\"", len(meshes)), Attached: slugsOf(infos)}
-		}
-	}
-	for i := range meshes {
-		if meshes[i].Info.Mesh == slug {
-			return &meshes[i], nil
-		}
-	}
-	return nil, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeMeshNotAttached,
-		Detail: fmt.Sprintf("the daemon is not attached to mesh %q", slug)}
-}
-
 // renderAccept writes the answer of an accept. The 202, nearly every
 // answer, is put together by hand: it is messages.SendAccepted as
 // writeJSON would encode it (TestRenderAcceptAsEncoded).
@@ -163,5 +140,3 @@ func renderAccept(w http.ResponseWriter, cmd *messages.AcceptSend, r *messages.A
 			BrokerMessageID: r.BrokerMessageID, Reason: r.Reason})
 	}
 }
-
-func now() int64 { return time.Now().UnixMilli() }

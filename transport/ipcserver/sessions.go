@@ -38,12 +38,6 @@ const SessionTokenHeader = "X-ClaudeMesh-Session"
 
 type sessionKey struct{}
 
-// sessionOf is the session a request calls as (nil: none).
-func sessionOf(r *http.Request) *Session {
-	s, _ := r.Context().Value(sessionKey{}).(*Session)
-	return s
-}
-
 // sessionToken is the session token a request presents, "" for none.
 func sessionToken(r *http.Request) string {
 	if tok := r.Header.Get(SessionTokenHeader); tok != "" {
@@ -76,42 +70,10 @@ func (s *Server) withSession(r *http.Request) (*http.Request, error) {
 	return r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)), nil
 }
 
-// sessionRoute is the route of the session a request calls as, "" for none.
-func sessionRoute(r *http.Request) string {
-	if sess := sessionOf(r); sess != nil {
-		return sess.Route
-	}
-	return ""
-}
-
 var errNoSessions = &messages.Error{Status: http.StatusNotImplemented, Code: "sessions_unavailable",
 	Detail: "this server keeps no session registry"}
 
 const sessionMePath = "/v1/sessions/me"
-
-// scope is the served mesh a request acts on: a session acts on its own
-// route (naming its mesh, or none); anyone else on the mesh named, or the
-// only membership.
-func (s *Server) scope(r *http.Request, named string) (*Mesh, error) {
-	sess := sessionOf(r)
-	if sess == nil {
-		return s.mesh(named)
-	}
-	if named != "" && named != sess.Mesh && named != sess.Route {
-		return nil, &messages.Error{Status: http.StatusForbidden, Code: "session_scope",
-			Detail: "this session belongs to mesh " + sess.Mesh + "; call without a session token to act on " + named}
-	}
-	return s.Served(sess.Route)
-}
-
-// Served is the served entry (membership or session route) named slug.
-func (s *Server) Served(slug string) (*Mesh, error) {
-	if m := s.served(slug); m != nil {
-		return m, nil
-	}
-	return nil, &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeSessionNotConnected,
-		Detail: "this session's identity is not attached (the daemon is attaching it or it was just deregistered); retry, or register it again"}
-}
 
 func (s *Server) sessionsRegister(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Sessions == nil {

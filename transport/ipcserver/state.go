@@ -59,12 +59,3 @@ func (s *Server) stateSet(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, &messages.StateSetDone{OK: true, Key: req.Key, Mesh: mesh, Version: reply.Version})
 }
-
-// slugsOf lists the meshes' slugs (mesh_required's attached).
-func slugsOf(infos []messages.MeshInfo) []string {
-	out := make([]string, len(infos))
-	for i := range infos {
-		out[i] = infos[i].Mesh
-	}
-	return out
-}

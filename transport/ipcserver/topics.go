@@ -134,27 +134,6 @@ func topicParam(v string) (string, error) {
 	return v, nil
 }
 
-// decodeValid reads a JSON request body strictly into v and validates it.
-func decodeValid(w http.ResponseWriter, r *http.Request, v interface{ Validate() error }) error {
-	body, err := readBody(w, r)
-	if err != nil {
-		return err
-	}
-	defer bufPool.Put(body)
-	if err := messages.DecodeJSON(body.Bytes(), v); err != nil {
-		return err
-	}
-	return v.Validate()
-}
-
-// nonNil renders an absent list as [].
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
 // resolveTopic turns the `#name` target of a send into the topic's id
 // through the mesh's broker connection (its cache, else a topic_list);
 // the fingerprint keeps the `to` as typed (Destination.Ref). A name no
