@@ -182,17 +182,3 @@ func TestVersionFeatures(t *testing.T) {
 		}
 	}
 }
-
-func TestRoutesSorted(t *testing.T) {
-	if !slices.IsSortedFunc(routes, func(a, b route) int {
-		if a.path < b.path {
-			return -1
-		}
-		if a.path > b.path {
-			return 1
-		}
-		return 0
-	}) {
-		t.Error("routes are not sorted by path")
-	}
-}
