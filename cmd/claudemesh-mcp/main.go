@@ -13,7 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 )
@@ -30,7 +30,7 @@ func main() {
 			"tools to message peers, and arriving messages pushed live. The same as `claudemesh mcp`.\n\n")
 		fs.PrintDefaults()
 	}
-	m := agent.MCP{Version: version}
+	m := mcpserver.MCP{Version: version}
 	fs.StringVar(&m.Mesh, "mesh", "", "mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)")
 	fs.StringVar(&m.Name, "name", "", "display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)")
 	showVersion := fs.Bool("version", false, "print the version and exit")

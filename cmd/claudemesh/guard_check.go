@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/messages/pathglob"
@@ -39,7 +39,7 @@ func (c *guardCheckCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	repo, err := agent.RepoID(dir)
+	repo, err := mcpserver.RepoID(dir)
 	if err != nil { // no commit yet: nothing can be reserved in it
 		return nil
 	}
@@ -68,7 +68,7 @@ func (c *guardCheckCmd) cannotAsk(err error) error {
 	verb := strings.TrimPrefix(c.Hook, "pre-")
 	why, fix := err.Error(), "start it (claudemesh daemon up)"
 	if s := sessionRefusal(err); s != "" { // the committing shell's session is gone
-		why, fix = s, fmt.Sprintf("%s in a live session, or with %s unset", verb, agent.SessionSource())
+		why, fix = s, fmt.Sprintf("%s in a live session, or with %s unset", verb, mcpserver.SessionSource())
 	}
 	if c.Offline == "refuse" {
 		return &exitError{code: 3, err: fmt.Errorf("guard: the daemon could not answer (%s), and this guard refuses then: "+
@@ -109,7 +109,7 @@ func askGuard(repo string, paths []string) ([]messages.PathConflict, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := agent.SessionToken()
+	tok, err := mcpserver.SessionToken()
 	if err != nil {
 		return nil, err
 	}

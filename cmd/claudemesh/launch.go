@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -42,20 +42,20 @@ func (c *launchCmd) Run() error {
 		return &exitError{code: 2, err: err}
 	}
 	ctx := context.Background()
-	v, err := agent.EnsureDaemon(ctx, paths, "")
+	v, err := mcpserver.EnsureDaemon(ctx, paths, "")
 	if err != nil {
 		return err
 	}
-	mesh, err := agent.ChooseMesh(c.Mesh, v)
+	mesh, err := mcpserver.ChooseMesh(c.Mesh, v)
 	if err != nil {
 		return usageErr("%v", err)
 	}
 	// Inside another launched session, its id and name are not this one's.
-	reg, err := agent.NewRegistration("", mesh, c.Name, !agent.InsideSession())
+	reg, err := mcpserver.NewRegistration("", mesh, c.Name, !mcpserver.InsideSession())
 	if err != nil {
 		return err
 	}
-	s, err := agent.Register(ctx, ipc.NewClient(paths.Socket()), reg)
+	s, err := mcpserver.Register(ctx, ipc.NewClient(paths.Socket()), reg)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (c *launchCmd) Run() error {
 
 	cmd := exec.Command(c.Command[0], c.Command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(withoutSessionEnv(os.Environ()), agent.EnvTokenFile+"="+tokenFile, config.EnvSessionID+"="+reg.SessionID,
+	cmd.Env = append(withoutSessionEnv(os.Environ()), mcpserver.EnvTokenFile+"="+tokenFile, config.EnvSessionID+"="+reg.SessionID,
 		config.EnvMesh+"="+reg.Mesh, config.EnvDisplayName+"="+reg.DisplayName)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
@@ -156,7 +156,7 @@ func withoutSessionEnv(env []string) []string {
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case agent.EnvTokenFile, agent.EnvToken, config.EnvSessionID, config.EnvMesh, config.EnvDisplayName:
+		case mcpserver.EnvTokenFile, mcpserver.EnvToken, config.EnvSessionID, config.EnvMesh, config.EnvDisplayName:
 			continue
 		}
 		out = append(out, kv)

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -38,7 +38,7 @@ func (s *lockScope) repo() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	id, err := agent.RepoID(dir)
+	id, err := mcpserver.RepoID(dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: name the repository with --repo ID, or leave --repo out for a mesh-wide lock", err)
 	}
@@ -89,7 +89,7 @@ func (c *lockAcquireCmd) Run() error {
 				l.FenceToken, l.ExpiresAt, how)
 		}
 		fmt.Printf("granted %s: fence token %d, expires %s (mesh %s)\n", lockLabel(l.LockInfo), l.FenceToken, l.ExpiresAt, l.Mesh)
-		if tok, _ := agent.SessionToken(); tok == "" {
+		if tok, _ := mcpserver.SessionToken(); tok == "" {
 			fmt.Printf("not in an agent session: renew it before then (claudemesh lock renew %s --fence %d), or release it\n",
 				printable(l.Key), l.FenceToken)
 		}

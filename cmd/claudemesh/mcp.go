@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 )
@@ -14,7 +14,7 @@ type mcpCmd struct {
 	Name string `placeholder:"NAME" help:"Display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)."`
 }
 
-// Run serves MCP on stdin/stdout (cmd/internal/agent; claudemesh-mcp is
+// Run serves MCP on stdin/stdout (cmd/internal/mcpserver; claudemesh-mcp is
 // the same server in a binary of its own).
 func (c *mcpCmd) Run() error {
 	if err := sysmon.KeepAwake(); err != nil {
@@ -24,5 +24,5 @@ func (c *mcpCmd) Run() error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	return (&agent.MCP{Mesh: c.Mesh, Name: c.Name, Version: version}).Serve(paths)
+	return (&mcpserver.MCP{Mesh: c.Mesh, Name: c.Name, Version: version}).Serve(paths)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
@@ -137,7 +137,7 @@ func daemonClient() (*ipc.Client, error) {
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
-	tok, err := agent.SessionToken()
+	tok, err := mcpserver.SessionToken()
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -43,7 +43,7 @@ func (f *repoFlags) repoID() (string, error) {
 			return "", err
 		}
 	}
-	id, err := agent.RepoID(dir)
+	id, err := mcpserver.RepoID(dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: run it inside the repository, or name a directory of it with --repo DIR", err)
 	}
@@ -86,7 +86,7 @@ func (c *reserveCmd) Run() error {
 	for _, f := range res.Forced {
 		fmt.Printf("forced released %s of %s (gone too long); they are told\n", printable(f.Pattern), printable(f.HolderName))
 	}
-	if tok, _ := agent.SessionToken(); tok == "" {
+	if tok, _ := mcpserver.SessionToken(); tok == "" {
 		fmt.Printf("not in an agent session: nothing renews them; they run out in %s\n", messages.DurationWords(c.TTL))
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/coldpath"
@@ -67,7 +67,7 @@ func (c *sendCmd) Run() error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	if tok, err := agent.SessionToken(); err != nil {
+	if tok, err := mcpserver.SessionToken(); err != nil {
 		return &exitError{code: 2, err: err}
 	} else if tok != "" && !c.NoDaemon {
 		return c.asSession(ipc.NewClient(paths.Socket()).AsSession(tok), direct)
@@ -99,7 +99,7 @@ func (c *sendCmd) asSession(client *ipc.Client, direct bool) error {
 	defer cancel()
 	me, err := client.SessionMe(ctx)
 	if err != nil {
-		return fmt.Errorf("this command runs inside an agent session (%s), which the daemon does not answer for: %w", agent.SessionSource(), err)
+		return fmt.Errorf("this command runs inside an agent session (%s), which the daemon does not answer for: %w", mcpserver.SessionSource(), err)
 	}
 	if c.Mesh != "" && c.Mesh != me.Mesh {
 		return usageErr("this agent session belongs to mesh %s; --mesh %s needs a shell outside the session", me.Mesh, c.Mesh)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/agent"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -44,7 +44,7 @@ func sessionRefusal(err error) string {
 	if !errors.As(err, &me) {
 		return ""
 	}
-	src := agent.SessionSource()
+	src := mcpserver.SessionSource()
 	switch me.Code {
 	case messages.CodeSessionUnknown:
 		return fmt.Sprintf("%s: this shell belongs to an agent session (%s) that the daemon no longer knows: it ended, or its process is gone. "+

@@ -1,6 +1,6 @@
 // Package gctune sets a long-running command's garbage collection: the
 // daemon's and the broker's (cmd/claudemesh), the MCP server's
-// (cmd/internal/agent), each with the percent and limit that suit it.
+// (cmd/internal/mcpserver), each with the percent and limit that suit it.
 package gctune
 
 import (

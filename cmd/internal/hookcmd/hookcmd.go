@@ -88,7 +88,7 @@ func Receive(agent, event, payload string, stdin io.Reader, stderr io.Writer) {
 // commands.
 const (
 	envClaudeEnvFile = "CLAUDE_ENV_FILE"           // lines `export K=V` it applies to the agent's shell
-	envTokenFile     = "CLAUDEMESH_IPC_TOKEN_FILE" // agent.EnvTokenFile
+	envTokenFile     = "CLAUDEMESH_IPC_TOKEN_FILE" // mcpserver.EnvTokenFile
 )
 
 // exportTokenFile gives the agent's shell commands the session's token, as

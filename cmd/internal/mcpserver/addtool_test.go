@@ -1,4 +1,4 @@
-package agent
+package mcpserver
 
 import (
 	"context"
@@ -57,21 +57,7 @@ func TestAddTool(t *testing.T) {
 	ours, theirs := mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil), mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil)
 	addTool(ours, echoTool(), echo)
 	mcp.AddTool(theirs, echoTool(), echo)
-	connect := func(s *mcp.Server) *mcp.ClientSession {
-		st, ct := mcp.NewInMemoryTransports()
-		ss, err := s.Connect(t.Context(), st, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ss.Close() })
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), ct, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
-	a, b := connect(ours), connect(theirs)
+	a, b := connectInMemory(t, ours), connectInMemory(t, theirs)
 
 	la, err := a.ListTools(t.Context(), nil)
 	if err != nil {

@@ -1,4 +1,4 @@
-package agent
+package mcpserver
 
 import (
 	"cmp"
@@ -100,7 +100,7 @@ func (m *mcpServer) addMailTools() {
 			p["older_than_seconds"].Minimum = jsonschema.Ptr(0.0)
 		}),
 	}, m.listAwaitingAcks)
-	m.addContactTools() // mcp_contacts.go
+	m.addContactTools() // contacts.go
 }
 
 // mailError is the sentence for a failed mail request, naming the tools

@@ -1,4 +1,4 @@
-package agent
+package mcpserver
 
 import (
 	"context"
@@ -152,15 +152,15 @@ func (m *mcpServer) addTools() {
 			p["summary"].MaxLength = jsonschema.Ptr(512)
 		}),
 	}, m.setStatus)
-	m.addTopicTools() // mcp_topics.go
-	m.addStateTools() // mcp_state.go
-	m.addSkillTools() // mcp_skills.go
+	m.addTopicTools() // topics.go
+	m.addStateTools() // state.go
+	m.addSkillTools() // skills.go
 
-	m.addMemoryTools() // mcp_memory.go
-	m.addLockTools()   // mcp_locks.go
+	m.addMemoryTools() // memory.go
+	m.addLockTools()   // locks.go
 
-	m.addReservationTools() // mcp_reservations.go
-	m.addMailTools()        // mcp_mail.go
+	m.addReservationTools() // reservations.go
+	m.addMailTools()        // mail.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or

@@ -1,4 +1,4 @@
-package agent
+package mcpserver
 
 import (
 	"context"
@@ -28,7 +28,8 @@ const (
 	channelMethod     = "notifications/claude/channel"
 )
 
-// mcpInstructions tell the agent what the server is for.
+// mcpInstructions tell the agent what the server is for, naming every tool
+// it registers (TestInstructionsNameEveryTool holds the two together).
 const mcpInstructions = `claudemesh connects this session to a mesh of other agents (peers). ` +
 	`Use list_peers to see who is online, send_message to message a peer by display name, a #topic, an @group or * (everyone), ` +
 	`check_messages to read what peers sent you, and set_status to tell peers whether you are idle, working or not to be disturbed. ` +
