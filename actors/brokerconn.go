@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -68,10 +71,12 @@ type SessionConfig struct {
 }
 
 // BrokerConn owns one mesh's WebSocket to its broker: it dials (with the
-// jittered backoff and the circuit breaker of wsclient), routes the
-// broker's frames to the dispatcher (acks) and the inbox (pushes), and
-// answers peer-list and profile requests. A failed feature negotiation is
-// final: it reports on fatal instead of retrying.
+// jittered backoff and the circuit breaker of wsclient), hands the
+// broker's pushes to the inbox and send acks to the dispatcher, reports
+// the link's state, and carries every other feature through its relays
+// (brokerconn_relays.go): the messages and frames it does not take itself
+// it looks up in their table. A failed feature negotiation is final: it
+// reports on fatal instead of retrying.
 type BrokerConn struct {
 	cfg        MeshConfig
 	store      *actor.PID // for the connection's events
@@ -80,34 +85,15 @@ type BrokerConn struct {
 	metrics    *metrics.Daemon
 	log        *slog.Logger
 	fatal      chan<- error
+	relays     *relayTable
 
 	conn    *wsclient.Conn
 	session *wsclient.Session
 	backoff *wsclient.Backoff
 	breaker *wsclient.Breaker
-	peerReq map[string]*actor.PID // _reqId → who asked
-	state   stateCalls            // state requests in flight (state.go)
-	topics  topicCalls            // topic requests in flight, the mesh's topics
-	skills  reqCalls[*skillCall]  // skill requests in flight (skills.go)
-	memory  reqCalls[*memoryCall] // memory requests in flight (memory.go)
-	nodes   reqCalls[*actor.PID]  // node lists in flight, by who asked (nodes.go)
-	// locks in flight, parked acquires waiting for a lock, and a
-	// session's held locks (locks.go)
-	locks       reqCalls[*lockCall]
-	lockWaiters parked[lockName, *lockCall]
-	held        map[lockName]*heldLock
-	recording   map[uint64]pendingAnswer // answers waiting for their transition's record
-	nextRecord  uint64
-	// reservations in flight, parked reserves by repository, and a
-	// session's held grants (reservations.go)
-	resv          reqCalls[*resvCall]
-	resvWaiters   parked[string, *resvCall]
-	grants        map[*heldGrant]bool
-	resvRecording map[uint64]pendingReservation // answers waiting for their grant's record
-	nextReq       int
-	closing       bool
-	downAt        time.Time // when the connection was lost; zero before the first
-	downBy        int       // the close code it was lost with
+	closing bool
+	downAt  time.Time // when the connection was lost; zero before the first
+	downBy  int       // the close code it was lost with
 	// revoked says the broker refused the member key as revoked (reported
 	// once until a hello succeeds again).
 	revoked bool
@@ -150,21 +136,27 @@ var ErrNotConnected = errors.New("broker not connected")
 
 func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metrics.Daemon, log *slog.Logger, fatal chan<- error) actor.Producer {
 	return func() actor.Actor {
-		return &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
-			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now), peerReq: map[string]*actor.PID{},
-			held: map[lockName]*heldLock{}, recording: map[uint64]pendingAnswer{}, grants: map[*heldGrant]bool{},
-			resvRecording: map[uint64]pendingReservation{}}
+		b := &BrokerConn{cfg: cfg, store: store, dispatcher: dispatcher, inbox: inbox, metrics: m, log: log.With("actor", "broker"),
+			fatal: fatal, backoff: wsclient.NewBackoff(rand.Float64), breaker: wsclient.NewBreaker(time.Now)}
+		b.relays = newRelayTable(b.relayList())
+		return b
 	}
 }
+
+// endHolds asks a session's connection to release what it holds as the
+// session ends (Tree.Detach asks it before the subtree stops); the reply
+// is *endedHolds, once the releases are queued before the connection's
+// close.
+type (
+	endHolds   struct{}
+	endedHolds struct{}
+)
 
 func (b *BrokerConn) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		b.dial(ctx)
-		if b.cfg.Session != nil {
-			ctx.Request(b.store, &messages.HeldLocks{Route: b.cfg.Slug})
-			ctx.Request(b.store, &messages.HeldReservations{Route: b.cfg.Slug})
-		}
+		b.relays.each(ctx, atStart)
 	case *actor.Stopping, *actor.Restarting:
 		b.closing = true
 		if b.conn != nil {
@@ -181,56 +173,19 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		}
 	case *linkEnded:
 		b.ended(ctx, m)
-	case *messages.ListPeers:
-		b.listPeers(ctx)
-	case *messages.SetProfile:
-		ctx.Respond(b.setProfile(m))
 	case *messages.MeshStatus:
 		ctx.Respond(b.status())
-	case *messages.StateRequest:
-		b.stateRequest(ctx, m)
-	case *stateExpired:
-		b.stateExpired(ctx, m)
-	case *messages.TopicRequest:
-		b.topicRequest(ctx, m)
-	case *messages.ResolveTopic:
-		b.resolveTopic(ctx, m)
-	case *messages.TopicNames:
-		ctx.Respond(b.topics.known())
-	case *topicExpired:
-		b.topicExpired(ctx, m)
-	case *messages.SkillRequest:
-		b.skillRequest(ctx, m)
-	case *skillExpired:
-		b.skillExpired(ctx, m)
-	case *messages.MemoryRequest:
-		b.memoryRequest(ctx, m)
-	case *memoryExpired:
-		b.memoryExpired(ctx, m)
-	case *messages.LockRequest:
-		b.lockRequest(ctx, m)
-	case *lockExpired:
-		b.lockExpired(ctx, m)
-	case *lockRetry:
-		b.lockRetry(ctx, m)
-	case *lockRenewal:
-		b.renew(ctx, m.name)
-	case *messages.HeldLockList:
-		b.restoreHeld(ctx, m)
 	case *endHolds:
-		b.endHolds(ctx)
-	case *messages.LockRecorded:
-		b.lockRecorded(ctx, m)
-	case *messages.NodesRequest:
-		b.nodesRequest(ctx)
-	case *nodesExpired:
-		b.nodesExpired(ctx, m)
+		b.relays.each(ctx, atEnd)
+		ctx.Respond(&endedHolds{})
 	case *messages.EventAppended:
 		if m.Err != nil {
 			b.log.Warn("append event", "err", m.Err)
 		}
 	default:
-		if !b.reservationMessage(ctx, m) { // reservations.go
+		if take := b.relays.messages[reflect.TypeOf(m)]; take != nil {
+			take(ctx, m)
+		} else {
 			b.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
 		}
 	}
@@ -302,7 +257,6 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 	b.cfg.Features.Set(b.cfg.Slug, m.session.Negotiated())
 	b.cfg.Features.SetRevoked(b.cfg.Slug, false)
 	b.event(ctx, "broker_status", map[string]any{"mesh": b.cfg.Slug, "connected": true, "features": m.session.Features})
-	b.learnTopics(ctx)
 	if !b.downAt.IsZero() {
 		b.metrics.Reconnects.WithLabelValues(b.cfg.Slug, strconv.Itoa(b.downBy)).Inc()
 		b.event(ctx, "daemon_reconnect", map[string]any{"mesh": b.cfg.Slug, "attempt": b.backoff.Attempt(),
@@ -319,7 +273,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 			case *messages.AckFrame:
 				if f.ReqID == nil {
 					root.Send(dispatcher, f)
-				} else { // forget's (memory.go); a profile's needs nothing
+				} else { // a relay's request's (memory's forget)
 					root.Send(self, &brokerFrame{conn: conn, frame: f})
 				}
 			default:
@@ -330,8 +284,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
 	}()
 	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge(), firstSend: m.session.FirstSend})
-	b.renewHeld(ctx)
-	b.renewGrants(ctx)
+	b.relays.each(ctx, atUp)
 }
 
 func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
@@ -348,17 +301,7 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	b.downAt, b.downBy = time.Now(), code
 	b.cfg.Features.Set(b.cfg.Slug, nil)
 	b.event(ctx, "daemon_disconnect", map[string]any{"mesh": b.cfg.Slug, "code": code, "reason": reason})
-	for id, who := range b.peerReq {
-		ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Err: ErrNotConnected})
-		delete(b.peerReq, id)
-	}
-	b.stateDown(ctx)
-	b.topicsDown(ctx)
-	b.skillsDown(ctx)
-	b.memoryDown(ctx)
-	b.locksDown(ctx)
-	b.nodesDown(ctx)
-	b.reservationsDown(ctx)
+	b.relays.each(ctx, atDown)
 	if b.closing {
 		return
 	}
@@ -367,34 +310,22 @@ func (b *BrokerConn) ended(ctx actor.Context, m *linkEnded) {
 	workers.SendLater(ctx, wait, &redial{})
 }
 
+// frame hands a broker frame to the relay that takes it: an error frame
+// or an ack to the one whose request it names, any other by its type. A
+// frame of a type nothing takes (upstream's peer_joined, say) is dropped.
 func (b *BrokerConn) frame(ctx actor.Context, f any) {
-	if b.stateFrame(ctx, f) { // state.go
-		return
-	}
-	if b.memoryFrame(ctx, f) { // memory.go
-		return
-	}
-	if b.lockFrame(ctx, f) { // locks.go
-		return
-	}
-	if b.reservationFrame(ctx, f) { // reservations.go
-		return
-	}
 	switch f := f.(type) {
-	case *messages.PeersListFrame:
-		if who, ok := b.peerReq[f.ReqID]; ok {
-			delete(b.peerReq, f.ReqID)
-			ctx.Send(who, &messages.PeersList{Mesh: b.cfg.Slug, Peers: f.Peers})
-		}
-	case *messages.NodeListFrame:
-		b.nodesAnswer(ctx, b.takeNodes(f.ReqID), &messages.NodesReply{Nodes: f.Nodes, StaleAfterMs: f.StaleAfterMs})
 	case *messages.ErrorFrame:
-		if !b.topicError(ctx, f) && !b.skillError(ctx, f) && !b.nodesError(ctx, f) {
+		if !b.relays.refused(ctx, cmp.Or(f.ReqID, f.ID), f) {
 			b.log.Warn("broker_error_frame", "code", f.Code, "message", f.Message)
 		}
+	case *messages.AckFrame: // the reader hands a send's ack, with no _reqId, to the dispatcher
+		if f.ReqID != nil {
+			b.relays.acked(ctx, *f.ReqID, f)
+		}
 	default:
-		if !b.topicFrame(ctx, f) {
-			b.skillFrame(ctx, f)
+		if take := b.relays.frames[reflect.TypeOf(f)]; take != nil {
+			take(ctx, f)
 		}
 	}
 }
@@ -409,56 +340,15 @@ func (b *BrokerConn) event(ctx actor.Context, name string, data any) {
 	ctx.Request(b.store, &messages.AppendEvent{Name: name, Data: payload})
 }
 
+// send writes a relay's frame to the link.
 func (b *BrokerConn) send(frame any) error {
 	switch {
 	case b.conn == nil && b.revoked:
-		return &messages.Error{Status: http.StatusForbidden, Code: messages.CodeMemberRevoked,
-			Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
+		return b.revokedError()
 	case b.conn == nil:
 		return ErrNotConnected
 	}
 	return b.conn.Send(frame)
-}
-
-func (b *BrokerConn) listPeers(ctx actor.Context) {
-	b.nextReq++
-	id := fmt.Sprintf("pl-%d", b.nextReq)
-	if err := b.send(&messages.ListPeersFrame{Type: messages.TypeListPeers, ReqID: id}); err != nil {
-		ctx.Respond(&messages.PeersList{Mesh: b.cfg.Slug, Err: err})
-		return
-	}
-	b.peerReq[id] = ctx.Sender()
-}
-
-// setProfile sends one frame per field group, as the protocol has them.
-func (b *BrokerConn) setProfile(p *messages.SetProfile) *messages.ProfileApplied {
-	var frames []any
-	var applied []string
-	if p.Status != nil {
-		frames, applied = append(frames, &messages.SetStatusFrame{Type: messages.TypeSetStatus, Status: *p.Status}), append(applied, "status")
-	}
-	if p.Summary != nil {
-		frames, applied = append(frames, &messages.SetSummaryFrame{Type: messages.TypeSetSummary, Summary: *p.Summary}), append(applied, "summary")
-	}
-	if p.Visible != nil {
-		frames, applied = append(frames, &messages.SetVisibleFrame{Type: messages.TypeSetVisible, Visible: *p.Visible}), append(applied, "visible")
-	}
-	if p.Avatar != nil || p.Title != nil || p.Bio != nil || p.Capabilities != nil {
-		frames = append(frames, &messages.SetProfileFrame{Type: messages.TypeSetProfile, Avatar: p.Avatar, Title: p.Title, Bio: p.Bio,
-			Capabilities: p.Capabilities})
-		for name, set := range map[string]bool{"avatar": p.Avatar != nil, "title": p.Title != nil, "bio": p.Bio != nil,
-			"capabilities": p.Capabilities != nil} {
-			if set {
-				applied = append(applied, name)
-			}
-		}
-	}
-	for _, f := range frames {
-		if err := b.send(f); err != nil {
-			return &messages.ProfileApplied{Err: err}
-		}
-	}
-	return &messages.ProfileApplied{Applied: applied, Meshes: []string{b.cfg.Slug}}
 }
 
 func (b *BrokerConn) status() *messages.MeshStatusReply {
@@ -469,6 +359,33 @@ func (b *BrokerConn) status() *messages.MeshStatusReply {
 		r.Features = b.session.Features
 	}
 	return r
+}
+
+// revokedError is the 403 of a request the broker refused because the
+// mesh's owner revoked this member's key.
+func (b *BrokerConn) revokedError() *messages.Error {
+	return &messages.Error{Status: http.StatusForbidden, Code: messages.CodeMemberRevoked,
+		Detail: fmt.Sprintf("the broker of mesh %s refused this member's key as revoked: ask the mesh's operator for a new invite", b.cfg.Slug)}
+}
+
+// lacks reports whether the connected broker did not advertise ability
+// (upstream's, or an older one): a request of it is not sent. While the
+// link is down nothing is known, and the request fails as unsent.
+func (b *BrokerConn) lacks(ability string) bool {
+	return b.session != nil && !slices.Contains(b.session.Abilities, ability)
+}
+
+// brokerRefused is the 502 of a refusal a relay has no answer of its own
+// for.
+func (b *BrokerConn) brokerRefused(f *messages.ErrorFrame) *messages.Error {
+	return &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
+		Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
+}
+
+// refusedInput is the 400 of a request the broker refused as invalid, under
+// the daemon's code for it.
+func refusedInput(code string, f *messages.ErrorFrame) *messages.Error {
+	return &messages.Error{Status: http.StatusBadRequest, Code: code, Detail: "the broker refused it: " + f.Message}
 }
 
 // clientAckFrame is what the inbox sends back for every stored push.

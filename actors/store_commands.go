@@ -54,11 +54,11 @@ var commands = commandTable(
 			locks, err := s.outbox.HeldLocks(tx, m.Route)
 			return &messages.HeldLockList{Locks: locks}, err
 		}}),
-	entry(spec[messages.RecordReservation, messages.LockRecorded]{db: outboxDB,
-		run: func(s *Store, tx *persistence.Tx, m *messages.RecordReservation, _ *actor.PID) (*messages.LockRecorded, error) {
-			return &messages.LockRecorded{}, s.outbox.RecordReservation(tx, m)
+	entry(spec[messages.RecordReservation, messages.ReservationRecorded]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.RecordReservation, _ *actor.PID) (*messages.ReservationRecorded, error) {
+			return &messages.ReservationRecorded{}, s.outbox.RecordReservation(tx, m)
 		},
-		echo: func(m *messages.RecordReservation, r *messages.LockRecorded) { r.ID = m.ID }}),
+		echo: func(m *messages.RecordReservation, r *messages.ReservationRecorded) { r.ID = m.ID }}),
 	entry(spec[messages.HeldReservations, messages.HeldReservationList]{db: outboxDB,
 		run: func(s *Store, tx *persistence.Tx, m *messages.HeldReservations, _ *actor.PID) (*messages.HeldReservationList, error) {
 			grants, err := s.outbox.HeldReservations(tx, m.Route)

@@ -33,7 +33,7 @@ func TestStoreHandlesEveryMessage(t *testing.T) {
 			Kind: messages.LockKindAcquired, Keep: true, Now: now}, &messages.LockRecorded{}},
 		{&messages.HeldLocks{Route: "m/s"}, &messages.HeldLockList{}},
 		{&messages.RecordReservation{Route: "m/s", Mesh: "m", Holder: "p", Repo: "git:r", Fence: 1, Patterns: []string{"src/**"},
-			TTL: time.Second, Kind: messages.LockKindAcquired, Keep: true}, &messages.LockRecorded{}},
+			TTL: time.Second, Kind: messages.LockKindAcquired, Keep: true}, &messages.ReservationRecorded{}},
 		{&messages.HeldReservations{Route: "m/s"}, &messages.HeldReservationList{}},
 		{&messages.AbandonHeldLocks{Route: "m/s"}, &messages.LockRecorded{}},
 		{&messages.OutboxStats{}, &messages.OutboxCounts{}},

@@ -246,8 +246,7 @@ type RecordLock struct {
 	Now    int64 // Unix ms
 }
 
-// LockRecorded is the reply to *RecordLock and *RecordReservation (their
-// ID) and *AbandonHeldLocks.
+// LockRecorded is the reply to *RecordLock (its ID) and *AbandonHeldLocks.
 type LockRecorded struct {
 	ID  uint64
 	Err error

@@ -227,7 +227,7 @@ func ReservationsUnsupported(mesh string) *Error {
 // RecordReservation asks the store to record a grant transition of a
 // broker connection's route: the audit entry reservation.<Kind> (a
 // LockKind*), and for Keep (a session's grant, acquired) the held grant,
-// which any other kind forgets. The reply is *LockRecorded (its ID).
+// which any other kind forgets. The reply is *ReservationRecorded (its ID).
 type RecordReservation struct {
 	ID       uint64 // echoed in the reply
 	Route    string
@@ -241,6 +241,15 @@ type RecordReservation struct {
 	Keep     bool
 	Now      int64 // Unix ms
 }
+
+// ReservationRecorded is the reply to *RecordReservation (its ID).
+type ReservationRecorded struct {
+	ID  uint64
+	Err error
+}
+
+// Failure returns the store's error, nil on success.
+func (r *ReservationRecorded) Failure() error { return r.Err }
 
 // HeldReservations asks the store for the grants a route keeps; the reply
 // is *HeldReservationList.

@@ -2,15 +2,14 @@ package actors
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/asynkron/protoactor-go/actor"
 )
 
-// reqCalls are a broker connection's requests of one kind in flight, by
-// the _reqId each was sent with (prefix-N); the zero value is ready. The
+// reqCalls are a relay's requests in flight, by the _reqId each was sent
+// with (prefix-N, the prefix its relayRoutes.ids); the zero value is ready. The
 // broker's answer, an error frame naming the id, the request's timer or
 // the link's end takes the call, and whichever comes first answers it.
 type reqCalls[C any] struct {
@@ -47,17 +46,37 @@ func (r *reqCalls[C]) drain() []C {
 	return out
 }
 
-// refusedInput is the 400 of a request the broker refused as invalid, under
-// the daemon's code for it.
-func refusedInput(code string, f *messages.ErrorFrame) *messages.Error {
-	return &messages.Error{Status: http.StatusBadRequest, Code: code, Detail: "the broker refused it: " + f.Message}
+// asks are the requests in flight of a relay that answers each caller
+// once: who asked, and what.
+type asks[Q any] struct{ reqCalls[*ask[Q]] }
+
+// ask is one request in flight.
+type ask[Q any] struct {
+	who *actor.PID
+	req Q
 }
 
-// brokerRefused is the 502 of a refusal a relay has no answer of its own
-// for.
-func (b *BrokerConn) brokerRefused(f *messages.ErrorFrame) *messages.Error {
-	return &messages.Error{Status: http.StatusBadGateway, Code: "broker_refused",
-		Detail: fmt.Sprintf("the broker of mesh %s answered %s: %s", b.cfg.Slug, f.Code, f.Message)}
+// ask records who asked req under a new id and returns the id.
+func (a *asks[Q]) ask(prefix string, who *actor.PID, req Q) string {
+	return a.call(prefix, &ask[Q]{who: who, req: req})
+}
+
+// answer sends the caller of id its reply and reports whether there was
+// one (none: already answered).
+func (a *asks[Q]) answer(ctx actor.Context, id string, reply any) bool {
+	call, ok := a.take(id)
+	if ok {
+		ctx.Send(call.who, reply)
+	}
+	return ok
+}
+
+// answerAll sends every caller in flight the reply fail makes: the link is
+// gone.
+func (a *asks[Q]) answerAll(ctx actor.Context, fail func() any) {
+	for _, call := range a.drain() {
+		ctx.Send(call.who, fail())
+	}
 }
 
 // parked are requests refused for now and waiting to be sent again, by

@@ -1,0 +1,117 @@
+package actors
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers"
+)
+
+// claims is what the lock and the reservation relays share: their
+// requests in flight, the requests parked until what is in their way is
+// freed (by K: a lock, a repository), and the callers' answers held until
+// the store has recorded the transition they report. Q is the request, H
+// what a session's connection holds and renews itself (logged when a
+// renewal fails).
+type claims[K comparable, Q any, H held] struct {
+	log       *slog.Logger
+	what      string // "lock", "reservation": in the log
+	calls     reqCalls[*claim[Q, H]]
+	waiters   parked[K, *claim[Q, H]]
+	recording map[uint64]recordedAnswer[Q, H]
+	nextID    uint64 // of the last transition sent to the store
+}
+
+// held is what a connection renews: a lock, a reservation grant.
+type held interface {
+	comparable
+	slog.LogValuer
+}
+
+// claim is one request in flight.
+type claim[Q any, H held] struct {
+	who      *actor.PID
+	req      Q
+	deadline time.Time // an acquire with a wait: until when it is tried again
+	renewal  H         // set for the connection's own renewal of what it holds
+}
+
+// renewing reports whether c is the connection's own renewal, which
+// answers no one.
+func (c *claim[Q, H]) renewing() bool {
+	var none H
+	return c.renewal != none
+}
+
+// recordedAnswer is a caller's answer waiting for its transition's record.
+type recordedAnswer[Q any, H held] struct {
+	call  *claim[Q, H]
+	reply failure
+}
+
+// failure is a relay's reply: LockReply, ReservationReply.
+type failure interface{ Failure() error }
+
+func newClaims[K comparable, Q any, H held](log *slog.Logger, what string) claims[K, Q, H] {
+	return claims[K, Q, H]{log: log, what: what, recording: map[uint64]recordedAnswer[Q, H]{}}
+}
+
+// answer sends call its reply; a renewal's failure is logged instead (one
+// for want of a link is not: it is renewed on reconnect).
+func (c *claims[K, Q, H]) answer(ctx actor.Context, call *claim[Q, H], reply failure) {
+	if !call.renewing() {
+		ctx.Send(call.who, reply)
+	} else if err := reply.Failure(); err != nil && err != ErrNotConnected {
+		c.log.Warn(c.what+"_renewal_failed", c.what, call.renewal, "err", err)
+	}
+}
+
+// park holds call under k until it is tried again, and sends retry when
+// it is due: at the first of the expiries of what is in its way (RFC
+// 3339), after limit, or at its deadline.
+func (c *claims[K, Q, H]) park(ctx actor.Context, k K, call *claim[Q, H], limit time.Duration, retry any, expiries ...string) {
+	workers.SendLater(ctx, c.waiters.park(k, call, limit, call.deadline, expiries...), retry)
+}
+
+// record numbers a transition for the store and returns its id; call,
+// when set, is answered reply once the store has recorded it (recorded).
+func (c *claims[K, Q, H]) record(call *claim[Q, H], reply failure) uint64 {
+	c.nextID++
+	if call != nil {
+		c.recording[c.nextID] = recordedAnswer[Q, H]{call: call, reply: reply}
+	}
+	return c.nextID
+}
+
+// recorded answers the caller whose transition the store recorded (a
+// record that failed is logged: the claim is the broker's all the same).
+func (c *claims[K, Q, H]) recorded(ctx actor.Context, id uint64, err error) {
+	if err != nil {
+		c.log.Warn("record_"+c.what, "err", err)
+	}
+	if p, ok := c.recording[id]; ok {
+		delete(c.recording, id)
+		c.answer(ctx, p.call, p.reply)
+	}
+}
+
+// expired answers the request of id, still in flight, the reply timeout
+// makes of it.
+func (c *claims[K, Q, H]) expired(ctx actor.Context, id string, timeout func(*claim[Q, H]) failure) {
+	if call, ok := c.calls.take(id); ok {
+		c.answer(ctx, call, timeout(call))
+	}
+}
+
+// down fails every request in flight and every parked one: the link is
+// gone. What the connection holds stays, to be renewed on reconnect.
+func (c *claims[K, Q, H]) down(ctx actor.Context, fail func() failure) {
+	for _, call := range c.calls.drain() {
+		c.answer(ctx, call, fail())
+	}
+	for _, call := range c.waiters.drain() {
+		c.answer(ctx, call, fail())
+	}
+}
