@@ -45,7 +45,7 @@ type deps struct {
 	metrics *metrics
 	lease   time.Duration   // how long a push waits for its client_ack
 	legacy  *LegacyProtocol // nil: this broker's own protocol
-	replica string          // this broker in state notifications (listenState) and node rows
+	replica string          // this broker (named at Start) in the store's notifications and node rows
 	// staleAfter is how long a node may go unheard before it is listed
 	// stale (conn_nodes.go), and a session before it stops counting at
 	// other replicas (conn_sessions.go).
