@@ -19,6 +19,11 @@ const (
 	FeatureMemberDirectory = "member_directory"
 )
 
+// featureFrames are the frames of feature negotiation (spec §15).
+var featureFrames = frames{
+	answers((*conn).negotiate),
+}
+
 // features advertises what the broker supports for this connection's mesh.
 func (c *conn) features() map[string]messages.Feature {
 	dedupe := messages.FeatureParams{"version": 1, "mode": c.mesh.DedupeMode, "request_fingerprint": true,

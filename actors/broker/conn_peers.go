@@ -9,6 +9,21 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
+// peerFrames are the frames of the peer list and of a connection's
+// presence: each tells the hub. set_visible and set_profile change the
+// member's profile and answer an empty ack.
+var peerFrames = frames{
+	acts((*conn).listPeers),
+	acts((*conn).setStatus),
+	acts((*conn).setSummary),
+	acts(func(c *conn, ctx actor.Context, f *messages.SetVisibleFrame) {
+		c.setProfile(ctx, broker.ProfileUpdate{Visible: &f.Visible}, &f.ReqID)
+	}),
+	acts(func(c *conn, ctx actor.Context, f *messages.SetProfileFrame) {
+		c.setProfile(ctx, broker.ProfileUpdate{Avatar: f.Avatar, Title: f.Title, Bio: f.Bio, Capabilities: capabilities(f)}, &f.ReqID)
+	}),
+}
+
 func (c *conn) listPeers(ctx actor.Context, f *messages.ListPeersFrame) {
 	res, err := ctx.RequestFuture(c.hub, &hubListPeers{meshID: c.mesh.ID, requesterMember: c.member.Pubkey}, askTimeout).Result()
 	if err != nil {

@@ -29,6 +29,14 @@ type hubMeshPush struct {
 	frame  []byte
 }
 
+// stateFrames are the state requests; a set tells the hub, which pushes
+// state_change.
+var stateFrames = frames{
+	acts((*conn).setState),
+	answers((*conn).getState),
+	answers((*conn).listState),
+}
+
 func (c *conn) setState(ctx actor.Context, f *messages.SetStateFrame) {
 	e, err := c.store.SetState(context.Background(), c.mesh.ID, c.replica, broker.StateSet{Key: f.Key, Value: f.Value,
 		IfVersion: f.IfVersion, MemberID: c.member.ID, UpdatedBy: c.sender, UpdatedByName: c.displayName()})
