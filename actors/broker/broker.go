@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/actors/workers"
-
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -99,91 +99,26 @@ type Broker struct {
 // Start spawns the broker's actors and returns the broker; serve its
 // Handler on the listen address.
 func Start(opts Options) (*Broker, error) {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	opts = opts.withDefaults()
+	if err := releaseOwnLeases(opts.Store, opts.Log); err != nil {
+		return nil, err
 	}
 	system, ownSystem := opts.System, opts.System == nil
 	if ownSystem {
 		sysLog := opts.Log.With("component", "protoactor")
 		system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLog }))
 	}
-	maxBatch := 256
-	if opts.Store.Backend() == "postgres" {
-		maxBatch = 64 // the store's per-request fallback keeps PG's subtransaction cache
-	}
-	if opts.DeliveryLease == 0 {
-		opts.DeliveryLease = DeliveryLease
-	}
-	if opts.Store.Backend() == "sqlite" { // the only broker of this database: its old leases died with it
-		if n, err := opts.Store.ReleaseLeases(context.Background()); err != nil {
-			return nil, err
-		} else if n > 0 {
-			opts.Log.Info("delivery_leases_released", "rows", n)
-		}
-	}
-	if opts.NodeStaleAfter == 0 {
-		opts.NodeStaleAfter = NodeStaleBeats * cmp.Or(opts.Limits.PingInterval, wsserver.PingInterval)
-	}
-	if opts.PresenceGrace == 0 {
-		opts.PresenceGrace = PresenceGrace
-	}
 	m := newMetrics()
 	d := &deps{store: opts.Store, limiter: opts.Limiter, log: opts.Log.With("component", "broker"), now: opts.Now,
 		metrics: m, lease: opts.DeliveryLease, legacy: opts.Legacy, staleAfter: opts.NodeStaleAfter, grace: opts.PresenceGrace,
-		reservationStale: cmp.Or(opts.ReservationStaleAfter, messages.ReservationStaleAfter)}
-	var err error
-	spawn := func(name string, p actor.Producer) *actor.PID {
-		if err != nil {
-			return nil
-		}
-		var pid *actor.PID
-		pid, err = system.Root.SpawnNamed(workers.Props(p), "broker/"+name)
-		return pid
-	}
-	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
-	durable := acceptDurability(opts.Store, opts.AckSyncDelay)
-	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
-		return d.acceptBatch(system.Root, jobs)
-	}, nil, 0, durable, opts.Log))
-	// Acks answer no one: each waits up to AckDelay for others to share its
-	// transaction.
-	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
-		if _, err := opts.Store.AckDeliveries(context.Background(), acks); err != nil {
-			opts.Log.Error("ack deliveries", "acks", len(acks), "err", err)
-		}
-		return make([]struct{}, len(acks))
-	}, func(broker.Ack) bool { return true }, AckDelay, nil, opts.Log))
-	if opts.RevocationCheck == 0 {
-		opts.RevocationCheck = RevocationCheck
-	}
-	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
-	b := &Broker{system: system, ownSystem: ownSystem, actors: []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}, log: opts.Log,
-		acceptsDurable: durable, live: &d.live}
-	if opts.RelayPoll == 0 {
-		opts.RelayPoll = DefaultRelayPoll
-	}
-	if opts.Store.Backend() == "postgres" && opts.RelayPoll > 0 {
-		b.actors = append(b.actors, spawn("relay", newRelay(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RelayPoll)))
-	}
-	if err != nil {
+		reservationStale: opts.ReservationStaleAfter, replica: fmt.Sprintf("broker-%s", ulid.Make())}
+	b := &Broker{system: system, ownSystem: ownSystem, log: opts.Log, live: &d.live}
+	if err := b.spawnActors(d, m, opts); err != nil {
 		b.stopActors()
 		return nil, fmt.Errorf("spawn broker actors: %w", err)
 	}
 	system.Root.Send(d.hub, &hubSweeper{pid: d.sweeper})
-	listenCtx, stopListening := context.WithCancel(context.Background())
-	b.stopListening = stopListening
-	startListening(listenCtx, d, "delivery", func(connected func()) {
-		_ = opts.Store.Listen(listenCtx, func(rs []broker.Recipient) {
-			system.Root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
-			if rs == nil { // (re)connected: every connection here drains, then Start may serve
-				connected()
-			}
-		})
-	})
-	listenState(listenCtx, d, system.Root)
-	listenLocks(listenCtx, d, system.Root)
-	listenReservations(listenCtx, d, system.Root)
-	listenSessions(listenCtx, d, system.Root)
+	b.listen(d)
 	b.handler = wsserver.New(func(c *wsserver.Conn) wsserver.Session {
 		id := fmt.Sprintf("conn-%d", b.conns.Add(1))
 		m.connections.Inc()
@@ -197,6 +132,96 @@ func Start(opts Options) (*Broker, error) {
 		return &session{root: system.Root, pid: pid}
 	}, b.health, withMetrics(opts.Extra, m), opts.Limits, opts.Log)
 	return b, nil
+}
+
+// withDefaults is opts with every zero tunable set to its default.
+func (opts Options) withDefaults() Options {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.DeliveryLease = cmp.Or(opts.DeliveryLease, DeliveryLease)
+	opts.PresenceGrace = cmp.Or(opts.PresenceGrace, PresenceGrace)
+	opts.RevocationCheck = cmp.Or(opts.RevocationCheck, RevocationCheck)
+	opts.RelayPoll = cmp.Or(opts.RelayPoll, DefaultRelayPoll)
+	opts.NodeStaleAfter = cmp.Or(opts.NodeStaleAfter, NodeStaleBeats*cmp.Or(opts.Limits.PingInterval, wsserver.PingInterval))
+	opts.ReservationStaleAfter = cmp.Or(opts.ReservationStaleAfter, messages.ReservationStaleAfter)
+	return opts
+}
+
+// releaseOwnLeases frees, on SQLite, the delivery leases left in the
+// store: a SQLite broker is the only one of its database, so its old
+// leases died with it.
+func releaseOwnLeases(store *broker.Store, log *slog.Logger) error {
+	if store.Backend() != "sqlite" {
+		return nil
+	}
+	n, err := store.ReleaseLeases(context.Background())
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		log.Info("delivery_leases_released", "rows", n)
+	}
+	return nil
+}
+
+// spawnActors spawns the hub, the batchers, the sweeper and, on
+// PostgreSQL, the relay into b's system, recording them in d and b. On an
+// error the actors spawned so far are in b.actors, for stopActors.
+func (b *Broker) spawnActors(d *deps, m *metrics, opts Options) error {
+	var err error
+	spawn := func(name string, p actor.Producer) *actor.PID {
+		if err != nil {
+			return nil
+		}
+		var pid *actor.PID
+		pid, err = b.system.Root.SpawnNamed(workers.Props(p), "broker/"+name)
+		return pid
+	}
+	maxBatch := 256
+	if opts.Store.Backend() == "postgres" {
+		maxBatch = 64 // the store's per-request fallback keeps PG's subtransaction cache
+	}
+	d.hub = spawn("hub", newHub(opts.Store, m, opts.PresenceGrace, opts.Log))
+	b.acceptsDurable = acceptDurability(opts.Store, opts.AckSyncDelay)
+	d.accepts = spawn("accepts", newBatcher("accepts", maxBatch, func(jobs []*acceptJob) []broker.AcceptResult {
+		return d.acceptBatch(b.system.Root, jobs)
+	}, nil, 0, b.acceptsDurable, opts.Log))
+	// Acks answer no one: each waits up to AckDelay for others to share its
+	// transaction.
+	d.acks = spawn("acks", newBatcher("acks", maxBatch, func(acks []broker.Ack) []struct{} {
+		if _, err := opts.Store.AckDeliveries(context.Background(), acks); err != nil {
+			opts.Log.Error("ack deliveries", "acks", len(acks), "err", err)
+		}
+		return make([]struct{}, len(acks))
+	}, func(broker.Ack) bool { return true }, AckDelay, nil, opts.Log))
+	d.sweeper = spawn("sweeper", newSweeper(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RevocationCheck))
+	b.actors = []*actor.PID{d.hub, d.accepts, d.acks, d.sweeper}
+	if opts.Store.Backend() == "postgres" && opts.RelayPoll > 0 {
+		b.actors = append(b.actors, spawn("relay", newRelay(opts.Store, m, d.hub, opts.Log, opts.Now, opts.RelayPoll)))
+	}
+	return err
+}
+
+// listen starts listening for the other brokers of the store (deliveries,
+// state changes, lock and reservation releases, session takeovers) until
+// Close; on PostgreSQL it returns once each LISTEN is up (startListening).
+func (b *Broker) listen(d *deps) {
+	ctx, stop := context.WithCancel(context.Background())
+	b.stopListening = stop
+	root := b.system.Root
+	startListening(ctx, d, "delivery", func(connected func()) {
+		_ = d.store.Listen(ctx, func(rs []broker.Recipient) {
+			root.Send(d.hub, &hubRedeliver{recipients: rs, all: rs == nil})
+			if rs == nil { // (re)connected: every connection here drains, then Start may serve
+				connected()
+			}
+		})
+	})
+	listenState(ctx, d, root)
+	listenLocks(ctx, d, root)
+	listenReservations(ctx, d, root)
+	listenSessions(ctx, d, root)
 }
 
 // Handler is the broker's HTTP handler: /ws, /health and the extras.

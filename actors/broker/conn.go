@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -45,7 +46,7 @@ type deps struct {
 	metrics *metrics
 	lease   time.Duration   // how long a push waits for its client_ack
 	legacy  *LegacyProtocol // nil: this broker's own protocol
-	replica string          // this broker in state notifications (listenState) and node rows
+	replica string          // this broker (named at Start) in the store's notifications and node rows
 	// staleAfter is how long a node may go unheard before it is listed
 	// stale (conn_nodes.go), and a session before it stops counting at
 	// other replicas (conn_sessions.go).
@@ -136,6 +137,10 @@ func (c *conn) Receive(ctx actor.Context) {
 	}
 }
 
+// frame answers one client frame: a frame that does not decode with the
+// decoder's error; before the hello, a hello or session_hello (anything
+// else: no_hello); after it, the handler clientFrames has for the frame's
+// type (none: already_authenticated).
 func (c *conn) frame(ctx actor.Context, data []byte) {
 	v, err := messages.DecodeClientFrame(data)
 	if err != nil {
@@ -155,68 +160,12 @@ func (c *conn) frame(ctx actor.Context, data []byte) {
 		}
 		return
 	}
-	switch f := v.(type) {
-	case *messages.SendFrame:
-		c.send(ctx, f)
-	case *messages.ClientAckFrame:
-		c.clientAck(ctx, f)
-	case *messages.ListPeersFrame:
-		c.listPeers(ctx, f)
-	case *messages.SetStatusFrame:
-		c.setStatus(ctx, f)
-	case *messages.SetSummaryFrame:
-		c.setSummary(ctx, f)
-	case *messages.SetVisibleFrame:
-		c.setProfile(ctx, broker.ProfileUpdate{Visible: &f.Visible}, &f.ReqID)
-	case *messages.SetProfileFrame:
-		c.setProfile(ctx, broker.ProfileUpdate{Avatar: f.Avatar, Title: f.Title, Bio: f.Bio, Capabilities: capabilities(f)}, &f.ReqID)
-	case *messages.FeatureNegotiationRequestFrame:
-		c.negotiate(f)
-	case *messages.TopicCreateFrame:
-		c.topicCreate(f)
-	case *messages.TopicListFrame:
-		c.topicList(f)
-	case *messages.TopicJoinFrame:
-		c.topicJoin(f)
-	case *messages.TopicRefFrame:
-		c.topicRef(f)
-	case *messages.TopicHistoryFrame:
-		c.topicHistory(f)
-	case *messages.SetStateFrame:
-		c.setState(ctx, f)
-	case *messages.GetStateFrame:
-		c.getState(f)
-	case *messages.ListStateFrame:
-		c.listState(f)
-	case *messages.ListSkillsFrame:
-		c.listSkills(f)
-	case *messages.GetSkillFrame:
-		c.getSkill(f)
-	case *messages.PublishSkillFrame:
-		c.publishSkill(f)
-	case *messages.RemoveSkillFrame:
-		c.removeSkill(f)
-	case *messages.RememberFrame:
-		c.remember(f)
-	case *messages.RecallFrame:
-		c.recall(f)
-	case *messages.ForgetFrame:
-		c.forget(f)
-	case *messages.LockAcquireFrame:
-		c.acquireLock(f)
-	case *messages.LockRenewFrame:
-		c.renewLock(f)
-	case *messages.LockReleaseFrame:
-		c.releaseLock(ctx, f)
-	case *messages.ListLocksFrame:
-		c.listLocks(f)
-	case *messages.ListNodesFrame:
-		c.listNodes(f)
-	default:
-		if !c.reservationFrame(ctx, v) { // conn_reservations.go
-			c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
-		}
+	handle := clientFrames[reflect.TypeOf(v)] // conn_frames.go
+	if handle == nil {
+		c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: "already_authenticated", Message: "hello was already accepted"})
+		return
 	}
+	handle(c, ctx, v)
 }
 
 // sendFrame encodes v and sends it; it returns the frame, nil when v did

@@ -24,6 +24,15 @@ import (
 // FeatureLocks is the lock frames' feature.
 const FeatureLocks = "locks"
 
+// lockFrames are the lock requests; a release tells the hub, which pushes
+// lock_released.
+var lockFrames = frames{
+	answers((*conn).acquireLock),
+	answers((*conn).renewLock),
+	acts((*conn).releaseLock),
+	answers((*conn).listLocks),
+}
+
 func (c *conn) holder() broker.LockHolder {
 	return broker.LockHolder{Pubkey: c.sender, Name: c.displayName(), MemberID: c.member.ID}
 }

@@ -14,6 +14,13 @@ import (
 // and forgets any memory of its mesh. Errors carry the request's _reqId in
 // both id and _reqId, as the topic requests' do.
 
+// memoryFrames are the memory requests.
+var memoryFrames = frames{
+	answers((*conn).remember),
+	answers((*conn).recall),
+	answers((*conn).forget),
+}
+
 func (c *conn) remember(f *messages.RememberFrame) {
 	m, err := c.store.Remember(context.Background(), c.mesh.ID,
 		broker.NewMemory{Content: f.Content, Tags: f.Tags, Pubkey: c.sender, Name: c.displayName()})

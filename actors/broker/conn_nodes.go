@@ -17,6 +17,11 @@ import (
 // table; a node whose replica died is never closed, and is listed stale
 // once it has gone unheard for the stale threshold.
 
+// nodeFrames are the node requests.
+var nodeFrames = frames{
+	answers((*conn).listNodes),
+}
+
 // NodeStaleBeats is the default stale threshold in ping intervals: a
 // node missing three heartbeats in a row is stale.
 const NodeStaleBeats = 3

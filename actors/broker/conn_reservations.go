@@ -23,24 +23,14 @@ import (
 // FeatureReservations is the reservation frames' feature.
 const FeatureReservations = "reservations"
 
-// reservationFrame answers a reservation frame; it reports false for a
-// frame of another kind.
-func (c *conn) reservationFrame(ctx actor.Context, v any) bool {
-	switch f := v.(type) {
-	case *messages.ReserveFrame:
-		c.reserve(ctx, f)
-	case *messages.ReservationRenewFrame:
-		c.renewReservations(f)
-	case *messages.ReservationReleaseFrame:
-		c.releaseReservations(ctx, f)
-	case *messages.ListReservationsFrame:
-		c.listReservations(f)
-	case *messages.ReservationCheckFrame:
-		c.checkReservations(f)
-	default:
-		return false
-	}
-	return true
+// reservationFrames are the reservation requests; a grant that forces
+// and a release tell the hub, which pushes reservation_released.
+var reservationFrames = frames{
+	acts((*conn).reserve),
+	answers((*conn).renewReservations),
+	acts((*conn).releaseReservations),
+	answers((*conn).listReservations),
+	answers((*conn).checkReservations),
 }
 
 func (c *conn) reserve(ctx actor.Context, f *messages.ReserveFrame) {

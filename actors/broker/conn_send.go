@@ -13,6 +13,13 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
+// sendFrames are the frames of delivery: a send is accepted through the
+// accepts batcher, a client_ack written through the acks batcher.
+var sendFrames = frames{
+	acts((*conn).send),
+	acts((*conn).clientAck),
+}
+
 // send runs the accept path: validation, B0 (a committed id answers from the
 // dedupe table and spends no rate budget), the topic of a `#<id>` target
 // (unknown: refused), the sessions of other replicas for a target of more

@@ -13,6 +13,14 @@ import (
 // acts for its member; a session connection publishes as the member it
 // belongs to. Errors carry the request's _reqId in both id and _reqId.
 
+// skillFrames are the skill requests.
+var skillFrames = frames{
+	answers((*conn).listSkills),
+	answers((*conn).getSkill),
+	answers((*conn).publishSkill),
+	answers((*conn).removeSkill),
+}
+
 func (c *conn) listSkills(f *messages.ListSkillsFrame) {
 	skills, err := c.store.Skills(context.Background(), c.mesh.ID, f.Query)
 	if err != nil {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
@@ -29,6 +27,14 @@ type hubMeshPush struct {
 	meshID string
 	except string
 	frame  []byte
+}
+
+// stateFrames are the state requests; a set tells the hub, which pushes
+// state_change.
+var stateFrames = frames{
+	acts((*conn).setState),
+	answers((*conn).getState),
+	answers((*conn).listState),
 }
 
 func (c *conn) setState(ctx actor.Context, f *messages.SetStateFrame) {
@@ -142,10 +148,9 @@ func (h *hub) meshPush(m *hubMeshPush) {
 // miss the other replicas' notifications of that kind until it is up.
 const listenWait = 5 * time.Second
 
-// listenState names this broker in the store's state notifications and
-// hands the other replicas' changes to the hub until ctx is done.
+// listenState hands the other replicas' state changes to the hub until
+// ctx is done.
 func listenState(ctx context.Context, d *deps, root *actor.RootContext) {
-	d.replica = fmt.Sprintf("broker-%s", ulid.Make())
 	startListening(ctx, d, "state", func(connected func()) {
 		_ = d.store.ListenState(ctx, connected, func(c *broker.StateChange) {
 			if c.Origin != d.replica {

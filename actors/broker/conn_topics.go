@@ -25,6 +25,16 @@ const (
 	codeInternal    = "internal"
 )
 
+// topicFrames are the topic requests; topic_leave, topic_members and
+// topic_mark_read share one frame type, and topicRef tells them apart.
+var topicFrames = frames{
+	answers((*conn).topicCreate),
+	answers((*conn).topicList),
+	answers((*conn).topicJoin),
+	answers((*conn).topicRef),
+	answers((*conn).topicHistory),
+}
+
 // topicCreate creates the topic (its creator joined as lead) or, for a
 // name the mesh has, answers that topic with created false and joins it.
 func (c *conn) topicCreate(f *messages.TopicCreateFrame) {

@@ -14,9 +14,26 @@
 //	├── relay      PostgreSQL only: every RelayPoll, the deliveries that
 //	│              waited unclaimed past it (a missed NOTIFY) are drained
 //	│              by the connections here that take them
-//	└── conn-*     one per WebSocket: hello, negotiation, send (B0 → B1 →
-//	               accept), client_ack, list_peers, set_*; drains queued
-//	               deliveries on hello and when the sweeper says so
+//	└── conn-*     one per WebSocket: hello, then the client frames of
+//	               clientFrames (send: B0 → B1 → accept, client_ack,
+//	               list_peers, set_*, negotiation, the shared-data
+//	               requests); drains queued deliveries on hello and when
+//	               the sweeper says so
+//
+// A conn actor answers each client frame in conn.frame: it decodes it
+// (messages.DecodeClientFrame), lets only a hello or session_hello through
+// until one is accepted, then looks the frame's type up in clientFrames
+// (conn_frames.go) and calls its handler; a frame no entry takes is
+// answered already_authenticated. Each feature's file (conn_send.go,
+// conn_peers.go, conn_features.go, conn_topics.go, conn_state.go,
+// conn_skills.go, conn_memory.go, conn_locks.go, conn_reservations.go,
+// conn_nodes.go) declares its entries in a var of type frames, each
+// answers((*conn).handler) for a handler that only reads or writes the
+// store and answers, acts((*conn).handler) for one that also tells other
+// actors. Adding a client frame is its struct and a case in messages'
+// decoder, then one entry (a new feature: its file, and its frames listed
+// in clientFrames); TestConnTakesEveryClientFrame fails on a decoded frame
+// type no entry takes, and a type listed twice stops the package loading.
 //
 // The messages these actors exchange are defined here, not in package
 // messages, because they carry store types (persistence/broker imports
