@@ -1,13 +1,18 @@
-// Package actors holds the daemon's actor tree (protoactor-go):
+// Package actors holds the daemon's actor tree (protoactor-go), spawned in
+// this order:
 //
 //	daemon (root supervisor, one for one)
-//	├── store      the only owner of the SQLite handles; group commit
-//	├── accept     one child per (mesh, client_message_id) in progress
 //	├── events     SSE fan-out: live streams of committed events
-//	└── mesh-<slug>  one subtree per joined mesh (all for one)
-//	    ├── broker      the WebSocket: hello, negotiation, reconnect, breaker
+//	├── store      the only owner of the SQLite handles (outbox.db, inbox.db,
+//	│              hooks.db); group commit
+//	├── accept     one child per (mesh, client_message_id) in progress
+//	├── hooks      the hook outbox's worker (with Deps.HookWorker; hooks.go)
+//	└── mesh-<slug>  one subtree per served mesh: a membership, an agent's
+//	    │            identity, or an agent session's route (all for one)
 //	    ├── dispatcher  drains the outbox: claims, pipelines sends, applies acks
-//	    └── inbox       decrypts pushes, stores them deduplicated, acks, publishes
+//	    ├── inbox       decrypts pushes, stores them deduplicated, acks, publishes
+//	    └── broker      BrokerConn: the WebSocket (hello, negotiation, reconnect,
+//	                    breaker) and the features relayed over it
 //
 // Actors share nothing mutable: they exchange the pointer structs of package
 // messages (and a few of this package's own). Supervision is declared here:

@@ -42,8 +42,9 @@ func badRequest(code, format string, args ...any) *Error {
 	return &Error{Status: 400, Code: code, Detail: fmt.Sprintf(format, args...)}
 }
 
-// Error codes shared by the server and the client. Codes of the send path are
-// listed in the README's API section.
+// Error codes shared by the server and the client. The codes the API
+// answers are listed in docs/API.md ("Errors"), a feature's own in the doc
+// it links for that feature.
 const (
 	CodeInvalidJSON          = "invalid_json"
 	CodeUnknownField         = "unknown_field"

@@ -286,11 +286,12 @@ const (
 	FrameMissingFields = "malformed"
 )
 
-// DecodeClientFrame decodes one frame a client sends to the broker into
-// its pointer struct: *HelloFrame, *SessionHelloFrame, *SendFrame,
-// *ClientAckFrame, *ListPeersFrame, *SetStatusFrame, *SetSummaryFrame,
-// *SetVisibleFrame, *SetProfileFrame, *FeatureNegotiationRequestFrame or
-// a topic request (topic_frames.go). Failures are *FrameError.
+// DecodeClientFrame decodes one frame a client sends to the broker into the
+// pointer struct newClientFrame gives its type — the one list of the frame
+// types the broker takes, each feature's requests from its own
+// new<Feature>ClientFrame in <feature>_frames.go. A type not in it is a
+// *FrameError with the code FrameUnknownType; every other failure is a
+// *FrameError too.
 func DecodeClientFrame(data []byte) (any, error) {
 	typ, v, err := DecodeFrame(data, newClientFrame)
 	if err == nil && v == nil {

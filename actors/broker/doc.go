@@ -1,6 +1,8 @@
-// Package broker is the broker's actor tree (protoactor-go):
+// Package broker is the broker's actors (protoactor-go), spawned at the top
+// of the actor system (that of `broker up`, or the daemon's for its embedded
+// broker), each named broker/<name>:
 //
-//	broker (root supervisor)
+//	broker/
 //	├── hub        live presences per mesh: who is connected with which keys,
 //	│              groups and status; resolves a send's recipients; fans pushes
 //	│              out; peer list; peer_joined / peer_left (90 s grace)
@@ -9,8 +11,9 @@
 //	│              after a WAL fsync a replySyncer runs beside the next batch)
 //	├── acks       group commit of client_acks (store.AckDeliveries), each
 //	│              held up to AckDelay for others to join
-//	├── sweeper    lease redelivery on a timer; dedupe retention and the
-//	│              orphan check
+//	├── sweeper    lease redelivery on a timer; revocations every 5 s; hourly
+//	│              dedupe retention, message pruning, session rows that
+//	│              stopped counting and the orphan check
 //	├── relay      PostgreSQL only: every RelayPoll, the deliveries that
 //	│              waited unclaimed past it (a missed NOTIFY) are drained
 //	│              by the connections here that take them

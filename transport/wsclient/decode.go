@@ -14,12 +14,10 @@ type UnknownFrame struct {
 	Data json.RawMessage
 }
 
-// DecodeBrokerFrame decodes one frame the broker sends to a client into its
-// pointer struct: *messages.HelloAckFrame, *messages.AckFrame,
-// *messages.PushFrame, *messages.PeersListFrame, *messages.ErrorFrame,
-// *messages.FeatureNegotiationResponseFrame,
-// *messages.FeatureNegotiationFailedFrame, a topic answer
-// (messages.NewTopicBrokerFrame), or *UnknownFrame for any other type.
+// DecodeBrokerFrame decodes one frame the broker sends to a client into the
+// pointer struct newBrokerFrame gives its type — the one list of the frame
+// types a client takes, each feature's answers from its own
+// messages.New<Feature>BrokerFrame — or *UnknownFrame for any other type.
 // Failures are *messages.FrameError.
 func DecodeBrokerFrame(data []byte) (any, error) {
 	typ, v, err := messages.DecodeFrame(data, newBrokerFrame)
