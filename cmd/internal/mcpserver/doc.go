@@ -99,5 +99,5 @@
 //  6. Its test in integration/mcp_<feature>_test.go, which calls it
 //     through the built binary against a real daemon (and broker);
 //     TestMCPTools checks that it and its arguments are described. The
-//     tool table in README.md lists it.
+//     tool table in docs/AGENTS.md lists it.
 package mcpserver
