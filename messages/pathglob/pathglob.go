@@ -297,7 +297,7 @@ func newAlternative(items []item, rootAnchored bool) (alternative, error) {
 			return errors.New("an empty segment (// or a / at the start of a brace alternative)")
 		}
 		if lit := literal(cur.toks); lit == "." || lit == ".." {
-			return fmt.Errorf("a %s segment: name paths from the repository's root, without . or ..", lit)
+			return fmt.Errorf("a %s segment: name paths from the repository's root, with no . or .. segment in them", lit)
 		}
 		seg := compact(cur)
 		if _, ok := overlapToks(seg.toks, []token{{star: true}}); !seg.globstar && !ok {
