@@ -13,6 +13,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/messages/backoff"
 	"github.com/claudemesh/claudemesh-go/messages/hookevent"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
@@ -367,15 +368,10 @@ func (h *Hooks) handled(ctx actor.Context, msg *hookHandled) {
 
 // HookBackoff is the wait before the attempt-th retry: 1 s, 2 s, 4 s,
 // 8 s, 16 s, 32 s, then 60 s.
-func HookBackoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt > 6 {
-		return hookBackoffCap
-	}
-	return min(time.Second<<(attempt-1), hookBackoffCap)
-}
+func HookBackoff(attempt int) time.Duration { return hookRetry.Delay(attempt, nil) }
+
+// hookRetry is HookBackoff's schedule.
+var hookRetry = backoff.Schedule{First: time.Second, Max: hookBackoffCap}
 
 // hookRetryable reports whether a handler failure may mend: anything but
 // ErrHookNonRetryable and a 4xx answer other than 408 and 429.

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/messages/backoff"
 )
 
 // Retry schedule of the outbox (spec §4.6, ARCHITECTURE A14): the first
@@ -176,20 +178,23 @@ func applied(tx *Tx, res sql.Result, err error, id, what, from string) error {
 // so that rows at the cap do not retry in lockstep: waits lie in
 // [375 ms, 625 ms) for the first retry and [22.5 s, 37.5 s) at the cap.
 func Backoff(attempts int, jitter func() float64) time.Duration {
-	d := BackoffBase
-	for i := 1; i < attempts && d < BackoffCap; i++ {
-		d *= 2
-	}
-	d = min(d, BackoffCap)
 	if jitter == nil {
-		return d
+		return outboxRetry.Delay(attempts, nil)
 	}
-	j := jitter()
+	return outboxRetry.Delay(attempts, func() float64 { return clampJitter(jitter()) })
+}
+
+// outboxRetry is Backoff's schedule.
+var outboxRetry = backoff.Schedule{First: BackoffBase, Max: BackoffCap, Jitter: BackoffJitter}
+
+// clampJitter brings a jitter draw into [0, 1), so that a source that
+// strays never moves a retry out of its ±BackoffJitter band.
+func clampJitter(j float64) float64 {
 	switch {
 	case math.IsNaN(j) || j < 0:
-		j = 0
+		return 0
 	case j >= 1:
-		j = 0.999999
+		return 0.999999
 	}
-	return time.Duration(float64(d) * (1 - BackoffJitter + 2*BackoffJitter*j))
+	return j
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/messages/backoff"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
@@ -86,14 +87,14 @@ type Joined struct {
 	AlreadyMember bool   // the key was a member already; no use was consumed
 }
 
-// Retries.
-const (
-	// DefaultAttempts is how often Join sends the same request when no
-	// answer or a 5xx comes back. Retrying is safe: the broker answers a
-	// key that already joined with its membership and uses nothing.
-	DefaultAttempts = 3
-	retryBackoff    = 500 * time.Millisecond
-)
+// DefaultAttempts is how often Join sends the same request when no answer
+// or a 5xx comes back. Retrying is safe: the broker answers a key that
+// already joined with its membership and uses nothing.
+const DefaultAttempts = 3
+
+// joinRetry is the wait before each further send of one Join: 500 ms,
+// doubling (Attempts bounds the sends, the context the time).
+var joinRetry = backoff.Schedule{First: 500 * time.Millisecond}
 
 // Client resolves links and joins. The zero value is ready to use.
 type Client struct {
@@ -184,7 +185,7 @@ func (c *Client) Join(ctx context.Context, inv *Invite, id *meshcrypto.Identity,
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(retryBackoff << (attempt - 1)):
+		case <-time.After(joinRetry.Delay(attempt, nil)):
 		}
 	}
 }

@@ -14,13 +14,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/messages/backoff"
 )
 
-// The pump's reconnect backoff: from pumpBackoffMin, doubling, at most
-// pumpBackoffMax; back to the minimum once a stream was open.
+// pumpRetry is the pump's reconnect schedule: from 250 ms, doubling, at
+// most 5 s; back to the start once a stream was open.
+var pumpRetry = backoff.Schedule{First: 250 * time.Millisecond, Max: 5 * time.Second}
+
 const (
-	pumpBackoffMin = 250 * time.Millisecond
-	pumpBackoffMax = 5 * time.Second
 	// pumpRecent is how many delivered message ids the pump remembers to
 	// tell a catch-up's items from the stream's.
 	pumpRecent = 1024
@@ -55,22 +56,22 @@ func (p *messagePump) run(ctx context.Context, ready <-chan struct{}) {
 	case <-ctx.Done():
 		return
 	}
-	backoff := pumpBackoffMin
+	retry := pumpRetry.Sequence(nil)
 	for {
 		opened, err := p.stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if opened {
-			backoff = pumpBackoffMin
+			retry.Reset()
 		}
-		p.log.Info("mcp_stream_ended", "err", err, "last_event_id", p.last, "retry_in", backoff)
+		wait := retry.Next()
+		p.log.Info("mcp_stream_ended", "err", err, "last_event_id", p.last, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, pumpBackoffMax)
 	}
 }
 
