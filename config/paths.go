@@ -69,32 +69,6 @@ func (p Paths) EnsureDaemonDir() error {
 	return nil
 }
 
-// WriteFileAtomic writes data to path through a temp file in the same
-// directory, fsyncs it and renames it into place.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
 // The environment an agent session is described by: `claudemesh launch`
 // sets these in its child's environment; `claudemesh mcp` and the hook
 // receiver read them.

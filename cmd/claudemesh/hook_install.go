@@ -144,7 +144,7 @@ func (e *hooksEdit) apply(dry bool) error {
 			return fmt.Errorf("create %s: %w", filepath.Dir(e.path), err)
 		}
 	}
-	if err := writeFileAtomic(e.path, e.out, e.exists); err != nil {
+	if err := writeEdited(e.path, e.out, e.exists); err != nil {
 		return err
 	}
 	verb := map[bool]string{true: "installed in", false: "removed from"}[e.install]

@@ -12,6 +12,7 @@ import (
 	"reflect"
 
 	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
+	"github.com/claudemesh/claudemesh-go/config"
 )
 
 type installCmd struct {
@@ -149,7 +150,7 @@ func (e *configEdit) apply(dry bool) error {
 		printEntryChange(os.Stdout, e.before, e.entry)
 		return nil
 	}
-	if err := writeFileAtomic(e.path, e.out, e.exists); err != nil {
+	if err := writeEdited(e.path, e.out, e.exists); err != nil {
 		return err
 	}
 	fmt.Printf("%sed in %s:\n", verb, e.path)
@@ -292,9 +293,9 @@ func sameJSON(a, b json.RawMessage) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
-// writeFileAtomic replaces path with data: a temporary file beside it,
-// with path's mode (0600 for a new file), synced and renamed over it.
-func writeFileAtomic(path string, data []byte, exists bool) error {
+// writeEdited replaces path with data (config.WriteFileAtomic), keeping
+// path's mode (0600 for a new file).
+func writeEdited(path string, data []byte, exists bool) error {
 	mode := fs.FileMode(0o600)
 	if exists {
 		st, err := os.Stat(path)
@@ -303,28 +304,7 @@ func writeFileAtomic(path string, data []byte, exists bool) error {
 		}
 		mode = st.Mode().Perm()
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // gone after the rename; removes it after a failure
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := config.WriteFileAtomic(path, data, mode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
