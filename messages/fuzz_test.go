@@ -126,7 +126,7 @@ func FuzzRegisterSession(f *testing.F) {
 			}
 			return
 		}
-		if !sessionTokenForm(r.Token) || !sessionIDForm(r.SessionID) ||
+		if !sessionTokenForm(r.Token) || !ValidSessionID(r.SessionID) ||
 			strings.ContainsFunc(r.DisplayName, isControl) || r.PID <= 0 {
 			t.Fatalf("accepted a registration out of form: %+v", r)
 		}

@@ -97,10 +97,12 @@ type SessionMe struct {
 // sessionTokenForm is 64 lower-case hex characters.
 func sessionTokenForm(s string) bool { return len(s) == 64 && IsHex(s) && strings.ToLower(s) == s }
 
-// sessionIDForm is 1-128 of A-Z, a-z, 0-9, '.', '_' and '-', starting with
-// a letter or digit. (Not a regexp: `{0,127}` compiles to a program 128
-// states long, built at every start of every command.)
-func sessionIDForm(s string) bool {
+// ValidSessionID reports whether s has the form of an agent session id, as
+// the daemon's session registry takes it and the hook receiver writes it:
+// 1-128 of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or
+// digit. (Not a regexp: `{0,127}` compiles to a program 128 states long,
+// built at every start of every command.)
+func ValidSessionID(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}
@@ -137,7 +139,7 @@ func (r *RegisterSession) Validate() *Error {
 	switch {
 	case !sessionTokenForm(r.Token):
 		return bad("token must be 64 hex characters")
-	case !sessionIDForm(r.SessionID):
+	case !ValidSessionID(r.SessionID):
 		return bad("session_id must be 1-128 of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
 	case r.Mesh == "":
 		return bad("mesh is required (the slug of a joined mesh)")

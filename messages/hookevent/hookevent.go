@@ -3,9 +3,11 @@
 // agent's event name mapped to an internal event type, the agent's JSON
 // normalised into a small payload of our own, and the allowlist applied.
 //
-// It is pure (no I/O) and imports nothing of claudemesh, so that the
-// receiver, a process that runs at every tool call of every agent, links
-// no more than it uses. The daemon's hooks worker reads the same payload.
+// It is pure (no I/O) and imports nothing of claudemesh but messages (for
+// the session id's form, which the daemon's session registry checks), so
+// that the receiver, a process that runs at every tool call of every
+// agent, links no more than it uses: it links messages already, through
+// persistence. The daemon's hooks worker reads the same payload.
 //
 // What the payload keeps is what presence and the live state need — the
 // tool's name and a one-line detail, the first line of a prompt, a
@@ -22,6 +24,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // Internal event types (spec: "Internal event types").
@@ -239,7 +243,7 @@ func Normalize(agent, event string, raw []byte, env Env) (Row, error) {
 	if env.SessionID != "" {
 		sessionID = env.SessionID
 	}
-	if !ValidSessionID(sessionID) {
+	if !messages.ValidSessionID(sessionID) {
 		return Row{}, fmt.Errorf("%s hook %s: session id %q is not 1-128 of A-Z, a-z, 0-9, '.', '_' and '-'", agent, event,
 			clip(sessionID, MaxShort))
 	}
@@ -369,23 +373,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// ValidSessionID is the form of an agent session id, as the daemon's
-// session registry takes it: 1-128 of A-Z, a-z, 0-9, '.', '_' and '-',
-// starting with a letter or digit.
-func ValidSessionID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Decode reads a row's payload; a payload that is not a JSON object is an

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // sample is one of testdata's hook inputs, as the agent sends it.
@@ -191,7 +193,7 @@ func FuzzNormalize(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !ValidSessionID(row.SessionID) || !Handled(row.EventType) {
+		if !messages.ValidSessionID(row.SessionID) || !Handled(row.EventType) {
 			t.Fatalf("row %+v", row)
 		}
 		if !utf8.Valid(row.Payload) {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
 	"github.com/claudemesh/claudemesh-go/config"
-	"github.com/claudemesh/claudemesh-go/messages/hookevent"
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
@@ -206,7 +206,7 @@ func (l *sessionLink) establish(ctx context.Context) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if id := os.Getenv(envClaudeSessionID); os.Getenv(config.EnvSessionID) == "" && hookevent.ValidSessionID(id) {
+	if id := os.Getenv(envClaudeSessionID); os.Getenv(config.EnvSessionID) == "" && messages.ValidSessionID(id) {
 		reg.SessionID = id // the id Claude Code's hooks report (hook.go): their events are this session's
 	}
 	return Register(ctx, daemon, reg)
