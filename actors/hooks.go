@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,23 +71,16 @@ func (o *HooksOptions) defaults() {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	o.Tick = cmpOr(o.Tick, DefaultHookTick)
-	o.LockCutoff = cmpOr(o.LockCutoff, DefaultHookLockCutoff)
-	o.Timeout = cmpOr(o.Timeout, DefaultHookTimeout)
-	o.Retention = cmpOr(o.Retention, persistence.HooksRetention)
+	o.Tick = cmp.Or(o.Tick, DefaultHookTick)
+	o.LockCutoff = cmp.Or(o.LockCutoff, DefaultHookLockCutoff)
+	o.Timeout = cmp.Or(o.Timeout, DefaultHookTimeout)
+	o.Retention = cmp.Or(o.Retention, persistence.HooksRetention)
 	if o.Batch <= 0 {
 		o.Batch = DefaultHookBatch
 	}
 	if o.Queue <= 0 {
 		o.Queue = DefaultHookQueue
 	}
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // Hooks is the hook outbox's worker (the daemon's `hooks` actor). Every
@@ -435,11 +429,4 @@ func (h *Hooks) pruned(ctx actor.Context, msg *messages.HooksPruned) {
 		h.log.Info("hook_rows_pruned", "rows", msg.Rows)
 	}
 	workers.SendLater(ctx, next, &hookPrune{})
-}
-
-func cmpOrLog(l, def *slog.Logger) *slog.Logger {
-	if l != nil {
-		return l
-	}
-	return def
 }

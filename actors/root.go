@@ -23,6 +23,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -248,7 +249,7 @@ func (r *root) spawnChildren(ctx actor.Context) {
 	r.tree.Accept = spawn("accept", workers.InlineProps(newAcceptRouter(r.tree.Store, log, defaultAcceptTimings)))
 	if w := r.deps.HookWorker; w != nil {
 		opts := *w
-		opts.Log = cmpOrLog(opts.Log, log)
+		opts.Log = cmp.Or(opts.Log, log)
 		r.tree.Hooks = spawn("hooks", workers.Props(NewHooks(r.tree.Store, opts)))
 	}
 	r.meshes = map[string]*actor.PID{}

@@ -17,6 +17,7 @@ package hookevent
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,7 +302,7 @@ func modelName(raw json.RawMessage) string {
 		DisplayName string `json:"display_name"`
 	}
 	if json.Unmarshal(raw, &o) == nil {
-		return clip(cmpOr(o.ID, o.DisplayName), MaxShort)
+		return clip(cmp.Or(o.ID, o.DisplayName), MaxShort)
 	}
 	return ""
 }
@@ -366,13 +367,6 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut]
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Decode reads a row's payload; a payload that is not a JSON object is an
