@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // LocalMeshSlug names the membership `daemon up` creates when config.json
@@ -96,31 +98,13 @@ func NewMembership(slug, brokerURL string) (Membership, error) {
 	}, nil
 }
 
-// ValidSlug reports whether s has the form of a mesh slug (and an agent's
-// name): 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit.
-// (Not a regexp: `{0,63}` compiles to a 64-state program at every start of
-// every command.)
-func ValidSlug(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '_' && c != '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // NewLocalAgent mints another member of the embedded broker's mesh (the
 // membership named LocalMeshSlug, which has no brokerUrl), named slug: a
 // second agent on this machine gets an identity of its own, so that it and
 // the first can message each other through the daemon. It records nothing;
 // AddMembership does.
 func NewLocalAgent(slug string, have []Membership) (Membership, error) {
-	if !ValidSlug(slug) {
+	if !messages.ValidSlug(slug) {
 		return Membership{}, fmt.Errorf("agent name %q: want 1-64 of a-z, 0-9, _ and -, starting with a letter or digit", slug)
 	}
 	for _, m := range have {

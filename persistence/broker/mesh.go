@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/oklog/ulid/v2"
 )
@@ -73,7 +72,7 @@ func (s *Store) CreateMesh(ctx context.Context, m Mesh) (*Mesh, error) {
 		m.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
 	switch {
-	case !config.ValidSlug(m.Slug):
+	case !messages.ValidSlug(m.Slug):
 		return nil, fmt.Errorf("%w: mesh slug %q must be 1-64 of a-z, 0-9, _ and -", ErrInvalid, m.Slug)
 	case m.DedupeMode != DedupeRetentionScoped && m.DedupeMode != DedupePermanent:
 		return nil, fmt.Errorf("%w: dedupe mode %q", ErrInvalid, m.DedupeMode)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
@@ -86,7 +85,7 @@ func (s *Server) listScope(r *http.Request, named string) (string, error) {
 // of a session's route, "<slug>/<session id>".
 func validMeshName(s string) bool {
 	slug, session, route := strings.Cut(s, "/")
-	return config.ValidSlug(slug) && (!route || messages.ValidClientMessageID(session))
+	return messages.ValidSlug(slug) && (!route || messages.ValidClientMessageID(session))
 }
 
 func parseOutboxQuery(v url.Values) (*messages.ListOutbox, error) {
