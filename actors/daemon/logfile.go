@@ -17,6 +17,14 @@ import (
 //
 // The detached process's stderr is the daemon.log it started with; after a
 // rotation a Go panic lands in the rotated file, which is kept.
+//
+// It is ours rather than gopkg.in/natefinch/lumberjack.v2 because
+// lumberjack would change what users see: it refuses (drops) a record
+// larger than the size limit where we start a file for it, names rotated
+// files daemon-<time>.log instead of daemon.log.<time>, and its limits are
+// plain fields that a config reload cannot change while the daemon writes
+// (SetLimits can). It would save some eighty lines and add a goroutine for
+// its pruning; the behaviour above is pinned by logfile_test.go.
 type LogFile struct {
 	mu      sync.Mutex
 	path    string
