@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/actors/workers"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
@@ -151,12 +152,8 @@ func TestAcceptChildrenReusedAndStopped(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for processes(tree.System) > baseline {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d processes left, baseline %d: accept children do not stop", processes(tree.System), baseline)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval: the condition is re-checked
+	if err := wait.Until(5*time.Second, "the accept children to stop", func() bool { return processes(tree.System) <= baseline }); err != nil {
+		t.Fatalf("%v: %d processes left, baseline %d", err, processes(tree.System), baseline)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
@@ -91,21 +92,17 @@ func TestAckTimeout(t *testing.T) {
 	for seen["slow"] < 1 || seen["other"] < 2 { // both unanswered at first, both sent again
 		seen[next()]++
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := outboxRows(t, tree, "")
-		if r["slow"].Status == messages.StatusDone && r["other"].Status == messages.StatusDone {
-			for _, cid := range []string{"slow", "other"} {
-				if r[cid].Attempts != 2 || r[cid].BrokerMessageID == nil || *r[cid].BrokerMessageID != "bm-"+cid {
-					t.Errorf("row %s: %+v, want done at attempt 2 with the broker's id", cid, r[cid])
-				}
-			}
-			return
+	var r map[string]messages.OutboxItem
+	if err := wait.Until(10*time.Second, "both rows done after the retry", func() bool {
+		r = outboxRows(t, tree, "")
+		return r["slow"].Status == messages.StatusDone && r["other"].Status == messages.StatusDone
+	}); err != nil {
+		t.Fatalf("%v: %+v", err, r)
+	}
+	for _, cid := range []string{"slow", "other"} {
+		if r[cid].Attempts != 2 || r[cid].BrokerMessageID == nil || *r[cid].BrokerMessageID != "bm-"+cid {
+			t.Errorf("row %s: %+v, want done at attempt 2 with the broker's id", cid, r[cid])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rows not done after the retry: %+v", r)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval: the condition is re-checked
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/messages/hookevent"
 	"github.com/claudemesh/claudemesh-go/persistence"
@@ -204,17 +205,11 @@ func (rig *hookRig) rows() map[int64]rowState {
 // until polls cond until it holds, failing the test after 10 s.
 func (rig *hookRig) until(what string, cond func(map[int64]rowState) bool) map[int64]rowState {
 	rig.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rows := rig.rows()
-		if cond(rows) {
-			return rows
-		}
-		if time.Now().After(deadline) {
-			rig.t.Fatalf("%s: not within 10 s; rows %+v", what, rows)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval; the condition decides
+	var rows map[int64]rowState
+	if err := wait.Until(10*time.Second, what, func() bool { rows = rig.rows(); return cond(rows) }); err != nil {
+		rig.t.Fatalf("%v; rows %+v", err, rows)
 	}
+	return rows
 }
 
 func allDelivered(rows map[int64]rowState) bool {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
@@ -29,12 +30,7 @@ func TestMeshPanicIsolated(t *testing.T) {
 
 	a, b := tree.Meshes["a"], tree.Meshes["b"]
 	root.Send(a.Inbox, &inboundPush{push: &messages.PushFrame{Type: messages.TypePush, MessageID: "bm-1"}}) // mesh a's inbox panics
-	for deadline := time.Now().Add(5 * time.Second); !faults.InboxPanicked.Load(); {
-		if time.Now().After(deadline) {
-			t.Fatal("the inbox of mesh a did not take the fault")
-		}
-		time.Sleep(time.Millisecond) // poll interval; the condition is re-checked
-	}
+	wait.For(t, 5*time.Second, "the inbox of mesh a to take the fault", faults.InboxPanicked.Load)
 	for i := 0; i < 50; i++ { // the other mesh and the store answer throughout
 		if r, err := ask(b.Conn, &messages.MeshStatus{}); err != nil || r.(*messages.MeshStatusReply).Breaker == "" {
 			t.Fatalf("mesh b stopped answering: %v %v", r, err)

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
@@ -60,13 +61,7 @@ func TestStoreFsyncModes(t *testing.T) {
 	// waitSynced waits for the batched_50ms timer's sync.
 	waitSynced := func(synced uint64) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for commitsOf(t, m, "outbox", walSync) < synced {
-			if time.Now().After(deadline) {
-				t.Fatalf("no WAL sync within 5 s under batched_50ms")
-			}
-			time.Sleep(5 * time.Millisecond) // poll interval: the condition is re-checked
-		}
+		wait.For(t, 5*time.Second, "a WAL sync under batched_50ms", func() bool { return commitsOf(t, m, "outbox", walSync) >= synced })
 	}
 
 	accept()

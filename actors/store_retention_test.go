@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/ipc/metrics"
@@ -74,15 +75,13 @@ func TestStoreRetention(t *testing.T) {
 	}
 	// The timer's pass goes on, a batch after another, until nothing is left.
 	system.Root.Send(store, &retentionTick{})
-	deadline := time.Now().Add(10 * time.Second)
-	for count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`) < 5 || inboxRows() > 5 ||
-		value(m.InboxRows) != 5 || value(m.Pruned.WithLabelValues("outbox_payloads")) != 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the pass: %d empty payloads, %d inbox rows, gauge %v, payloads counted %v; want 5, 5, 5, 3",
-				count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`), inboxRows(), value(m.InboxRows),
-				value(m.Pruned.WithLabelValues("outbox_payloads")))
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval: the condition is re-checked
+	if err := wait.Until(10*time.Second, "the retention pass", func() bool {
+		return count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`) >= 5 && inboxRows() <= 5 &&
+			value(m.InboxRows) == 5 && value(m.Pruned.WithLabelValues("outbox_payloads")) == 3
+	}); err != nil {
+		t.Fatalf("%v: %d empty payloads, %d inbox rows, gauge %v, payloads counted %v; want 5, 5, 5, 3", err,
+			count(`SELECT COUNT(*) FROM outbox WHERE length(payload) = 0`), inboxRows(), value(m.InboxRows),
+			value(m.Pruned.WithLabelValues("outbox_payloads")))
 	}
 	if n := count(`SELECT COUNT(*) FROM outbox`); n != 10 {
 		t.Errorf("%d outbox rows after the pass, want all 10 (ids are never released)", n)

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestIdleBounded: after a burst of more functions than maxIdle at once,
@@ -20,12 +22,8 @@ func TestIdleBounded(t *testing.T) {
 	}
 	running.Wait() // each on a worker of its own
 	close(release)
-	deadline := time.Now().Add(5 * time.Second)
-	for p.waiting.Load() != maxIdle {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d workers wait after the burst, want %d", p.waiting.Load(), maxIdle)
-		}
-		time.Sleep(time.Millisecond) // poll interval: the condition is re-checked
+	if err := wait.Until(5*time.Second, "the idle workers to settle", func() bool { return p.waiting.Load() == maxIdle }); err != nil {
+		t.Fatalf("%v: %d workers wait after the burst, want %d", err, p.waiting.Load(), maxIdle)
 	}
 	ran := make(chan struct{})
 	p.Go(func() { close(ran) }) // a waiting worker takes it
