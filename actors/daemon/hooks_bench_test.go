@@ -17,6 +17,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/persistence/hookoutbox"
 )
 
@@ -79,18 +80,13 @@ func benchHookDrain(b *testing.B, turn []string) {
 	}
 	defer db.Close()
 	waitDrained := func(within time.Duration) {
-		for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		wait.For(b, within, "every row delivered", func() bool {
 			var n int // 0 or 1: a count of the backlog would cost the daemon's CPU
 			if err := db.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM hook_outbox WHERE delivered_at IS NULL LIMIT 1)`).Scan(&n); err != nil {
 				b.Fatal(err)
 			}
-			if n == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("rows not delivered after %s", within)
-			}
-		}
+			return n == 0
+		})
 	}
 	// The sessions register with their first rows, and their broker
 	// connections come up, before the backlog is timed.

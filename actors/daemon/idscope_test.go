@@ -15,6 +15,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
@@ -234,7 +235,7 @@ func TestSessionsShareAnID(t *testing.T) {
 		return row
 	}
 	var a, b *messages.OutboxItem
-	waitFor(t, "both rows to be done or dead", func() bool {
+	wait.For(t, settleWithin, "both rows to be done or dead", func() bool {
 		a, b = final(ca), final(cb)
 		done := func(r *messages.OutboxItem) bool {
 			return r.Status == messages.StatusDone || r.Status == messages.StatusDead

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -179,7 +180,7 @@ func TestSessionLockSurvivesRestart(t *testing.T) {
 func waitLinked(t *testing.T, sessions ...*ipc.Client) {
 	t.Helper()
 	for _, s := range sessions {
-		waitFor(t, "a session's broker connection", func() bool {
+		wait.For(t, settleWithin, "a session's broker connection", func() bool {
 			_, err := s.Locks(context.Background(), "", "")
 			return err == nil
 		})

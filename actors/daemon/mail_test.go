@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 	"github.com/claudemesh/claudemesh-go/transport/ipcserver"
@@ -57,7 +58,7 @@ func TestMailBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var heldID, aRow string
-	waitFor(t, "a's message held", func() bool { // before b writes to a, which makes a b's contact
+	wait.For(t, settleWithin, "a's message held", func() bool { // before b writes to a, which makes a b's contact
 		reqs, err := b.ContactRequests(ctx, "")
 		if err != nil || len(reqs.Requests) != 1 {
 			return false
@@ -68,7 +69,7 @@ func TestMailBadInput(t *testing.T) {
 	if _, err := b.Send(ctx, &messages.SendRequest{To: regA.SessionPubkey, Message: &msg, ClientMessageID: "b1"}, ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b's message", func() bool {
+	wait.For(t, settleWithin, "b's message", func() bool {
 		page, err := a.Inbox(ctx, url.Values{"mark_seen": {"false"}})
 		if err != nil || len(page.Items) != 1 {
 			return false
@@ -80,7 +81,7 @@ func TestMailBadInput(t *testing.T) {
 	defer outbox.Close()
 	inbox := sqlx.MustOpen("sqlite", "file:"+paths.InboxDB()+"?mode=ro&_pragma=busy_timeout(5000)")
 	defer inbox.Close()
-	waitFor(t, "the held notice", func() bool { // a was told; nothing more moves after this
+	wait.For(t, settleWithin, "the held notice", func() bool { // a was told; nothing more moves after this
 		row, err := a.OutboxRow(ctx, "", "a1")
 		return err == nil && row != nil && len(row.Receipts) == 1
 	})

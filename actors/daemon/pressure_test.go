@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
@@ -80,16 +81,12 @@ func TestDiskPressure(t *testing.T) {
 // measures again every second while the pressure is not normal.
 func waitPressure(t *testing.T, h *harness, level string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, hb := h.get("/v1/health")
-		if hb["disk_pressure"] == level {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("disk_pressure is %v after 5 s, want %s", hb["disk_pressure"], level)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval: the condition is re-checked
+	var hb map[string]any
+	if err := wait.Until(5*time.Second, "disk_pressure "+level, func() bool {
+		_, hb = h.get("/v1/health")
+		return hb["disk_pressure"] == level
+	}); err != nil {
+		t.Fatalf("%v: it is %v", err, hb["disk_pressure"])
 	}
 }
 

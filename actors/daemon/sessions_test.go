@@ -24,6 +24,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -57,6 +58,10 @@ func newToken(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
+// settleWithin bounds a wait for what the daemon does on its own clock (a
+// broker round trip, the reaper) and does not announce.
+const settleWithin = 10 * time.Second
+
 func register(t *testing.T, c *ipc.Client, id, name string, pid int) (string, *messages.SessionRegistered) {
 	t.Helper()
 	tok := newToken(t)
@@ -66,19 +71,6 @@ func register(t *testing.T, c *ipc.Client, id, name string, pid int) (string, *m
 		t.Fatalf("register %s: %v", id, err)
 	}
 	return tok, res
-}
-
-// waitFor polls cond until it holds or 10 s pass: the daemon acts on its
-// own clock (a broker round trip, the reaper) and says nothing when done.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestSessionsRegistry: register, replace, me, list, deregister; bad input
@@ -253,7 +245,7 @@ func TestSessionReaped(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	waitFor(t, "the reaper to drop the session", func() bool {
+	wait.For(t, settleWithin, "the reaper to drop the session", func() bool {
 		list, err := c.Sessions(context.Background())
 		return err == nil && len(list) == 0
 	})
@@ -285,7 +277,7 @@ func TestSessionScoping(t *testing.T) {
 		}
 		return page.Items
 	}
-	waitFor(t, "beta's DM and alpha's broadcast", func() bool { return len(inbox(cb)) == 1 && len(inbox(ca)) == 1 })
+	wait.For(t, settleWithin, "beta's DM and alpha's broadcast", func() bool { return len(inbox(cb)) == 1 && len(inbox(ca)) == 1 })
 	got := inbox(cb)[0]
 	if messages.Deref(got.Body) != "for beta" || got.RecipientKind != "session" || got.RecipientPubkey != b.SessionPubkey {
 		t.Fatalf("beta's inbox: %+v", got)
@@ -294,7 +286,7 @@ func TestSessionScoping(t *testing.T) {
 		t.Fatalf("alpha's inbox: %+v", it)
 	}
 	// The member (no session) sees the broadcast in its own rows too.
-	waitFor(t, "the member's copy of the broadcast", func() bool {
+	wait.For(t, settleWithin, "the member's copy of the broadcast", func() bool {
 		page, err := c.Inbox(ctx, url.Values{"mesh": {"local"}})
 		return err == nil && len(page.Items) == 1 && messages.Deref(page.Items[0].Body) == "to all"
 	})
@@ -340,12 +332,10 @@ func BenchmarkSessionDM(b *testing.B) {
 		}
 		clients[i], keys[i] = c.AsSession(hex.EncodeToString(tok)), res.SessionPubkey
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.For(b, 20*time.Second, "every session listed as a peer", func() bool {
 		peers, _ := clients[0].Peers(ctx, "")
-		if len(peers) > n || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(peers) > n
+	})
 	stream, err := c.Events(ctx, "", 0)
 	if err != nil {
 		b.Fatal(err)
@@ -447,7 +437,7 @@ func TestSessionStreamShare(t *testing.T) {
 // sessions' broker connections are up).
 func waitListed(t *testing.T, c *ipc.Client, names ...string) {
 	t.Helper()
-	waitFor(t, fmt.Sprint(names, " listed as peers"), func() bool {
+	wait.For(t, settleWithin, fmt.Sprint(names, " listed as peers"), func() bool {
 		peers, err := c.Peers(context.Background(), "")
 		n := 0
 		for _, p := range peers {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 	"github.com/claudemesh/claudemesh-go/transport/web"
@@ -184,24 +185,18 @@ func TestWebViewHostileText(t *testing.T) {
 	}
 	body := "<img src=x onerror=alert(1)> \x1b]0;title\x07 \u202eevil"
 	session := w.api.AsSession(hex.EncodeToString(tok))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := session.Send(ctx, &messages.SendRequest{To: h.Meshes[0].MemberPubkey, Message: &body, ClientMessageID: "hostile-1"}, "")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) { // the session's own connection is still coming up
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval: the send is retried
+	var sendErr error
+	if err := wait.Until(10*time.Second, "a send through the session's connection", func() bool { // it may still be coming up
+		_, sendErr = session.Send(ctx, &messages.SendRequest{To: h.Meshes[0].MemberPubkey, Message: &body, ClientMessageID: "hostile-1"}, "")
+		return sendErr == nil
+	}); err != nil {
+		t.Fatalf("%v: %v", err, sendErr)
 	}
 	var page string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // poll: the message arrives
+	wait.For(t, 10*time.Second, "the message on the inbox page", func() bool {
 		_, page, _ = w.do(http.MethodGet, "/web/inbox", nil)
-		if strings.Contains(page, "hostile-1") || time.Now().After(deadline) {
-			break
-		}
-	}
+		return strings.Contains(page, "hostile-1")
+	})
 	for _, want := range []string{"&lt;img src=x onerror=alert(1)&gt;", "␛]0;title␇", "&lt;U&#43;202E&gt;evil"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the inbox page lacks %q:\n%s", want, page)
