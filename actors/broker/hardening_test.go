@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -234,30 +235,25 @@ func TestPendingCaps(t *testing.T) {
 	}
 	held[0].send(e.hello(alice, "a"))
 	held[0].next("hello_ack")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c, status, err := e.dialFrom("127.0.0.1")
-		if err == nil {
-			c.send(e.hello(alice, "b"))
-			c.next("hello_ack")
-			break
-		}
-		if status != http.StatusTooManyRequests || time.Now().After(deadline) {
-			t.Fatalf("after one authenticated: %d, %v", status, err)
-		}
-		time.Sleep(10 * time.Millisecond) // the place is freed before hello_ack; retried only to be safe
+	// The place is freed before hello_ack; a 429 is retried only to be safe.
+	var (
+		c      *client
+		status int
+		err    error
+	)
+	if werr := wait.Until(5*time.Second, "a place after one authenticated", func() bool {
+		c, status, err = e.dialFrom("127.0.0.1")
+		return err == nil || status != http.StatusTooManyRequests
+	}); werr != nil || err != nil {
+		t.Fatalf("after one authenticated: %d, %v (%v)", status, err, werr)
 	}
+	c.send(e.hello(alice, "b"))
+	c.next("hello_ack")
 	held[1].ws.Close()
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		if _, _, err := e.dialFrom("127.0.0.1"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a closed pending connection did not free its place")
-		}
-		time.Sleep(10 * time.Millisecond) // the server notices the close asynchronously; retried
-	}
+	wait.For(t, 5*time.Second, "a closed pending connection to free its place", func() bool { // the server notices the close asynchronously
+		_, _, err := e.dialFrom("127.0.0.1")
+		return err == nil
+	})
 
 	// Without CapLoopback, one loopback address may hold the whole cap.
 	loose := limitedBroker(t, wsserver.Limits{HelloTimeout: time.Minute, PendingPerSource: 1, Pending: 2})

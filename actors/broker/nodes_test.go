@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
@@ -89,17 +90,11 @@ func (c *client) nodes() (map[string]map[string]any, float64) {
 // 10 s with what it saw last.
 func (c *client) waitNodes(what string, cond func(map[string]map[string]any) bool) map[string]map[string]any {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		nodes, _ := c.nodes()
-		if cond(nodes) {
-			return nodes
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: nodes %v", what, nodes)
-		}
-		time.Sleep(testPing / 2) // poll interval; the condition is re-checked
+	var nodes map[string]map[string]any
+	if err := wait.Until(10*time.Second, what, func() bool { nodes, _ = c.nodes(); return cond(nodes) }); err != nil {
+		c.t.Fatalf("%v: nodes %v", err, nodes)
 	}
+	return nodes
 }
 
 // TestNodes: a daemon's hello records its node (host, version, online); its

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -62,7 +63,7 @@ func TestRelayAfterListenTerminated(t *testing.T) {
 		}
 		return n == 1
 	}
-	waitFor(t, "the replica's delivery LISTEN", listening)
+	wait.For(t, 10*time.Second, "the replica's delivery LISTEN", listening)
 	var killed []bool
 	if err := admin.Select(&killed, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
 		name+"-listen"); err != nil || len(killed) < 2 {
@@ -75,10 +76,10 @@ func TestRelayAfterListenTerminated(t *testing.T) {
 		t.Fatalf("bob got %v, want relay-1", p)
 	}
 	t.Logf("pushed %v after the send (bound %v)", time.Since(sent).Round(time.Millisecond), relayBound)
-	waitFor(t, "the delivery LISTEN reconnect counted", func() bool {
+	wait.For(t, 10*time.Second, "the delivery LISTEN reconnect counted", func() bool {
 		return metric(t, second, `cm_broker_listen_reconnects_total{channel="delivery"}`) >= 1
 	})
-	waitFor(t, "the delivery LISTEN back", listening)
+	wait.For(t, 10*time.Second, "the delivery LISTEN back", listening)
 }
 
 // TestRelayPollWhileListenDeaf: the LISTEN connections of one replica hear
@@ -112,7 +113,7 @@ func TestRelayPollWhileListenDeaf(t *testing.T) {
 		t.Logf("%s pushed %v after the send (bound %v)", id, time.Since(sent).Round(time.Millisecond), relayBound)
 	}
 	// Counted as the hub answers the relay, beside the push.
-	waitFor(t, "a fallback drain counted for each message", func() bool {
+	wait.For(t, 10*time.Second, "a fallback drain counted for each message", func() bool {
 		return metric(t, second, "cm_broker_relay_fallback_drains_total") >= 2
 	})
 
@@ -173,16 +174,4 @@ func metric(t *testing.T, e *env, series string) float64 {
 		t.Fatal(err)
 	}
 	return v
-}
-
-// waitFor polls cond until it holds, failing after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

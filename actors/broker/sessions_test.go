@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -297,7 +298,7 @@ func TestClosedSessionNotListed(t *testing.T) {
 		}
 		session.ws.Close()
 		// The close reaches the hub through the connection's actor.
-		waitFor(t, "the closed session no longer listed", func() bool { return !listed() })
+		wait.For(t, 10*time.Second, "the closed session no longer listed", func() bool { return !listed() })
 	})
 }
 
@@ -371,7 +372,7 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	}
 
 	sB.c.ws.Close()
-	waitFor(t, "the session's close recorded", func() bool {
+	wait.For(t, 10*time.Second, "the session's close recorded", func() bool {
 		list, err := first.store.Sessions(t.Context(), mesh.ID)
 		return err == nil && !slices.ContainsFunc(list, func(s broker.Session) bool { return s.SessionPubkey == sB.key })
 	})
@@ -495,7 +496,7 @@ func TestSessionTakenOverUnnotified(t *testing.T) {
 	if _, err := first.store.SweepSessions(t.Context(), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the swept row written again", func() bool {
+	wait.For(t, 10*time.Second, "the swept row written again", func() bool {
 		live.send(map[string]any{"type": "list_peers"}) // a read answers the pings that beat
 		live.next("peers_list")
 		list, err := second.store.Sessions(t.Context(), mesh.ID)
