@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 func TestBrokerReadme(t *testing.T) {
@@ -160,20 +162,19 @@ func TestBrokerCommandLines(t *testing.T) {
 	})
 	listening := regexp.MustCompile(`broker listening on (\S+) `)
 	var addr string
-	deadline := time.Now().Add(10 * time.Second)
-	for addr == "" {
+	if err := wait.Until(10*time.Second, "`broker listening on`", func() bool {
 		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
 			addr = m[1]
-			break
+			return true
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("broker exited during start-up: %v\n%s", err, stderr.String())
-		case <-time.After(10 * time.Millisecond): // poll interval; the condition is re-checked
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no `broker listening on` within 10s:\n%s", stderr.String())
-		}
+		return false
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, stderr.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
