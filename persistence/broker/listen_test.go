@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 )
 
@@ -59,13 +60,11 @@ func TestListenReplacesSilentConnection(t *testing.T) {
 	}
 
 	proxy.Cut(DefaultListenName) // the pool's connections are named otherwise and pass
-	deadline := time.Now().Add(10 * time.Second)
-	for e.logs.count("listen_retry_failed") < 2 { // two reconnects failed since the loss
-		if time.Now().After(deadline) {
-			t.Fatalf("the cut connection was not found dead: %d losses, %d failed retries logged",
-				e.logs.count("listen_lost"), e.logs.count("listen_retry_failed"))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := wait.Until(10*time.Second, "two failed reconnects since the loss", func() bool {
+		return e.logs.count("listen_retry_failed") >= 2
+	}); err != nil {
+		t.Fatalf("%v: the cut connection was not found dead: %d losses, %d failed retries logged", err,
+			e.logs.count("listen_lost"), e.logs.count("listen_retry_failed"))
 	}
 	if n := e.logs.count("listen_lost"); n != 1 {
 		t.Fatalf("listen_lost logged %d times for one loss", n)
