@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 func TestTailStart(t *testing.T) {
@@ -115,12 +117,8 @@ func TestFollowLogRotation(t *testing.T) {
 	go func() { done <- followLog(ctx, path, f, int64(len("old-1\n")), p, 5*time.Millisecond) }()
 	waitOutput := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for printed() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("printed %q, want %q", printed(), want)
-			}
-			time.Sleep(5 * time.Millisecond) // poll interval: the condition is re-checked
+		if err := wait.Until(5*time.Second, "the followed lines printed", func() bool { return printed() == want }); err != nil {
+			t.Fatalf("%v: printed %q, want %q", err, printed(), want)
 		}
 	}
 	appendTo("old-2\nold-3 (not ended")
