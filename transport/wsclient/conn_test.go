@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -188,16 +189,7 @@ func TestDialOurBroker(t *testing.T) {
 	}
 
 	// The broker answers our pings: RTT becomes known.
-	deadline := time.After(5 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ca.RTT() == 0 {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("no pong within 5 s")
-		}
-	}
+	wait.For(t, 5*time.Second, "a pong", func() bool { return ca.RTT() != 0 })
 
 	// A local close ends the Conn with a local CloseError; Send then fails.
 	ca.Close(websocket.CloseNormalClosure, "bye")
