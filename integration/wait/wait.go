@@ -36,12 +36,19 @@ func For(tb testing.TB, within time.Duration, what string, cond func() bool) {
 // testing.TB: a goroutine other than the test's may call it, and a caller
 // may add what it saw last to the error.
 func Until(within time.Duration, what string, cond func() bool) error {
+	return UntilEvery(within, Interval, what, cond)
+}
+
+// UntilEvery is Until with a pause of every between two checks, for a
+// condition that costs (a listing of a thousand messages, a run of the
+// CLI) and should not be asked a hundred times a second.
+func UntilEvery(within, every time.Duration, what string, cond func() bool) error {
 	start := time.Now()
 	for !cond() {
 		if waited := time.Since(start); waited > within {
 			return fmt.Errorf("%s: not within %s (waited %s)", what, within, waited.Round(time.Millisecond))
 		}
-		time.Sleep(Interval)
+		time.Sleep(every)
 	}
 	return nil
 }

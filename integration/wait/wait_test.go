@@ -32,6 +32,23 @@ func TestUntilTimesOut(t *testing.T) {
 	}
 }
 
+// TestUntilEveryPausesBetweenChecks: with a pause of its own, a condition
+// is checked no more often than that.
+func TestUntilEveryPausesBetweenChecks(t *testing.T) {
+	var checks []time.Time
+	if err := UntilEvery(10*time.Second, 20*time.Millisecond, "the third check", func() bool {
+		checks = append(checks, time.Now())
+		return len(checks) == 3
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(checks); i++ {
+		if gap := checks[i].Sub(checks[i-1]); gap < 20*time.Millisecond {
+			t.Errorf("checks %d and %d %s apart, want at least 20ms", i-1, i, gap)
+		}
+	}
+}
+
 // fatalRecorder is a testing.TB whose Fatal records instead of ending
 // the test.
 type fatalRecorder struct {
