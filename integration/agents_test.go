@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -54,7 +55,7 @@ func TestLocalAgents(t *testing.T) {
 	for _, m := range v.Meshes {
 		key[m.Mesh] = m.MemberPubkey
 	}
-	waitFor(t, e2eConnectDeadline, "every agent on the embedded broker", func() bool {
+	wait.For(t, e2eConnectDeadline, "every agent on the embedded broker", func() bool {
 		var h messages.Health
 		getJSON(c, "http://localhost/v1/health", &h)
 		n := 0
@@ -68,7 +69,7 @@ func TestLocalAgents(t *testing.T) {
 	// A request that names no mesh acts on the daemon's own membership, not
 	// on the other agents' identities: peers lists the local mesh once (not
 	// once per identity on it), and a profile set goes to local alone.
-	waitFor(t, e2eConnectDeadline, "the agents in the local mesh's peer list", func() bool {
+	wait.For(t, e2eConnectDeadline, "the agents in the local mesh's peer list", func() bool {
 		var body struct {
 			Peers []struct{ Mesh, Pubkey string }
 		}
@@ -155,10 +156,10 @@ func TestLocalAgents(t *testing.T) {
 	if key["dave"] == "" {
 		t.Fatalf("dave is not served: %+v", v.Meshes)
 	}
-	waitFor(t, e2eConnectDeadline, "dave on the embedded broker", func() bool { return meshConnected(c, "dave") })
+	wait.For(t, e2eConnectDeadline, "dave on the embedded broker", func() bool { return meshConnected(c, "dave") })
 	send("local", key["dave"], "welcome dave", "dm-4")
 	send("dave", "*", "dave joins the team", "topic-2")
-	waitFor(t, e2eDeliverDeadline, "dave's DM and his topic message at the others", func() bool {
+	wait.For(t, e2eDeliverDeadline, "dave's DM and his topic message at the others", func() bool {
 		return inbox("dave")["dm-4"] == "welcome dave" && inbox("bob")["topic-2"] == "dave joins the team" &&
 			inbox("local")["topic-2"] == "dave joins the team"
 	})
@@ -188,7 +189,7 @@ func TestLocalAgents(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, e2eDeliverDeadline, "carol to be detached", func() bool {
+	wait.For(t, e2eDeliverDeadline, "carol to be detached", func() bool {
 		var v messages.Version
 		getJSON(c, "http://localhost/v1/version", &v)
 		return len(v.Meshes) == 3 && !slices.ContainsFunc(v.Meshes, func(m messages.MeshInfo) bool { return m.Mesh == "carol" })
@@ -200,7 +201,7 @@ func TestLocalAgents(t *testing.T) {
 		resp.Body.Close()
 	}
 	send("bob", key["dave"], "still here", "dm-5")
-	waitFor(t, e2eDeliverDeadline, "dave's DM after carol left", func() bool { return inbox("dave")["dm-5"] == "still here" })
+	wait.For(t, e2eDeliverDeadline, "dave's DM after carol left", func() bool { return inbox("dave")["dm-5"] == "still here" })
 	if d.exited() {
 		t.Fatalf("the daemon exited when carol was detached: %v", d.waitErr)
 	}
@@ -221,7 +222,7 @@ func TestJoinAttachesToRunningDaemon(t *testing.T) {
 	}
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
-	waitFor(t, e2eConnectDeadline, "the joined mesh to connect", func() bool { return meshConnected(c, "demo") })
+	wait.For(t, e2eConnectDeadline, "the joined mesh to connect", func() bool { return meshConnected(c, "demo") })
 	t.Log("checked: a mesh joined while the daemon runs is attached and connected without a restart")
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/join"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
@@ -363,7 +364,7 @@ func TestBrokerProcess(t *testing.T) {
 			t.Fatalf("bob's delivery row before client_ack: exists %v, delivered %v; want pending", exists, delivered)
 		}
 		bc.send(map[string]any{"type": "client_ack", "clientMessageId": "it-dm-1", "brokerMessageId": brokerID})
-		waitFor(t, brokerFrameDeadline, "the client_ack to mark bob's delivery delivered", func() bool {
+		wait.For(t, brokerFrameDeadline, "the client_ack to mark bob's delivery delivered", func() bool {
 			_, delivered := deliveredAt(t, db, brokerID, bob.Pubkey)
 			return delivered
 		})

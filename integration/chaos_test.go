@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // chaosRounds is how many processes a chaos test stops.
@@ -239,7 +241,7 @@ func (c *chaos) round(round int, v chaosVictim, sig syscall.Signal, killAt, then
 // each once, and its reader saw each of them once.
 func (c *chaos) settle(forPeer map[*e2ePeer]func(id string) bool) {
 	t, alice := c.t, c.m.alice
-	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
+	wait.For(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0
 	})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -33,7 +34,7 @@ func TestContactPolicyCLI(t *testing.T) {
 		t.Helper()
 		re := regexp.MustCompile(want)
 		var out string
-		waitFor(t, e2eDeliverDeadline, strings.Join(args, " ")+" to say "+want, func() bool {
+		wait.For(t, e2eDeliverDeadline, strings.Join(args, " ")+" to say "+want, func() bool {
 			out = runCLI(t, e, args...).stdout
 			return re.MatchString(out)
 		})

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // streamBody is the /v1/send body of stream id.
@@ -74,7 +76,7 @@ func acceptStream(t *testing.T, e *env, prefix string, workers, minAccepted int,
 			}
 		}()
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("%d accepted sends", minAccepted), func() bool {
+	wait.For(t, 30*time.Second, fmt.Sprintf("%d accepted sends", minAccepted), func() bool {
 		mu.Lock()
 		bad := len(failures)
 		mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestDiskFull: the daemon directory on a 6 MiB tmpfs, most of it taken by
@@ -80,7 +82,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st int
-	waitFor(t, e2eDeliverDeadline, "a send to be accepted once there is space", func() bool {
+	wait.For(t, e2eDeliverDeadline, "a send to be accepted once there is space", func() bool {
 		st, _, _ = trySend(c, "@fill", "small", "after-space")
 		return st == http.StatusAccepted
 	})

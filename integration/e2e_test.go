@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -56,7 +57,7 @@ func TestE2EDirectMessage(t *testing.T) {
 	}
 
 	var row outboxItem
-	waitFor(t, e2eDeliverDeadline, "alice's dm-1 row to be done", func() bool {
+	wait.For(t, e2eDeliverDeadline, "alice's dm-1 row to be done", func() bool {
 		r, ok := byClientID(listAll(t, alice.c, "done"))["dm-1"]
 		row = r
 		return ok
@@ -86,7 +87,7 @@ func TestE2EDirectMessage(t *testing.T) {
 	if it := messageOf(t, stream.next("message", e2eDeliverDeadline)); it.ClientMessageID != "dm-2" {
 		t.Fatalf("bob's next message event is %s, want the marker dm-2", it.ClientMessageID)
 	}
-	waitFor(t, e2eDeliverDeadline, "alice's outbox to settle", func() bool {
+	wait.For(t, e2eDeliverDeadline, "alice's outbox to settle", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0
 	})
@@ -121,7 +122,7 @@ func TestE2EDirectMessage(t *testing.T) {
 		for _, w := range c.want {
 			// bob counts a message when its store answers, after the
 			// inbox fsync (up to InboxSyncDelay after the event).
-			waitFor(t, e2eDeliverDeadline, c.p.name+"'s metrics to show "+w, func() bool { return strings.Contains(scrape(c.p), w) })
+			wait.For(t, e2eDeliverDeadline, c.p.name+"'s metrics to show "+w, func() bool { return strings.Contains(scrape(c.p), w) })
 		}
 	}
 	if r := runCLI(t, alice.env, "daemon", "metrics"); r.code != 0 || !strings.Contains(r.stdout, `cm_daemon_send_total{kind="dm",mesh="demo"`) {
@@ -185,7 +186,7 @@ func TestE2EBrokerRestarts(t *testing.T) {
 	for _, at := range []int64{300, 600} {
 		// Both daemons are connected when the broker dies: the kill cuts
 		// live links with sends in flight.
-		waitFor(t, e2eRecoveryDeadline, fmt.Sprintf("%d accepted sends with both daemons connected", at), func() bool {
+		wait.For(t, e2eRecoveryDeadline, fmt.Sprintf("%d accepted sends with both daemons connected", at), func() bool {
 			return accepted.Load() >= at && alice.connected() && bob.connected()
 		})
 		m.killBroker()
@@ -295,7 +296,7 @@ func TestE2EDaemonKill9(t *testing.T) {
 		defer mu.Unlock()
 		return len(accepted)
 	}
-	waitFor(t, e2eDeliverDeadline, "200 accepted sends", func() bool { return nAccepted() >= 200 })
+	wait.For(t, e2eDeliverDeadline, "200 accepted sends", func() bool { return nAccepted() >= 200 })
 	alice.d.kill9()
 	stop.Store(true)
 	wg.Wait()
@@ -377,7 +378,7 @@ func TestE2ESSEResume(t *testing.T) {
 	for i := 5; i <= 9; i++ {
 		send(fmt.Sprintf("r-%d", i))
 	}
-	waitFor(t, e2eDeliverDeadline, "bob's inbox to hold r-1…r-9", func() bool { return len(inboxCounts(inboxAll(t, bob.c))) == 9 })
+	wait.For(t, e2eDeliverDeadline, "bob's inbox to hold r-1…r-9", func() bool { return len(inboxCounts(inboxAll(t, bob.c))) == 9 })
 
 	// The whole log, replayed from 0, says what "after mark" is.
 	full := openSSE(t, bob.env.socket(), "0")
@@ -428,7 +429,7 @@ func TestE2ESSEResume(t *testing.T) {
 	bob.d.stop()
 	bob.start(t)
 	send("r-11")
-	waitFor(t, e2eDeliverDeadline, "bob's inbox to hold r-11", func() bool { return len(inboxCounts(inboxAll(t, bob.c))) == 11 })
+	wait.For(t, e2eDeliverDeadline, "bob's inbox to hold r-11", func() bool { return len(inboxCounts(inboxAll(t, bob.c))) == 11 })
 	after := openSSE(t, bob.env.socket(), strconv.FormatInt(last, 10))
 	defer after.close()
 	ev = after.next("message", e2eDeliverDeadline)
@@ -451,13 +452,13 @@ func TestE2EQueuedKeepsSenderName(t *testing.T) {
 	if st, body, err := trySend(alice.c, bob.pubkey, "while you were away", "queued-1"); err != nil || st != http.StatusAccepted {
 		t.Fatalf("send: status %d, %v: %s", st, err, body)
 	}
-	waitFor(t, e2eDeliverDeadline, "alice's queued-1 to reach the broker", func() bool {
+	wait.For(t, e2eDeliverDeadline, "alice's queued-1 to reach the broker", func() bool {
 		_, done := byClientID(listAll(t, alice.c, "done"))["queued-1"]
 		return done
 	})
 	bob.start(t)
 	var rows []messages.InboxItem
-	waitFor(t, e2eDeliverDeadline, "bob's inbox to hold queued-1", func() bool {
+	wait.For(t, e2eDeliverDeadline, "bob's inbox to hold queued-1", func() bool {
 		rows = inboxAll(t, bob.c)
 		return len(rows) == 1
 	})
@@ -474,9 +475,9 @@ func TestE2EPeersWithoutBroker(t *testing.T) {
 	m := newE2EMesh(t)
 	alice := m.alice
 	alice.start(t)
-	waitFor(t, e2eConnectDeadline, "alice connected", alice.connected)
+	wait.For(t, e2eConnectDeadline, "alice connected", alice.connected)
 	m.killBroker()
-	waitFor(t, e2eRecoveryDeadline, "alice to see the broker gone", func() bool { return !alice.connected() })
+	wait.For(t, e2eRecoveryDeadline, "alice to see the broker gone", func() bool { return !alice.connected() })
 	r := runCLI(t, alice.env, "peers")
 	if r.code != 1 || !strings.Contains(r.stderr, "mesh demo is not listed") || !strings.Contains(r.stderr, "no broker answered") {
 		t.Fatalf("peers without the broker: exit %d\n%s%s", r.code, r.stdout, r.stderr)

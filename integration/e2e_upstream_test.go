@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -123,7 +124,7 @@ func TestE2EStrictVersusLegacy(t *testing.T) {
 		t.Fatalf("send legacy-1: status %d, %v: %s", st, err, body)
 	}
 	var row outboxItem
-	waitFor(t, e2eDeliverDeadline, "the legacy-1 row to be done", func() bool {
+	wait.For(t, e2eDeliverDeadline, "the legacy-1 row to be done", func() bool {
 		r, ok := byClientID(listAll(t, legacy.c, messages.StatusDone))["legacy-1"]
 		row = r
 		return ok

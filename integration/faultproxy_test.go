@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // faultProxy is a TCP proxy between a daemon and the broker that can delay
@@ -185,8 +187,8 @@ func TestFaultProxy(t *testing.T) {
 		before := proxy.cuts.Load()
 		proxy.cutNext.Store(true)
 		storm.one(fmt.Sprintf("fp-cut-%d", i)) // traffic for the cut to fall on
-		waitFor(t, e2eDeliverDeadline, "the cut to be taken", func() bool { return proxy.cuts.Load() > before })
-		waitFor(t, e2eConnectDeadline, "alice to reconnect after the cut", func() bool { return breaker() == "connected" })
+		wait.For(t, e2eDeliverDeadline, "the cut to be taken", func() bool { return proxy.cuts.Load() > before })
+		wait.For(t, e2eConnectDeadline, "alice to reconnect after the cut", func() bool { return breaker() == "connected" })
 	})
 	if c := proxy.cuts.Load(); c != 3 {
 		t.Fatalf("%d connections cut mid-frame, want 3", c)
@@ -196,17 +198,17 @@ func TestFaultProxy(t *testing.T) {
 	proxy.cutNext.Store(false) // a cut not yet taken must not hit the reconnection below
 	proxy.refuse.Store(true)
 	proxy.cutAll()
-	waitFor(t, 40*time.Second, "alice's breaker to open while the broker is unreachable", func() bool { return breaker() == "open" })
+	wait.For(t, 40*time.Second, "alice's breaker to open while the broker is unreachable", func() bool { return breaker() == "open" })
 	t.Log("checked: the breaker opened while every connect was refused")
 	storm.send(50, nil) // accepted and queued while the broker is out of reach
 	proxy.refuse.Store(false)
-	waitFor(t, 45*time.Second, "alice to reconnect once the broker is reachable (half-open probe)", func() bool {
+	wait.For(t, 45*time.Second, "alice to reconnect once the broker is reachable (half-open probe)", func() bool {
 		return breaker() == "connected"
 	})
 	t.Log("checked: the breaker's probe reconnected once connections were allowed again")
 
 	deliveredOnce(t, bob, storm.accepted)
-	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
+	wait.For(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0
 	})
@@ -235,9 +237,9 @@ func TestSilentFailures(t *testing.T) {
 	storm.send(20, nil)
 	proxy.hole.Store(true)
 	storm.send(30, nil) // into the hole
-	waitFor(t, 15*time.Second, "alice to drop her silent connection", func() bool { return !health(t, alice.c).Connected })
+	wait.For(t, 15*time.Second, "alice to drop her silent connection", func() bool { return !health(t, alice.c).Connected })
 	proxy.hole.Store(false)
-	waitFor(t, 45*time.Second, "alice to reconnect once the hole is gone", func() bool { return health(t, alice.c).Connected })
+	wait.For(t, 45*time.Second, "alice to reconnect once the hole is gone", func() bool { return health(t, alice.c).Connected })
 	deliveredOnce(t, bob, storm.accepted)
 	t.Logf("checked: a black hole is noticed by liveness; after it, all %d sends at bob exactly once", len(storm.accepted))
 
@@ -246,19 +248,19 @@ func TestSilentFailures(t *testing.T) {
 	}
 	defer m.broker.cmd.Process.Signal(syscall.SIGCONT) // a failure below must not leave it stopped
 	storm.send(30, nil)                                // accepted and queued while the broker is paused
-	waitFor(t, 15*time.Second, "alice and bob to drop their connections to the paused broker", func() bool {
+	wait.For(t, 15*time.Second, "alice and bob to drop their connections to the paused broker", func() bool {
 		return !health(t, alice.c).Connected && !health(t, bob.c).Connected
 	})
 	if err := m.broker.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 45*time.Second, "alice and bob to reconnect to the resumed broker", func() bool {
+	wait.For(t, 45*time.Second, "alice and bob to reconnect to the resumed broker", func() bool {
 		return health(t, alice.c).Connected && health(t, bob.c).Connected
 	})
 	// A push the resumed broker wrote to bob's dropped connection goes out
 	// again when that connection's close frees its lease, not 30 s later.
 	deliveredOnce(t, bob, storm.accepted)
-	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
+	wait.For(t, e2eRecoveryDeadline, "alice's outbox to settle", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0 && h.Dead == 0
 	})

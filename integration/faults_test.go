@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // crashIterations is how many times TestCrashPoints kills alice's daemon.
@@ -76,7 +78,7 @@ func TestCrashPoints(t *testing.T) {
 	alice.start(t)
 	total := len(accepted)
 	deliveredOnce(t, bob, accepted)
-	waitFor(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
+	wait.For(t, e2eRecoveryDeadline, "alice's outbox to settle (nothing pending or inflight)", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0
 	})

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/hookoutbox"
 )
@@ -174,7 +175,7 @@ func TestHookReceiverWithoutDaemon(t *testing.T) {
 	startDaemon(t, e, "--no-tcp")
 	stream := openSSE(t, e.socket(), "0")
 	got := agentEvents(t, stream, 4*len(sessions), 30*time.Second) // SessionStart, UserPromptSubmit, Notification, Stop
-	waitFor(t, 30*time.Second, "every row delivered", func() bool { return undelivered(hookRows(t, e)) == 0 })
+	wait.For(t, 30*time.Second, "every row delivered", func() bool { return undelivered(hookRows(t, e)) == 0 })
 	for _, s := range sessions {
 		var ids []int64
 		var types []string
@@ -213,7 +214,7 @@ func TestHookReceiverWithoutDaemon(t *testing.T) {
 		Summary string               `json:"summary"`
 		Live    *messages.AgentState `json:"live"`
 	}
-	waitFor(t, 20*time.Second, "three sessions idle with a summary in peers", func() bool {
+	wait.For(t, 20*time.Second, "three sessions idle with a summary in peers", func() bool {
 		r := runCLI(t, e, "peers", "--json")
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &peers) != nil {
 			return false
@@ -256,7 +257,7 @@ func TestHookFirstPresenceWaitsForLink(t *testing.T) {
 	for i := range n {
 		runHook(t, e, hookBinPath, "SessionStart", hookInput(t, "SessionStart", fmt.Sprintf("5e7a0c11-0000-4c6e-8f7a-%012d", i)))
 	}
-	waitFor(t, 30*time.Second, "every row delivered", func() bool {
+	wait.For(t, 30*time.Second, "every row delivered", func() bool {
 		rows := hookRows(t, e)
 		return len(rows) == n && undelivered(rows) == 0
 	})
@@ -343,7 +344,7 @@ func TestHookReceiversConcurrent(t *testing.T) {
 			t.Errorf("session %s: critical rows published %v\nwant, in order, %v", s, seen, ids)
 		}
 	}
-	waitFor(t, 60*time.Second, "every row delivered", func() bool { rows = hookRows(t, e); return undelivered(rows) == 0 })
+	wait.For(t, 60*time.Second, "every row delivered", func() bool { rows = hookRows(t, e); return undelivered(rows) == 0 })
 	coalesced := 0
 	for _, r := range rows {
 		switch {
@@ -383,7 +384,7 @@ func TestHookWorkerKilledMidRow(t *testing.T) {
 	runHook(t, e, hookBinPath, "UserPromptSubmit", hookInput(t, "UserPromptSubmit", a))
 	runHook(t, e, hookBinPath, "Stop", hookInput(t, "Stop", a))
 	var prompt hookRow
-	waitFor(t, 20*time.Second, "the prompt's handler holding its row", func() bool {
+	wait.For(t, 20*time.Second, "the prompt's handler holding its row", func() bool {
 		rows := hookRows(t, e)
 		if len(rows) < 3 || !rows[0].deliveredAt.Valid || !rows[1].lockedAt.Valid {
 			return false
@@ -411,11 +412,11 @@ func TestHookWorkerKilledMidRow(t *testing.T) {
 	restarted := withEnv(e, "CLAUDEMESH_FAULT_HOOK_LOCK_CUTOFF=3s")
 	startDaemon(t, restarted, "--no-tcp")
 	runHook(t, e, hookBinPath, "PreToolUse", hookInput(t, "PreToolUse", b)) // handled at its first attempt: no broker in the way
-	waitFor(t, 20*time.Second, "the other session's row delivered", func() bool {
+	wait.For(t, 20*time.Second, "the other session's row delivered", func() bool {
 		rows := hookRows(t, e)
 		return len(rows) == 4 && rows[3].deliveredAt.Valid
 	})
-	waitFor(t, 20*time.Second, "the killed session's rows delivered", func() bool { return undelivered(hookRows(t, e)) == 0 })
+	wait.For(t, 20*time.Second, "the killed session's rows delivered", func() bool { return undelivered(hookRows(t, e)) == 0 })
 	rows := hookRows(t, e)
 	if held := rows[1].deliveredAt.Int64 - prompt.lockedAt.Int64; held < 3000 {
 		t.Errorf("the prompt's row was taken over %d ms after its lock, before the 3 s cutoff", held)

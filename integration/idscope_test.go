@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -45,7 +46,7 @@ func TestSendIDPerSender(t *testing.T) {
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
 	for _, mesh := range []string{"local", "reviewer", "demo"} {
-		waitFor(t, e2eConnectDeadline, mesh+" connected", func() bool { return meshConnected(c, mesh) })
+		wait.For(t, e2eConnectDeadline, mesh+" connected", func() bool { return meshConnected(c, mesh) })
 	}
 
 	send := func(mesh, body string) (int, map[string]any) {
@@ -90,7 +91,7 @@ func TestSendIDPerSender(t *testing.T) {
 	if st, resp := send("local", "from local"); st != http.StatusAccepted {
 		t.Fatalf("local: %d %v", st, resp)
 	}
-	waitFor(t, e2eDeliverDeadline, "local's xm-1 to be done and at reviewer", func() bool {
+	wait.For(t, e2eDeliverDeadline, "local's xm-1 to be done and at reviewer", func() bool {
 		row := rowOf("local")
 		return row != nil && row.Status == messages.StatusDone && received(c, "reviewer", "from local") == 1
 	})
@@ -106,13 +107,13 @@ func TestSendIDPerSender(t *testing.T) {
 		strings.Contains(r.stdout, localID) {
 		t.Fatalf("send --mesh demo --wait: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
 	}
-	waitFor(t, e2eDeliverDeadline, "demo's xm-1 at bob", func() bool { return received(m.bob.c, "demo", "from demo") == 1 })
+	wait.For(t, e2eDeliverDeadline, "demo's xm-1 at bob", func() bool { return received(m.bob.c, "demo", "from demo") == 1 })
 	demoID := *rowOf("demo").BrokerMessageID
 	if demoID == localID {
 		t.Fatalf("demo's message was recorded as local's (%s)", localID)
 	}
 	var rev *messages.OutboxItem
-	waitFor(t, e2eDeliverDeadline, "reviewer's row to be done and its xm-1 at local", func() bool {
+	wait.For(t, e2eDeliverDeadline, "reviewer's row to be done and its xm-1 at local", func() bool {
 		if rev = rowOf("reviewer"); rev != nil && rev.Status == messages.StatusDead {
 			t.Fatalf("reviewer's row is dead (%s): local's broker took its xm-1 for local's", messages.Deref(rev.LastError))
 		}

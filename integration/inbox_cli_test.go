@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -27,7 +28,7 @@ func TestDaemonInboxCommand(t *testing.T) {
 		}
 	}
 	send("first")
-	waitFor(t, e2eDeliverDeadline, "the first message in rev's inbox", func() bool {
+	wait.For(t, e2eDeliverDeadline, "the first message in rev's inbox", func() bool {
 		return strings.Contains(runCLI(t, e, "daemon", "inbox", "--mesh", "rev").stdout, "first")
 	})
 	r := runCLI(t, e, "daemon", "inbox", "--mesh", "rev", "--json")
@@ -134,7 +135,7 @@ func localAgents(t *testing.T, name string) (*env, *daemonProc) {
 	d := startDaemon(t, e, "--no-tcp")
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
-	waitFor(t, e2eConnectDeadline, "both agents on the embedded broker", func() bool {
+	wait.For(t, e2eConnectDeadline, "both agents on the embedded broker", func() bool {
 		var h messages.Health
 		getJSON(c, "http://localhost/v1/health", &h)
 		return len(h.Meshes) == 2 && h.Meshes[0].Connected && h.Meshes[1].Connected

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
@@ -95,7 +96,7 @@ func TestLegacyBroker(t *testing.T) {
 
 	// Refused for good: upstream's "payload too large: …" ends the row dead.
 	mustSend(t, alice.c, bob.pubkey, strings.Repeat("x", 1500), "big-1")
-	waitFor(t, sendDeliveryDeadline, "big-1 dead with upstream's reason", func() bool {
+	wait.For(t, sendDeliveryDeadline, "big-1 dead with upstream's reason", func() bool {
 		row, ok := byClientID(listAll(t, alice.c, messages.StatusDead))["big-1"]
 		return ok && row.LastError != nil && strings.HasPrefix(*row.LastError, "payload too large: ")
 	})
@@ -107,7 +108,7 @@ func TestLegacyBroker(t *testing.T) {
 	mustSend(t, alice.c, bob.pubkey, "while away 2", "away-2")
 	mustSend(t, alice.c, carol.pubkey, "meanwhile", "carol-1")
 	waitInbox(t, carol.env, "meanwhile")
-	waitFor(t, sendDeliveryDeadline, "alice's health to show bob backing off", func() bool {
+	wait.For(t, sendDeliveryDeadline, "alice's health to show bob backing off", func() bool {
 		return sendPace(t, alice.c).DestinationBackoffs == 1
 	})
 	if n := metricValue(t, alice.c, `cm_daemon_send_refused_total{mesh="demo",reason="no_connected_peer"}`); n < 1 {
@@ -130,7 +131,7 @@ func TestLegacyBroker(t *testing.T) {
 		mustSend(t, alice.c, carol.pubkey, "backlog "+ids[i], ids[i])
 	}
 	waitInbox(t, carol.env, "backlog "+ids[backlog-1])
-	waitFor(t, sendDeliveryDeadline, "the whole backlog at carol", func() bool {
+	wait.For(t, sendDeliveryDeadline, "the whole backlog at carol", func() bool {
 		n := inboxCounts(inboxAll(t, carol.c))
 		return !slices.ContainsFunc(ids, func(id string) bool { return n[id] == 0 })
 	})

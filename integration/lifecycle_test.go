@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -142,7 +143,7 @@ func TestDetachedUp(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, stopDeadline, "the detached daemon to exit and remove its files", func() bool {
+	wait.For(t, stopDeadline, "the detached daemon to exit and remove its files", func() bool {
 		return processGone(pid) && !e.exists("daemon.sock") && !e.exists("daemon.pid") && !e.exists("http.port")
 	})
 	log, err := os.ReadFile(e.file("daemon.log"))
@@ -297,7 +298,7 @@ func TestCleanShutdownWarnsOfNothing(t *testing.T) {
 	defer c.CloseIdleConnections()
 	for run := range 6 {
 		d := startDaemon(t, e, "--no-tcp")
-		waitFor(t, e2eConnectDeadline, "the local mesh on the embedded broker", func() bool { return meshConnected(c, "local") })
+		wait.For(t, e2eConnectDeadline, "the local mesh on the embedded broker", func() bool { return meshConnected(c, "local") })
 		c.CloseIdleConnections()
 		d.stop()
 		records := strings.Split(d.stderr.String(), "\n")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestDetachedLogIsJSONLines: a detached daemon appends one JSON object per
@@ -28,14 +30,14 @@ func TestDetachedLogIsJSONLines(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, stopDeadline, "config_reloaded in daemon.log", func() bool {
+	wait.For(t, stopDeadline, "config_reloaded in daemon.log", func() bool {
 		b, err := os.ReadFile(e.file("daemon.log"))
 		return err == nil && len(logRecords(string(b), "config_reloaded")) == 1
 	})
 	if down := runCLI(t, e, "daemon", "down"); down.code != 0 {
 		t.Fatalf("daemon down: exit %d\n%s", down.code, down.stderr)
 	}
-	waitFor(t, stopDeadline, "the daemon process to be gone", func() bool { return processGone(pid) })
+	wait.For(t, stopDeadline, "the daemon process to be gone", func() bool { return processGone(pid) })
 
 	b, err := os.ReadFile(e.file("daemon.log"))
 	if err != nil {

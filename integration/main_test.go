@@ -432,18 +432,6 @@ func readPort(t *testing.T, e *env) int {
 	return p
 }
 
-// waitFor polls cond until it holds, failing the test after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(pollInterval) // poll interval, not synchronization: cond is re-checked
-	}
-}
-
 // processGone reports whether pid no longer runs (absent, or a zombie
 // waiting for a parent that is not us).
 func processGone(pid int) bool {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // mailMessage is a message as the MCP mail tools return it.
@@ -50,7 +52,7 @@ func TestMCPMail(t *testing.T) {
 		"subject": "review: deploy.sh", "importance": "high", "ack_required": true}, &sent)
 	root := sent.ClientMessageID
 	var got checkResultMail
-	waitFor(t, e2eDeliverDeadline, "bob's message", func() bool {
+	wait.For(t, e2eDeliverDeadline, "bob's message", func() bool {
 		got = checkResultMail{}
 		res := b.call("check_messages", map[string]any{})
 		decode(t, res, &got)
@@ -88,7 +90,7 @@ func TestMCPMail(t *testing.T) {
 		!strings.Contains(text(res), "already acknowledged") {
 		t.Fatalf("acknowledge_message again: %+v %q", ack, text(res))
 	}
-	waitFor(t, e2eDeliverDeadline, "alice's acknowledgement", func() bool {
+	wait.For(t, e2eDeliverDeadline, "alice's acknowledgement", func() bool {
 		awaiting.Messages = nil
 		a.mustCall("list_awaiting_acks", map[string]any{}, &awaiting)
 		return len(awaiting.Messages) == 0
@@ -134,7 +136,7 @@ func TestMCPMail(t *testing.T) {
 			Refused []string `json:"refused"`
 		} `json:"sent"`
 	}
-	waitFor(t, e2eDeliverDeadline, "carol's get_thread to say bob holds her message", func() bool {
+	wait.For(t, e2eDeliverDeadline, "carol's get_thread to say bob holds her message", func() bool {
 		res := c.mustCall("get_thread", map[string]any{"thread_id": sent.ClientMessageID}, &held)
 		return len(held.Sent) == 1 && len(held.Sent[0].Refused) == 1 &&
 			strings.HasPrefix(held.Sent[0].Refused[0], "held by bob as a contact request until 20") &&
@@ -151,7 +153,7 @@ func TestMCPMail(t *testing.T) {
 			Messages []mailMessage `json:"messages"`
 		} `json:"requests"`
 	}
-	waitFor(t, e2eDeliverDeadline, "carol's contact request", func() bool {
+	wait.For(t, e2eDeliverDeadline, "carol's contact request", func() bool {
 		contacts.Requests = nil
 		b.mustCall("list_contacts", map[string]any{}, &contacts)
 		return len(contacts.Requests) == 1
@@ -235,13 +237,13 @@ func TestMCPSendToStoppedDaemon(t *testing.T) {
 		t.Fatalf("the send again: %+v", sent)
 	}
 	var inbox checkResultMail
-	waitFor(t, e2eDeliverDeadline, "bob's message", func() bool {
+	wait.For(t, e2eDeliverDeadline, "bob's message", func() bool {
 		decode(t, b.call("check_messages", map[string]any{}), &inbox)
 		return len(inbox.Messages) > 0
 	})
 	a.mustCall("send_message", map[string]any{"to": "bob", "message": "a later one"}, &sent)
 	var later checkResultMail
-	waitFor(t, e2eDeliverDeadline, "bob's later message", func() bool {
+	wait.For(t, e2eDeliverDeadline, "bob's later message", func() bool {
 		later = checkResultMail{}
 		decode(t, b.call("check_messages", map[string]any{}), &later)
 		return len(later.Messages) > 0

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -171,7 +172,7 @@ type sendResult struct {
 // waitPeer waits until p's list_peers shows a peer named name.
 func (p *mcpProc) waitPeer(name string) {
 	p.t.Helper()
-	waitFor(p.t, e2eConnectDeadline, p.name+" to see "+name+" in list_peers", func() bool {
+	wait.For(p.t, e2eConnectDeadline, p.name+" to see "+name+" in list_peers", func() bool {
 		var r peersResult
 		res := p.call("list_peers", map[string]any{})
 		if res.IsError {
@@ -195,7 +196,7 @@ func (p *mcpProc) waitPeer(name string) {
 // online again): retries never deliver twice.
 func (p *mcpProc) sendUntilAccepted(args map[string]any) {
 	p.t.Helper()
-	waitFor(p.t, e2eDeliverDeadline, p.name+" to send "+args["client_message_id"].(string), func() bool {
+	wait.For(p.t, e2eDeliverDeadline, p.name+" to send "+args["client_message_id"].(string), func() bool {
 		return !p.call("send_message", args).IsError
 	})
 }
@@ -374,7 +375,7 @@ func TestMCPTools(t *testing.T) {
 		Applied []string `json:"applied"`
 	}
 	a.mustCall("set_status", map[string]any{"status": "working", "summary": "writing tests"}, &set)
-	waitFor(t, e2eConnectDeadline, "alice's status in list_peers", func() bool {
+	wait.For(t, e2eConnectDeadline, "alice's status in list_peers", func() bool {
 		var r peersResult
 		a.mustCall("list_peers", map[string]any{}, &r)
 		for _, p := range r.Peers {
@@ -452,7 +453,7 @@ func TestMCPSessionsMessageByName(t *testing.T) {
 		from, body string
 	}{{b, "alice", "hello bob"}, {a, "bob", "hello alice"}} {
 		var got []string
-		waitFor(t, e2eDeliverDeadline, x.p.name+"'s message from "+x.from, func() bool {
+		wait.For(t, e2eDeliverDeadline, x.p.name+"'s message from "+x.from, func() bool {
 			var r checkResult
 			x.p.mustCall("check_messages", map[string]any{}, &r)
 			for _, m := range r.Messages {
@@ -479,7 +480,7 @@ func TestMCPSessionsMessageByName(t *testing.T) {
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, stopDeadline, "bob's server to exit after SIGTERM", func() bool { return processGone(b.cmd.Process.Pid) })
+	wait.For(t, stopDeadline, "bob's server to exit after SIGTERM", func() bool { return processGone(b.cmd.Process.Pid) })
 	if ids := sessionIDs(t, c); len(ids) != 0 {
 		t.Errorf("sessions after SIGTERM to bob's server: %v", ids)
 	}

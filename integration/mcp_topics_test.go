@@ -3,6 +3,8 @@ package integration
 import (
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestMCPTopics: the topic tools of `claudemesh mcp`, through the real MCP
@@ -52,7 +54,7 @@ func TestMCPTopics(t *testing.T) {
 	if n := c.nextChannel(); n.Meta["topic"] != "#design" || !strings.Contains(n.Content, "new mockups") {
 		t.Errorf("carol's channel notification: %+v; want it to #design", n)
 	}
-	waitFor(t, e2eDeliverDeadline, "bob's #design message", func() bool {
+	wait.For(t, e2eDeliverDeadline, "bob's #design message", func() bool {
 		var r struct {
 			Messages []struct {
 				Body, Kind, Topic string

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestProfileOversizedFieldRefused: POST /v1/profile with a 300 KB summary
@@ -37,7 +39,7 @@ func TestProfileOversizedFieldRefused(t *testing.T) {
 	if r := post(`{"summary":"before"}`); r.status != http.StatusOK {
 		t.Fatalf("a small summary: %d %s", r.status, r.body)
 	}
-	waitFor(t, e2eDeliverDeadline, "the broker to list the first summary", func() bool { return summary() == "before" })
+	wait.For(t, e2eDeliverDeadline, "the broker to list the first summary", func() bool { return summary() == "before" })
 
 	r := post(`{"status":"dnd","summary":"` + strings.Repeat("x", 300<<10) + `"}`)
 	var eb struct{ Error, Detail string }
@@ -55,7 +57,7 @@ func TestProfileOversizedFieldRefused(t *testing.T) {
 		r.stdout != "set status, summary on demo\n" {
 		t.Fatalf("claudemesh profile --summary: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	waitFor(t, e2eDeliverDeadline, "the broker to list the second summary", func() bool { return summary() == "after" })
+	wait.For(t, e2eDeliverDeadline, "the broker to list the second summary", func() bool { return summary() == "after" })
 	if r := runCLI(t, bob.env, "profile"); r.code != 0 || !strings.Contains(r.stdout, "mesh demo") ||
 		!strings.Contains(r.stdout, "summary:  after") || !strings.Contains(r.stdout, "status:   working") {
 		t.Fatalf("claudemesh profile: exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestRateLimitBackoff: a backlog against our broker's rate limit (20
@@ -24,10 +26,10 @@ func TestRateLimitBackoff(t *testing.T) {
 		ids[i] = fmt.Sprintf("rl-%02d", i)
 		mustSend(t, alice.c, bob.pubkey, "backlog "+ids[i], ids[i])
 	}
-	waitFor(t, sendDeliveryDeadline, "alice's health to show the link paused", func() bool {
+	wait.For(t, sendDeliveryDeadline, "alice's health to show the link paused", func() bool {
 		return sendPace(t, alice.c).PausedUntil != ""
 	})
-	waitFor(t, 2*sendDeliveryDeadline, "the whole backlog at bob", func() bool {
+	wait.For(t, 2*sendDeliveryDeadline, "the whole backlog at bob", func() bool {
 		n := inboxCounts(inboxAll(t, bob.c))
 		return !slices.ContainsFunc(ids, func(id string) bool { return n[id] == 0 })
 	})

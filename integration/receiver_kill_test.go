@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestE2EReceiverKill9: bob's daemon is SIGKILLed while alice sends to it
@@ -42,7 +44,7 @@ func TestE2EReceiverKill9(t *testing.T) {
 	var sendErr error
 	var sender sync.WaitGroup
 	sender.Go(func() { sendErr = send(300) })
-	waitFor(t, e2eDeliverDeadline, "bob's reader to see 100 messages", func() bool { return nSeen() >= 100 })
+	wait.For(t, e2eDeliverDeadline, "bob's reader to see 100 messages", func() bool { return nSeen() >= 100 })
 	bob.d.kill9()
 	sender.Wait()
 	if sendErr == nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
@@ -50,7 +51,7 @@ func TestBrokerRelayPollProcess(t *testing.T) {
 	t.Logf("pushed %v after the send (poll %v)", took.Round(time.Millisecond), poll)
 
 	// The relay logs and counts as the hub answers it, beside the push.
-	waitFor(t, 5*time.Second, "relay_fallback_drain logged at Warn", func() bool {
+	wait.For(t, 5*time.Second, "relay_fallback_drain logged at Warn", func() bool {
 		return strings.Contains(second.stderr.String(), `"level":"WARN","msg":"relay_fallback_drain"`)
 	})
 	resp, err := http.Get("http://" + second.addr + "/metrics")

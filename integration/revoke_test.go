@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestBrokerMemberRevoke: `claudemesh broker member list` shows the joined
@@ -57,7 +59,7 @@ func TestBrokerMemberRevoke(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "revoked "+m.bob.pubkey) {
 		t.Fatalf("broker member revoke: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	waitFor(t, 15*time.Second, "bob's daemon to be disconnected", func() bool { return !health(t, m.bob.c).Connected })
+	wait.For(t, 15*time.Second, "bob's daemon to be disconnected", func() bool { return !health(t, m.bob.c).Connected })
 	if rec := m.bob.d.waitLog("member_revoked", 1)[0]; str(rec, "mesh") != "demo" {
 		t.Errorf("bob's member_revoked record: %v", rec)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestDaemonDownAndStatus: down stops a detached daemon and is a no-op
@@ -54,7 +56,7 @@ func TestDaemonDownAndStatus(t *testing.T) {
 	if down.code != 0 || down.stdout != fmt.Sprintf("daemon stopped (pid %d)\n", pid) {
 		t.Fatalf("daemon down: exit %d\nstdout:\n%s\nstderr:\n%s", down.code, down.stdout, down.stderr)
 	}
-	waitFor(t, stopDeadline, "the daemon process to be gone", func() bool { return processGone(pid) })
+	wait.For(t, stopDeadline, "the daemon process to be gone", func() bool { return processGone(pid) })
 	for _, f := range []string{"daemon.sock", "daemon.pid", "http.port"} {
 		if e.exists(f) {
 			t.Errorf("%s still exists after daemon down", f)

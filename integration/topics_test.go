@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -162,7 +163,7 @@ func TestTopics(t *testing.T) {
 	// the broker for them as it connects.
 	bob.d.stop()
 	bob.start(t)
-	waitFor(t, e2eConnectDeadline, "the topic's name known again after bob's restart", func() bool {
+	wait.For(t, e2eConnectDeadline, "the topic's name known again after bob's restart", func() bool {
 		r := runCLI(t, bob.env, "inbox", "--json")
 		return r.code == 0 && strings.Contains(r.stdout, `"topic_name":"dev"`)
 	})

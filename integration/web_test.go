@@ -20,6 +20,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // The daemon's web view driven by a real headless Chromium (Debian's
@@ -217,7 +219,7 @@ func TestWebView(t *testing.T) {
 	browse(t, ctx, "its header", waitText("Release <b>train</b>"), waitText("urgent"), waitText("acknowledgement asked"))
 	follow(t, ctx, "acknowledge it", chromedp.Click(`//button[normalize-space()="Acknowledge"]`))
 	browse(t, ctx, "acknowledged", waitText("acknowledged web-dm-1"))
-	waitFor(t, e2eDeliverDeadline, "alice's row to record bob's acknowledgement", func() bool {
+	wait.For(t, e2eDeliverDeadline, "alice's row to record bob's acknowledgement", func() bool {
 		var page struct {
 			Items []struct {
 				AckedBy []struct{ Name string } `json:"acked_by"`
@@ -250,7 +252,7 @@ func TestWebView(t *testing.T) {
 	if st, body, err := trySend(bob.c, hex.EncodeToString(nobody), "to nobody", "web-dead-1"); err != nil || st != http.StatusAccepted {
 		t.Fatalf("bob's send to nobody: %d %v %s", st, err, body)
 	}
-	waitFor(t, e2eDeliverDeadline, "bob's row to nobody to be dead", func() bool {
+	wait.For(t, e2eDeliverDeadline, "bob's row to nobody to be dead", func() bool {
 		_, ok := byClientID(listAll(t, bob.c, "dead"))["web-dead-1"]
 		return ok
 	})
@@ -286,7 +288,7 @@ func TestWebView(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("subject"), "from the web"), chromedp.SendKeys(chromedp.ID("message"), "hello from bob's browser"))
 	follow(t, ctx, "send it", chromedp.Click(`//button[normalize-space()="Send"]`))
 	browse(t, ctx, "sent", waitText("queued for alice"))
-	waitFor(t, e2eDeliverDeadline, "alice to have bob's message", func() bool {
+	wait.For(t, e2eDeliverDeadline, "alice to have bob's message", func() bool {
 		for _, it := range inboxAll(t, alice.c) {
 			if it.Body != nil && *it.Body == "hello from bob's browser" && it.SenderName == "bob" {
 				return true
