@@ -327,22 +327,19 @@ func (r *chaosReader) restarted() {
 func (r *chaosReader) sawEachOnce(m *e2eMesh, counts map[string]int) {
 	t := r.t
 	var unseen []string
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string {
-			return fmt.Sprintf("%s's reader to see every message of the inbox (not seen: %v)\n%s",
-				r.peer.name, unseen, m.diagnoseFor(t, r.peer, unseen))
-		},
-		func() bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			unseen = unseen[:0]
-			for id := range counts {
-				if r.seen[id] == 0 {
-					unseen = append(unseen, id)
-				}
+	if err := wait.UntilEvery(e2eRecoveryDeadline, 50*time.Millisecond, r.peer.name+"'s reader to see every message of the inbox", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		unseen = unseen[:0]
+		for id := range counts {
+			if r.seen[id] == 0 {
+				unseen = append(unseen, id)
 			}
-			return len(unseen) == 0
-		})
+		}
+		return len(unseen) == 0
+	}); err != nil {
+		t.Fatalf("%v (not seen: %v)\n%s", err, unseen, m.diagnoseFor(t, r.peer, unseen))
+	}
 	r.stream.close()
 	r.reading.Wait()
 	for id := range counts {
@@ -359,21 +356,18 @@ func reachedOnce(t *testing.T, m *e2eMesh, p *e2ePeer, want map[string]bool) map
 	t.Helper()
 	var missing []string
 	var counts map[string]int
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string {
-			return fmt.Sprintf("%s's inbox to hold all %d ids (%d missing):\n%s", p.name, len(want), len(missing),
-				m.diagnoseFor(t, p, missing))
-		},
-		func() bool {
-			counts = inboxCounts(inboxAll(t, p.c))
-			missing = missing[:0]
-			for id := range want {
-				if counts[id] == 0 {
-					missing = append(missing, id)
-				}
+	if err := wait.UntilEvery(e2eRecoveryDeadline, 50*time.Millisecond, fmt.Sprintf("%s's inbox to hold all %d ids", p.name, len(want)), func() bool {
+		counts = inboxCounts(inboxAll(t, p.c))
+		missing = missing[:0]
+		for id := range want {
+			if counts[id] == 0 {
+				missing = append(missing, id)
 			}
-			return len(missing) == 0
-		})
+		}
+		return len(missing) == 0
+	}); err != nil {
+		t.Fatalf("%v (%d missing):\n%s", err, len(missing), m.diagnoseFor(t, p, missing))
+	}
 	for id, n := range counts {
 		if n != 1 || !want[id] {
 			t.Errorf("%s's inbox holds %s %d times (expected: %v)", p.name, id, n, want[id])

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -162,9 +163,7 @@ func TestSIGHUPReload(t *testing.T) {
 	mustSend(t, c, "*", "batched", "hup-4")
 	synced := regexp.MustCompile(`cm_daemon_store_commit_seconds_count\{db="outbox",durability="wal_sync"\} [1-9]`)
 	var body []byte
-	pollUntil(t, stopDeadline, pollInterval, func() string {
-		return fmt.Sprintf("a deferred WAL sync in the metrics after the reload to batched_50ms:\n%s", body)
-	}, func() bool {
+	if err := wait.Until(stopDeadline, "a deferred WAL sync in the metrics after the reload to batched_50ms", func() bool {
 		resp, err := c.Get("http://localhost/v1/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +171,9 @@ func TestSIGHUPReload(t *testing.T) {
 		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		return synced.Match(body)
-	})
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, body)
+	}
 	// `claudemesh daemon reload` does the same and says how it went.
 	writeConfigTOML(t, e, "[daemon]\nlog_level = \"loud\"\n")
 	if r := runCLI(t, e, "daemon", "reload"); r.code != 1 || !strings.Contains(r.stderr, "kept its settings") ||

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker/brokertest"
 	"github.com/claudemesh/claudemesh-go/transport/join"
@@ -192,15 +193,16 @@ func (p *e2ePeer) connected() bool {
 
 func (p *e2ePeer) waitConnected(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(e2eConnectDeadline)
-	for !p.connected() {
+	if err := wait.Until(e2eConnectDeadline, p.name+"'s daemon connected to the broker", func() bool {
+		if p.connected() {
+			return true
+		}
 		if p.d.exited() {
 			t.Fatalf("%s's daemon exited (%v); stderr:\n%s", p.name, p.d.waitErr, p.d.stderr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's daemon not connected to the broker after %s; stderr:\n%s", p.name, e2eConnectDeadline, p.d.stderr)
-		}
-		time.Sleep(pollInterval) // poll interval; the condition is re-checked
+		return false
+	}); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, p.d.stderr)
 	}
 }
 
@@ -278,18 +280,6 @@ func health(t *testing.T, c *http.Client) meshHealth {
 		t.Fatalf("GET /v1/health: status %d, %v, %+v", st, err, h)
 	}
 	return h.Meshes[0]
-}
-
-// pollUntil re-checks cond every `every` until it holds, failing after within.
-func pollUntil(t *testing.T, within, every time.Duration, what func() string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what())
-		}
-		time.Sleep(every) // poll interval; the condition is re-checked
-	}
 }
 
 // sseEvent is one parsed server-sent event.

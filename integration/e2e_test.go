@@ -203,37 +203,34 @@ func TestE2EBrokerRestarts(t *testing.T) {
 	}
 
 	var h meshHealth
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string { return fmt.Sprintf("alice's outbox to drain (last health %+v)", h) },
-		func() bool {
-			h = health(t, alice.c)
-			if h.Dead > 0 {
-				t.Fatalf("alice's outbox has %d dead rows: %+v", h.Dead, listAll(t, alice.c, messages.StatusDead))
-			}
-			return h.QueueDepth == 0 && h.Inflight == 0
-		})
+	if err := wait.UntilEvery(e2eRecoveryDeadline, 50*time.Millisecond, "alice's outbox to drain", func() bool {
+		h = health(t, alice.c)
+		if h.Dead > 0 {
+			t.Fatalf("alice's outbox has %d dead rows: %+v", h.Dead, listAll(t, alice.c, messages.StatusDead))
+		}
+		return h.QueueDepth == 0 && h.Inflight == 0
+	}); err != nil {
+		t.Fatalf("%v (last health %+v)", err, h)
+	}
 	done := listAll(t, alice.c, messages.StatusDone)
 	if len(done) != total {
 		t.Fatalf("alice's outbox has %d done rows, want %d", len(done), total)
 	}
 	var counts map[string]int
 	var rows int
-	pollUntil(t, e2eRecoveryDeadline, 100*time.Millisecond,
-		func() string {
-			var missing []string
-			for i := range total {
-				if id := fmt.Sprintf("bulk-%04d", i); counts[id] == 0 {
-					missing = append(missing, id)
-				}
+	if err := wait.UntilEvery(e2eRecoveryDeadline, 100*time.Millisecond, fmt.Sprintf("bob's inbox to hold %d ids", total), func() bool {
+		items := inboxAll(t, bob.c)
+		counts, rows = inboxCounts(items), len(items)
+		return len(counts) >= total
+	}); err != nil {
+		var missing []string
+		for i := range total {
+			if id := fmt.Sprintf("bulk-%04d", i); counts[id] == 0 {
+				missing = append(missing, id)
 			}
-			return fmt.Sprintf("bob's inbox to hold %d ids (has %d ids in %d rows); missing:\n%s", total, len(counts), rows,
-				m.diagnose(t, missing))
-		},
-		func() bool {
-			items := inboxAll(t, bob.c)
-			counts, rows = inboxCounts(items), len(items)
-			return len(counts) >= total
-		})
+		}
+		t.Fatalf("%v (has %d ids in %d rows); missing:\n%s", err, len(counts), rows, m.diagnose(t, missing))
+	}
 	t.Logf("all %d delivered %s after the first send", total, time.Since(start).Round(time.Millisecond))
 	if rows != total || len(counts) != total {
 		t.Fatalf("bob's inbox: %d rows, %d distinct ids; want %d of each", rows, len(counts), total)
@@ -308,26 +305,24 @@ func TestE2EDaemonKill9(t *testing.T) {
 	alice.start(t)
 	var counts map[string]int
 	missing := 0
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string {
-			var ids []string
-			for id := range accepted {
-				if counts[id] == 0 {
-					ids = append(ids, id)
-				}
+	if err := wait.UntilEvery(e2eRecoveryDeadline, 50*time.Millisecond, "bob's inbox to hold every 202'd id", func() bool {
+		counts = inboxCounts(inboxAll(t, bob.c))
+		missing = 0
+		for id := range accepted {
+			if counts[id] == 0 {
+				missing++
 			}
-			return fmt.Sprintf("bob's inbox to hold every 202'd id (%d missing):\n%s", missing, m.diagnose(t, ids))
-		},
-		func() bool {
-			counts = inboxCounts(inboxAll(t, bob.c))
-			missing = 0
-			for id := range accepted {
-				if counts[id] == 0 {
-					missing++
-				}
+		}
+		return missing == 0
+	}); err != nil {
+		var ids []string
+		for id := range accepted {
+			if counts[id] == 0 {
+				ids = append(ids, id)
 			}
-			return missing == 0
-		})
+		}
+		t.Fatalf("%v (%d missing):\n%s", err, missing, m.diagnose(t, ids))
+	}
 	for id, n := range counts {
 		if n != 1 {
 			t.Errorf("bob's inbox holds %s %d times", id, n)
@@ -338,10 +333,12 @@ func TestE2EDaemonKill9(t *testing.T) {
 	}
 	// Alice's rows of the accepted sends all end done (inflight ones at the
 	// kill are recovered and resent; the broker answers them duplicate).
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond, func() string { return "alice's outbox to drain" }, func() bool {
+	if err := wait.UntilEvery(e2eRecoveryDeadline, 50*time.Millisecond, "alice's outbox to drain", func() bool {
 		h := health(t, alice.c)
 		return h.QueueDepth == 0 && h.Inflight == 0
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	done := byClientID(listAll(t, alice.c, messages.StatusDone))
 	for id := range accepted {
 		if _, ok := done[id]; !ok {

@@ -106,19 +106,17 @@ func TestCrashPoints(t *testing.T) {
 func deliveredOnce(t *testing.T, bob *e2ePeer, want map[string]bool) map[string]int {
 	t.Helper()
 	var counts map[string]int
-	pollUntil(t, e2eRecoveryDeadline, 50*time.Millisecond,
-		func() string {
-			return fmt.Sprintf("bob's inbox to hold all %d ids (holds %d ids)", len(want), len(counts))
-		},
-		func() bool {
-			counts = inboxCounts(inboxAll(t, bob.c))
-			for id := range want {
-				if counts[id] == 0 {
-					return false
-				}
+	if err := wait.UntilEvery(e2eRecoveryDeadline, 50*time.Millisecond, fmt.Sprintf("bob's inbox to hold all %d ids", len(want)), func() bool {
+		counts = inboxCounts(inboxAll(t, bob.c))
+		for id := range want {
+			if counts[id] == 0 {
+				return false
 			}
-			return true
-		})
+		}
+		return true
+	}); err != nil {
+		t.Fatalf("%v (holds %d ids)", err, len(counts))
+	}
 	for id, n := range counts {
 		if n != 1 {
 			t.Errorf("bob holds %s %d times", id, n)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
@@ -85,17 +86,21 @@ func TestGuardCommits(t *testing.T) {
 		sessEnv[p] = append(p.env.environ(), "CLAUDEMESH_IPC_TOKEN="+sessions[p].token)
 	}
 	var r cliResult
-	pollUntil(t, startDeadline, pollInterval, func() string { return "alice's reservation: " + r.stdout + r.stderr }, func() bool {
+	if err := wait.Until(startDeadline, "alice's reservation", func() bool {
 		r = cliIn(t, dirs[m.alice], sessEnv[m.alice], "reserve", "src/**", "--ttl", "1m")
 		return r.code == 0
-	})
+	}); err != nil {
+		t.Fatalf("%v: %s%s", err, r.stdout, r.stderr)
+	}
 	if !strings.Contains(r.stdout, "reserved src/** (exclusive)") {
 		t.Errorf("reserve: %s", r.stdout)
 	}
-	pollUntil(t, startDeadline, pollInterval, func() string { return "bob's session connected: " + r.stderr }, func() bool {
+	if err := wait.Until(startDeadline, "bob's session connected", func() bool {
 		r = cliIn(t, dirs[m.bob], sessEnv[m.bob], "reservations")
 		return r.code == 0
-	})
+	}); err != nil {
+		t.Fatalf("%v: %s", err, r.stderr)
+	}
 	if !strings.Contains(r.stdout, "src/**") || !strings.Contains(r.stdout, "alice-editor") {
 		t.Errorf("bob's reservations list:\n%s", r.stdout)
 	}
@@ -215,10 +220,12 @@ func TestGuardSessionFromHook(t *testing.T) {
 		t.Fatalf("guard install: %s%s", r.stdout, r.stderr)
 	}
 	var r cliResult
-	pollUntil(t, startDeadline, pollInterval, func() string { return "the session's reservation: " + r.stderr }, func() bool {
+	if err := wait.Until(startDeadline, "the session's reservation", func() bool {
 		r = cliIn(t, repo, agentEnv, "reserve", "src/**", "--ttl", "1m")
 		return r.code == 0
-	})
+	}); err != nil {
+		t.Fatalf("%v: %s", err, r.stderr)
+	}
 	if r = cliIn(t, repo, e.environ(), "reservations"); !strings.Contains(r.stdout, "claude-editor") {
 		t.Errorf("the reservation is not the session's:\n%s%s", r.stdout, r.stderr)
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // TestE2EMeshPanicIsolated: bob's daemon serves two meshes, and the inbox of
@@ -84,7 +86,9 @@ func TestE2EMeshPanicIsolated(t *testing.T) {
 			t.Fatalf("bob's /v1/health while demo restarts: %d %v", st, err)
 		}
 	}
-	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return "the fault in bob's log:\n" + m.bob.d.stderr.String() }, fired)
+	if err := wait.Until(e2eDeliverDeadline, "the fault in bob's log", fired); err != nil {
+		t.Fatalf("%v:\n%s", err, m.bob.d.stderr.String())
+	}
 	m.bob.waitConnected(t) // demo's subtree, restarted, is back on the broker
 	send("demo", "after")
 	it := messageOf(t, events.next("message", e2eDeliverDeadline))

@@ -169,8 +169,7 @@ func setMaxPayload(t *testing.T, path string, n int) {
 func waitPeerNamed(t *testing.T, p *e2ePeer, pubkey, name string) {
 	t.Helper()
 	var last []messages.Peer
-	what := func() string { return fmt.Sprintf("%s to list %.12s as %q (last %+v)", p.name, pubkey, name, last) }
-	pollUntil(t, sendDeliveryDeadline, pollInterval, what, func() bool {
+	if err := wait.Until(sendDeliveryDeadline, fmt.Sprintf("%s to list %.12s as %q", p.name, pubkey, name), func() bool {
 		var body struct {
 			Peers []messages.Peer `json:"peers"`
 		}
@@ -179,7 +178,9 @@ func waitPeerNamed(t *testing.T, p *e2ePeer, pubkey, name string) {
 		return err == nil && st == http.StatusOK && slices.ContainsFunc(body.Peers, func(x messages.Peer) bool {
 			return x.Pubkey == pubkey && x.DisplayName == name
 		})
-	})
+	}); err != nil {
+		t.Fatalf("%v (last %+v)", err, last)
+	}
 }
 
 // sendPace is the one mesh's send_pace in c's GET /v1/health.

@@ -267,7 +267,7 @@ func TestDaemonVersionFeatures(t *testing.T) {
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
 	var v messages.Version
-	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "features in GET /v1/version" }, func() bool {
+	wait.For(t, e2eConnectDeadline, "features in GET /v1/version", func() bool {
 		st, _, err := getJSON(c, "http://localhost/v1/version", &v)
 		return err == nil && st == http.StatusOK && len(v.BrokerFeaturesNegotiated) > 0
 	})

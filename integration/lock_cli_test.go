@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -54,7 +55,7 @@ func TestLockCLI(t *testing.T) {
 	}
 
 	agent := registerSession(t, e.socket(), "local", "sess-1", "editor")
-	pollUntil(t, startDeadline, pollInterval, func() string { return "the session connected" }, func() bool {
+	wait.For(t, startDeadline, "the session connected", func() bool {
 		_, err := agent.c.Locks(context.Background(), "", "")
 		return err == nil
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -44,7 +45,7 @@ func (m *lockMesh) sessions(t *testing.T, p *e2ePeer, prefix string, n int) []*i
 		out[i] = registerSession(t, p.env.socket(), "demo", fmt.Sprint(prefix, i), fmt.Sprint(prefix, i)).c
 	}
 	for i, c := range out { // a session's lock list answers once its broker connection is up
-		pollUntil(t, 30*time.Second, pollInterval, func() string { return fmt.Sprint(prefix, i, " connected") }, func() bool {
+		wait.For(t, 30*time.Second, fmt.Sprint(prefix, i, " connected"), func() bool {
 			_, err := c.Locks(context.Background(), "", "")
 			return err == nil
 		})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -47,7 +48,7 @@ func inboxOf(t *testing.T, s *agentSession, q url.Values) []messages.InboxItem {
 func waitMail(t *testing.T, s *agentSession, q url.Values, id string) messages.InboxItem {
 	t.Helper()
 	var got messages.InboxItem
-	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return s.name + " has " + id }, func() bool {
+	wait.For(t, e2eDeliverDeadline, s.name+" has "+id, func() bool {
 		for _, it := range inboxOf(t, s, q) {
 			if it.ClientMessageID == id {
 				got = it
@@ -63,12 +64,13 @@ func waitMail(t *testing.T, s *agentSession, q url.Values, id string) messages.I
 func waitRow(t *testing.T, s *agentSession, id, what string, cond func(*messages.OutboxItem) bool) *messages.OutboxItem {
 	t.Helper()
 	var row *messages.OutboxItem
-	pollUntil(t, e2eRecoveryDeadline, pollInterval, func() string { return fmt.Sprintf("%s's row %s: %s (%+v)", s.name, id, what, row) },
-		func() bool {
-			var err error
-			row, err = s.c.OutboxRow(context.Background(), "", id)
-			return err == nil && row != nil && cond(row)
-		})
+	if err := wait.Until(e2eRecoveryDeadline, fmt.Sprintf("%s's row %s: %s", s.name, id, what), func() bool {
+		var err error
+		row, err = s.c.OutboxRow(context.Background(), "", id)
+		return err == nil && row != nil && cond(row)
+	}); err != nil {
+		t.Fatalf("%v (%+v)", err, row)
+	}
 	return row
 }
 
@@ -88,7 +90,7 @@ func mailPeers(t *testing.T, m *e2eMesh) (ant, cat *agentSession) {
 func mailSession(t *testing.T, p *e2ePeer, name string) *agentSession {
 	t.Helper()
 	s := registerSession(t, p.env.socket(), "demo", "sess-"+name, name)
-	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return name + " connected" }, func() bool {
+	wait.For(t, e2eConnectDeadline, name+" connected", func() bool {
 		_, err := s.c.Locks(context.Background(), "", "")
 		return err == nil
 	})

@@ -3,6 +3,8 @@ package integration
 import (
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 type mcpReservation struct {
@@ -48,7 +50,7 @@ func TestMCPReservations(t *testing.T) {
 			} `json:"messages"`
 		} `json:"inbox"`
 	}
-	pollUntil(t, startDeadline, pollInterval, func() string { return "bob's message in alice's start_session" }, func() bool {
+	wait.For(t, startDeadline, "bob's message in alice's start_session", func() bool {
 		a.mustCall("start_session", map[string]any{"patterns": []string{"src/**"}, "summary": "refactoring src"}, &start)
 		return len(start.Inbox.Messages) > 0 // bob's message was on its way
 	})

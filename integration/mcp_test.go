@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -431,11 +430,12 @@ func TestMCPSessionsMessageByName(t *testing.T) {
 	// Each server registers its session beside the MCP handshake, not
 	// before it answers.
 	var list messages.SessionList
-	pollUntil(t, mcpDeadline, pollInterval, func() string { return fmt.Sprintf("two sessions registered (%+v)", list.Sessions) },
-		func() bool {
-			st, _, err := getJSON(c, "http://localhost/v1/sessions", &list)
-			return err == nil && st == http.StatusOK && len(list.Sessions) == 2
-		})
+	if err := wait.Until(mcpDeadline, "two sessions registered", func() bool {
+		st, _, err := getJSON(c, "http://localhost/v1/sessions", &list)
+		return err == nil && st == http.StatusOK && len(list.Sessions) == 2
+	}); err != nil {
+		t.Fatalf("%v (%+v)", err, list.Sessions)
+	}
 	a.waitPeer("bob")
 	b.waitPeer("alice")
 	var toBob, toAlice sendResult

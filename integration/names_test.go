@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -17,25 +18,26 @@ import (
 func namesPeers(t *testing.T, c *http.Client, want ...string) {
 	t.Helper()
 	var seen []string
-	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "peers " + strings.Join(want, ", ") + "; seen " + strings.Join(seen, ", ") },
-		func() bool {
-			var body struct {
-				Peers []messages.Peer `json:"peers"`
-			}
-			if st, _, err := getJSON(c, "http://localhost/v1/peers?mesh=demo", &body); err != nil || st != http.StatusOK {
+	if err := wait.Until(e2eConnectDeadline, "peers "+strings.Join(want, ", "), func() bool {
+		var body struct {
+			Peers []messages.Peer `json:"peers"`
+		}
+		if st, _, err := getJSON(c, "http://localhost/v1/peers?mesh=demo", &body); err != nil || st != http.StatusOK {
+			return false
+		}
+		seen = seen[:0]
+		for _, p := range body.Peers {
+			seen = append(seen, p.DisplayName)
+		}
+		for _, name := range want {
+			if !slices.Contains(seen, name) {
 				return false
 			}
-			seen = seen[:0]
-			for _, p := range body.Peers {
-				seen = append(seen, p.DisplayName)
-			}
-			for _, name := range want {
-				if !slices.Contains(seen, name) {
-					return false
-				}
-			}
-			return true
-		})
+		}
+		return true
+	}); err != nil {
+		t.Fatalf("%v; seen %s", err, strings.Join(seen, ", "))
+	}
 }
 
 // sendJSON posts a /v1/send body made of fields.
@@ -111,7 +113,7 @@ func TestSendByDisplayName(t *testing.T) {
 func sessionInbox(t *testing.T, s *agentSession, n int) []messages.InboxItem {
 	t.Helper()
 	var items []messages.InboxItem
-	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return s.name + "'s inbox" }, func() bool {
+	wait.For(t, e2eDeliverDeadline, s.name+"'s inbox", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		page, err := s.c.Inbox(ctx, url.Values{"mark_seen": {"false"}})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -72,7 +73,7 @@ func TestReservationsTwoDaemons(t *testing.T) {
 	}
 
 	lib := registerSession(t, m.alice.env.socket(), "demo", "a-lib", "a-lib")
-	pollUntil(t, 30*time.Second, pollInterval, func() string { return "a-lib connected" }, func() bool {
+	wait.For(t, 30*time.Second, "a-lib connected", func() bool {
 		_, err := lib.c.Reservations(context.Background(), "", "")
 		return err == nil
 	})

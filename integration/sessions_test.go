@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -137,7 +138,7 @@ func TestSessionsAcrossDaemons(t *testing.T) {
 	ant := registerSession(t, m.alice.env.socket(), "demo", "sess-ant", "ant")
 	bee := registerSession(t, m.alice.env.socket(), "demo", "sess-bee", "bee")
 	cat := registerSession(t, m.bob.env.socket(), "demo", "sess-cat", "cat")
-	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "ant, bee and cat listed as peers" }, func() bool {
+	wait.For(t, e2eConnectDeadline, "ant, bee and cat listed as peers", func() bool {
 		peers, err := ant.c.Peers(context.Background(), "")
 		var names []string
 		for _, p := range peers {
@@ -192,7 +193,7 @@ func TestSessionCLI(t *testing.T) {
 	defer d.stop()
 	ant := registerSession(t, e.socket(), "local", "sess-ant", "ant")
 	bee := registerSession(t, e.socket(), "local", "sess-bee", "bee")
-	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "bee listed" }, func() bool {
+	wait.For(t, e2eConnectDeadline, "bee listed", func() bool {
 		peers, err := ant.c.Peers(context.Background(), "")
 		return err == nil && slices.ContainsFunc(peers, func(p ipc.MeshPeer) bool { return p.DisplayName == "bee" })
 	})
@@ -204,7 +205,7 @@ func TestSessionCLI(t *testing.T) {
 	if r := runCLI(t, inAnt, "send", "bee", "hello from ant's shell"); r.code != 0 {
 		t.Fatalf("send inside ant: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return "bee's message" }, func() bool {
+	wait.For(t, e2eDeliverDeadline, "bee's message", func() bool {
 		page, err := bee.c.Inbox(context.Background(), url.Values{"mark_seen": {"false"}})
 		return err == nil && len(page.Items) == 1 && page.Items[0].SenderPubkey == ant.pubkey
 	})

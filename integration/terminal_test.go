@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -32,16 +33,16 @@ func TestHostileTextIsEscaped(t *testing.T) {
 	ant := registerSession(t, e.socket(), "local", "sess-ant", "ant")
 	evil := registerSession(t, e.socket(), "local", "sess-evil", evilName)
 	summary := "\u202egnp.exe"
-	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "evil's summary set" }, func() bool {
+	wait.For(t, e2eConnectDeadline, "evil's summary set", func() bool {
 		_, err := evil.c.SetProfile(context.Background(), &messages.SetProfile{Summary: &summary})
 		return err == nil // broker_unavailable until the session's connection is up
 	})
-	pollUntil(t, e2eConnectDeadline, pollInterval, func() string { return "evil listed with its summary" }, func() bool {
+	wait.For(t, e2eConnectDeadline, "evil listed with its summary", func() bool {
 		peers, err := ant.c.Peers(context.Background(), "")
 		return err == nil && slices.ContainsFunc(peers, func(p ipc.MeshPeer) bool { return p.DisplayName == evilName && p.Summary == summary })
 	})
 	send(t, evil, ant.pubkey, hostileBody)
-	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return "ant's message" }, func() bool {
+	wait.For(t, e2eDeliverDeadline, "ant's message", func() bool {
 		page, err := ant.c.Inbox(context.Background(), url.Values{"mark_seen": {"false"}})
 		return err == nil && len(page.Items) == 1
 	})

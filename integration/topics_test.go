@@ -151,7 +151,7 @@ func TestTopics(t *testing.T) {
 	if st, body, err := trySend(alice.c, "#"+created.Topic.ID, "by id", "topic-4"); err != nil || st != http.StatusAccepted {
 		t.Fatalf("send #<id>: %d %v %s", st, err, body)
 	}
-	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return "topic-4 done at alice" }, func() bool {
+	wait.For(t, e2eDeliverDeadline, "topic-4 done at alice", func() bool {
 		return byClientID(listAll(t, alice.c, "done"))["topic-4"].ID != ""
 	})
 	topicCLI(alice, &history, "history", created.Topic.ID, "--json")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
@@ -87,7 +88,7 @@ func TestColdPathLegacyFlagOnOurBroker(t *testing.T) {
 	bob.start(t)
 	want := map[string]string{"leg-0": "by the flag", "leg-1": "by the config"}
 	var got map[string]string
-	pollUntil(t, e2eDeliverDeadline, pollInterval, func() string { return "bob's inbox to hold leg-0 and leg-1" }, func() bool {
+	wait.For(t, e2eDeliverDeadline, "bob's inbox to hold leg-0 and leg-1", func() bool {
 		got = map[string]string{}
 		for _, it := range inboxAll(t, bob.c) {
 			got[it.ClientMessageID] = messages.Deref(it.Body)
