@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -131,18 +130,18 @@ func TestLocalAgents(t *testing.T) {
 		"carol": {"topic-1": "to the team"},
 		"local": {"dm-2": "bob answers"},
 	}
-	deadline := time.Now().Add(e2eDeliverDeadline)
-	for agent, msgs := range want {
-		for {
-			got := inbox(agent)
-			if fmt.Sprint(got) == fmt.Sprint(msgs) {
-				break
+	var short string // the agent whose inbox does not hold its messages yet
+	var got map[string]string
+	if err := wait.Until(e2eDeliverDeadline, "every agent's messages", func() bool {
+		for agent, msgs := range want {
+			if got = inbox(agent); fmt.Sprint(got) != fmt.Sprint(msgs) {
+				short = agent
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's inbox holds %v, want %v", agent, got, msgs)
-			}
-			time.Sleep(pollInterval) // poll interval; the condition is re-checked
 		}
+		return true
+	}); err != nil {
+		t.Fatalf("%v: %s's inbox holds %v, want %v", err, short, got, want[short])
 	}
 	// An agent added while the daemon runs is attached at once (SIGHUP).
 	r := runCLI(t, e, "daemon", "add-agent", "dave")

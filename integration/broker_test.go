@@ -63,24 +63,25 @@ func startBrokerProc(t *testing.T, e *env, args ...string) *brokerProc {
 			<-b.done
 		}
 	})
-	deadline := time.Now().Add(startDeadline)
-	for {
-		if m := brokerListeningRe.FindStringSubmatch(b.stderr.String()); m != nil {
-			if m[1] != m[2] {
-				t.Fatalf("broker printed listen address %s but WebSocket %s", m[1], m[2])
-			}
-			b.addr = m[1]
-			return b
+	var m []string
+	if err := wait.Until(startDeadline, "the broker to print `broker listening on`", func() bool {
+		if m = brokerListeningRe.FindStringSubmatch(b.stderr.String()); m != nil {
+			return true
 		}
 		select {
 		case <-b.done:
 			t.Fatalf("broker exited during start-up (%v); output:\n%s", b.waitErr, b.stderr)
-		case <-time.After(pollInterval): // poll interval; the condition is re-checked
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker did not print `broker listening on` within %s; output:\n%s", startDeadline, b.stderr)
-		}
+		return false
+	}); err != nil {
+		t.Fatalf("%v; output:\n%s", err, b.stderr)
 	}
+	if m[1] != m[2] {
+		t.Fatalf("broker printed listen address %s but WebSocket %s", m[1], m[2])
+	}
+	b.addr = m[1]
+	return b
 }
 
 // wsClient is one WebSocket to the broker process.

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // BenchmarkHookReceiver times the receiver as a hook runs it — a process
@@ -109,17 +111,16 @@ func benchDaemon(b *testing.B, e *env) (stop func()) {
 	}
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
-	for deadline := time.Now().Add(startDeadline); ; {
-		if resp, err := c.Get("http://localhost/v1/version"); err == nil {
+	if err := wait.Until(startDeadline, "the daemon to answer", func() bool {
+		resp, err := c.Get("http://localhost/v1/version")
+		if err == nil {
 			resp.Body.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			b.Fatal("the daemon did not answer")
-		}
-		time.Sleep(pollInterval)
+		return err == nil
+	}); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		b.Fatal(err)
 	}
 	stopped := false
 	stop = func() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -27,12 +28,12 @@ func benchSessions(b *testing.B, e *env, n int) []*ipc.Client {
 			b.Fatal(err)
 		}
 		out[i] = c.AsSession(hex.EncodeToString(tok))
-		for deadline := time.Now().Add(startDeadline); ; time.Sleep(pollInterval) {
-			if _, err := out[i].Locks(context.Background(), "", ""); err == nil {
-				break
-			} else if time.Now().After(deadline) {
-				b.Fatalf("session %d not connected: %v", i, err)
-			}
+		var err error
+		if werr := wait.Until(startDeadline, fmt.Sprint("session ", i, " connected"), func() bool {
+			_, err = out[i].Locks(context.Background(), "", "")
+			return err == nil
+		}); werr != nil {
+			b.Fatalf("%v: %v", werr, err)
 		}
 	}
 	return out

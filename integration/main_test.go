@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // registers driver "sqlite"
 
 	"github.com/claudemesh/claudemesh-go/config"
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // binPath is the claudemesh binary TestMain builds; hookBinPath and
@@ -37,12 +38,11 @@ var (
 	faultsBuildErr       error
 )
 
-// Deadlines. Polls run every pollInterval until their deadline.
+// Deadlines. The waits (package wait) poll until theirs.
 const (
 	startDeadline = 10 * time.Second
 	stopDeadline  = 10 * time.Second
 	cliDeadline   = 20 * time.Second
-	pollInterval  = 10 * time.Millisecond
 )
 
 func TestMain(m *testing.M) {
@@ -266,22 +266,21 @@ func (d *daemonProc) waitReady() {
 	d.t.Helper()
 	c := unixClient(d.env.socket())
 	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(startDeadline)
-	for {
+	if err := wait.Until(startDeadline, fmt.Sprintf("daemon pid %d to answer on %s", d.pid(), d.env.socket()), func() bool {
 		var v struct {
 			PID int `json:"pid"`
 		}
 		if st, _, err := getJSON(c, "http://localhost/v1/version", &v); err == nil && st == 200 && v.PID == d.pid() {
-			return
+			return true
 		}
 		select {
 		case <-d.done:
 			d.t.Fatalf("daemon exited during start-up (%v); stderr:\n%s", d.waitErr, d.stderr)
-		case <-time.After(pollInterval):
+		default:
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("daemon pid %d did not answer on %s within %s; stderr:\n%s", d.pid(), d.env.socket(), startDeadline, d.stderr)
-		}
+		return false
+	}); err != nil {
+		d.t.Fatalf("%v; stderr:\n%s", err, d.stderr)
 	}
 }
 

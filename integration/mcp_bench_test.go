@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // BenchmarkMCPFirstToolAnswer measures an MCP server from its start to
@@ -42,16 +44,10 @@ func BenchmarkMCPFirstToolAnswer(b *testing.B) {
 	}
 	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
 	c := unixClient(e.socket())
-	deadline := time.Now().Add(startDeadline)
-	for {
-		if st, _, err := getJSON(c, "http://localhost/v1/version", nil); err == nil && st == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the daemon did not answer")
-		}
-		time.Sleep(pollInterval) // poll interval; the condition is re-checked
-	}
+	wait.For(b, startDeadline, "the daemon to answer", func() bool {
+		st, _, err := getJSON(c, "http://localhost/v1/version", nil)
+		return err == nil && st == http.StatusOK
+	})
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	registered := "GODEBUG=" + awakeSetting
 	variants := []struct {

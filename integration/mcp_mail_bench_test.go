@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -99,7 +100,7 @@ func benchMailSend(b *testing.B, fsync string, clients int, direct bool) {
 		}
 	}
 	for c, call := range calls { // warm: each session linked, its first call made
-		waitBench(b, func() bool { return call(-1-c) == nil })
+		wait.For(b, startDeadline, "the sessions' broker connections", func() bool { return call(-1-c) == nil })
 	}
 	metrics := unixClient(e.socket())
 	defer metrics.CloseIdleConnections()
@@ -194,14 +195,4 @@ func daemonSendFigures(b *testing.B, c *http.Client) [5]float64 {
 		out[i] = metricValue(b, c, series)
 	}
 	return out
-}
-
-// waitBench polls cond until it holds (the sessions' broker connections
-// come up on their own), failing after startDeadline.
-func waitBench(b *testing.B, cond func() bool) {
-	for deadline := time.Now().Add(startDeadline); !cond(); time.Sleep(pollInterval) {
-		if time.Now().After(deadline) {
-			b.Fatal("not ready in time")
-		}
-	}
 }

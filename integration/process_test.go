@@ -3,12 +3,14 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 )
 
 // Helpers that drive a daemon process: its config.toml, its log records,
@@ -45,19 +47,18 @@ func logRecords(out, msg string) []map[string]any {
 func (d *daemonProc) waitLog(msg string, n int) []map[string]any {
 	d.t.Helper()
 	var recs []map[string]any
-	deadline := time.Now().Add(stopDeadline)
-	for {
+	if err := wait.Until(stopDeadline, fmt.Sprintf("%d %q records", n, msg), func() bool {
 		if recs = logRecords(d.stderr.String(), msg); len(recs) >= n {
-			return recs
+			return true
 		}
 		if d.exited() {
 			d.t.Fatalf("daemon exited (%v) while waiting for %d %q records; stderr:\n%s", d.waitErr, n, msg, d.stderr)
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%d %q records after %s, want %d; stderr:\n%s", len(recs), msg, stopDeadline, n, d.stderr)
-		}
-		time.Sleep(pollInterval) // poll interval: the condition is re-checked
+		return false
+	}); err != nil {
+		d.t.Fatalf("%v: %d of them; stderr:\n%s", err, len(recs), d.stderr)
 	}
+	return recs
 }
 
 // settle waits for the daemon_started record, so that the tests that read

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -62,29 +64,25 @@ func waitPeers(t *testing.T, e *env, want ...string) {
 	t.Helper()
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(sendDeliveryDeadline)
 	var last any
-	for {
+	if err := wait.Until(sendDeliveryDeadline, fmt.Sprintf("peers of %s to list %v", e.socket(), want), func() bool {
 		var body struct {
 			Peers []messages.Peer `json:"peers"`
 		}
 		st, _, err := getJSON(c, "http://localhost/v1/peers?mesh=demo", &body)
-		if err == nil && st == http.StatusOK {
-			ok := true
-			for _, w := range want {
-				ok = ok && slices.ContainsFunc(body.Peers, func(p messages.Peer) bool { return p.Pubkey == w })
-			}
-			if ok {
-				return
-			}
-			last = body.Peers
-		} else {
+		if err != nil || st != http.StatusOK {
 			last = []any{st, err}
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("peers of %s never listed %v within %s; last %v", e.socket(), want, sendDeliveryDeadline, last)
+		last = body.Peers
+		for _, w := range want {
+			if !slices.ContainsFunc(body.Peers, func(p messages.Peer) bool { return p.Pubkey == w }) {
+				return false
+			}
 		}
-		time.Sleep(pollInterval) // poll interval; the condition is re-checked
+		return true
+	}); err != nil {
+		t.Fatalf("%v; last %v", err, last)
 	}
 }
 
@@ -94,21 +92,20 @@ func waitInbox(t *testing.T, e *env, body string) messages.InboxItem {
 	t.Helper()
 	c := unixClient(e.socket())
 	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(sendDeliveryDeadline)
-	for {
+	var found messages.InboxItem
+	wait.For(t, sendDeliveryDeadline, fmt.Sprintf("%q in the inbox of %s", body, e.socket()), func() bool {
 		var page messages.InboxPage
 		if st, _, err := getJSON(c, "http://localhost/v1/inbox?limit=200", &page); err == nil && st == http.StatusOK {
 			for _, it := range page.Items {
 				if it.Body != nil && *it.Body == body {
-					return it
+					found = it
+					return true
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q not in the inbox of %s within %s", body, e.socket(), sendDeliveryDeadline)
-		}
-		time.Sleep(pollInterval) // poll interval; the condition is re-checked
-	}
+		return false
+	})
+	return found
 }
 
 // sendCLI runs `claudemesh send` with e's directories.
@@ -208,13 +205,9 @@ func TestSendCommand(t *testing.T) {
 		// Once the row is done, the same request is reported as a duplicate.
 		c := unixClient(s.aliceEnv.socket())
 		defer c.CloseIdleConnections()
-		deadline := time.Now().Add(sendDeliveryDeadline)
-		for !slices.ContainsFunc(listAll(t, c, messages.StatusDone), func(it outboxItem) bool { return it.ClientMessageID == "dup-1" }) {
-			if time.Now().After(deadline) {
-				t.Fatal("dup-1 never reached done in alice's outbox")
-			}
-			time.Sleep(pollInterval) // poll interval; the condition is re-checked
-		}
+		wait.For(t, sendDeliveryDeadline, "dup-1 done in alice's outbox", func() bool {
+			return slices.ContainsFunc(listAll(t, c, messages.StatusDone), func(it outboxItem) bool { return it.ClientMessageID == "dup-1" })
+		})
 		r = sendCLI(t, s.aliceEnv, args...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "already delivered (duplicate) dup-1 to ") || strings.Contains(r.stdout, "unknown") {
 			t.Errorf("send of a done row: exit %d\nstdout %q\nstderr %s; want the duplicate with its broker_message_id", r.code, r.stdout, r.stderr)

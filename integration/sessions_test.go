@@ -78,7 +78,7 @@ func followSession(t *testing.T, s *agentSession) *sessionEvents {
 				if stream, err = s.c.Events(ctx, "", last); err == nil {
 					break
 				}
-				time.Sleep(pollInterval) // poll interval; the daemon is re-checked
+				time.Sleep(wait.Interval) // poll interval; the daemon is re-checked
 			}
 		}
 	}()

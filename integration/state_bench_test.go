@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -27,11 +28,9 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 		return err
 	}
 	// The daemon's broker connection comes up after its IPC does.
-	for deadline := time.Now().Add(startDeadline); set(0) != nil; {
-		if time.Now().After(deadline) {
-			b.Fatalf("no state set within %s: %v", startDeadline, set(0))
-		}
-		time.Sleep(pollInterval)
+	var err error
+	if werr := wait.Until(startDeadline, "a state set", func() bool { err = set(0); return err == nil }); werr != nil {
+		b.Fatalf("%v: %v", werr, err)
 	}
 	sets, gets := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
 	b.ResetTimer()
