@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -169,8 +170,8 @@ func (r *locksRelay) released(ctx actor.Context, f *messages.LockReleasedFrame) 
 	}
 	r.forget(name)
 	reply := &messages.LockReply{Released: f.Released}
-	if f.Released {
-		r.record(ctx, name, call.req.Fence, 0, messages.LockKindReleased, call, reply)
+	if f.Released { // an older broker's answer names no fence token
+		r.record(ctx, name, cmp.Or(f.FenceToken, call.req.Fence), 0, messages.LockKindReleased, call, reply)
 	} else {
 		r.answer(ctx, call, reply)
 	}

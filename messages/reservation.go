@@ -236,10 +236,13 @@ type RecordReservation struct {
 	Repo     string
 	Fence    int64
 	Patterns []string
-	TTL      time.Duration
-	Kind     string
-	Keep     bool
-	Now      int64 // Unix ms
+	// Remaining are, for a release of part of a kept grant, the patterns
+	// it keeps: its held grant is narrowed to them instead of forgotten.
+	Remaining []string
+	TTL       time.Duration
+	Kind      string
+	Keep      bool
+	Now       int64 // Unix ms
 }
 
 // ReservationRecorded is the reply to *RecordReservation (its ID).

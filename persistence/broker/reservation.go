@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -338,27 +339,34 @@ func (s *Store) RenewReservations(ctx context.Context, meshID, repo string, fenc
 	return nil, ErrReservationNotHeld
 }
 
+// ReleasedPattern is one pattern a release freed, with the fence token of
+// the grant it stood under.
+type ReleasedPattern struct {
+	Pattern string
+	Fence   int64
+}
+
 // ReleaseReservations frees the caller's standing reservations of
-// patterns (none: all of them) in repo and returns the patterns released.
-// On PostgreSQL a release is announced to the other replicas with the
-// commit.
-func (s *Store) ReleaseReservations(ctx context.Context, meshID, origin, repo string, patterns []string, who LockHolder) ([]string, error) {
+// patterns (none: all of them) in repo and returns the patterns released,
+// in order. On PostgreSQL a release is announced to the other replicas
+// with the commit.
+func (s *Store) ReleaseReservations(ctx context.Context, meshID, origin, repo string, patterns []string, who LockHolder) ([]ReleasedPattern, error) {
 	if repo == "" || messages.CheckLockRepo(repo) != nil {
 		return nil, ErrInvalidReservationRepo
 	}
 	if _, err := parsePatterns(patterns, false); err != nil {
 		return nil, err
 	}
-	released := []string{}
+	released := []ReleasedPattern{}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.QueryxContext(ctx, s.d.rewrite(`DELETE FROM reservation WHERE mesh_id = ? AND repo = ? AND holder = ?
-			AND (? OR pattern IN (SELECT value FROM EACH(?))) RETURNING pattern`), meshID, repo, who.Pubkey, len(patterns) == 0, jsonArray(patterns))
+			AND (? OR pattern IN (SELECT value FROM EACH(?))) RETURNING pattern, fence`), meshID, repo, who.Pubkey, len(patterns) == 0, jsonArray(patterns))
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			var p string
-			if err := rows.Scan(&p); err != nil {
+			var p ReleasedPattern
+			if err := rows.Scan(&p.Pattern, &p.Fence); err != nil {
 				rows.Close()
 				return err
 			}
@@ -367,8 +375,12 @@ func (s *Store) ReleaseReservations(ctx context.Context, meshID, origin, repo st
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil || len(released) == 0 {
 			return err
 		}
-		slices.Sort(released)
-		return s.notifyReservationsReleased(ctx, tx, &ReservationsReleased{MeshID: meshID, Origin: origin, Repo: repo, Patterns: released})
+		slices.SortFunc(released, func(a, b ReleasedPattern) int { return strings.Compare(a.Pattern, b.Pattern) })
+		names := make([]string, len(released))
+		for i, p := range released {
+			names[i] = p.Pattern
+		}
+		return s.notifyReservationsReleased(ctx, tx, &ReservationsReleased{MeshID: meshID, Origin: origin, Repo: repo, Patterns: names})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("release reservations: %w", err)
