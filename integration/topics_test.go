@@ -244,4 +244,20 @@ func TestTopicsPerSession(t *testing.T) {
 		}
 		return slices.Equal(bodies, []string{"one", "two"})
 	})
+
+	// A topic a session created, which bee joins by name without listing
+	// the topics: bee's inbox names it all the same.
+	if _, err := ant.c.CreateTopic(ctx, &messages.TopicCreateRequest{Name: "y"}); err != nil {
+		t.Fatalf("ant creates #y: %v", err)
+	}
+	if _, err := bee.c.JoinTopic(ctx, &messages.TopicMembershipRequest{Topic: "y"}); err != nil {
+		t.Fatalf("bee joins #y: %v", err)
+	}
+	send(t, ant, "#y", "three")
+	beeEv.expect(t, "bee", "three")
+	page, err := bee.c.Inbox(ctx, nil)
+	if err != nil || len(page.Items) == 0 || messages.Deref(page.Items[len(page.Items)-1].Body) != "three" ||
+		page.Items[len(page.Items)-1].TopicName != "y" {
+		t.Fatalf("bee's inbox: %+v, %v; want three last, to #y by name", page, err)
+	}
 }
