@@ -194,6 +194,11 @@ func TestTopicsPerSession(t *testing.T) {
 	ant := registerSession(t, e.socket(), "local", "sess-ant", "ant")
 	bee := registerSession(t, e.socket(), "local", "sess-bee", "bee")
 	cat := registerSession(t, e.socket(), "local", "sess-cat", "cat")
+	wait.For(t, e2eConnectDeadline, "ant, bee and cat connected to the broker", func() bool {
+		peers, err := ant.c.Peers(ctx, "")
+		return err == nil && slices.ContainsFunc(peers, func(p ipc.MeshPeer) bool { return p.DisplayName == "bee" }) &&
+			slices.ContainsFunc(peers, func(p ipc.MeshPeer) bool { return p.DisplayName == "cat" })
+	})
 	beeEv, catEv := followSession(t, bee), followSession(t, cat)
 	keys := map[string]string{ant.name: ant.pubkey, bee.name: bee.pubkey, cat.name: cat.pubkey}
 	// members checks the members of #x after s's join or leave: the
@@ -202,7 +207,9 @@ func TestTopicsPerSession(t *testing.T) {
 	members := func(s *agentSession, op func(context.Context, *messages.TopicMembershipRequest) (*messages.TopicMembers, error),
 		want ...string) {
 		t.Helper()
-		res, err := op(ctx, &messages.TopicMembershipRequest{Topic: "x"})
+		res, err := ipc.WhenLinked(ctx, func() (*messages.TopicMembers, error) { // safe to repeat
+			return op(ctx, &messages.TopicMembershipRequest{Topic: "x"})
+		})
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
