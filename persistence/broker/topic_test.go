@@ -202,7 +202,7 @@ func TestTopicSessionMembership(t *testing.T) {
 }
 
 // TestTopicMembersMigrated: the memberships of a database from before
-// topic membership per session (migration 0020) stay their members'.
+// topic membership per session (migration 0021) stay their members'.
 func TestTopicMembersMigrated(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -219,7 +219,7 @@ func TestTopicMembersMigrated(t *testing.T) {
 		i := slices.IndexFunc(all, func(m persistence.Migration) bool { return m.Version == 7 })
 		create := all[i].SQL[strings.Index(all[i].SQL, "CREATE TABLE topic_member"):]
 		create = create[:strings.Index(create, ";")]
-		for _, stmt := range []string{"DROP TABLE topic_member", create, "DELETE FROM schema_migrations WHERE version = 20"} {
+		for _, stmt := range []string{"DROP TABLE topic_member", create, "DELETE FROM schema_migrations WHERE version = 21"} {
 			if _, err := e.s.db.Exec(stmt); err != nil {
 				t.Fatalf("%s: %v", stmt, err)
 			}
@@ -231,7 +231,7 @@ func TestTopicMembersMigrated(t *testing.T) {
 		again := openEnv(t, e.opts)
 		joined, err := again.s.TopicRecipients(ctx, m.ID, topic.ID)
 		if err != nil || !slices.Equal(joined.Members, []string{alice.Pubkey}) || len(joined.Sessions) != 0 {
-			t.Fatalf("recipients after 0020 = %+v, %v; want alice as herself", joined, err)
+			t.Fatalf("recipients after 0021 = %+v, %v; want alice as herself", joined, err)
 		}
 		if err := again.s.LeaveTopic(ctx, topic.ID, TopicParty{MemberID: alice.ID}); err != nil {
 			t.Fatal(err)

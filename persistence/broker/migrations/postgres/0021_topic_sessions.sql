@@ -1,4 +1,4 @@
--- Topic membership per agent session: see ../sqlite/0020_topic_sessions.sql.
+-- Topic membership per agent session: see ../sqlite/0021_topic_sessions.sql.
 -- Every row so far is a member's (session_pubkey ''). A replica still
 -- running the previous binary fails its joins (their ON CONFLICT names a
 -- key that no longer exists): upgrade every replica. The table is locked

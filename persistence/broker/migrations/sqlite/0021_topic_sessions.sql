@@ -9,8 +9,8 @@
 -- themselves and the joined sessions connected then. SQLite cannot change
 -- a primary key in place: the table is rebuilt, WITHOUT ROWID and STRICT
 -- as before, with its index; every row so far is a member's. Keep in step
--- with ../postgres/0020_topic_sessions.sql.
-CREATE TABLE topic_member_0020 (
+-- with ../postgres/0021_topic_sessions.sql.
+CREATE TABLE topic_member_0021 (
   topic_id       TEXT    NOT NULL REFERENCES topic(id) ON DELETE CASCADE,
   member_id      TEXT    NOT NULL REFERENCES member(id) ON DELETE CASCADE,
   session_pubkey TEXT    NOT NULL DEFAULT ''
@@ -22,9 +22,9 @@ CREATE TABLE topic_member_0020 (
   PRIMARY KEY (topic_id, member_id, session_pubkey)
 ) STRICT, WITHOUT ROWID;
 
-INSERT INTO topic_member_0020 (topic_id, member_id, role, joined_at, last_read_at)
+INSERT INTO topic_member_0021 (topic_id, member_id, role, joined_at, last_read_at)
 SELECT topic_id, member_id, role, joined_at, last_read_at FROM topic_member;
 
 DROP TABLE topic_member;
-ALTER TABLE topic_member_0020 RENAME TO topic_member;
+ALTER TABLE topic_member_0021 RENAME TO topic_member;
 CREATE INDEX topic_member_member_idx ON topic_member (member_id);
