@@ -172,7 +172,9 @@ func (m *mcpServer) topicMembership(ctx context.Context, req *messages.TopicMemb
 	if join {
 		call, verb = s.as().JoinTopic, "You joined"
 	}
-	res, err := call(ctx, req)
+	// A join or leave repeated is the same membership: an agent's first
+	// call may wait for its session's link.
+	res, err := ipc.WhenLinked(ctx, func() (*messages.TopicMembers, error) { return call(ctx, req) })
 	if err != nil {
 		return nil, nil, m.topicError(s, req.Topic, err)
 	}
