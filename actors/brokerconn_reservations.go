@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -281,6 +282,9 @@ func (r *reservationsRelay) refused(ctx actor.Context, id string, f *messages.Er
 				"fence_token": g.fence, "reason": f.Message})
 		}
 		err = &messages.Error{Status: http.StatusConflict, Code: f.Code, Detail: "the broker refused it: " + f.Message}
+	case messages.CodeTooManyReservations:
+		err = &messages.Error{Status: http.StatusConflict, Code: f.Code, Detail: fmt.Sprintf("the broker refused it: %s "+
+			"(at most %d standing in one repository, a member's and its sessions' together)", f.Message, messages.MaxReservationsPerMember)}
 	case messages.CodeInvalidPattern, messages.CodeInvalidPath, messages.CodeInvalidReservationRepo, messages.CodeInvalidReservationTTL,
 		messages.CodeTooManyPatterns, messages.CodeTooManyPaths, messages.CodeInvalidFence:
 		err = refusedInput(f.Code, f)

@@ -17,8 +17,11 @@ import (
 
 // Reservation limits, the broker's (persistence/broker checks them again).
 const (
-	MaxReservePatterns    = 32
-	MaxCheckPaths         = 256
+	MaxReservePatterns = 32
+	// MaxReservationsPerMember bounds the standing reservations one member
+	// (its own and its sessions') holds in one repository.
+	MaxReservationsPerMember = 1000
+	MaxCheckPaths            = 256
 	MaxCheckPathBytes     = 48 << 10
 	MinReservationTTL     = time.Second
 	MaxReservationTTL     = time.Hour

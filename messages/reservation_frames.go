@@ -34,6 +34,7 @@ const (
 	CodeInvalidReservationRepo  = "invalid_reservation_repo"
 	CodeInvalidReservationTTL   = "invalid_reservation_ttl"
 	CodeTooManyPatterns         = "too_many_patterns"
+	CodeTooManyReservations     = "too_many_reservations"
 	CodeTooManyPaths            = "too_many_paths"
 	CodeReservationNotHeld      = "reservation_not_held"
 	CodeReservationsUnsupported = "reservations_unsupported"

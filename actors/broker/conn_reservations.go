@@ -139,6 +139,7 @@ func (c *conn) reservationError(reqID string, err error) {
 		errorCode{broker.ErrInvalidReservationRepo, messages.CodeInvalidReservationRepo},
 		errorCode{broker.ErrInvalidPattern, messages.CodeInvalidPattern}, errorCode{broker.ErrInvalidPath, messages.CodeInvalidPath},
 		errorCode{broker.ErrTooManyPatterns, messages.CodeTooManyPatterns}, errorCode{broker.ErrTooManyPaths, messages.CodeTooManyPaths},
+		errorCode{broker.ErrTooManyReservations, messages.CodeTooManyReservations},
 		errorCode{broker.ErrInvalidReservationTTL, messages.CodeInvalidReservationTTL},
 		errorCode{broker.ErrInvalidFence, messages.CodeInvalidFence}, errorCode{broker.ErrReservationNotHeld, messages.CodeReservationNotHeld}))
 }
