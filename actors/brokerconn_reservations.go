@@ -135,6 +135,9 @@ func (r *reservationsRelay) send(ctx actor.Context, call *resvCall) {
 func (r *reservationsRelay) result(ctx actor.Context, f *messages.ReservationResultFrame) {
 	call, ok := r.calls.take(f.ReqID)
 	if !ok {
+		if call, late := r.takeLate(f.ReqID); late && f.Granted {
+			r.giveBack(ctx, call, f)
+		}
 		return
 	}
 	if g := call.renewal; g != nil {
@@ -165,6 +168,17 @@ func (r *reservationsRelay) result(ctx actor.Context, f *messages.ReservationRes
 	r.record(ctx, g, messages.LockKindAcquired, g.patterns, nil, call, reply)
 }
 
+// giveBack releases a grant the broker made after its caller was told
+// the reserve timed out: no one holds it. Both transitions are recorded
+// (the release by its answer).
+func (r *reservationsRelay) giveBack(ctx actor.Context, call *resvCall, f *messages.ReservationResultFrame) {
+	r.log.Warn("reservation_granted_late", "repo", f.Repo, "fence_token", f.FenceToken,
+		"detail", "the broker granted a reserve its caller was told timed out: released")
+	g := &heldGrant{repo: f.Repo, fence: f.FenceToken, ttl: call.req.TTL, patterns: call.req.Patterns}
+	r.record(ctx, g, messages.LockKindAcquired, g.patterns, nil, nil, nil)
+	r.send(ctx, &resvCall{req: &messages.ReservationRequest{Op: messages.TypeReservationRelease, Repo: f.Repo, Patterns: g.patterns}})
+}
+
 // renewEvery is how often a grant of ttl is renewed.
 func renewEvery(ttl time.Duration) time.Duration { return min(ttl/3, messages.ReservationRenewEvery) }
 
@@ -175,7 +189,7 @@ func (r *reservationsRelay) released(ctx actor.Context, f *messages.ReservationR
 		r.pushed(ctx, f)
 		return
 	}
-	call, ok := r.calls.take(f.ReqID)
+	call, ok := r.takeAnswered(f.ReqID)
 	if !ok {
 		return
 	}
