@@ -119,9 +119,9 @@ func (c *conn) accept(ctx actor.Context, f *messages.SendFrame, ack *messages.Ac
 	id := ack.ClientMessageID
 	req := &broker.AcceptRequest{MeshID: c.mesh.ID, ClientMessageID: id, RequestFingerprint: fp,
 		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
-		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,
-		Recipients: resolved.recipients, Online: resolved.online, SessionMembers: resolved.sessionMembers, Lease: c.lease}
-	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey, senderName: c.displayName()}
+		SenderName: c.displayName(), Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID,
+		Meta: f.Meta, Recipients: resolved.recipients, Online: resolved.online, SessionMembers: resolved.sessionMembers, Lease: c.lease}
+	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey}
 	future := ctx.RequestFuture(c.accepts, &batchOf[*acceptJob]{req: job}, askTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
@@ -202,14 +202,13 @@ type acceptJob struct {
 	req          *broker.AcceptRequest
 	senderConn   string
 	senderMember string
-	senderName   string
 }
 
 // push is the frame a committed job is pushed with.
 func (j *acceptJob) push(res *broker.AcceptResult) *messages.PushFrame {
 	req := j.req
 	push := &messages.PushFrame{Type: messages.TypePush, MessageID: res.BrokerMessageID, MeshID: req.MeshID,
-		SenderPubkey: req.SenderPubkey, SenderMemberPubkey: j.senderMember, SenderName: j.senderName,
+		SenderPubkey: req.SenderPubkey, SenderMemberPubkey: j.senderMember, SenderName: req.SenderName,
 		TargetSpec: req.TargetSpec, ReplyToID: req.ReplyToID, Priority: req.Priority, Nonce: req.Nonce,
 		Ciphertext: req.Ciphertext, CreatedAt: res.FirstSeenAt.UTC().Format(time.RFC3339Nano),
 		ClientMessageID: req.ClientMessageID, RequestFingerprint: req.RequestFingerprint.Hex(),
