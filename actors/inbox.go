@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -46,16 +45,18 @@ type InboxActor struct {
 	expiry          *time.Timer
 	expiryAt        int64
 	expiring, again bool
-	// flushes wait for pushes still pending when they came (flush).
-	flushes []*pendingFlush
 }
 
-// inboxFlush asks the inbox to answer *inboxFlushed once every push it
-// took before it is stored, or was given up: the barrier after which the
-// pushes the broker sent before an answer on the link are in the inbox
-// (the reader hands pushes to the inbox, the answer to the connection,
-// which then sends this; brokerconn_held.go). Pushed and more are the
-// answer's, echoed.
+// inboxFlush asks the inbox to answer *inboxFlushed once it has taken
+// every push sent to it before: the barrier after which what the broker
+// pushed before an answer on the link is in the inbox for whatever asks
+// the store next (brokerconn_held.go). The reader hands pushes to the
+// inbox and the answer to the connection, which then sends this. The
+// inbox takes its messages in order and hands each push to the store as it
+// takes it (StoreInbound); the store runs inbox.db's commands in the order
+// they came, so a listing asked after the answer runs after those inserts
+// — in a later transaction, or in theirs — without waiting for the fsync
+// their acks wait for. Pushed and more are the broker's answer's, echoed.
 type inboxFlush struct {
 	id     string
 	pushed int
@@ -64,14 +65,6 @@ type inboxFlush struct {
 
 // inboxFlushed is the inbox's answer to *inboxFlush.
 type inboxFlushed struct{ *inboxFlush }
-
-// pendingFlush is a flush waiting for the pushes left of those pending
-// when it came.
-type pendingFlush struct {
-	req  *inboxFlush
-	to   *actor.PID
-	left map[string]bool
-}
 
 // pendingPush is a push being stored: what its ack needs.
 type pendingPush struct {
@@ -119,7 +112,7 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 	case *sweepPending:
 		in.sweep(ctx)
 	case *inboxFlush:
-		in.flush(ctx, m)
+		ctx.Respond(&inboxFlushed{m}) // every push before it is with the store (inboxFlush)
 	case *messages.EventAppended:
 	default:
 		in.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))
@@ -152,7 +145,6 @@ func (in *InboxActor) stored(ctx actor.Context, r *messages.InboundStored) {
 		return // dropped by a sweep, or asked before a restart: not acked
 	}
 	delete(in.pending, r.ID)
-	in.settled(ctx, r.ID)
 	if r.Err != nil {
 		in.log.Error("store inbound message", "client_message_id", p.push.ClientMessageID, "err", r.Err)
 		return
@@ -178,7 +170,6 @@ func (in *InboxActor) sweep(ctx actor.Context) {
 	for id, p := range in.pending {
 		if p.asked.Before(cut) {
 			delete(in.pending, id)
-			in.settled(ctx, id)
 			in.log.Error("store inbound message", "client_message_id", p.push.ClientMessageID, "err", "the store did not answer in time")
 		}
 	}
@@ -186,35 +177,6 @@ func (in *InboxActor) sweep(ctx actor.Context) {
 		in.sweeping = true
 		workers.SendLater(ctx, StoreTimeout, &sweepPending{})
 	}
-}
-
-// flush answers m once the pushes pending now are settled: at once when
-// there are none.
-func (in *InboxActor) flush(ctx actor.Context, m *inboxFlush) {
-	if len(in.pending) == 0 {
-		ctx.Respond(&inboxFlushed{m})
-		return
-	}
-	f := &pendingFlush{req: m, to: ctx.Sender(), left: make(map[string]bool, len(in.pending))}
-	for id := range in.pending {
-		f.left[id] = true
-	}
-	in.flushes = append(in.flushes, f)
-}
-
-// settled answers the flushes that waited for the push id last.
-func (in *InboxActor) settled(ctx actor.Context, id string) {
-	if len(in.flushes) == 0 {
-		return
-	}
-	in.flushes = slices.DeleteFunc(in.flushes, func(f *pendingFlush) bool {
-		delete(f.left, id)
-		if len(f.left) > 0 {
-			return false
-		}
-		ctx.Send(f.to, &inboxFlushed{f.req})
-		return true
-	})
 }
 
 // item decodes a push into its inbox row, or into the receipt it carries
