@@ -20,7 +20,8 @@ import (
 // pull), taking turns, on a daemon with its embedded broker and nothing
 // held; then the session's read with one message held for it, which the
 // pull pushes and the inbox stores before the listing (at most 200 runs).
-// Each reports its p50 and p99 in ms.
+// Beside them, check_messages as an agent calls it, through claudemesh-mcp
+// (rawMCP), nothing held. Each reports its p50 and p99 in ms.
 //
 //	go test -run='^$' -bench=BenchmarkHeldPull -benchtime=2000x ./integration/
 func BenchmarkHeldPull(b *testing.B) {
@@ -50,12 +51,22 @@ func BenchmarkHeldPull(b *testing.B) {
 		}
 		return took
 	}
+	agent := startRawMCP(b, e, "agent")
+	wait.For(b, startDeadline, "the agent's first check_messages", func() bool { return agent.callTool("check_messages", map[string]any{}) == nil })
+	check := func() time.Duration {
+		start := time.Now()
+		if err := agent.callTool("check_messages", map[string]any{}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
 	session, own := url.Values{"unread_only": {"true"}}, url.Values{"unread_only": {"true"}, "mesh": {"local"}}
-	var pull, noPull, held []time.Duration
+	var pull, noPull, tool, held []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		pull = append(pull, read(reader.c, session, 0))
 		noPull = append(noPull, read(operator, own, 0))
+		tool = append(tool, check())
 	}
 	body := "held for the reader"
 	for i := range min(b.N, 200) {
@@ -73,5 +84,6 @@ func BenchmarkHeldPull(b *testing.B) {
 	b.StopTimer()
 	reportPercentiles(b, "session_read_pull", pull)
 	reportPercentiles(b, "membership_read_no_pull", noPull)
+	reportPercentiles(b, "mcp_check_messages", tool)
 	reportPercentiles(b, "session_read_one_held", held)
 }
