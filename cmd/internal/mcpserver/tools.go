@@ -134,7 +134,8 @@ func (m *mcpServer) addTools() {
 		Name:  "check_messages",
 		Title: "Check messages",
 		Description: "Read the messages peers sent you that you have not read yet, oldest first, with sender, time, topic and text. " +
-			"Each message is returned once: after this call it counts as read.",
+			"Each message is returned once: after this call it counts as read. Messages held for you while you are working " +
+			"(sent with priority next or low during your turn) are included.",
 		InputSchema: schemaOf[checkMessagesIn](func(p map[string]*jsonschema.Schema) {
 			p["limit"].Minimum = jsonschema.Ptr(1.0)
 			p["limit"].Maximum = jsonschema.Ptr(float64(checkMessagesMax))
