@@ -78,11 +78,15 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 // to what is stored.
 func (s *Server) pullHeld(route string) {
 	pid, err := s.meshActor(route)
+	var pulled *messages.HeldPulled
 	if err == nil {
-		_, err = askWithin[*messages.HeldPulled](s, pid, &messages.PullHeld{}, messages.HeldPullTimeout)
+		pulled, err = askWithin[*messages.HeldPulled](s, pid, &messages.PullHeld{}, messages.HeldPullTimeout)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		s.opts.Log.Debug("held_pull_skipped", "mesh", route, "err", err)
+	case pulled.Pushed > 0:
+		s.opts.Log.Debug("held_pulled", "mesh", route, "pushed", pulled.Pushed, "more", pulled.More)
 	}
 }
 
