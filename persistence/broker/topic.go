@@ -85,7 +85,7 @@ type TopicMessage struct {
 	ID             string // the broker_message_id
 	SenderPubkey   string
 	SenderMemberID string // "" when the sender is a session key
-	SenderName     string // "" when the sender is a session key
+	SenderName     string // as the accept stored it: a session's own, else its member's (AcceptRequest)
 	Nonce          string
 	Ciphertext     string
 	ReplyToID      string
@@ -321,7 +321,7 @@ func (s *Store) TopicHistory(ctx context.Context, meshID, topicID string, limit 
 		limit = MaxTopicHistory
 	}
 	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(`SELECT m.id, m.sender_pubkey, COALESCE(mem.id, ''),
-		       COALESCE(mem.display_name, ''), m.nonce, m.ciphertext, COALESCE(m.reply_to_id, ''), m.created_at
+		       COALESCE(m.sender_name, mem.display_name, ''), m.nonce, m.ciphertext, COALESCE(m.reply_to_id, ''), m.created_at
 		  FROM message m LEFT JOIN member mem ON mem.mesh_id = m.mesh_id AND mem.pubkey = m.sender_pubkey
 		 WHERE m.mesh_id = ? AND m.target_spec = ? AND m.target_spec LIKE '#%' AND (? = '' OR m.id < ?)
 		 ORDER BY m.id DESC LIMIT ?`), meshID, "#"+topicID, beforeID, beforeID, limit)

@@ -60,10 +60,11 @@ type (
 		Messages []topicMessage `json:"messages" jsonschema:"The messages, oldest first."`
 	}
 	topicMessage struct {
-		ID   string `json:"id" jsonschema:"The message's id, for reply_to_id."`
-		From string `json:"from" jsonschema:"The sender's display name, else its pubkey."`
-		Body string `json:"body" jsonschema:"The text."`
-		At   string `json:"at" jsonschema:"When it was sent."`
+		ID         string `json:"id" jsonschema:"The message's id, for reply_to_id."`
+		From       string `json:"from" jsonschema:"The sender's display name, else its pubkey."`
+		FromPubkey string `json:"from_pubkey" jsonschema:"The sender's pubkey: send_message takes it as to."`
+		Body       string `json:"body" jsonschema:"The text."`
+		At         string `json:"at" jsonschema:"When it was sent."`
 	}
 )
 
@@ -233,10 +234,15 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 			from = msg.SenderPubkey
 		}
 		body := messages.Deref(msg.Body)
-		out.Messages[len(res.Messages)-1-i] = topicMessage{ID: msg.ID, From: from, Body: body, At: msg.CreatedAt}
+		out.Messages[len(res.Messages)-1-i] = topicMessage{ID: msg.ID, From: from, FromPubkey: msg.SenderPubkey, Body: body,
+			At: msg.CreatedAt}
 	}
 	for _, msg := range out.Messages {
-		fmt.Fprintf(&text, "\n[%s] %s: %s", msg.At, msg.From, msg.Body)
+		from := msg.From
+		if from != msg.FromPubkey {
+			from = fmt.Sprintf("%s (%.16s…)", from, msg.FromPubkey)
+		}
+		fmt.Fprintf(&text, "\n[%s] %s: %s", msg.At, from, msg.Body)
 	}
 	return textResult(text.String()), out, nil
 }
