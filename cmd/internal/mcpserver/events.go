@@ -42,7 +42,9 @@ type messagePump struct {
 	deliver func(ctx context.Context, it *messages.InboxItem)
 	// notice tells the client about a receipt or a contact request.
 	notice func(ctx context.Context, name string, data []byte)
-	log    *slog.Logger
+	// changed tells the client that the resources of a kind changed.
+	changed func(ctx context.Context, kind, thread string)
+	log     *slog.Logger
 
 	last   int64    // the last event id seen
 	recent []string // the ids delivered last, oldest first
@@ -112,6 +114,10 @@ func (p *messagePump) stream(ctx context.Context) (opened bool, err error) {
 			}
 		case "receipt", "contact_request":
 			p.notice(ctx, ev.Name, ev.Data)
+		case "peer_join", "peer_leave":
+			p.changed(ctx, kindPeers, "")
+		case "reservation_lost":
+			p.changed(ctx, kindReservations, "")
 		case "events_missed":
 			if err := p.catchUp(ctx, s); err != nil {
 				return true, err
@@ -186,6 +192,10 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if err := ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "claudemesh",
 		Data: map[string]any{"text": "claudemesh message. " + text, "message": toInboxMessage(it)}}); err != nil {
 		m.log.Warn("mcp_log_notification_failed", "err", err)
+	}
+	m.changed(ctx, kindMessages, "") // a client subscribed to its inbox or thread reads it there
+	if it.ThreadID != "" {
+		m.changed(ctx, kindThread, it.ThreadID)
 	}
 	declared, takes := channelClient(ss.InitializeParams())
 	if !takes {
