@@ -164,7 +164,7 @@ func listMessages(items []messages.InboxItem, empty, order string) (*messageList
 		return out, empty
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d message(s), %s:\n", len(items), order)
+	fmt.Fprintf(&b, "%s, %s:\n", count(len(items), "message", "messages"), order)
 	for i := range items {
 		out.Messages = append(out.Messages, toInboxMessage(&items[i]))
 		b.WriteString("\n" + formatMessage(&items[i]) + "\n")

@@ -232,7 +232,7 @@ func (m *mcpServer) listReservations(ctx context.Context, _ *mcp.CallToolRequest
 		return textResult("No files are reserved in this repository."), out, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d reservation(s):", len(res.Reservations))
+	fmt.Fprintf(&b, "%s:", count(len(res.Reservations), "reservation", "reservations"))
 	for i, r := range res.Reservations {
 		out.Reservations[i] = reservationOf(r)
 		fmt.Fprintf(&b, "\n%s (%s) held by %s until %s", r.Pattern, kindOf(r.Exclusive), r.HolderName, r.ExpiresAt)

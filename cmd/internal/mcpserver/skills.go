@@ -72,7 +72,7 @@ func (m *mcpServer) skillList(ctx context.Context, _ *mcp.CallToolRequest, in sk
 		}
 		return textResult("The mesh has no skills yet (a member publishes one with `claudemesh skill publish`)."), out, nil
 	}
-	return textResult(fmt.Sprintf("%d skills: %s. Read one with skill_get.", len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("%s: %s. Read one with skill_get.", count(len(names), "skill", "skills"), strings.Join(names, ", "))), out, nil
 }
 
 func (m *mcpServer) skillGet(ctx context.Context, _ *mcp.CallToolRequest, in skillGetIn) (*mcp.CallToolResult, *skillGetOut, error) {

@@ -133,7 +133,7 @@ func (m *mcpServer) stateList(ctx context.Context, _ *mcp.CallToolRequest, _ sta
 		return textResult("The mesh's state is empty; state_set sets a key."), out, nil
 	}
 	var text strings.Builder
-	fmt.Fprintf(&text, "%d keys:", len(res.Entries))
+	fmt.Fprintf(&text, "%s:", count(len(res.Entries), "key", "keys"))
 	for i, e := range res.Entries {
 		out.Entries[i] = stateOf(e)
 		fmt.Fprintf(&text, "\n%s = %s (version %d, set by %s)", e.Key, e.Value, e.Version, e.UpdatedBy)

@@ -129,7 +129,7 @@ func (m *mcpServer) topicList(ctx context.Context, _ *mcp.CallToolRequest, _ top
 	if len(names) == 0 {
 		return textResult("The mesh has no topics yet; topic_create makes one."), out, nil
 	}
-	return textResult(fmt.Sprintf("%d topics: %s.", len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("%s: %s.", count(len(names), "topic", "topics"), strings.Join(names, ", "))), out, nil
 }
 
 func (m *mcpServer) topicCreate(ctx context.Context, _ *mcp.CallToolRequest, in topicCreateIn) (*mcp.CallToolResult, *topicCreateOut, error) {
@@ -177,7 +177,7 @@ func (m *mcpServer) topicMembership(ctx context.Context, req *messages.TopicMemb
 		return nil, nil, m.topicError(s, req.Topic, err)
 	}
 	out := membersOut(res)
-	return textResult(fmt.Sprintf("%s #%s; it has %d members.", verb, req.Topic, len(out.Members))), out, nil
+	return textResult(fmt.Sprintf("%s #%s; it has %s.", verb, req.Topic, count(len(out.Members), "member", "members"))), out, nil
 }
 
 func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in topicRefIn) (*mcp.CallToolResult, *topicMembersOut, error) {
@@ -195,7 +195,7 @@ func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in
 	for i, mm := range out.Members {
 		names[i] = mm.Name + " (" + mm.Role + ")"
 	}
-	return textResult(fmt.Sprintf("#%s has %d members: %s.", topic, len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("#%s has %s: %s.", topic, count(len(names), "member", "members"), strings.Join(names, ", "))), out, nil
 }
 
 func membersOut(res *messages.TopicMembers) *topicMembersOut {
@@ -224,7 +224,7 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	out := &topicHistoryOut{Topic: topic, Messages: make([]topicMessage, len(res.Messages))}
 	var text strings.Builder
-	fmt.Fprintf(&text, "#%s, %d %s, oldest first:", topic, len(res.Messages), plural(len(res.Messages), "message", "messages"))
+	fmt.Fprintf(&text, "#%s, %s, oldest first:", topic, count(len(res.Messages), "message", "messages"))
 	for i, msg := range res.Messages {
 		from := msg.SenderName
 		if from == "" {
