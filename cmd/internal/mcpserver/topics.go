@@ -103,10 +103,10 @@ func (m *mcpServer) addTopicTools() {
 func (m *mcpServer) topicError(s *Session, topic string, err error) error {
 	var me *messages.Error
 	if errors.As(err, &me) && me.Code == messages.CodeTopicNotFound {
-		return fmt.Errorf("there is no topic %q on your mesh; call topic_list to see the topics, or topic_create to make it", topic)
+		return fmt.Errorf("there is no topic %s on your mesh; call topic_list to see the topics, or topic_create to make it", quoteArg(topic))
 	}
 	if errors.As(err, &me) && me.Code == messages.CodeInvalidTopic {
-		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", me.Detail)
+		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", agentDetail(s, me.Detail))
 	}
 	return m.toolError(s, err)
 }
