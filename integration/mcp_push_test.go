@@ -133,24 +133,31 @@ func TestMCPResources(t *testing.T) {
 	if len(thread.Received) != 1 || thread.Received[0].Body != "deploy is green" {
 		t.Errorf("resource://thread/deploy-1: %+v", thread)
 	}
-	var peers peersResult
+	// The daemon's own member is the machine, not a peer.
+	var peers struct {
+		Peers []struct {
+			Name string `json:"name"`
+		} `json:"peers"`
+		Machines []struct {
+			Name        string `json:"name"`
+			ThisMachine bool   `json:"this_machine"`
+		} `json:"machines"`
+	}
 	readJSON(t, a, "inbox://peers", &peers)
-	if !slices.ContainsFunc(peers.Peers, func(p struct {
-		Name   string `json:"name"`
-		Pubkey string `json:"pubkey"`
-		Status string `json:"status"`
-		You    bool   `json:"you"`
-	}) bool {
-		return p.Name == "bob"
-	}) {
-		t.Errorf("inbox://peers has no bob: %+v", peers)
+	var names []string
+	for _, p := range peers.Peers {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"alice", "bob"}) || len(peers.Machines) != 1 || !peers.Machines[0].ThisMachine {
+		t.Errorf("inbox://peers: peers %v, machines %+v; want alice and bob, and this machine apart", names, peers.Machines)
 	}
 	var r checkResult
 	a.mustCall("check_messages", map[string]any{}, &r)
 	if len(r.Messages) != 1 {
 		t.Errorf("check_messages after reading the inbox resource: %+v, want the message still unread", r.Messages)
 	}
-	t.Log("checked: the inbox, a thread and the peers as resources; a message updates the subscribed inbox and thread; reading the inbox marks nothing read")
+	t.Log("checked: the inbox, a thread and the peers as resources; a message updates the subscribed inbox and thread; reading the inbox marks nothing read; the peers list the machine's daemon apart")
 }
 
 // readJSON reads the resource uri and decodes its JSON text into out.
