@@ -66,9 +66,16 @@ type (
 	}
 	listPeersIn  struct{}
 	listPeersOut struct {
-		Mesh  string    `json:"mesh" jsonschema:"The mesh you are on."`
-		You   string    `json:"you" jsonschema:"Your own display name."`
-		Peers []peerOut `json:"peers" jsonschema:"Everyone on the mesh, you included: peers online, and members who are away (status offline; messages to them wait)."`
+		Mesh     string       `json:"mesh" jsonschema:"The mesh you are on."`
+		You      string       `json:"you" jsonschema:"Your own display name."`
+		Peers    []peerOut    `json:"peers" jsonschema:"Everyone on the mesh, you included: peers online, and members who are away (status offline; messages to them wait)."`
+		Machines []machineOut `json:"machines" jsonschema:"The machines on the mesh: each one's claudemesh daemon, which the agents of that machine speak through (not an agent)."`
+	}
+	machineOut struct {
+		Name        string `json:"name" jsonschema:"The daemon's member name on the mesh."`
+		Pubkey      string `json:"pubkey" jsonschema:"The member's key: a direct message to it lands in that machine's daemon inbox, read by no agent."`
+		Host        string `json:"host,omitempty" jsonschema:"The machine's host name."`
+		ThisMachine bool   `json:"this_machine" jsonschema:"This is the machine you run on."`
 	}
 	peerOut struct {
 		Name    string `json:"name" jsonschema:"Display name: send_message takes it as to."`
@@ -142,9 +149,10 @@ func (m *mcpServer) addTools() {
 		}),
 	}, m.checkMessages)
 	addTool(m.tools, &mcp.Tool{
-		Name:        "list_peers",
-		Title:       "List peers",
-		Description: "List the agents online on your mesh: display name, pubkey, status and summary, and which one is you. Use the names with send_message.",
+		Name:  "list_peers",
+		Title: "List peers",
+		Description: "List the agents on your mesh: display name, pubkey, status and summary, and which one is you; and, apart, the machines " +
+			"(each one's claudemesh daemon, not an agent). Use the names with send_message.",
 		InputSchema: schemaOf[listPeersIn](nil),
 	}, m.listPeers)
 	addTool(m.tools, &mcp.Tool{

@@ -104,10 +104,10 @@ func (m *mcpServer) addTopicTools() {
 func (m *mcpServer) topicError(s *Session, topic string, err error) error {
 	var me *messages.Error
 	if errors.As(err, &me) && me.Code == messages.CodeTopicNotFound {
-		return fmt.Errorf("there is no topic %q on your mesh; call topic_list to see the topics, or topic_create to make it", topic)
+		return fmt.Errorf("there is no topic %s on your mesh; call topic_list to see the topics, or topic_create to make it", quoteArg(topic))
 	}
 	if errors.As(err, &me) && me.Code == messages.CodeInvalidTopic {
-		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", me.Detail)
+		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", agentDetail(s, me.Detail))
 	}
 	return m.toolError(s, err)
 }
@@ -130,7 +130,7 @@ func (m *mcpServer) topicList(ctx context.Context, _ *mcp.CallToolRequest, _ top
 	if len(names) == 0 {
 		return textResult("The mesh has no topics yet; topic_create makes one."), out, nil
 	}
-	return textResult(fmt.Sprintf("%d topics: %s.", len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("%s: %s.", count(len(names), "topic", "topics"), strings.Join(names, ", "))), out, nil
 }
 
 func (m *mcpServer) topicCreate(ctx context.Context, _ *mcp.CallToolRequest, in topicCreateIn) (*mcp.CallToolResult, *topicCreateOut, error) {
@@ -180,7 +180,7 @@ func (m *mcpServer) topicMembership(ctx context.Context, req *messages.TopicMemb
 		return nil, nil, m.topicError(s, req.Topic, err)
 	}
 	out := membersOut(res)
-	return textResult(fmt.Sprintf("%s #%s; it has %d members.", verb, req.Topic, len(out.Members))), out, nil
+	return textResult(fmt.Sprintf("%s #%s; it has %s.", verb, req.Topic, count(len(out.Members), "member", "members"))), out, nil
 }
 
 func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in topicRefIn) (*mcp.CallToolResult, *topicMembersOut, error) {
@@ -198,7 +198,7 @@ func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in
 	for i, mm := range out.Members {
 		names[i] = mm.Name + " (" + mm.Role + ")"
 	}
-	return textResult(fmt.Sprintf("#%s has %d members: %s.", topic, len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("#%s has %s: %s.", topic, count(len(names), "member", "members"), strings.Join(names, ", "))), out, nil
 }
 
 func membersOut(res *messages.TopicMembers) *topicMembersOut {
@@ -227,7 +227,7 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	out := &topicHistoryOut{Topic: topic, Messages: make([]topicMessage, len(res.Messages))}
 	var text strings.Builder
-	fmt.Fprintf(&text, "#%s, %d %s, oldest first:", topic, len(res.Messages), plural(len(res.Messages), "message", "messages"))
+	fmt.Fprintf(&text, "#%s, %s, oldest first:", topic, count(len(res.Messages), "message", "messages"))
 	for i, msg := range res.Messages {
 		from := msg.SenderName
 		if from == "" {
