@@ -9,6 +9,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // TestHeldMessageVisible: a direct message of the default priority to a
@@ -91,4 +92,43 @@ func TestHeldMessageVisible(t *testing.T) {
 	}
 	t.Log("checked: a default-priority DM to a working session (hook or profile) is read at once by check_messages " +
 		"and GET /v1/inbox; the sender is told the recipient is working and the message waits for its turn to end")
+}
+
+// TestHeldMessageNotPushedAgain: a channel client whose check_messages
+// pulled a held message is not pushed that message after: the next push
+// is of the next message.
+func TestHeldMessageNotPushedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := localAgentsEnv(t)
+	startDaemon(t, e, "--no-tcp")
+	const aliceSession = "held-push-alice"
+	alice := startMCP(t, e, "alice", mcpOptions{channel: true, env: []string{"CLAUDE_CODE_SESSION_ID=" + aliceSession}})
+	bob := registerSession(t, e.socket(), "local", "held-push-bob", "bob")
+	alice.waitPeer("bob")
+	runHook(t, e, hookBinPath, "UserPromptSubmit", hookInput(t, "UserPromptSubmit", aliceSession))
+	wait.For(t, e2eConnectDeadline, "bob to see alice working", func() bool {
+		peers, err := bob.c.Peers(ctx, "")
+		return err == nil && slices.ContainsFunc(peers, func(p ipc.MeshPeer) bool {
+			return p.DisplayName == "alice" && p.Status == messages.StatusWorking
+		})
+	})
+	held, now := "held during the turn", "urgent"
+	if _, err := bob.c.Send(ctx, &messages.SendRequest{To: "alice", Message: &held, ClientMessageID: "held-push-1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, e2eDeliverDeadline, "the broker to take held-push-1", func() bool {
+		row, err := bob.c.OutboxRow(ctx, "local", "held-push-1")
+		return err == nil && row != nil && row.Status == "done"
+	})
+	var r checkResult
+	if res := alice.mustCall("check_messages", map[string]any{}, &r); len(r.Messages) != 1 || r.Messages[0].Body != held {
+		t.Fatalf("check_messages during the turn: %s", text(res))
+	}
+	if _, err := bob.c.Send(ctx, &messages.SendRequest{To: "alice", Message: &now, ClientMessageID: "held-push-2", Priority: "now"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := alice.nextChannel(); n.Content != now {
+		t.Errorf("the first push after check_messages read the held message: %q, want %q", n.Content, now)
+	}
 }

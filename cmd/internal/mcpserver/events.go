@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -162,6 +164,36 @@ func (p *messagePump) hand(ctx context.Context, it *messages.InboxItem) {
 	p.deliver(ctx, it)
 }
 
+// shownSet are the ids of the messages a tool's result showed the agent
+// last (at most pumpRecent), safe for the tools' and the pump's
+// goroutines. A read that shows messages holds reading from before it
+// asks the daemon until it has added them, and a push of a message waits
+// for it before it looks: a message the read itself pulled from the
+// broker reaches the pump while the read is under way.
+type shownSet struct {
+	reading sync.Mutex
+	mu      sync.Mutex
+	ids     []string
+}
+
+func (s *shownSet) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == pumpRecent {
+		s.ids = s.ids[1:]
+	}
+	s.ids = append(s.ids, id)
+}
+
+func (s *shownSet) has(id string) bool {
+	s.reading.Lock()
+	//lint:ignore SA2001 an empty critical section: it waits for a read under way
+	s.reading.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.ids, id)
+}
+
 // channelParams are the params of Claude Code's channel notification: the
 // text, and string attributes it shows with it.
 type channelParams struct {
@@ -181,7 +213,7 @@ type channelParams struct {
 // unread.
 func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	ss := m.session()
-	if ss == nil {
+	if ss == nil || m.shown.has(it.ID) {
 		return
 	}
 	if s := m.link.current(); s != nil && it.Kind == "topic" && it.TopicName == "" && messages.IsTopicID(it.Topic) {

@@ -21,7 +21,7 @@ func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, i
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	out, text, err := readUnread(ctx, s, cmp.Or(in.Limit, checkMessagesDefault))
+	out, text, err := m.readUnread(ctx, s, cmp.Or(in.Limit, checkMessagesDefault))
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
@@ -29,11 +29,18 @@ func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, i
 }
 
 // readUnread reads up to limit of the session's unread messages, oldest
-// first, and marks them read: the tool's result and its text.
-func readUnread(ctx context.Context, s *Session, limit int) (*checkMessagesOut, string, error) {
+// first, and marks them read: the tool's result and its text. They are
+// then shown: the pump pushes none of them after (a held message pulled
+// by this read arrives on the event stream too).
+func (m *mcpServer) readUnread(ctx context.Context, s *Session, limit int) (*checkMessagesOut, string, error) {
+	m.shown.reading.Lock()
+	defer m.shown.reading.Unlock()
 	page, err := s.as().Inbox(ctx, url.Values{"unread_only": {"true"}, "mark_seen": {"true"}, "limit": {strconv.Itoa(limit)}})
 	if err != nil {
 		return nil, "", err
+	}
+	for i := range page.Items {
+		m.shown.add(page.Items[i].ID)
 	}
 	out := &checkMessagesOut{Messages: make([]inboxMessage, 0, len(page.Items)), More: page.Next != ""}
 	for i := range page.Items {

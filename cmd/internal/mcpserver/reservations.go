@@ -268,7 +268,7 @@ func (m *mcpServer) startSession(ctx context.Context, _ *mcp.CallToolRequest, in
 		}
 		out.Reservation, text = res, append(text, said)
 	}
-	inbox, said, err := readUnread(ctx, s, checkMessagesDefault)
+	inbox, said, err := m.readUnread(ctx, s, checkMessagesDefault)
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}

@@ -223,6 +223,7 @@ type mcpServer struct {
 	peers  peerCache     // send_message's peer list
 	topics topicNames    // the names of live topic messages' topics
 	subs   subscriptions // the resources the client subscribed to
+	shown  shownSet      // the messages a tool's result showed, which no push repeats
 
 	readyOnce sync.Once
 	ready     chan struct{} // closed once the client has initialised
