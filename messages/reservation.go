@@ -22,11 +22,11 @@ const (
 	// (its own and its sessions') holds in one repository.
 	MaxReservationsPerMember = 1000
 	MaxCheckPaths            = 256
-	MaxCheckPathBytes     = 48 << 10
-	MinReservationTTL     = time.Second
-	MaxReservationTTL     = time.Hour
-	DefaultReservationTTL = 5 * time.Minute
-	MaxReservationWait    = 10 * time.Minute
+	MaxCheckPathBytes        = 48 << 10
+	MinReservationTTL        = time.Second
+	MaxReservationTTL        = time.Hour
+	DefaultReservationTTL    = 5 * time.Minute
+	MaxReservationWait       = 10 * time.Minute
 	// ReservationRenewEvery bounds the time between two renewals of a
 	// session's reservations (a third of the TTL when that is shorter):
 	// the broker counts a holder unheard for ReservationStaleAfter as gone.
