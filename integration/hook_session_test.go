@@ -3,8 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -162,16 +160,7 @@ func otherAgent(t *testing.T, e *env, id, name string) *agentSession {
 		t.Fatalf("start another agent: %v %q", err, out)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	b := make([]byte, 32)
-	rand.Read(b)
-	tok := hex.EncodeToString(b)
-	c := ipc.NewClient(e.socket())
-	res, err := c.RegisterSession(context.Background(), &messages.RegisterSession{Token: tok, SessionID: id, Mesh: "local",
-		DisplayName: name, PID: pid, Cwd: "/work"})
-	if err != nil {
-		t.Fatalf("register %s: %v", name, err)
-	}
-	return &agentSession{name: name, token: tok, c: c.AsSession(tok), pubkey: res.SessionPubkey}
+	return registerSessionOf(t, e.socket(), "local", id, name, pid)
 }
 
 // startHook runs claudemesh-hook SessionStart with input and returns the
