@@ -130,20 +130,7 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipcserver.S
 		return nil, err
 	}
 	route := ipcserver.RouteOf(rec.Mesh, rec.SessionID)
-	var replaced *config.SessionRecord
-	for tok, old := range s.records {
-		if tok == rec.Token || ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
-			if ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
-				replaced = &old
-			}
-			delete(s.records, tok)
-		}
-	}
-	if replaced != nil && rec.Aliases == nil { // registered again (its MCP server after a restart): the ids it went on under stay
-		rec.Aliases = replaced.Aliases
-	}
-	s.records[rec.Token] = rec
-	s.indexAliases()
+	replaced := s.record(rec, route)
 	if err := s.save(); err != nil {
 		return nil, err
 	}
@@ -184,6 +171,27 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipcserver.S
 	s.d.log.Info("session_registered", "session", rec.SessionID, "mesh", rec.Mesh, "name", rec.DisplayName, "pid", rec.PID,
 		"pubkey", id.PublicKeyHex()[:16])
 	return sess, nil
+}
+
+// record puts rec in the records in place of any with its token or its
+// route, and returns the one of its route it replaced (nil: none), whose
+// aliases rec keeps: a session registered again (its MCP server after a
+// restart) goes on under the ids it went on under. Under mu.
+func (s *sessions) record(rec config.SessionRecord, route string) (replaced *config.SessionRecord) {
+	for tok, old := range s.records {
+		if tok == rec.Token || ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
+			if ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
+				replaced = &old
+			}
+			delete(s.records, tok)
+		}
+	}
+	if replaced != nil && rec.Aliases == nil {
+		rec.Aliases = replaced.Aliases
+	}
+	s.records[rec.Token] = rec
+	s.indexAliases()
+	return replaced
 }
 
 // sameHello reports whether a re-registration leaves the session's hello

@@ -98,10 +98,16 @@ func gatherStartContext(ctx context.Context, paths config.Paths, id string, p *h
 		}
 		return c
 	}
-	as := client.AsSession(rec.Token)
+	c.askAsSession(ctx, client.AsSession(rec.Token), repo)
+	return c
+}
+
+// askAsSession asks as the session what it has and holds, and others'
+// reservations in the repository repo names once git has told it.
+func (c *startContext) askAsSession(ctx context.Context, as *ipc.Client, repo <-chan string) {
 	me, err := as.SessionMe(ctx)
 	if err != nil {
-		return c
+		return
 	}
 	c.you = me
 	var reservations *messages.ReservationList
@@ -135,7 +141,6 @@ func gatherStartContext(ctx context.Context, paths config.Paths, id string, p *h
 			}
 		}
 	}
-	return c
 }
 
 // startingSession is the registered session a SessionStart belongs to, as
