@@ -30,6 +30,10 @@ type SessionRecord struct {
 	Groups       []string `json:"groups,omitempty"`
 	StartTime    uint64   `json:"startTime,omitempty"` // ProcessStartTime of PID at registration (0: unknown)
 	RegisteredAt int64    `json:"registeredAt"`        // Unix ms
+	// Aliases are the session ids an agent went on under in the same
+	// process (Claude Code's /clear starts a new one), whose hooks act on
+	// this session.
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 type sessionsFile struct {
@@ -52,6 +56,22 @@ func (p Paths) SessionKeyFile(mesh, id string) string {
 // and reported in err together with an empty registry, so that a damaged
 // file never stops the daemon and is never silently overwritten.
 func (p Paths) LoadSessions() ([]SessionRecord, error) {
+	recs, err := p.ReadSessions()
+	var bad *sessionsParseError
+	if !errors.As(err, &bad) {
+		return recs, err
+	}
+	aside := p.SessionsFile() + ".corrupt-" + strconv.FormatInt(time.Now().Unix(), 10)
+	if rerr := os.Rename(p.SessionsFile(), aside); rerr != nil {
+		return nil, fmt.Errorf("%s: %w (and moving it aside failed: %v)", p.SessionsFile(), bad.err, rerr)
+	}
+	return nil, fmt.Errorf("%s does not parse (%w): moved to %s, starting with no sessions", p.SessionsFile(), bad.err, aside)
+}
+
+// ReadSessions reads sessions.json as it stands and changes nothing (the
+// agent hook reads it beside the daemon); a missing file is an empty
+// registry.
+func (p Paths) ReadSessions() ([]SessionRecord, error) {
 	b, err := os.ReadFile(p.SessionsFile())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -64,13 +84,39 @@ func (p Paths) LoadSessions() ([]SessionRecord, error) {
 		if err == nil {
 			err = fmt.Errorf("version %d, want 1", f.Version)
 		}
-		aside := p.SessionsFile() + ".corrupt-" + strconv.FormatInt(time.Now().Unix(), 10)
-		if rerr := os.Rename(p.SessionsFile(), aside); rerr != nil {
-			return nil, fmt.Errorf("%s: %w (and moving it aside failed: %v)", p.SessionsFile(), err, rerr)
-		}
-		return nil, fmt.Errorf("%s does not parse (%w): moved to %s, starting with no sessions", p.SessionsFile(), err, aside)
+		return nil, &sessionsParseError{err}
 	}
 	return f.Sessions, nil
+}
+
+// sessionsParseError is a sessions.json that does not parse.
+type sessionsParseError struct{ err error }
+
+func (e *sessionsParseError) Error() string { return e.err.Error() }
+
+// ContinuedSession is the session a Claude Code /clear in agent process
+// pid goes on as: of the sessions registered by that process or by a
+// child of it (its MCP server), the one registered last. Claude Code keeps
+// its process and its MCP servers across a /clear and names a new session
+// id, whose hooks then act on that session (an alias of it), so that one
+// agent stays one peer.
+func ContinuedSession(recs []SessionRecord, pid int) (SessionRecord, bool) {
+	var last SessionRecord
+	found := false
+	for _, r := range recs {
+		if pid <= 0 || r.PID != pid && !isChild(r.PID, pid) {
+			continue
+		}
+		if !found || r.RegisteredAt > last.RegisteredAt {
+			last, found = r, true
+		}
+	}
+	return last, found
+}
+
+func isChild(pid, parent int) bool {
+	p, err := ParentPID(pid)
+	return err == nil && p == parent
 }
 
 // SaveSessions replaces sessions.json atomically (0600), and brings the
@@ -188,24 +234,46 @@ func (p Paths) SessionKey(mesh, id, given string) (string, error) {
 // error where /proc is not available (the caller falls back to the pid);
 // os.ErrNotExist when there is no such process.
 func ProcessStartTime(pid int) (uint64, error) {
+	fields, err := procStat(pid)
+	if errors.Is(err, errNoProc) {
+		return 0, processExists(pid)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(fields[19], 10, 64) // field 22 overall: the 20th after comm
+}
+
+// ParentPID is the parent of process pid (where /proc tells it).
+func ParentPID(pid int) (int, error) {
+	fields, err := procStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(fields[1]) // field 4 overall: the 2nd after comm
+}
+
+// errNoProc says the system has no /proc to read a process from.
+var errNoProc = errors.New("no /proc")
+
+// procStat is /proc/<pid>/stat's fields after the process's name:
+// os.ErrNotExist when no such process runs, errNoProc without /proc.
+func procStat(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
-			return 0, processExists(pid)
+			return nil, errNoProc
 		}
-		return 0, os.ErrNotExist
+		return nil, os.ErrNotExist
 	}
 	// comm (field 2) is in parentheses and may hold spaces and ')': the
 	// fields after it start past the last ')'.
 	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected form", pid)
-	}
 	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected form", pid)
+	if i < 0 || len(fields) < 20 {
+		return nil, fmt.Errorf("/proc/%d/stat: unexpected form", pid)
 	}
-	return strconv.ParseUint(fields[19], 10, 64) // field 22 overall: the 20th after comm
+	return fields, nil
 }
 
 // processExists reports os.ErrNotExist when no process has pid (signal 0;

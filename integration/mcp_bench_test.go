@@ -18,8 +18,8 @@ import (
 // the answer of its first tool call (check_messages), a daemon running:
 // exec, the MCP handshake, the session's registration, one inbox read.
 // The lean claudemesh-mcp (what install claude-code registers) and
-// `claudemesh mcp` take turns, each with the environment install
-// registers (GODEBUG set), and the lean one again without it
+// `claudemesh mcp` take turns, each with GODEBUG set in its environment,
+// and the lean one again without it, as install claude-code registers it
 // (_reexec: it then re-executes itself once to set it); each reports its
 // p50 and p99 in ms.
 //

@@ -41,8 +41,8 @@ type rawResponse struct {
 }
 
 // startRawMCP starts claudemesh-mcp as the agent session name on e's
-// daemon, with the environment install claude-code registers, and runs the
-// initialize handshake. Its GODEBUG is the benchmark's, as the daemon's
+// daemon and runs the initialize handshake. Its GODEBUG is the
+// benchmark's, as the daemon's
 // is: awakeSetting (keepMonitorAwake), or what the benchmark was started
 // with when that names schedtrace (schedtrace=0 measures every process
 // with the runtime's monitor sleeping deeply: the code before

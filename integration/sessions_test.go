@@ -28,12 +28,18 @@ type agentSession struct {
 
 func registerSession(t testing.TB, sock, mesh, id, name string) *agentSession {
 	t.Helper()
+	return registerSessionOf(t, sock, mesh, id, name, os.Getpid())
+}
+
+// registerSessionOf registers a session tied to process pid.
+func registerSessionOf(t testing.TB, sock, mesh, id, name string, pid int) *agentSession {
+	t.Helper()
 	b := make([]byte, 32)
 	rand.Read(b)
 	tok := hex.EncodeToString(b)
 	c := ipc.NewClient(sock)
 	res, err := c.RegisterSession(context.Background(), &messages.RegisterSession{Token: tok, SessionID: id, Mesh: mesh,
-		DisplayName: name, PID: os.Getpid(), Cwd: "/work"})
+		DisplayName: name, PID: pid, Cwd: "/work"})
 	if err != nil {
 		t.Fatalf("register %s: %v", name, err)
 	}

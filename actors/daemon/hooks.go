@@ -144,6 +144,7 @@ func (h *hooks) closeDB() {
 
 // HandleHook implements actors.HookHandler.
 func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookevent.Payload) error {
+	row = h.continued(row, p) // hooks_sessions.go
 	state := h.note(row, p)
 	switch row.EventType {
 	case hookevent.ToolUse, hookevent.ToolDone:
@@ -151,6 +152,8 @@ func (h *hooks) HandleHook(ctx context.Context, row *messages.HookRow, p *hookev
 	case hookevent.Error:
 		h.publish(row, p, state, nil)
 		return nil
+	case hookevent.SessionEnd:
+		return h.endSession(ctx, row, p, state)
 	}
 	sessions, fresh, err := h.sessionsOf(ctx, row.SessionID, p)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -42,6 +43,7 @@ type sessions struct {
 
 	byMu    sync.RWMutex
 	byToken map[string]*ipcserver.Session
+	aliases map[string]string // hook session id → the session id it goes on as (config.SessionRecord.Aliases)
 }
 
 func newSessions(d *Daemon) *sessions {
@@ -128,16 +130,7 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipcserver.S
 		return nil, err
 	}
 	route := ipcserver.RouteOf(rec.Mesh, rec.SessionID)
-	var replaced *config.SessionRecord
-	for tok, old := range s.records {
-		if tok == rec.Token || ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
-			if ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
-				replaced = &old
-			}
-			delete(s.records, tok)
-		}
-	}
-	s.records[rec.Token] = rec
+	replaced := s.record(rec, route)
 	if err := s.save(); err != nil {
 		return nil, err
 	}
@@ -160,6 +153,7 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipcserver.S
 		pids, err := s.d.tree.Attach(cfg)
 		if err != nil {
 			delete(s.records, rec.Token)
+			s.indexAliases()
 			return nil, errors.Join(err, s.save())
 		}
 		s.d.server.AddMesh(ipcserver.Mesh{Identity: id, Parent: rec.Mesh, Name: rec.DisplayName, Info: messages.MeshInfo{Mesh: route,
@@ -177,6 +171,27 @@ func (s *sessions) attach(rec config.SessionRecord, secret string) (*ipcserver.S
 	s.d.log.Info("session_registered", "session", rec.SessionID, "mesh", rec.Mesh, "name", rec.DisplayName, "pid", rec.PID,
 		"pubkey", id.PublicKeyHex()[:16])
 	return sess, nil
+}
+
+// record puts rec in the records in place of any with its token or its
+// route, and returns the one of its route it replaced (nil: none), whose
+// aliases rec keeps: a session registered again (its MCP server after a
+// restart) goes on under the ids it went on under. Under mu.
+func (s *sessions) record(rec config.SessionRecord, route string) (replaced *config.SessionRecord) {
+	for tok, old := range s.records {
+		if tok == rec.Token || ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
+			if ipcserver.RouteOf(old.Mesh, old.SessionID) == route {
+				replaced = &old
+			}
+			delete(s.records, tok)
+		}
+	}
+	if replaced != nil && rec.Aliases == nil {
+		rec.Aliases = replaced.Aliases
+	}
+	s.records[rec.Token] = rec
+	s.indexAliases()
+	return replaced
 }
 
 // sameHello reports whether a re-registration leaves the session's hello
@@ -243,6 +258,7 @@ func (s *sessions) drop(token, why string) (bool, error) {
 		return false, nil
 	}
 	delete(s.records, token)
+	s.indexAliases()
 	route := ipcserver.RouteOf(rec.Mesh, rec.SessionID)
 	s.swap(func(m map[string]*ipcserver.Session) { delete(m, token) })
 	err := s.save()
@@ -264,6 +280,57 @@ func (s *sessions) swap(change func(map[string]*ipcserver.Session)) {
 	}
 	change(next)
 	s.byToken = next
+}
+
+// resolve is the session a hook's session id acts on: the id itself when
+// a session has it, the session it goes on as when it is an alias, ""
+// when neither.
+func (s *sessions) resolve(id string) string {
+	s.byMu.RLock()
+	defer s.byMu.RUnlock()
+	for _, sess := range s.byToken {
+		if sess.Info.SessionID == id {
+			return id
+		}
+	}
+	return s.aliases[id]
+}
+
+// continueAs makes hook session id next an alias of the session agent
+// process pid goes on as after a /clear (config.ContinuedSession), saved
+// with that session's records and ended with them, and returns that
+// session's id ("" when the process has none).
+func (s *sessions) continueAs(next string, pid int) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", errStopping
+	}
+	prev, ok := config.ContinuedSession(slices.Collect(maps.Values(s.records)), pid)
+	if !ok || prev.SessionID == next {
+		return "", nil
+	}
+	for tok, rec := range s.records {
+		if rec.SessionID == prev.SessionID && !slices.Contains(rec.Aliases, next) {
+			rec.Aliases = append(slices.Clip(rec.Aliases), next)
+			s.records[tok] = rec
+		}
+	}
+	s.indexAliases()
+	return prev.SessionID, s.save()
+}
+
+// indexAliases publishes the records' aliases to resolve. Under mu.
+func (s *sessions) indexAliases() {
+	m := map[string]string{}
+	for _, rec := range s.records {
+		for _, a := range rec.Aliases {
+			m[a] = rec.SessionID
+		}
+	}
+	s.byMu.Lock()
+	s.aliases = m
+	s.byMu.Unlock()
 }
 
 // save writes sessions.json. Under mu.

@@ -19,12 +19,14 @@ const usage = `usage: claudemesh-hook <agent-event> [--agent claude|codex] [payl
 
 Receives one agent hook event: reads the hook's JSON on stdin (Codex: the
 payload argument), appends it to hooks.db for the claudemesh daemon, pokes
-the daemon and exits 0, also when the daemon is down. Install it in Claude
-Code's hooks with ` + "`claudemesh hook install`" + `.
+the daemon and exits 0, also when the daemon is down. At Claude Code's
+SessionStart it prints the session's context for the agent (unread
+messages, reservations and locks) when the daemon has any to tell.
+Install it in Claude Code's hooks with ` + "`claudemesh hook install`" + `.
 `
 
 func main() {
-	if !hookcmd.Run(os.Args[1:], os.Stdin, os.Stderr) {
+	if !hookcmd.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}

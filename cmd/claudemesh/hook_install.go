@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/claudemesh/claudemesh-go/cmd/claudemesh/internal/jsonedit"
 )
 
 type hookInstallCmd struct {
@@ -37,7 +39,7 @@ var claudeHookEvents = []struct {
 	matcher bool
 }{
 	{"SessionStart", false}, {"UserPromptSubmit", false}, {"PreToolUse", true}, {"PostToolUse", true},
-	{"Notification", false}, {"Stop", false}, {"SubagentStop", false},
+	{"Notification", false}, {"Stop", false}, {"SubagentStop", false}, {"SessionEnd", false},
 }
 
 // hookTimeout bounds the receiver in Claude Code's hook runner (seconds);
@@ -242,166 +244,117 @@ func shellWords(s string) []string {
 // setClaudeHooks returns doc (Claude Code's settings.json; empty: an empty
 // object) with the receiver (hookReceiver's command line) installed for
 // every event of claudeHookEvents, or with every claudemesh receiver
-// removed when receiver is "". Every other key, hook and matcher group is
-// kept as written (values unchanged but for whitespace); changed is false
-// when doc already says what was asked, and then out is nil.
+// removed when receiver is "". The document is edited in place
+// (jsonedit): every other key, hook and matcher group keeps its bytes,
+// and what install adds, uninstall takes out to the byte. changed is
+// false when doc already says what was asked, and then out is nil.
 func setClaudeHooks(doc []byte, receiver string) (out []byte, changed bool, err error) {
-	if len(bytes.TrimSpace(doc)) == 0 {
-		doc = []byte("{}")
-	}
-	if !json.Valid(doc) {
-		return nil, false, errors.New("the file is not valid JSON (fix it or move it aside)")
-	}
-	top, err := objectMembers(doc)
+	d, err := editableObject(doc) // install_claude.go
 	if err != nil {
-		return nil, false, fmt.Errorf("the file is not a JSON object: %v", err)
+		return nil, false, err
 	}
-	hi := -1
-	var events []member
-	for i, m := range top {
-		if m.key == "hooks" {
-			hi = i
-			if string(bytes.TrimSpace(m.value)) == "null" { // none
-				continue
-			}
-			if events, err = objectMembers(m.value); err != nil {
-				return nil, false, errors.New("its hooks is not a JSON object")
-			}
+	switch hooks := d.Get("hooks"); {
+	case hooks != nil && hooks.Kind != jsonedit.Object && hooks.Kind != jsonedit.Null:
+		return nil, false, errors.New("its hooks is not a JSON object")
+	case receiver == "" && (hooks == nil || hooks.Kind == jsonedit.Null):
+		return nil, false, nil // none, so none of ours
+	case hooks == nil || hooks.Kind == jsonedit.Null:
+		if err := d.Set([]byte("{}"), "hooks"); err != nil {
+			return nil, false, err
 		}
 	}
+	emptied := false
 	for _, ev := range claudeHookEvents {
 		var want json.RawMessage
 		if receiver != "" {
 			want, _ = json.Marshal(&claudeHook{Type: "command", Command: receiver + " " + ev.name, Timeout: hookTimeout})
 		}
-		if events, err = setEventHook(events, ev.name, ev.matcher, want); err != nil {
+		gone, err := setEventHook(d, ev.name, ev.matcher, want)
+		if err != nil {
+			return nil, false, err
+		}
+		emptied = emptied || gone
+	}
+	if emptied && len(d.Get("hooks").Members) == 0 {
+		if err := d.Delete("hooks"); err != nil {
 			return nil, false, err
 		}
 	}
-	switch {
-	case hi >= 0 && len(events) == 0 && receiver == "":
-		top = append(top[:hi], top[hi+1:]...)
-	case hi >= 0:
-		top[hi].value = joinMembers(events)
-	case len(events) > 0:
-		top = append(top, member{key: "hooks", value: joinMembers(events)})
-	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, joinMembers(top), "", "  "); err != nil {
-		return nil, false, err
-	}
-	b.WriteByte('\n')
-	if sameJSON(doc, b.Bytes()) {
+	if bytes.Equal(d.Bytes(), doc) {
 		return nil, false, nil
 	}
-	return b.Bytes(), true, nil
+	return d.Bytes(), true, nil
 }
 
-// setEventHook makes the matcher groups of one event hold exactly one
+// hookSpot is where a claudemesh receiver stands in hooks.<event>: its
+// matcher group and its place in the group's hooks.
+type hookSpot struct{ group, hook int }
+
+// setEventHook makes the matcher groups of hooks.<event> hold exactly one
 // claudemesh receiver, want (nil: none). An existing one is replaced where
-// it is; further ones are removed, and a group left empty goes with them;
-// with none, a group of its own is appended.
-func setEventHook(events []member, event string, matcher bool, want json.RawMessage) ([]member, error) {
-	ei := -1
-	var groups []json.RawMessage
-	for i, m := range events {
-		if m.key == event {
-			ei = i
-			var err error
-			if groups, err = arrayElements(m.value); err != nil {
-				return nil, fmt.Errorf("its hooks.%s is not a JSON array", event)
+// it is (left as written when it says the same); further ones are
+// removed, and a group left without hooks goes with them; with none, a
+// group of its own is appended. emptied reports that the event was
+// removed: its groups were ours alone.
+func setEventHook(d *jsonedit.Doc, event string, matcher bool, want json.RawMessage) (emptied bool, err error) {
+	groups := d.Get("hooks", event)
+	if groups != nil && groups.Kind != jsonedit.Array {
+		return false, fmt.Errorf("its hooks.%s is not a JSON array", event)
+	}
+	var ours []hookSpot
+	if groups != nil {
+		for gi := range groups.Elements {
+			hooks := d.Get("hooks", event, gi, "hooks")
+			if hooks == nil || hooks.Kind != jsonedit.Array {
+				continue // not a matcher group: not ours to judge
+			}
+			for hi, h := range hooks.Elements {
+				if isOurHook(h.Raw) {
+					ours = append(ours, hookSpot{gi, hi})
+				}
 			}
 		}
 	}
-	placed := false
-	var kept []json.RawMessage
-	for _, g := range groups {
-		members, err := objectMembers(g)
-		if err != nil {
-			kept = append(kept, g) // not a matcher group: not ours to judge
-			continue
-		}
-		hi := -1
-		var hooks []json.RawMessage
-		for i, m := range members {
-			if m.key == "hooks" {
-				hi = i
-				hooks, _ = arrayElements(m.value)
+	if want != nil && len(ours) > 0 {
+		first := ours[0]
+		ours = ours[1:]
+		if !sameJSON(d.Get("hooks", event, first.group, "hooks", first.hook).Raw, want) {
+			if err := d.Set(want, "hooks", event, first.group, "hooks", first.hook); err != nil {
+				return false, err
 			}
 		}
-		touched := false
-		var rest []json.RawMessage
-		for _, h := range hooks {
-			if !isOurHook(h) {
-				rest = append(rest, h)
-				continue
-			}
-			touched = true
-			if want != nil && !placed {
-				rest, placed = append(rest, want), true
-			}
+		want = nil // placed
+	}
+	for i := len(ours) - 1; i >= 0; i-- { // the last first: the places before stay where they are
+		at := []any{"hooks", event, ours[i].group}
+		if len(d.Get(append(at, "hooks")...).Elements) > 1 {
+			at = append(at, "hooks", ours[i].hook)
 		}
-		switch {
-		case !touched:
-			kept = append(kept, g)
-		case len(rest) > 0:
-			members[hi].value = joinArray(rest)
-			kept = append(kept, joinMembers(members))
+		if err := d.Delete(at...); err != nil {
+			return false, err
 		}
 	}
-	if want != nil && !placed {
-		group := []member{{key: "hooks", value: joinArray([]json.RawMessage{want})}}
+	if want != nil {
+		group := claudeHookGroup{Hooks: []json.RawMessage{want}}
 		if matcher {
-			group = append([]member{{key: "matcher", value: json.RawMessage(`"*"`)}}, group...)
+			group.Matcher = "*"
 		}
-		kept = append(kept, joinMembers(group))
+		g, _ := json.Marshal(&group)
+		if groups == nil {
+			return false, d.Set(append(append([]byte("["), g...), ']'), "hooks", event)
+		}
+		return false, d.Append(g, "hooks", event)
 	}
-	switch {
-	case ei >= 0 && len(kept) == 0:
-		return append(events[:ei], events[ei+1:]...), nil
-	case ei >= 0:
-		events[ei].value = joinArray(kept)
-	case len(kept) > 0:
-		events = append(events, member{key: event, value: joinArray(kept)})
+	if len(ours) > 0 && len(d.Get("hooks", event).Elements) == 0 {
+		return true, d.Delete("hooks", event)
 	}
-	return events, nil
+	return false, nil
 }
 
-// arrayElements splits a JSON array into its elements, each as written.
-func arrayElements(doc []byte) ([]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, errors.New("not a JSON array")
-	}
-	var out []json.RawMessage
-	for dec.More() {
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// joinArray writes elements as a compact JSON array.
-func joinArray(elems []json.RawMessage) json.RawMessage {
-	b := []byte{'['}
-	for i, e := range elems {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, e...)
-	}
-	return append(b, ']')
+// claudeHookGroup is a matcher group of settings.json's hooks.<event>.
+type claudeHookGroup struct {
+	Matcher string            `json:"matcher,omitempty"`
+	Hooks   []json.RawMessage `json:"hooks"`
 }
 
 // printDiff prints the line diff of before and after (unified, three

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/claudemesh/claudemesh-go/cmd/claudemesh/internal/jsonedit"
 )
 
 // claudeSettings points HOME at a fresh directory (CLAUDE_CONFIG_DIR
@@ -187,13 +189,13 @@ func TestHookInstallKeepsOtherHooks(t *testing.T) {
 
 func topKeys(t *testing.T, doc []byte) []string {
 	t.Helper()
-	ms, err := objectMembers(doc)
+	d, err := jsonedit.Parse(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
-	for _, m := range ms {
-		keys = append(keys, m.key)
+	for _, m := range d.Root().Members {
+		keys = append(keys, m.Key)
 	}
 	return keys
 }

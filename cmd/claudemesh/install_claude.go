@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 
-	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
+	"github.com/claudemesh/claudemesh-go/cmd/claudemesh/internal/jsonedit"
 	"github.com/claudemesh/claudemesh-go/config"
 )
 
@@ -55,9 +55,10 @@ func (c *installClaudeCodeCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	// GODEBUG as the server would set it by re-executing itself
-	// (cmd/internal/sysmon), which it then need not do.
-	server := claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{"GODEBUG": sysmon.Setting}}
+	// No GODEBUG for the runtime's monitor (cmd/internal/sysmon): the
+	// server sets it by re-executing itself, and a diagnostic setting has
+	// no place in the user's configuration.
+	server := claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{}}
 	if lean := sibling(exe, leanMCP); lean != "" {
 		server.Command, server.Args = lean, []string{}
 	}
@@ -176,115 +177,59 @@ func printEntryChange(w io.Writer, before, after json.RawMessage) {
 	fmt.Fprintf(w, "- mcpServers.%s: %s\n+ mcpServers.%s: %s\n", claudeServerName, show(before), claudeServerName, show(after))
 }
 
-// member is one member of a JSON object, its value as written.
-type member struct {
-	key   string
-	value json.RawMessage
-}
-
-// objectMembers splits a JSON object into its members, in order, each
-// value byte for byte as written.
-func objectMembers(doc []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	var out []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, member{key: key, value: v})
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("data after the JSON object")
-	}
-	return out, nil
-}
-
-// joinMembers writes members as a compact JSON object.
-func joinMembers(ms []member) []byte {
-	b := []byte{'{'}
-	for i, m := range ms {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		k, _ := json.Marshal(m.key)
-		b = append(append(append(b, k...), ':'), m.value...)
-	}
-	return append(b, '}')
-}
-
 // setMCPServer sets mcpServers[name] to entry (nil: removes it) in the
 // JSON document doc (empty: an empty object) and returns the new
-// document, indented by two spaces as Claude Code writes it: every other
-// key and value is kept, in its order, values unchanged but for
-// whitespace. before is the entry that was there (nil: none); changed is
-// false when the document already says what was asked.
+// document, edited in place: every other byte stays as it was, and the
+// entry is laid out as its neighbours are (jsonedit), so that removing
+// it gives back the bytes there were. before is the entry that was there
+// (nil: none); changed is false when the document already says what was
+// asked.
 func setMCPServer(doc []byte, name string, entry json.RawMessage) (out []byte, before json.RawMessage, changed bool, err error) {
-	if len(bytes.TrimSpace(doc)) == 0 {
-		doc = []byte("{}")
-	}
-	if !json.Valid(doc) {
-		return nil, nil, false, errors.New("the file is not valid JSON (fix it or move it aside)")
-	}
-	top, err := objectMembers(doc)
+	d, err := editableObject(doc)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("the file is not a JSON object: %v", err)
-	}
-	si := -1
-	var servers []member
-	for i, m := range top {
-		if m.key == "mcpServers" {
-			si = i
-			if servers, err = objectMembers(m.value); err != nil {
-				return nil, nil, false, errors.New("its mcpServers is not a JSON object")
-			}
-		}
-	}
-	ei := -1
-	for i, m := range servers {
-		if m.key == name {
-			ei, before = i, m.value
-		}
-	}
-	switch {
-	case entry == nil && ei < 0:
-		return nil, nil, false, nil
-	case entry != nil && ei >= 0 && sameJSON(before, entry):
-		return nil, before, false, nil
-	case entry == nil:
-		servers = append(servers[:ei], servers[ei+1:]...)
-	case ei >= 0:
-		servers[ei].value = entry
-	default:
-		servers = append(servers, member{key: name, value: entry})
-	}
-	if si >= 0 {
-		top[si].value = joinMembers(servers)
-	} else {
-		top = append(top, member{key: "mcpServers", value: joinMembers(servers)})
-	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, joinMembers(top), "", "  "); err != nil {
 		return nil, nil, false, err
 	}
-	b.WriteByte('\n')
-	return b.Bytes(), before, true, nil
+	servers := d.Get("mcpServers")
+	if servers != nil && servers.Kind != jsonedit.Object {
+		return nil, nil, false, errors.New("its mcpServers is not a JSON object")
+	}
+	if cur := d.Get("mcpServers", name); cur != nil {
+		before = cur.Raw
+	}
+	switch {
+	case entry == nil && before == nil:
+		return nil, nil, false, nil
+	case entry != nil && before != nil && sameJSON(before, entry):
+		return nil, before, false, nil
+	case entry == nil:
+		err = d.Delete("mcpServers", name)
+	case servers == nil:
+		if err = d.Set([]byte("{}"), "mcpServers"); err == nil {
+			err = d.Set(entry, "mcpServers", name)
+		}
+	default:
+		err = d.Set(entry, "mcpServers", name)
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return d.Bytes(), before, true, nil
+}
+
+// editableObject reads a configuration file an install edits (empty: an
+// empty object), which must be one JSON object.
+func editableObject(doc []byte) (*jsonedit.Doc, error) {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		doc = []byte("{}\n")
+	}
+	d, err := jsonedit.Parse(doc)
+	if err != nil {
+		return nil, errors.New("the file is not valid JSON (fix it or move it aside)")
+	}
+	if d.Root().Kind != jsonedit.Object {
+		return nil, errors.New("the file is not a JSON object")
+	}
+	return d, nil
 }
 
 // sameJSON reports whether a and b are the same JSON value.

@@ -5,10 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 )
 
 // claudeHome points HOME at a fresh directory (and unsets
@@ -31,7 +30,7 @@ func wantEntry(t *testing.T) map[string]any {
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
 		t.Fatal(err)
 	}
-	return map[string]any{"type": "stdio", "command": exe, "args": []any{"mcp"}, "env": map[string]any{"GODEBUG": sysmon.Setting}}
+	return map[string]any{"type": "stdio", "command": exe, "args": []any{"mcp"}, "env": map[string]any{}}
 }
 
 func readJSON(t *testing.T, path string) map[string]any {
@@ -260,5 +259,73 @@ func TestInstallClaudeCodeFollowsSymlink(t *testing.T) {
 	}
 	if got := readJSON(t, target); got["theme"] != "light" || got["mcpServers"] == nil {
 		t.Fatalf("the linked file: %v", got)
+	}
+}
+
+// handFormatted are settings.json files laid out by hand — four spaces,
+// tabs and CRLF, one line, spaced colons — with settings and hooks of
+// their own (a SessionEnd and a PreToolUse the receiver joins).
+var handFormatted = map[string]string{
+	"four spaces": `{
+    "model": "opus",
+    "hooks": {
+        "PreToolUse": [
+            { "matcher": "Bash", "hooks": [ { "type": "command", "command": "~/bin/guard.sh" } ] }
+        ],
+        "SessionEnd": [
+            {
+                "hooks": [{"type": "command", "command": "echo bye"}]
+            }
+        ]
+    },
+    "env": {"A": "1"}
+}
+`,
+	"tabs and CRLF": "{\r\n\t\"theme\": \"dark\",\r\n\t\"permissions\": {\r\n\t\t\"allow\": [\r\n\t\t\t\"Bash(ls:*)\"\r\n\t\t]\r\n\t}\r\n}\r\n",
+	"one line":      `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"notify-send done"}]}]},"theme":"light"}`,
+	"spaced colons": "{\n  \"model\" : \"sonnet\" ,\n  \"env\" : { }\n}",
+}
+
+// TestInstallClaudeCodeRoundTripBytes: install claude-code edits a
+// hand-formatted settings.json and ~/.claude.json in place, laying out
+// what it adds as the file is laid out, and uninstall claude-code gives
+// back both files byte for byte.
+func TestInstallClaudeCodeRoundTripBytes(t *testing.T) {
+	const config = "{\n    \"numStartups\": 3,\n    \"mcpServers\": {\n        \"github\": {\"type\": \"stdio\", \"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-github\"]}\n    },\n    \"tipsHistory\": {}\n}"
+	for name, settings := range handFormatted {
+		t.Run(name, func(t *testing.T) {
+			configPath := claudeHome(t)
+			if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			settingsPath := claudeSettingsIn(t, filepath.Dir(configPath), settings)
+			if err := (&installClaudeCodeCmd{}).Run(); err != nil {
+				t.Fatal(err)
+			}
+			installed, _ := os.ReadFile(settingsPath)
+			if got := len(hooksOf(t, settingsPath)); got < len(claudeHookEvents) {
+				t.Fatalf("%d events hooked, want %d:\n%s", got, len(claudeHookEvents), installed)
+			}
+			cfg, _ := os.ReadFile(configPath)
+			if !strings.Contains(string(cfg), "\n        \"claudemesh\": {\n            \"type\": \"stdio\",\n") {
+				t.Errorf("the server entry is not laid out as its neighbours:\n%s", cfg)
+			}
+			if name == "four spaces" && !regexp.MustCompile(`\n {24}"command": ".* Stop",\n`).Match(installed) {
+				t.Errorf("the hooks are not laid out in four spaces:\n%s", installed)
+			}
+			if name == "tabs and CRLF" && (strings.Count(string(installed), "\n") != strings.Count(string(installed), "\r\n") ||
+				!strings.Contains(string(installed), "\r\n\t\t\"Stop\": [\r\n\t\t\t{\r\n")) {
+				t.Errorf("the hooks are not laid out in tabs and CRLF:\n%q", installed)
+			}
+			if err := (&uninstallClaudeCodeCmd{}).Run(); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(settingsPath); string(got) != settings {
+				t.Errorf("settings.json after the round trip:\n%q\nwant the original:\n%q", got, settings)
+			}
+			if got, _ := os.ReadFile(configPath); string(got) != config {
+				t.Errorf(".claude.json after the round trip:\n%q\nwant the original:\n%q", got, config)
+			}
+		})
 	}
 }

@@ -100,7 +100,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	if len(os.Args) > 2 && os.Args[1] == "hook" && hookcmd.Run(os.Args[2:], os.Stdin, os.Stderr) {
+	if len(os.Args) > 2 && os.Args[1] == "hook" && hookcmd.Run(os.Args[2:], os.Stdin, os.Stdout, os.Stderr) {
 		return // the hook receiver, which exits 0 whatever happens (hook.go)
 	}
 	var c cli

@@ -38,7 +38,7 @@ const (
 	AgentStop        = "agent_stop"
 	Notification     = "notification"
 	Error            = "error"
-	SessionEnd       = "session_end" // critical, but no handler: dropped by the allowlist
+	SessionEnd       = "session_end"
 )
 
 // Agents the receiver understands (--agent).
@@ -61,7 +61,7 @@ const (
 
 // handled is the allowlist: the types the daemon has a handler for.
 var handled = map[string]bool{SessionStart: true, UserPromptSubmit: true, ToolUse: true, ToolDone: true,
-	AgentStop: true, Notification: true, Error: true}
+	AgentStop: true, Notification: true, Error: true, SessionEnd: true}
 
 // Handled reports whether the daemon handles event type t (the allowlist).
 func Handled(t string) bool { return handled[t] }
@@ -137,8 +137,9 @@ type Payload struct {
 	// Message is a notification's text, a finished turn's last message, or
 	// a failed tool's error.
 	Message string `json:"message,omitempty"`
-	// Kind is a notification's type (permission_prompt, idle_prompt, …) or
-	// how a session started (startup, resume, clear, compact).
+	// Kind is a notification's type (permission_prompt, idle_prompt, …),
+	// how a session started (startup, resume, clear, compact) or why it
+	// ended (clear, logout, prompt_input_exit, other, …).
 	Kind     string `json:"kind,omitempty"`
 	Subagent bool   `json:"subagent,omitempty"` // a SubagentStop: the session is still at work
 	Model    string `json:"model,omitempty"`
@@ -183,6 +184,7 @@ type claudeInput struct {
 	Message          string          `json:"message"`
 	NotificationType string          `json:"notification_type"`
 	Source           string          `json:"source"`
+	Reason           string          `json:"reason"`
 	Model            json.RawMessage `json:"model"` // a string, or an object with an id
 	Error            string          `json:"error"`
 	LastMessage      string          `json:"last_assistant_message"`
@@ -274,6 +276,8 @@ func claudePayload(event string, in *claudeInput) Payload {
 		p.Kind = clip(in.AgentType, MaxShort)
 	case "Notification":
 		p.Message, p.Kind = clip(in.Message, MaxMessage), clip(in.NotificationType, MaxShort)
+	case "SessionEnd":
+		p.Kind = clip(in.Reason, MaxShort)
 	}
 	return p
 }

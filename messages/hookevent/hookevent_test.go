@@ -30,7 +30,7 @@ func TestNormalizeClaude(t *testing.T) {
 	env := Env{PID: 4242}
 	cases := []struct {
 		event string
-		typ   string // "": dropped
+		typ   string
 		want  Payload
 	}{
 		{"SessionStart", SessionStart, Payload{Kind: "startup", Model: "claude-sonnet-4-6"}},
@@ -41,17 +41,11 @@ func TestNormalizeClaude(t *testing.T) {
 		{"Notification", Notification, Payload{Message: "Claude needs your permission to use Bash", Kind: "permission_prompt"}},
 		{"Stop", AgentStop, Payload{Message: "The test waited on a sleep; it now polls for the condition. 20 runs pass."}},
 		{"SubagentStop", AgentStop, Payload{Subagent: true, Kind: "Explore"}},
-		{"SessionEnd", "", Payload{}},
+		{"SessionEnd", SessionEnd, Payload{Kind: "prompt_input_exit"}},
 	}
 	for _, c := range cases {
 		t.Run(c.event, func(t *testing.T) {
 			row, err := Normalize(Claude, c.event, sample(t, "claude-"+c.event), env)
-			if c.typ == "" {
-				if !errors.Is(err, ErrDropped) {
-					t.Fatalf("want ErrDropped, got %+v, %v", row, err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +141,7 @@ func TestClasses(t *testing.T) {
 			t.Errorf("%s is bursty", typ)
 		}
 	}
-	if Handled(SessionEnd) || Handled("pre_compact") || !Handled(ToolDone) {
+	if !Handled(SessionEnd) || Handled("pre_compact") || !Handled(ToolDone) {
 		t.Error("the allowlist")
 	}
 	if got := TypeOf(Claude, "PreCompact"); got != "pre_compact" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,16 +24,15 @@ type Receiver struct {
 	Create func(ctx context.Context, path string) error
 	Env    hookevent.Env
 	Stderr io.Writer
-	// SessionStarted, when set, is told the session id of a session_start
-	// event (before its row is written).
-	SessionStarted func(sessionID string)
 }
 
 // Receive reads the hook's JSON (payload, else stdin), normalises it,
 // drops an event no handler takes, appends one row and pokes the daemon.
 // It never fails the hook: a failure is one line on Stderr, recorded in
-// Errors for the daemon to count. now is when the hook ran.
-func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now time.Time) {
+// Errors for the daemon to count. now is when the hook ran. It returns
+// the event's row as normalised, written or not (false: no event to
+// speak of, dropped or unreadable).
+func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now time.Time) (hookevent.Row, bool) {
 	if strings.HasPrefix(strings.TrimSpace(event), "{") { // Codex's notify: the JSON is the only argument
 		event, payload = "", event
 	}
@@ -50,19 +48,16 @@ func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now ti
 		var err error
 		if raw, err = readInput(stdin); err != nil {
 			fail(err)
-			return
+			return hookevent.Row{}, false
 		}
 	}
 	row, err := hookevent.Normalize(agent, event, raw, r.Env)
 	if errors.Is(err, hookevent.ErrDropped) {
-		return
+		return hookevent.Row{}, false
 	}
 	if err != nil {
 		fail(err)
-		return
-	}
-	if row.EventType == hookevent.SessionStart && r.SessionStarted != nil {
-		r.SessionStarted(row.SessionID)
+		return hookevent.Row{}, false
 	}
 	w, err := Open(r.DB, r.Create)
 	if err == nil {
@@ -72,11 +67,12 @@ func (r *Receiver) Receive(agent, event, payload string, stdin io.Reader, now ti
 	}
 	if err != nil {
 		fail(err)
-		return
+		return row, true
 	}
 	_ = Poke(r.Wake) // a daemon that is down reads the row when it starts
 	_ = w.BoundWAL(context.Background())
 	// w is not closed: see Writer.Close.
+	return row, true
 }
 
 // readInput reads the hook's JSON from stdin, at most hookevent.MaxInput
@@ -96,33 +92,4 @@ func readInput(stdin io.Reader) ([]byte, error) {
 		_, _ = io.Copy(io.Discard, stdin)
 	}
 	return raw, nil
-}
-
-// shells are the programs an agent may run a hook command through; the
-// agent is the shell's parent.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "fish": true, "ksh": true}
-
-// AgentPID is the agent's process: the hook's parent, or its grandparent
-// when the parent is the shell the agent ran the hook command with. A
-// session the hook registers is tied to it (the daemon's reaper drops the
-// session when it exits). Without /proc it is the parent.
-func AgentPID() int {
-	ppid := os.Getppid()
-	comm, err := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/comm")
-	if err != nil || !shells[strings.TrimSpace(string(comm))] {
-		return ppid
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/stat")
-	if err != nil {
-		return ppid
-	}
-	// pid (comm) state ppid …: comm may hold spaces and parentheses.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(fields) < 2 {
-		return ppid
-	}
-	if gp, err := strconv.Atoi(fields[1]); err == nil && gp > 1 {
-		return gp
-	}
-	return ppid
 }

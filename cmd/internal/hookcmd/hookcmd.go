@@ -1,11 +1,14 @@
 // Package hookcmd is the agent-hook receiver's command line, shared by
 // `claudemesh hook <event>` and the lean `claudemesh-hook <event>`: it
 // parses the arguments and wires the receiver (persistence/hookoutbox)
-// to the daemon directory and the agent session's environment.
+// to the daemon directory and the agent session's environment; at a
+// SessionStart it also tells Claude Code what the session should know as
+// it starts (context.go).
 //
 // It links no more than the receiver needs (config, the SQLite driver, the
-// hooks.db schema), so that claudemesh-hook, which Claude Code starts at
-// every tool call, pays for nothing else: see docs/BENCHMARKS.md.
+// hooks.db schema, the daemon's IPC client), so that claudemesh-hook,
+// which Claude Code starts at every tool call, pays for nothing else: see
+// docs/BENCHMARKS.md.
 package hookcmd
 
 import (
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +32,7 @@ import (
 // it reports false, doing nothing, for anything else (a subcommand such
 // as install, a help flag, an unknown flag, no event), which the caller
 // then parses or refuses.
-func Run(args []string, stdin io.Reader, stderr io.Writer) bool {
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) bool {
 	agent, positional := hookevent.Claude, []string{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -52,14 +56,16 @@ func Run(args []string, stdin io.Reader, stderr io.Writer) bool {
 	if len(positional) == 2 {
 		payload = positional[1]
 	}
-	Receive(agent, positional[0], payload, stdin, stderr)
+	Receive(agent, positional[0], payload, stdin, stdout, stderr)
 	return true
 }
 
 // Receive runs the receiver for one event of agent: payload is the event's
 // JSON when the agent passes it as an argument (Codex), else it is read
 // from stdin. It never fails the hook (see hookoutbox.Receiver.Receive).
-func Receive(agent, event, payload string, stdin io.Reader, stderr io.Writer) {
+// What it prints on stdout is the hook's answer to the agent: at Claude
+// Code's SessionStart, the session's context (writeStartContext).
+func Receive(agent, event, payload string, stdin io.Reader, stdout, stderr io.Writer) {
 	now := time.Now()
 	paths, err := config.ResolvePaths()
 	if err != nil {
@@ -74,14 +80,38 @@ func Receive(agent, event, payload string, stdin io.Reader, stderr io.Writer) {
 			return persistence.CreateHooks(ctx, path)
 		},
 		Env: hookevent.Env{SessionID: os.Getenv(config.EnvSessionID), Mesh: os.Getenv(config.EnvMesh),
-			DisplayName: os.Getenv(config.EnvDisplayName), PID: hookoutbox.AgentPID()},
-		Stderr: stderr,
-		SessionStarted: func(id string) {
-			if err := exportTokenFile(paths, id); err != nil {
-				fmt.Fprintf(stderr, "claudemesh hook: %v (the session's commands run without its token)\n", err)
-			}
-		}}
-	r.Receive(agent, event, payload, stdin, now)
+			DisplayName: os.Getenv(config.EnvDisplayName), PID: agentPID()},
+		Stderr: stderr}
+	row, ok := r.Receive(agent, event, payload, stdin, now)
+	if !ok || row.EventType != hookevent.SessionStart {
+		return
+	}
+	if err := exportTokenFile(paths, row.SessionID); err != nil {
+		fmt.Fprintf(stderr, "claudemesh hook: %v (the session's commands run without its token)\n", err)
+	}
+	if row.Agent == hookevent.Claude {
+		writeStartContext(stdout, paths, row)
+	}
+}
+
+// shells are the programs an agent may run a hook command through; the
+// agent is the shell's parent.
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "fish": true, "ksh": true}
+
+// agentPID is the agent's process: the hook's parent, or its grandparent
+// when the parent is the shell the agent ran the hook command with. A
+// session the hook registers is tied to it (the daemon's reaper drops the
+// session when it exits). Without /proc it is the parent.
+func agentPID() int {
+	ppid := os.Getppid()
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/comm")
+	if err != nil || !shells[strings.TrimSpace(string(comm))] {
+		return ppid
+	}
+	if gp, err := config.ParentPID(ppid); err == nil && gp > 1 {
+		return gp
+	}
+	return ppid
 }
 
 // Environment of Claude Code's SessionStart hooks and of the agent's

@@ -10,12 +10,12 @@ import (
 func TestRunDeclines(t *testing.T) {
 	for _, args := range [][]string{{}, {"install"}, {"uninstall", "--dry-run"}, {"--help"}, {"Stop", "-h"},
 		{"Stop", "--agent", "gemini"}, {"a", "b", "c"}, {"receive", "Stop"}} {
-		var stderr strings.Builder
-		if Run(args, strings.NewReader("{}"), &stderr) {
+		var stdout, stderr strings.Builder
+		if Run(args, strings.NewReader("{}"), &stdout, &stderr) {
 			t.Errorf("%q ran the receiver", args)
 		}
-		if stderr.Len() > 0 {
-			t.Errorf("%q wrote %q", args, stderr.String())
+		if stdout.Len()+stderr.Len() > 0 {
+			t.Errorf("%q wrote %q %q", args, stdout.String(), stderr.String())
 		}
 	}
 }

@@ -35,8 +35,10 @@
 //
 // The setting is read by the runtime at start only, so KeepAwake
 // re-executes the command once with it (3-4 ms for claudemesh-mcp, 15 for
-// claudemesh; install claude-code registers the MCP server with it in its
-// environment, which spares that). GODEBUG naming schedtrace already
+// claudemesh; a process started with it in its environment, as a detaching
+// `daemon up` starts the daemon, is spared that). install claude-code
+// registers the MCP server without it: a diagnostic setting has no place
+// in the user's configuration. GODEBUG naming schedtrace already
 // (schedtrace=0 opts out) is left as it is.
 package sysmon
 
