@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/mtibben/confusables"
 	"golang.org/x/text/cases"
@@ -50,6 +51,18 @@ func NameKey(name string) string {
 		b.WriteRune(r)
 	}
 	return norm.NFKC.String(fold.String(confusables.Skeleton(b.String())))
+}
+
+// ValidDisplayName reports whether name may be a display name: UTF-8
+// with something visible, and no character NameKey drops (controls C0 and
+// C1, format characters such as zero-width spaces and bidi overrides,
+// variation selectors) nor a line or paragraph separator — characters that
+// would let two names that read alike differ, or a name change what is
+// printed after it.
+func ValidDisplayName(name string) bool {
+	return utf8.ValidString(name) && NameKey(name) != "" && !strings.ContainsFunc(name, func(r rune) bool {
+		return invisible(r) || unicode.In(r, unicode.Zl, unicode.Zp)
+	})
 }
 
 // invisible reports the characters NameKey drops: controls, format

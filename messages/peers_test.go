@@ -40,3 +40,21 @@ func TestResolvePeer(t *testing.T) {
 		t.Errorf("with no usable peer: %v", err)
 	}
 }
+
+// TestValidDisplayName: a display name is visible text; a character that
+// hides or reorders what is printed, or that NameKey would drop, is
+// refused.
+func TestValidDisplayName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"planner": true, "sess-а": true, "ＳＥＳＳ": true, "code review": true, "é": true,
+		"": false, "   ": false, "sess\u202eA": false, "sess\u2067A": false, "sess\u200bA": false, "sess\u0085A": false,
+		"a\tb": false, "a\x7fb": false, "a\u2028b": false, "\xff": false, "a\ufe0fb": false,
+	} {
+		if got := ValidDisplayName(name); got != want {
+			t.Errorf("ValidDisplayName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if got := SessionNameBase("/home/u/\u202eproj\u200b"); got != "proj" {
+		t.Errorf("SessionNameBase drops what a name may not hold: %q", got)
+	}
+}

@@ -3,6 +3,7 @@ package messages
 import (
 	"path/filepath"
 	"strings"
+	"unicode"
 )
 
 // SessionHeader is the scheme of the Authorization header that names the
@@ -145,8 +146,9 @@ func (r *RegisterSession) Validate() *Error {
 		return bad("mesh is required (the slug of a joined mesh)")
 	case r.DisplayName == "":
 		return bad("display_name is required")
-	case len(r.DisplayName) > MaxSessionDisplayName || strings.ContainsFunc(r.DisplayName, isControl):
-		return bad("display_name must be at most 64 bytes with no control characters")
+	case len(r.DisplayName) > MaxSessionDisplayName || !ValidDisplayName(r.DisplayName):
+		return bad("display_name must be at most 64 bytes of UTF-8 with something visible and no control, format, bidi or " +
+			"zero-width characters (such as U+0085, U+200B or U+202E)")
 	case r.PID <= 0:
 		return bad("pid must be the agent process's pid (a positive integer)")
 	case len(r.Cwd) > MaxSessionCwd:
@@ -179,17 +181,18 @@ type InboxMarked struct {
 }
 
 // SessionNameBase is the start of a session's default display name: the
-// base name of its working directory without control characters, at most
+// base name of its working directory without the characters a display
+// name may not hold (ValidDisplayName), at most
 // 48 bytes (short enough for the 64-byte limit with a suffix), "agent"
 // when there is none.
 func SessionNameBase(cwd string) string {
 	base := strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if invisible(r) || unicode.In(r, unicode.Zl, unicode.Zp) {
 			return -1
 		}
 		return r
-	}, filepath.Base(cwd))
-	if base == "" || base == "." || base == "/" {
+	}, strings.ToValidUTF8(filepath.Base(cwd), ""))
+	if NameKey(base) == "" || base == "." || base == "/" {
 		base = "agent"
 	}
 	if len(base) > 48 {

@@ -268,6 +268,10 @@ func (c *conn) sessionHello(ctx actor.Context, f *messages.SessionHelloFrame) {
 		c.reject("parent_member_id_mismatch", "parentMemberId is not the id of the parent member")
 		return
 	}
+	if f.DisplayName != "" && !messages.ValidDisplayName(f.DisplayName) {
+		c.reject("bad_display_name", "a session's display name is UTF-8 with something visible and no control, format, bidi or zero-width characters")
+		return
+	}
 	if !c.sessionNameFree(mesh.ID, member, f.DisplayName) || !c.firstUse(f.SessionPubkey, f.Signature, f.Timestamp) {
 		return
 	}

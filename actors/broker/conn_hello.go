@@ -57,7 +57,7 @@ func (c *conn) sessionNameFree(meshID string, member *broker.Member, name string
 	if name == "" {
 		return true
 	}
-	holder, err := c.store.NameHolder(context.Background(), meshID, name, member.Pubkey)
+	holder, err := c.store.ClaimSessionName(context.Background(), meshID, name, member)
 	switch {
 	case err != nil:
 		c.log.Error("check a session's display name", "conn", c.id, "err", err)

@@ -48,10 +48,19 @@ func nameKeyOf(displayName string) (string, error) {
 }
 
 // nameHolder returns the display name of an active member of the mesh,
-// other than exceptPubkey, whose name has key; "" when there is none. It
-// computes the keys rather than reading the column, so that look-alikes
+// other than exceptPubkey, whose name has key, or of one whose session's
+// name it is (session_name); "" when there is none. It computes the
+// members' keys rather than reading the column, so that look-alikes
 // admitted before the names were unique (whose column is NULL) count too.
 func nameHolder(ctx context.Context, q sqlx.QueryerContext, d *dialect, meshID, key, exceptPubkey string) (string, error) {
+	var sessionOf []string
+	if err := sqlx.SelectContext(ctx, q, &sessionOf, d.rewrite(`SELECT s.name FROM session_name s JOIN member m ON m.id = s.member_id
+		WHERE s.mesh_id = ? AND s.name_key = ? AND m.pubkey <> ? AND m.revoked_at IS NULL`), meshID, key, exceptPubkey); err != nil {
+		return "", fmt.Errorf("read session names: %w", err)
+	}
+	if len(sessionOf) > 0 {
+		return sessionOf[0], nil
+	}
 	rows, err := q.QueryxContext(ctx, d.rewrite(`SELECT pubkey, display_name FROM member
 		WHERE mesh_id = ? AND revoked_at IS NULL`), meshID)
 	if err != nil {
@@ -73,15 +82,31 @@ func nameHolder(ctx context.Context, q sqlx.QueryerContext, d *dialect, meshID, 
 	return "", nil
 }
 
-// NameHolder returns the display name of an active member of the mesh,
-// other than exceptPubkey, that reads the same as name (messages.NameKey),
-// or "": the broker refuses such a name for a session of another member.
-func (s *Store) NameHolder(ctx context.Context, meshID, name, exceptPubkey string) (string, error) {
+// ClaimSessionName gives a session of member the display name name, unless
+// another active member holds it — as its own name, or as the name its
+// session took first — and returns that holder's name ("" when granted).
+// The first session to use a name keeps it for its member.
+func (s *Store) ClaimSessionName(ctx context.Context, meshID, name string, member *Member) (string, error) {
 	key := messages.NameKey(name)
 	if key == "" {
 		return "", nil
 	}
-	return nameHolder(ctx, s.rdb, s.d, meshID, key, exceptPubkey)
+	var holder string
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		if holder, err = nameHolder(ctx, tx, s.d, meshID, key, member.Pubkey); err != nil || holder != "" {
+			return err
+		}
+		// A name whose holder was revoked passes to this member.
+		_, err = tx.ExecContext(ctx, s.d.rewrite(`INSERT INTO session_name (mesh_id, name_key, member_id, name) VALUES (?, ?, ?, ?)
+			ON CONFLICT (mesh_id, name_key) DO UPDATE SET member_id = excluded.member_id, name = excluded.name`),
+			meshID, key, member.ID, name)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("claim a session name: %w", err)
+	}
+	return holder, nil
 }
 
 // isNameKeyConflict reports a unique violation of member_name_key_idx: a

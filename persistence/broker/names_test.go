@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // TestNamesUniquePerMesh: a display name that reads the same as an active
@@ -42,11 +44,11 @@ func TestNamesUniquePerMesh(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.join(t, m, "BOB") // a revoked member's name is free again
-		if holder, err := e.s.NameHolder(ctx, m.ID, "аlice", ""); err != nil || holder != "alice" {
-			t.Errorf("NameHolder(аlice) = %q, %v", holder, err)
+		if holder, err := nameHolder(ctx, e.s.rdb, e.s.d, m.ID, messages.NameKey("аlice"), ""); err != nil || holder != "alice" {
+			t.Errorf("nameHolder(аlice) = %q, %v", holder, err)
 		}
-		if holder, err := e.s.NameHolder(ctx, m.ID, "carol", ""); err != nil || holder != "" {
-			t.Errorf("NameHolder(carol) = %q, %v", holder, err)
+		if holder, err := nameHolder(ctx, e.s.rdb, e.s.d, m.ID, messages.NameKey("carol"), ""); err != nil || holder != "" {
+			t.Errorf("nameHolder(carol) = %q, %v", holder, err)
 		}
 	})
 }
@@ -81,6 +83,7 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 			"DROP TABLE mesh_session", "CREATE INDEX delivery_queue_message_idx ON delivery_queue(message_id)", // 0017 drops it
 			"CREATE INDEX message_created_idx ON message(created_at)", // 0019 too
 			"ALTER TABLE message DROP COLUMN sender_name",             // 0020
+			"DROP TABLE session_name",                                 // 0023
 			"DELETE FROM schema_migrations WHERE version >= 4"}
 		if e.s.Backend() == postgresName { // 0005 too (SQLite's rebuilds the table, and runs again as it is)
 			undo = append(undo, "ALTER TABLE client_message_dedupe DROP COLUMN sender_pubkey",
@@ -184,6 +187,42 @@ func TestSettings(t *testing.T) {
 		got, at, err := e.s.Setting(ctx, SettingPublicURL)
 		if err != nil || got != "https://b.example" || !at.Equal(e.clock.Now().Add(-time.Second)) {
 			t.Errorf("Setting = %q, %v, %v", got, at, err)
+		}
+	})
+}
+
+// TestSessionNamesStayWithTheirMember: a session's name belongs to the
+// member whose session took it first: another member's session is refused
+// it and its look-alikes — also once the first session has ended — and a
+// member joining under it is refused too; the member's own sessions may
+// use it again, and a revoked member's names pass on.
+func TestSessionNamesStayWithTheirMember(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		m := e.mesh(t, Mesh{})
+		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
+		if holder, err := e.s.ClaimSessionName(ctx, m.ID, "planner", alice); err != nil || holder != "" {
+			t.Fatalf("alice's session planner: %q, %v", holder, err)
+		}
+		for _, name := range []string{"planner", "PLANNER", "plаnner", "ｐｌａｎｎｅｒ"} {
+			if holder, err := e.s.ClaimSessionName(ctx, m.ID, name, bob); err != nil || holder != "planner" {
+				t.Errorf("bob's session %q: held by %q, %v; want alice's planner", name, holder, err)
+			}
+		}
+		if holder, err := e.s.ClaimSessionName(ctx, m.ID, "Planner", alice); err != nil || holder != "" {
+			t.Errorf("alice's next session Planner: %q, %v", holder, err)
+		}
+		if holder, err := e.s.ClaimSessionName(ctx, m.ID, "alice", bob); err != nil || holder != "alice" {
+			t.Errorf("bob's session named as the member alice: %q, %v", holder, err)
+		}
+		if _, err := e.s.RedeemInvite(ctx, e.invite(t, m.Slug, 1).Token, newPubkey(t), "planner"); !errors.Is(err, ErrNameTaken) {
+			t.Errorf("a member joining as planner: %v, want ErrNameTaken", err)
+		}
+		if err := e.s.RevokeMember(ctx, m.ID, alice.Pubkey); err != nil {
+			t.Fatal(err)
+		}
+		if holder, err := e.s.ClaimSessionName(ctx, m.ID, "planner", bob); err != nil || holder != "" {
+			t.Errorf("bob's session planner once alice is revoked: %q, %v", holder, err)
 		}
 	})
 }
