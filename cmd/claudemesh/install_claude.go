@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 )
@@ -24,7 +25,8 @@ type uninstallCmd struct {
 }
 
 type installClaudeCodeCmd struct {
-	DryRun bool `name:"dry-run" help:"Print the change and write nothing."`
+	DryRun bool   `name:"dry-run" help:"Print the change and write nothing."`
+	Tools  string `enum:"claudemesh,agent-mail" default:"claudemesh" help:"The tools the MCP server serves: claudemesh's own, or agent-mail (MCP Agent Mail's tool names and arguments, for agents prompted for it)."`
 }
 
 type uninstallClaudeCodeCmd struct {
@@ -60,6 +62,9 @@ func (c *installClaudeCodeCmd) Run() error {
 	server := claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{"GODEBUG": sysmon.Setting}}
 	if lean := sibling(exe, leanMCP); lean != "" {
 		server.Command, server.Args = lean, []string{}
+	}
+	if c.Tools != string(mcpserver.ToolsClaudemesh) {
+		server.Args = append(server.Args, "--tools", c.Tools)
 	}
 	entry, err := json.Marshal(&server)
 	if err != nil {

@@ -162,6 +162,8 @@ func FuzzDecodeArguments(f *testing.F) {
 	f.Add([]byte(`{"to":"*","message":"x","priority":"now","client_message_id":"c-1","subject":"s"}`))
 	f.Add([]byte(`{"to":"bob","message":"hi","TO":"eve"}`))
 	f.Add([]byte(`{"to":"bob","message":"hi","to":"eve"}`))
+	f.Add([]byte(`{"to":["bob","#builds"],"message":"hi"}`))
+	f.Add([]byte(`{"to":[],"message":"hi"}`))
 	f.Add([]byte(`{"to":7}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`null`))

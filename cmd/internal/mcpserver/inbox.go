@@ -128,16 +128,19 @@ func topicLabel(topic string) string {
 	return "#" + topic
 }
 
-func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ listPeersIn) (*mcp.CallToolResult, *listPeersOut, error) {
+func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, in peersIn) (*mcp.CallToolResult, *listPeersOut, error) {
 	s, err := m.link.get(ctx)
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
+	}
+	reg, me := s.Info()
+	if err := onMesh(in.MeshSlug, reg.Mesh); err != nil { // upstream.go
+		return nil, nil, err
 	}
 	peers, err := m.peers.get(ctx, s, true)
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
-	reg, me := s.Info()
 	out := &listPeersOut{Mesh: reg.Mesh, You: reg.DisplayName, Peers: make([]peerOut, 0, len(peers))}
 	for _, p := range peers {
 		if p.Pubkey == "" || slices.ContainsFunc(out.Peers, func(q peerOut) bool { return strings.EqualFold(q.Pubkey, p.Pubkey) }) {

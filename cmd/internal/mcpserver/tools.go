@@ -20,15 +20,15 @@ import (
 // reads about each argument.
 type (
 	sendMessageIn struct {
-		To              string `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh."`
-		Message         string `json:"message" jsonschema:"The text to send, at most 32 KiB."`
-		Priority        string `json:"priority,omitempty" jsonschema:"How urgent it is: now (interrupt the recipient), next (the default: when it next looks) or low (whenever convenient)."`
-		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The message this answers (its client_message_id, or its id as check_messages shows it): the reply joins that message's thread, and the recipient sees what it answers."`
-		ClientMessageID string `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
-		Subject         string `json:"subject,omitempty" jsonschema:"A subject line, at most 200 bytes (sealed with a direct message like its text)."`
-		ThreadID        string `json:"thread_id,omitempty" jsonschema:"The thread this message belongs to (get_thread reads it). Default: the thread of the message reply_to_id names; else the message starts a thread of its own, named by its client_message_id."`
-		Importance      string `json:"importance,omitempty" jsonschema:"normal (the default), high or urgent: the recipient can pick out the important ones."`
-		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"Ask the recipient to acknowledge the message (acknowledge_message); list_awaiting_acks shows what is still unacknowledged."`
+		To              recipients `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh; or a list of them, each sent its own message."`
+		Message         string     `json:"message" jsonschema:"The text to send, at most 32 KiB."`
+		Priority        string     `json:"priority,omitempty" jsonschema:"How urgent it is: now (interrupt the recipient), next (the default: when it next looks) or low (whenever convenient)."`
+		ReplyToID       string     `json:"reply_to_id,omitempty" jsonschema:"The message this answers (its client_message_id, or its id as check_messages shows it): the reply joins that message's thread, and the recipient sees what it answers."`
+		ClientMessageID string     `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
+		Subject         string     `json:"subject,omitempty" jsonschema:"A subject line, at most 200 bytes (sealed with a direct message like its text)."`
+		ThreadID        string     `json:"thread_id,omitempty" jsonschema:"The thread this message belongs to (get_thread reads it). Default: the thread of the message reply_to_id names; else the message starts a thread of its own, named by its client_message_id."`
+		Importance      string     `json:"importance,omitempty" jsonschema:"normal (the default), high or urgent: the recipient can pick out the important ones."`
+		AckRequired     bool       `json:"ack_required,omitempty" jsonschema:"Ask the recipient to acknowledge the message (acknowledge_message); list_awaiting_acks shows what is still unacknowledged."`
 	}
 	sendMessageOut struct {
 		ClientMessageID string `json:"client_message_id" jsonschema:"The message's idempotency key."`
@@ -37,6 +37,8 @@ type (
 		ResolvedTo      string `json:"resolved_to" jsonschema:"The pubkey, #topic, @group or * it was sent to."`
 		RecipientName   string `json:"recipient_name,omitempty" jsonschema:"The recipient peer's display name, for a direct message to a peer that is online."`
 		RecipientOnline *bool  `json:"recipient_online,omitempty" jsonschema:"For a direct message: whether the recipient is online now."`
+		// Recipients is a list to's: one message per recipient (send_many.go).
+		Recipients []recipientOut `json:"recipients,omitempty" jsonschema:"When to is a list: each recipient's message, under its own client_message_id."`
 	}
 	checkMessagesIn struct {
 		Limit int `json:"limit,omitempty" jsonschema:"At most this many messages, 1-100 (default 20); call again for the rest."`
@@ -62,7 +64,10 @@ type (
 		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"The sender asks you to acknowledge it (acknowledge_message with its id)."`
 		Acked           bool   `json:"acked,omitempty" jsonschema:"You acknowledged it."`
 	}
-	listPeersIn  struct{}
+	listPeersIn struct{}
+	peersIn     struct {
+		MeshSlug string `json:"mesh_slug,omitempty" jsonschema:"Only this mesh's peers (upstream claudemesh's argument). A session is on one mesh: give its slug, as list_peers' mesh shows it, or omit it."`
+	}
 	listPeersOut struct {
 		Mesh  string    `json:"mesh" jsonschema:"The mesh you are on."`
 		You   string    `json:"you" jsonschema:"Your own display name."`
@@ -105,7 +110,7 @@ func schemaOf[T any](tweak func(props map[string]*jsonschema.Schema)) *jsonschem
 // sendMessageSchema is send_message's input schema.
 func sendMessageSchema() *jsonschema.Schema {
 	return schemaOf[sendMessageIn](func(p map[string]*jsonschema.Schema) {
-		p["to"].MinLength = jsonschema.Ptr(1)
+		p["to"] = recipientsSchema(p["to"].Description)
 		p["message"].MinLength = jsonschema.Ptr(1)
 		p["message"].MaxLength = jsonschema.Ptr(messages.MaxMessageBytes)
 		p["priority"].Enum = []any{"now", "next", "low"}
@@ -140,7 +145,7 @@ func (m *mcpServer) addTools() {
 		Name:        "list_peers",
 		Title:       "List peers",
 		Description: "List the agents online on your mesh: display name, pubkey, status and summary, and which one is you. Use the names with send_message.",
-		InputSchema: schemaOf[listPeersIn](nil),
+		InputSchema: schemaOf[peersIn](nil),
 	}, m.listPeers)
 	addTool(m.tools, &mcp.Tool{
 		Name:  "set_status",
@@ -161,6 +166,11 @@ func (m *mcpServer) addTools() {
 
 	m.addReservationTools() // reservations.go
 	m.addMailTools()        // mail.go
+	m.addInboxTools()       // fetch.go, reply.go
+	m.addPeerTools()        // whois.go
+	m.addUpstreamTools()    // upstream.go
+	m.addSkillPublishTool() // skill_publish.go
+	m.addGuardInstallTool() // guard.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or
@@ -170,14 +180,30 @@ func isDirect(to string) bool {
 }
 
 func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in sendMessageIn) (*mcp.CallToolResult, *sendMessageOut, error) {
-	to := strings.TrimSpace(in.To)
+	if in.To.list {
+		return m.sendToEach(ctx, in) // send_many.go
+	}
+	s, req, out, err := m.prepareSend(ctx, in, in.To.first(), in.ClientMessageID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.deliverSend(ctx, s, req, out, in.ClientMessageID == ""); err != nil {
+		return nil, nil, err
+	}
+	return textResult(sendSummary(out)), out, nil
+}
+
+// prepareSend checks a send of in to one recipient, to, under the
+// client_message_id cid ("": a fresh one), and resolves a peer's name:
+// the session, the request and the result to fill. Nothing is sent.
+func (m *mcpServer) prepareSend(ctx context.Context, in sendMessageIn, to, cid string) (*Session, *messages.SendRequest, *sendMessageOut, error) {
+	to = strings.TrimSpace(to)
 	if to == "" {
-		return nil, nil, errors.New("`to` is empty; nothing was sent: name a peer (list_peers shows them), a #topic, an @group or *")
+		return nil, nil, nil, errors.New("`to` is empty; nothing was sent: name a peer (list_peers shows them), a #topic, an @group or *")
 	}
 	if strings.TrimSpace(in.Message) == "" {
-		return nil, nil, errors.New("`message` is empty; nothing was sent: give the text to send")
+		return nil, nil, nil, errors.New("`message` is empty; nothing was sent: give the text to send")
 	}
-	cid := in.ClientMessageID
 	if cid == "" {
 		cid = ulid.Make().String()
 	}
@@ -188,30 +214,37 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 		req.To = "*" // checked below, once resolved
 	}
 	if _, err := req.Validate(); err != nil {
-		return nil, nil, argumentError(err)
+		return nil, nil, nil, argumentError(err)
 	}
 	s, err := m.link.get(ctx)
 	if err != nil {
-		return nil, nil, m.toolError(nil, err)
+		return nil, nil, nil, m.toolError(nil, err)
 	}
 	reg, _ := s.Info()
 	out := &sendMessageOut{ClientMessageID: cid, To: to, ResolvedTo: to}
 	if isDirect(to) {
 		if err := m.resolve(ctx, s, reg.Mesh, out); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	req.To = out.ResolvedTo
+	return s, req, out, nil
+}
+
+// deliverSend sends req as s and records its status in out; minted says
+// that the agent did not give the client_message_id (a failure must name
+// it, for the retry).
+func (m *mcpServer) deliverSend(ctx context.Context, s *Session, req *messages.SendRequest, out *sendMessageOut, minted bool) error {
 	res, err := s.as().Send(ctx, req, "")
 	if err != nil && transient(err) && !errors.Is(err, ipc.ErrNoAnswer) { // a daemon that did not answer would keep the agent waiting again
 		res, err = s.as().Send(ctx, req, "") // the same client_message_id: never twice
 	}
-	if err != nil && transient(err) && in.ClientMessageID == "" {
+	if err != nil && transient(err) && minted {
 		// Whether it was taken is unknown, under an id the agent never saw.
-		return nil, nil, fmt.Errorf("%v — this message's client_message_id is %s: pass it when you call again", m.toolError(s, err), cid)
+		return fmt.Errorf("%v — this message's client_message_id is %s: pass it when you call again", m.toolError(s, err), req.ClientMessageID)
 	}
 	if err != nil {
-		return nil, nil, m.toolError(s, err)
+		return m.toolError(s, err)
 	}
 	switch {
 	case res.Duplicate != nil:
@@ -219,7 +252,7 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 	case res.Accepted != nil:
 		out.Status = res.Accepted.Status
 	}
-	return textResult(sendSummary(out)), out, nil
+	return nil
 }
 
 // resolve turns out.To, a display name, pubkey or prefix, into the peer's
