@@ -63,8 +63,12 @@ func (c *installClaudeCodeCmd) Run() error {
 	if lean := sibling(exe, leanMCP); lean != "" {
 		server.Command, server.Args = lean, []string{}
 	}
-	if c.Tools != string(mcpserver.ToolsClaudemesh) {
-		server.Args = append(server.Args, "--tools", c.Tools)
+	set, err := mcpserver.ParseToolSet(c.Tools)
+	if err != nil {
+		return err
+	}
+	if set != mcpserver.ToolsClaudemesh {
+		server.Args = append(server.Args, "--tools", string(set))
 	}
 	entry, err := json.Marshal(&server)
 	if err != nil {
