@@ -203,7 +203,7 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if it.AckRequired {
 		meta["ack_required"] = "true"
 	}
-	upstreamMeta(meta, it) // upstream.go
+	m.upstreamMeta(meta, it) // upstream.go
 	if declared {
 		// Read before it is pushed: a check_messages right after the push
 		// must not return it again.

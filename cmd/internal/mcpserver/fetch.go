@@ -94,6 +94,9 @@ func (m *mcpServer) fetchInbox(ctx context.Context, _ *mcp.CallToolRequest, in f
 	}
 	out := &fetchInboxOut{Messages: make([]fetchedMessage, len(page.Items)), NextCursor: page.Next}
 	if len(page.Items) == 0 {
+		if in.Topic != "" {
+			return textResult("No message matches (topic_list shows the mesh's topics)."), out, nil
+		}
 		return textResult("No message matches."), out, nil
 	}
 	var b strings.Builder

@@ -42,10 +42,15 @@ func onMesh(slug, mesh string) error {
 
 // upstreamMeta adds to a message's channel meta the keys upstream
 // claudemesh's server sends and its instructions tell the model to read:
-// from_id, from_name, mesh_slug, priority and sent_at (the last two when
-// the message carries them).
-func upstreamMeta(meta map[string]string, it *messages.InboxItem) {
-	meta["from_id"], meta["from_name"], meta["mesh_slug"] = it.SenderPubkey, it.SenderName, it.Mesh
+// from_id, from_name, mesh_slug (the session's mesh, as list_peers names
+// it), priority and sent_at (the last two when the message carries them).
+func (m *mcpServer) upstreamMeta(meta map[string]string, it *messages.InboxItem) {
+	slug := it.Mesh
+	if s := m.link.current(); s != nil {
+		reg, _ := s.Info()
+		slug = reg.Mesh
+	}
+	meta["from_id"], meta["from_name"], meta["mesh_slug"] = it.SenderPubkey, it.SenderName, slug
 	for k, v := range map[string]string{"priority": it.Priority, "sent_at": it.SentAt} {
 		if v != "" {
 			meta[k] = v
