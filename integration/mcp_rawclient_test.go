@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -102,6 +103,12 @@ func (c *rawMCP) request(method string, params any) (*rawResponse, error) {
 	}
 	for {
 		line, err := c.out.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) { // an answer longer than the buffer (fetch_inbox of 1,000 messages)
+			head := append([]byte(nil), line...) // the next read reuses the buffer
+			var rest []byte
+			rest, err = c.out.ReadBytes('\n')
+			line = append(head, rest...)
+		}
 		if err != nil {
 			return nil, err
 		}
