@@ -95,7 +95,9 @@
 //     never m.srv: toolSet keeps the handler for directCalls.
 //  5. Its name in mcpInstructions (server.go), where the agent learns
 //     what the server offers: TestInstructionsNameEveryTool fails until
-//     it is there.
+//     it is there. A tool of the Agent Mail set (`--tools agent-mail`,
+//     toolsets.go: Agent Mail's names and argument shapes mapped onto
+//     these tools, in agentmail*.go) is named in agentMailInstructions.
 //  6. Its test in integration/mcp_<feature>_test.go, which calls it
 //     through the built binary against a real daemon (and broker);
 //     TestMCPTools checks that it and its arguments are described. The
