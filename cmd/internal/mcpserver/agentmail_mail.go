@@ -92,10 +92,7 @@ func (m *mcpServer) addAgentMailMailTools() {
 			"recipients do not see who else got it; importance low is sent as priority low.",
 		Annotations: toolHints(false, false, false, true),
 		InputSchema: schemaOf[amSendIn](func(p map[string]*jsonschema.Schema) {
-			for _, list := range []string{"to", "cc", "bcc"} {
-				p[list].MaxItems = jsonschema.Ptr(maxRecipients)
-				p[list].Items = &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(messages.MaxPeerNameBytes)}
-			}
+			recipientLists(p)
 			p["attachment_paths"].Items = &jsonschema.Schema{Type: "string"}
 			p["subject"].MaxLength = jsonschema.Ptr(messages.MaxSubjectBytes)
 			p["body_md"].MinLength, p["body_md"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxMessageBytes)
@@ -110,10 +107,7 @@ func (m *mcpServer) addAgentMailMailTools() {
 		InputSchema: schemaOf[amReplyIn](func(p map[string]*jsonschema.Schema) {
 			agentMailIDs(p, "message_id")
 			p["body_md"].MinLength, p["body_md"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxMessageBytes)
-			for _, list := range []string{"to", "cc", "bcc"} {
-				p[list].MaxItems = jsonschema.Ptr(maxRecipients)
-				p[list].Items = &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(messages.MaxPeerNameBytes)}
-			}
+			recipientLists(p)
 			p["subject_prefix"].MaxLength = jsonschema.Ptr(32)
 		}),
 	}, m.amReply)
@@ -159,6 +153,14 @@ func (m *mcpServer) addAgentMailMailTools() {
 			p["since_ts"].MaxLength = jsonschema.Ptr(64)
 		}),
 	}, m.amFetchTopic)
+}
+
+// recipientLists bounds Agent Mail's to, cc and bcc: lists of names.
+func recipientLists(p map[string]*jsonschema.Schema) {
+	for _, list := range []string{"to", "cc", "bcc"} {
+		p[list].MaxItems = jsonschema.Ptr(maxRecipients)
+		p[list].Items = &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(messages.MaxPeerNameBytes)}
+	}
 }
 
 func (m *mcpServer) amSend(ctx context.Context, req *mcp.CallToolRequest, in amSendIn) (*mcp.CallToolResult, *sendMessageOut, error) {
