@@ -101,6 +101,7 @@ func (m *mcpServer) fetchInbox(ctx context.Context, _ *mcp.CallToolRequest, in f
 	}
 	var b strings.Builder
 	n := len(page.Items)
+	b.Grow(n * 320) // a message's header and text
 	fmt.Fprintf(&b, "%d %s, oldest first (none marked read; mark_read marks them):\n", n, plural(n, "message", "messages"))
 	for i := range page.Items {
 		it := &page.Items[i]

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,7 +30,11 @@ func appendToolResult(b []byte, res *mcp.CallToolResult) (_ []byte, ok bool) {
 			return b, false
 		}
 	}
-	b = append(b, `{"content":`...)
+	size := len(raw) + 64
+	for _, c := range res.Content {
+		size += len(c.(*mcp.TextContent).Text) + len(c.(*mcp.TextContent).Text)/8 + 32 // room for escapes
+	}
+	b = append(slices.Grow(b, size), `{"content":`...)
 	if res.Content == nil {
 		b = append(b, "null"...)
 	} else {
