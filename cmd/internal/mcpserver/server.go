@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,6 +66,10 @@ type MCP struct {
 // signal ends it. Only the protocol goes to stdout; diagnostics go to
 // stderr.
 func (c *MCP) Serve(paths config.Paths) error {
+	tools, err := ParseToolSet(string(c.Tools))
+	if err != nil {
+		return err
+	}
 	gctune.Set(mcpGCPercent, mcpGCMemoryLimit)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -90,9 +93,9 @@ func (c *MCP) Serve(paths config.Paths) error {
 				"session_pubkey", pubkey, "owned", s.owned)
 		}
 	}()
-	m := newMCPServer(link, c.Version, cmp.Or(c.Tools, ToolsClaudemesh), log)
+	m := newMCPServer(link, c.Version, tools, log)
 	m.claudemesh = c.Claudemesh
-	err := m.serve(ctx)
+	err = m.serve(ctx)
 	<-link.warm // a session registered meanwhile is ended below
 	if s := link.current(); s != nil {
 		if derr := s.End(); derr != nil {
