@@ -16,10 +16,14 @@ import (
 // what a session's connection holds and renews itself (logged when a
 // renewal fails).
 type claims[K comparable, Q any, H held] struct {
-	log       *slog.Logger
-	what      string // "lock", "reservation": in the log
-	calls     reqCalls[*claim[Q, H]]
-	waiters   parked[K, *claim[Q, H]]
+	log     *slog.Logger
+	what    string // "lock", "reservation": in the log
+	calls   reqCalls[*claim[Q, H]]
+	waiters parked[K, *claim[Q, H]]
+	// late are the requests whose caller was told they timed out, by id,
+	// until the broker answers them or the link ends: what the broker
+	// grants after all is given back, for no one holds it.
+	late      map[string]*claim[Q, H]
 	recording map[uint64]recordedAnswer[Q, H]
 	nextID    uint64 // of the last transition sent to the store
 }
@@ -55,16 +59,22 @@ type recordedAnswer[Q any, H held] struct {
 type failure interface{ Failure() error }
 
 func newClaims[K comparable, Q any, H held](log *slog.Logger, what string) claims[K, Q, H] {
-	return claims[K, Q, H]{log: log, what: what, recording: map[uint64]recordedAnswer[Q, H]{}}
+	return claims[K, Q, H]{log: log, what: what, recording: map[uint64]recordedAnswer[Q, H]{}, late: map[string]*claim[Q, H]{}}
 }
 
-// answer sends call its reply; a renewal's failure is logged instead (one
-// for want of a link is not: it is renewed on reconnect).
+// answer sends call its reply; one the connection sent for itself (a
+// renewal, a give-back) logs a failure instead (one for want of a link is
+// not: a renewal is sent again on reconnect).
 func (c *claims[K, Q, H]) answer(ctx actor.Context, call *claim[Q, H], reply failure) {
-	if !call.renewing() {
+	err := reply.Failure()
+	switch {
+	case call.who != nil && !call.renewing():
 		ctx.Send(call.who, reply)
-	} else if err := reply.Failure(); err != nil && err != ErrNotConnected {
+	case err == nil || err == ErrNotConnected:
+	case call.renewing():
 		c.log.Warn(c.what+"_renewal_failed", c.what, call.renewal, "err", err)
+	default:
+		c.log.Warn(c.what+"_give_back_failed", "err", err) // it runs out with its TTL
 	}
 }
 
@@ -98,11 +108,39 @@ func (c *claims[K, Q, H]) recorded(ctx actor.Context, id uint64, err error) {
 }
 
 // expired answers the request of id, still in flight, the reply timeout
-// makes of it.
+// makes of it, and keeps it as late (a renewal is sent again in its time).
 func (c *claims[K, Q, H]) expired(ctx actor.Context, id string, timeout func(*claim[Q, H]) failure) {
 	if call, ok := c.calls.take(id); ok {
 		c.answer(ctx, call, timeout(call))
+		if !call.renewing() && len(c.late) < maxLate {
+			c.late[id] = call
+		}
 	}
+}
+
+// maxLate bounds the late requests a connection remembers (a broker that
+// answers nothing would otherwise grow them until the link ends).
+const maxLate = 1024
+
+// takeLate removes and returns the late request of id.
+func (c *claims[K, Q, H]) takeLate(id string) (*claim[Q, H], bool) {
+	call, ok := c.late[id]
+	delete(c.late, id)
+	return call, ok
+}
+
+// takeAnswered removes and returns the request an answer names: one in
+// flight, or a late one, whose answer is then applied (a release
+// recorded) but sent to no one: its caller was told it timed out.
+func (c *claims[K, Q, H]) takeAnswered(id string) (*claim[Q, H], bool) {
+	if call, ok := c.calls.take(id); ok {
+		return call, true
+	}
+	call, ok := c.takeLate(id)
+	if ok {
+		call.who = nil
+	}
+	return call, ok
 }
 
 // down fails every request in flight and every parked one: the link is
@@ -114,4 +152,5 @@ func (c *claims[K, Q, H]) down(ctx actor.Context, fail func() failure) {
 	for _, call := range c.waiters.drain() {
 		c.answer(ctx, call, fail())
 	}
+	clear(c.late) // their answers will not come on another link
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -134,6 +135,9 @@ func (r *locksRelay) send(ctx actor.Context, call *lockCall) {
 func (r *locksRelay) result(ctx actor.Context, f *messages.LockResultFrame) {
 	call, ok := r.calls.take(f.ReqID)
 	if !ok {
+		if call, late := r.takeLate(f.ReqID); late && f.Granted {
+			r.giveBack(ctx, call, f)
+		}
 		return
 	}
 	name := lockName{call.req.Repo, call.req.Key}
@@ -153,6 +157,16 @@ func (r *locksRelay) result(ctx actor.Context, f *messages.LockResultFrame) {
 	r.answer(ctx, call, reply)
 }
 
+// giveBack releases a lock the broker granted after its caller was told
+// the acquire timed out: no one holds it. Both transitions are recorded.
+func (r *locksRelay) giveBack(ctx actor.Context, call *lockCall, f *messages.LockResultFrame) {
+	name := lockName{call.req.Repo, call.req.Key}
+	r.log.Warn("lock_granted_late", "key", name.key, "repo", name.repo, "fence_token", f.FenceToken,
+		"detail", "the broker granted an acquire its caller was told timed out: released")
+	r.record(ctx, name, f.FenceToken, call.req.TTL, messages.LockKindAcquired, nil, nil)
+	r.send(ctx, &lockCall{req: &messages.LockRequest{Op: messages.TypeLockRelease, Key: name.key, Repo: name.repo, Fence: f.FenceToken}})
+}
+
 // released answers a release, or retries the acquires parked on a lock
 // whose release the broker pushed (another connection released it).
 func (r *locksRelay) released(ctx actor.Context, f *messages.LockReleasedFrame) {
@@ -163,14 +177,14 @@ func (r *locksRelay) released(ctx actor.Context, f *messages.LockReleasedFrame) 
 		}
 		return
 	}
-	call, ok := r.calls.take(f.ReqID)
+	call, ok := r.takeAnswered(f.ReqID)
 	if !ok {
 		return
 	}
 	r.forget(name)
 	reply := &messages.LockReply{Released: f.Released}
-	if f.Released {
-		r.record(ctx, name, call.req.Fence, 0, messages.LockKindReleased, call, reply)
+	if f.Released { // an older broker's answer names no fence token
+		r.record(ctx, name, cmp.Or(f.FenceToken, call.req.Fence), 0, messages.LockKindReleased, call, reply)
 	} else {
 		r.answer(ctx, call, reply)
 	}

@@ -36,6 +36,7 @@ func (b *BrokerConn) relayList() []relay {
 		&skillsRelay{b: b},      // skills
 		&memoryRelay{b: b},      // remember, recall, forget
 		&nodesRelay{b: b},       // the mesh's nodes
+		&heldRelay{b: b},        // the pull of what the broker holds for a busy recipient
 		newLocksRelay(b),        // fenced locks, a session's renewed
 		newReservationsRelay(b), // file reservations, a session's renewed
 	}

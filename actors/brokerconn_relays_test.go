@@ -37,6 +37,7 @@ var relayedMessages = []any{
 	&messages.SkillRequest{}, &skillExpired{},
 	&messages.MemoryRequest{}, &memoryExpired{},
 	&messages.NodesRequest{}, &nodesExpired{},
+	&messages.PullHeld{}, &inboxFlushed{}, &heldExpired{},
 	&messages.LockRequest{}, &lockExpired{}, &lockRetry{}, &lockRenewal{}, &messages.HeldLockList{}, &messages.LockRecorded{},
 	&messages.ReservationRequest{}, &resvExpired{}, &resvRetry{}, &resvRenewal{}, &messages.HeldReservationList{},
 	&messages.ReservationRecorded{},

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -134,6 +135,9 @@ func (r *reservationsRelay) send(ctx actor.Context, call *resvCall) {
 func (r *reservationsRelay) result(ctx actor.Context, f *messages.ReservationResultFrame) {
 	call, ok := r.calls.take(f.ReqID)
 	if !ok {
+		if call, late := r.takeLate(f.ReqID); late && f.Granted {
+			r.giveBack(ctx, call, f)
+		}
 		return
 	}
 	if g := call.renewal; g != nil {
@@ -157,11 +161,22 @@ func (r *reservationsRelay) result(ctx actor.Context, f *messages.ReservationRes
 	}
 	g := &heldGrant{repo: f.Repo, fence: f.FenceToken, ttl: call.req.TTL, patterns: call.req.Patterns}
 	if r.b.cfg.Session != nil {
-		r.end(ctx, r.dropPatterns(f.Repo, call.req.Patterns), messages.LockKindReleased) // moved to this grant
+		r.drop(ctx, f.Repo, call.req.Patterns, messages.LockKindReleased) // moved to this grant
 		g.timer = workers.SendLater(ctx, renewEvery(g.ttl), &resvRenewal{grant: g})
 		r.grants[g] = true
 	}
-	r.record(ctx, g, messages.LockKindAcquired, call, reply)
+	r.record(ctx, g, messages.LockKindAcquired, g.patterns, nil, call, reply)
+}
+
+// giveBack releases a grant the broker made after its caller was told
+// the reserve timed out: no one holds it. Both transitions are recorded
+// (the release by its answer).
+func (r *reservationsRelay) giveBack(ctx actor.Context, call *resvCall, f *messages.ReservationResultFrame) {
+	r.log.Warn("reservation_granted_late", "repo", f.Repo, "fence_token", f.FenceToken,
+		"detail", "the broker granted a reserve its caller was told timed out: released")
+	g := &heldGrant{repo: f.Repo, fence: f.FenceToken, ttl: call.req.TTL, patterns: call.req.Patterns}
+	r.record(ctx, g, messages.LockKindAcquired, g.patterns, nil, nil, nil)
+	r.send(ctx, &resvCall{req: &messages.ReservationRequest{Op: messages.TypeReservationRelease, Repo: f.Repo, Patterns: g.patterns}})
 }
 
 // renewEvery is how often a grant of ttl is renewed.
@@ -174,17 +189,34 @@ func (r *reservationsRelay) released(ctx actor.Context, f *messages.ReservationR
 		r.pushed(ctx, f)
 		return
 	}
-	if call, ok := r.calls.take(f.ReqID); ok {
-		r.end(ctx, r.dropPatterns(f.Repo, f.Patterns), messages.LockKindReleased)
-		r.answer(ctx, call, &messages.ReservationReply{Released: f.Patterns})
+	call, ok := r.takeAnswered(f.ReqID)
+	if !ok {
+		return
 	}
+	freed := r.drop(ctx, f.Repo, f.Patterns, messages.LockKindReleased)
+	if len(freed) > 0 { // not a grant this connection renews: a member's, recorded as the broker names them
+		fences := map[string]int64{}
+		for i, p := range f.Patterns {
+			if i < len(f.FenceTokens) { // an older broker's answer names no fence tokens
+				fences[p] = f.FenceTokens[i]
+			}
+		}
+		byFence := map[int64][]string{}
+		for _, p := range freed {
+			byFence[fences[p]] = append(byFence[fences[p]], p)
+		}
+		for fence, patterns := range byFence {
+			r.record(ctx, &heldGrant{repo: f.Repo, fence: fence}, messages.LockKindReleased, patterns, nil, nil, nil)
+		}
+	}
+	r.answer(ctx, call, &messages.ReservationReply{Released: f.Patterns})
 }
 
 // pushed retries the parked reserves of the repository, and forgets the
 // patterns of a grant another holder forced released.
 func (r *reservationsRelay) pushed(ctx actor.Context, f *messages.ReservationReleasedFrame) {
 	if f.ForcedBy != "" && f.Holder == r.b.cfg.Identity.PublicKeyHex() {
-		r.end(ctx, r.dropPatterns(f.Repo, f.Patterns), messages.LockKindLost)
+		r.drop(ctx, f.Repo, f.Patterns, messages.LockKindLost)
 		r.b.event(ctx, "reservation_lost", map[string]any{"mesh": r.b.cfg.Slug, "repo": f.Repo, "patterns": f.Patterns, "forced_by": f.ForcedBy})
 	}
 	for _, call := range r.waiters.take(f.Repo) {
@@ -204,21 +236,42 @@ func (r *reservationsRelay) checked(ctx actor.Context, f *messages.ReservationCh
 	}
 }
 
-// dropPatterns stops renewing patterns of repo (none: all of them) —
-// released, moved to a new grant, or lost — and returns the grants left
-// with none.
-func (r *reservationsRelay) dropPatterns(repo string, patterns []string) []*heldGrant {
-	var emptied []*heldGrant
+// drop stops renewing patterns of repo — released, moved to a new grant,
+// or lost — and records each held grant's share of them as kind: a grant
+// left with none is forgotten, one left with some keeps those. It returns
+// the patterns no held grant had.
+func (r *reservationsRelay) drop(ctx actor.Context, repo string, patterns []string, kind string) []string {
+	rest := slices.Clone(patterns)
 	for g := range r.grants {
 		if g.repo != repo {
 			continue
 		}
-		g.patterns = slices.DeleteFunc(g.patterns, func(p string) bool { return len(patterns) == 0 || slices.Contains(patterns, p) })
-		if len(g.patterns) == 0 {
-			emptied = append(emptied, g)
+		var gone []string
+		g.patterns = slices.DeleteFunc(g.patterns, func(p string) bool {
+			if slices.Contains(patterns, p) {
+				gone = append(gone, p)
+				return true
+			}
+			return false
+		})
+		if len(gone) == 0 {
+			continue
 		}
+		rest = slices.DeleteFunc(rest, func(p string) bool { return slices.Contains(gone, p) })
+		if len(g.patterns) == 0 {
+			r.forget(g)
+		}
+		r.record(ctx, g, kind, gone, g.patterns, nil, nil)
 	}
-	return emptied
+	return rest
+}
+
+// forget stops renewing a grant.
+func (r *reservationsRelay) forget(g *heldGrant) {
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	delete(r.grants, g)
 }
 
 // retry tries a parked reserve again, unless a release already did.
@@ -237,11 +290,15 @@ func (r *reservationsRelay) refused(ctx actor.Context, id string, f *messages.Er
 	switch f.Code {
 	case messages.CodeReservationNotHeld:
 		if g := call.renewal; g != nil && r.grants[g] {
-			r.end(ctx, []*heldGrant{g}, messages.LockKindLost)
+			r.forget(g)
+			r.record(ctx, g, messages.LockKindLost, g.patterns, nil, nil, nil)
 			r.b.event(ctx, "reservation_lost", map[string]any{"mesh": r.b.cfg.Slug, "repo": g.repo, "patterns": g.patterns,
 				"fence_token": g.fence, "reason": f.Message})
 		}
 		err = &messages.Error{Status: http.StatusConflict, Code: f.Code, Detail: "the broker refused it: " + f.Message}
+	case messages.CodeTooManyReservations:
+		err = &messages.Error{Status: http.StatusConflict, Code: f.Code, Detail: fmt.Sprintf("the broker refused it: %s "+
+			"(at most %d standing in one repository, a member's and its sessions' together)", f.Message, messages.MaxReservationsPerMember)}
 	case messages.CodeInvalidPattern, messages.CodeInvalidPath, messages.CodeInvalidReservationRepo, messages.CodeInvalidReservationTTL,
 		messages.CodeTooManyPatterns, messages.CodeTooManyPaths, messages.CodeInvalidFence:
 		err = refusedInput(f.Code, f)
@@ -305,26 +362,20 @@ func (r *reservationsRelay) releaseAll(ctx actor.Context) {
 			kind = messages.LockKindReleased
 		}
 	}
-	r.end(ctx, all, kind)
-}
-
-// end forgets grants and records how they ended.
-func (r *reservationsRelay) end(ctx actor.Context, grants []*heldGrant, kind string) {
-	for _, g := range grants {
-		if g.timer != nil {
-			g.timer.Stop()
-		}
-		delete(r.grants, g)
-		r.record(ctx, g, kind, nil, nil)
+	for _, g := range all {
+		r.forget(g)
+		r.record(ctx, g, kind, g.patterns, nil, nil, nil)
 	}
 }
 
-// record has the store record a grant's transition (and keep a session's
-// acquired grant); call, when set, is answered reply once it is committed.
-func (r *reservationsRelay) record(ctx actor.Context, g *heldGrant, kind string, call *resvCall, reply *messages.ReservationReply) {
+// record has the store record a transition of g's patterns (and keep a
+// session's acquired grant, or narrow it to remaining); call, when set,
+// is answered reply once it is committed.
+func (r *reservationsRelay) record(ctx actor.Context, g *heldGrant, kind string, patterns, remaining []string, call *resvCall,
+	reply *messages.ReservationReply) {
 	ctx.Request(r.b.store, &messages.RecordReservation{ID: r.claims.record(call, reply), Route: r.b.cfg.Slug, Mesh: r.b.cfg.MeshID,
-		Holder: r.b.cfg.Identity.PublicKeyHex(), Repo: g.repo, Fence: g.fence, Patterns: g.patterns, TTL: g.ttl, Kind: kind,
-		Keep: r.b.cfg.Session != nil, Now: time.Now().UnixMilli()})
+		Holder: r.b.cfg.Identity.PublicKeyHex(), Repo: g.repo, Fence: g.fence, Patterns: patterns, Remaining: slices.Clone(remaining),
+		TTL: g.ttl, Kind: kind, Keep: r.b.cfg.Session != nil, Now: time.Now().UnixMilli()})
 }
 
 func (r *reservationsRelay) recorded(ctx actor.Context, m *messages.ReservationRecorded) {

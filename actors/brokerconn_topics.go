@@ -65,12 +65,18 @@ func (r *topicsRelay) routes() relayRoutes {
 // the inbox shows topics by name (TopicNames) before anyone lists them; no
 // one waits for the answer. A session's connection asks nothing at its
 // start (a hundred sessions, a hundred lists): it learns the topics it
-// lists or creates, and the inbox asks its membership's connection for the
-// others.
+// lists, creates or joins — the topics whose messages reach it, the
+// session's own on our broker — and the inbox asks its membership's
+// connection for the others.
 func (r *topicsRelay) learn(ctx actor.Context) {
-	if r.b.cfg.Session != nil {
-		return
+	if r.b.cfg.Session == nil {
+		r.list(ctx)
 	}
+}
+
+// list asks the broker for the topic list, which the cache becomes; no
+// one waits for the answer.
+func (r *topicsRelay) list(ctx actor.Context) {
 	id := r.calls.call(topicIDs, &topicCall{op: learnOp})
 	r.send(ctx, id, &messages.TopicListFrame{Type: messages.TypeTopicList, ReqID: id})
 }
@@ -98,6 +104,9 @@ func (r *topicsRelay) request(ctx actor.Context, m *messages.TopicRequest) {
 		frames = append(frames, &messages.TopicRefFrame{Type: messages.TypeTopicMembers, Topic: m.Topic, ReqID: id})
 	}
 	r.send(ctx, id, frames...)
+	if _, known := r.lookup(m.Topic); m.Op == messages.TypeTopicJoin && !known {
+		r.list(ctx) // the joined topic's messages come here: its name is wanted
+	}
 }
 
 // resolve answers the id of a `#` target from the cache, else asks for the
@@ -145,10 +154,12 @@ func (r *topicsRelay) send(ctx actor.Context, id string, frames ...any) {
 	workers.SendLater(ctx, TopicTimeout, &topicExpired{id: id})
 }
 
+// created answers a topic's creation, and adds the topic to the cache.
 func (r *topicsRelay) created(ctx actor.Context, f *messages.TopicCreatedFrame) {
-	if r.names != nil {
-		r.ids[f.Topic.ID], r.names[f.Topic.Name] = true, f.Topic.ID
+	if r.names == nil {
+		r.ids, r.names = map[string]bool{}, map[string]string{}
 	}
+	r.ids[f.Topic.ID], r.names[f.Topic.Name] = true, f.Topic.ID
 	r.answer(ctx, f.ReqID, &messages.TopicReply{Created: f})
 }
 

@@ -47,6 +47,25 @@ type InboxActor struct {
 	expiring, again bool
 }
 
+// inboxFlush asks the inbox to answer *inboxFlushed once it has taken
+// every push sent to it before: the barrier after which what the broker
+// pushed before an answer on the link is in the inbox for whatever asks
+// the store next (brokerconn_held.go). The reader hands pushes to the
+// inbox and the answer to the connection, which then sends this. The
+// inbox takes its messages in order and hands each push to the store as it
+// takes it (StoreInbound); the store runs inbox.db's commands in the order
+// they came, so a listing asked after the answer runs after those inserts
+// — in a later transaction, or in theirs — without waiting for the fsync
+// their acks wait for. Pushed and more are the broker's answer's, echoed.
+type inboxFlush struct {
+	id     string
+	pushed int
+	more   bool
+}
+
+// inboxFlushed is the inbox's answer to *inboxFlush.
+type inboxFlushed struct{ *inboxFlush }
+
 // pendingPush is a push being stored: what its ack needs.
 type pendingPush struct {
 	push  *messages.PushFrame
@@ -92,6 +111,8 @@ func (in *InboxActor) Receive(ctx actor.Context) {
 		in.stored(ctx, m)
 	case *sweepPending:
 		in.sweep(ctx)
+	case *inboxFlush:
+		ctx.Respond(&inboxFlushed{m}) // every push before it is with the store (inboxFlush)
 	case *messages.EventAppended:
 	default:
 		in.log.Warn("unhandled message", "type", fmt.Sprintf("%T", m))

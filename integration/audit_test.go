@@ -51,3 +51,33 @@ func TestAuditVerifyCLI(t *testing.T) {
 		t.Fatalf("verify of a tampered log: exit %d, want 8\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
 }
+
+// TestAuditTriggersDropped: a status changed by hand after the audit
+// trigger was dropped (the sqlite3 shell) is caught: the daemon puts the
+// trigger back at its start and records the repair, and `audit verify`,
+// whose chain still links, exits 8 naming the row whose status it does
+// not record; the transitions after the repair are audited again.
+func TestAuditTriggersDropped(t *testing.T) {
+	e := newEnv(t)
+	d := startDaemon(t, e, "--no-tcp")
+	c := unixClient(e.socket())
+	mustSend(t, c, "*", "audited", "au-1")
+	c.CloseIdleConnections()
+	d.stop()
+
+	execSQL(t, e, `DROP TRIGGER audit_outbox_status`)
+	execSQL(t, e, `UPDATE outbox SET status = 'aborted' WHERE client_message_id = 'au-1'`)
+	startDaemon(t, e, "--no-tcp")
+	res := runCLI(t, e, "daemon", "audit", "verify")
+	if res.code != 8 || !strings.Contains(res.stderr, "(au-1): aborted, its last entry says") {
+		t.Fatalf("verify after a status changed unaudited: exit %d, want 8\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	res = runCLI(t, e, "daemon", "audit", "list", "--json")
+	var page messages.AuditPage
+	if err := json.Unmarshal([]byte(res.stdout), &page); res.code != 0 || err != nil {
+		t.Fatalf("audit list --json: exit %d, %v\n%s%s", res.code, err, res.stdout, res.stderr)
+	}
+	if n := len(page.Entries); n == 0 || page.Entries[n-1].Kind != "audit.restored" || !strings.Contains(page.Entries[n-1].Detail, "audit_outbox_status") {
+		t.Fatalf("the log after the restart: %+v, want audit.restored last", page.Entries)
+	}
+}

@@ -142,6 +142,23 @@ func TestGuardCommits(t *testing.T) {
 		!strings.Contains(out, "src/**") || !strings.Contains(out, "src/app.py") {
 		t.Errorf("bob's commit: exit %d\n%s", code, out)
 	}
+	// A name git allows and a pattern cannot name is not let through
+	// unchecked while an exclusive reservation stands.
+	odd := filepath.Join(dirs[m.bob], "src", "\xff.py")
+	if err := os.WriteFile(odd, []byte("odd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, dirs[m.bob], sessEnv[m.bob], "reset", "-q")
+	gitRun(t, dirs[m.bob], sessEnv[m.bob], "add", "src/\xff.py")
+	if out, code := gitRun(t, dirs[m.bob], sessEnv[m.bob], "commit", "-q", "-m", "an odd name"); code == 0 ||
+		!strings.Contains(out, `src/\xff.py cannot be checked`) {
+		t.Errorf("bob's commit of a path that is not UTF-8: exit %d\n%s", code, out)
+	}
+	gitRun(t, dirs[m.bob], sessEnv[m.bob], "reset", "-q")
+	if err := os.Remove(odd); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, dirs[m.bob], sessEnv[m.bob], "add", "src/app.py") // staged again, as the refused commit left it
 	if out, code := commit(m.alice, sessEnv[m.alice], "alice's change"); code != 0 {
 		t.Errorf("alice's commit: exit %d\n%s", code, out)
 	}

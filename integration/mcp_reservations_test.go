@@ -86,7 +86,7 @@ func TestMCPReservations(t *testing.T) {
 		Reservations []mcpReservation `json:"reservations"`
 	}
 	res = b.mustCall("list_reservations", map[string]any{}, &list)
-	if len(list.Reservations) != 1 || list.Reservations[0].Holder != "alice" || !strings.HasPrefix(text(res), "1 reservation(s):\nsrc/** (exclusive) held by alice until ") {
+	if len(list.Reservations) != 1 || list.Reservations[0].Holder != "alice" || !strings.HasPrefix(text(res), "1 reservation:\nsrc/** (exclusive) held by alice until ") {
 		t.Errorf("list_reservations: %+v %q", list, text(res))
 	}
 	var rel struct {

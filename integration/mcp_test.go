@@ -35,6 +35,7 @@ type mcpProc struct {
 	stderr  *syncBuffer
 	logs    chan *mcp.LoggingMessageParams // notifications/message
 	channel chan channelNote               // notifications/claude/channel
+	updated chan string                    // notifications/resources/updated: the URI
 }
 
 // channelNote is the params of a notifications/claude/channel.
@@ -74,9 +75,11 @@ func startMCP(t *testing.T, e *env, name string, o mcpOptions) *mcpProc {
 		cmd = exec.Command(mcpBinPath, append([]string{"--name", name}, o.args...)...)
 	}
 	cmd.Env, cmd.Dir = append(e.environ(), o.env...), o.dir
-	p := &mcpProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, logs: make(chan *mcp.LoggingMessageParams, 64), channel: make(chan channelNote, 64)}
+	p := &mcpProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, logs: make(chan *mcp.LoggingMessageParams, 64), channel: make(chan channelNote, 64),
+		updated: make(chan string, 64)}
 	cmd.Stderr = p.stderr
-	opts := &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { p.logs <- r.Params }}
+	opts := &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { p.logs <- r.Params },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { p.updated <- r.Params.URI }}
 	var sopts *mcp.ClientSessionOptions
 	if o.channel {
 		opts.Capabilities = &mcp.ClientCapabilities{Experimental: map[string]any{"claude/channel": map[string]any{}}}

@@ -8,9 +8,11 @@ import (
 )
 
 // TestMCPTopics: the topic tools of `claudemesh mcp`, through the real MCP
-// client, as two agent sessions on the embedded broker: alice creates a
-// topic, bob finds it, alice's #name message reaches bob and shows in the
-// history; an unknown topic is a tool error that says what to do.
+// client, as agent sessions on the embedded broker: alice creates a topic,
+// bob finds it, bob and carol join it, alice's #name message reaches them
+// and shows in the history; the members are the sessions, by name; alice's
+// leave is hers alone; an unknown topic is a tool error that says what to
+// do.
 func TestMCPTopics(t *testing.T) {
 	t.Parallel()
 	e := localAgentsEnv(t)
@@ -47,6 +49,11 @@ func TestMCPTopics(t *testing.T) {
 	if len(list.Topics) != 1 || list.Topics[0].Name != "design" || list.Topics[0].Description != "the UI" || list.Topics[0].Members != 1 {
 		t.Fatalf("topic_list: %+v", list)
 	}
+	var members struct {
+		Members []struct{ Name, Role string } `json:"members"`
+	}
+	b.mustCall("topic_join", map[string]any{"topic": "#design"}, &members)
+	c.mustCall("topic_join", map[string]any{"topic": "design"}, &members)
 
 	var sent sendResult
 	a.mustCall("send_message", map[string]any{"to": "#design", "message": "new mockups", "client_message_id": "mcp-topic-1"}, &sent)
@@ -82,15 +89,13 @@ func TestMCPTopics(t *testing.T) {
 		history.Messages[0].Body != "new mockups" || !strings.Contains(text(res), "new mockups") {
 		t.Errorf("topic_history: %+v, %q", history, text(res))
 	}
-	var members struct {
-		Members []struct{ Role string } `json:"members"`
-	}
 	b.mustCall("topic_members", map[string]any{"topic": "design"}, &members)
-	if len(members.Members) != 1 || members.Members[0].Role != "lead" {
-		t.Errorf("topic_members: %+v", members)
+	if len(members.Members) != 3 || members.Members[0].Name != "alice" || members.Members[0].Role != "lead" ||
+		members.Members[1].Name != "bob" || members.Members[2].Name != "carol" {
+		t.Errorf("topic_members: %+v; want alice (lead), bob and carol", members)
 	}
 	a.mustCall("topic_leave", map[string]any{"topic": "design"}, &members)
-	if len(members.Members) != 0 {
-		t.Errorf("topic_leave: %+v", members)
+	if len(members.Members) != 2 || members.Members[0].Name != "bob" || members.Members[1].Name != "carol" {
+		t.Errorf("topic_leave: %+v; want bob and carol left in it", members)
 	}
 }

@@ -26,7 +26,7 @@ type agentSession struct {
 	pubkey string
 }
 
-func registerSession(t *testing.T, sock, mesh, id, name string) *agentSession {
+func registerSession(t testing.TB, sock, mesh, id, name string) *agentSession {
 	t.Helper()
 	b := make([]byte, 32)
 	rand.Read(b)

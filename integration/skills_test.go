@@ -84,6 +84,20 @@ func TestSkills(t *testing.T) {
 		t.Fatalf("skill get deploy: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
 
+	// Any member may publish a skill: its terminal controls are shown as
+	// escapes, its tabs and lines kept; --json keeps the exact text.
+	hostile := "1. tag\n\t\x1b]0;pwned\x07push\n"
+	skillCLI(alice, nil, "publish", "hostile", "--file", file("hostile.md", hostile))
+	if r := runCLI(t, bob.env, "skill", "get", "hostile"); r.code != 0 || r.stdout != "1. tag\n\t\\x1b]0;pwned\\x07push\n" {
+		t.Errorf("skill get hostile: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	var exact messages.SkillAnswer
+	skillCLI(bob, &exact, "get", "hostile", "--json")
+	if exact.Skill.Content != hostile {
+		t.Errorf("skill get hostile --json: %+v", exact.Skill)
+	}
+	skillCLI(alice, nil, "remove", "hostile")
+
 	skillCLI(bob, &published, "publish", "deploy", "-f", file("deploy2.md", "just push"), "--json")
 	if s := published.Skill; s.Version != 2 || s.PublishedBy != "bob" || s.Description != "" || len(s.Tags) != 0 {
 		t.Fatalf("republished: %+v; want version 2 by bob, replacing everything", published)

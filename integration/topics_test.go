@@ -1,8 +1,12 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
 // TestTopics: topics through the real binaries — `claudemesh topic` on
@@ -167,4 +172,99 @@ func TestTopics(t *testing.T) {
 		r := runCLI(t, bob.env, "inbox", "--json")
 		return r.code == 0 && strings.Contains(r.stdout, `"topic_name":"dev"`)
 	})
+}
+
+// TestTopicsPerSession: topic membership is an agent session's own, on
+// the embedded (SQLite) broker of one daemon. The daemon's member creates
+// #x and leads it as itself; of the sessions bee and cat, bee joins and
+// only bee receives #x from ant; cat joins and bee leaves, and only cat
+// receives, the topic keeping its other members; the member received both
+// as a member of its own. The members list names sessions by their names.
+func TestTopicsPerSession(t *testing.T) {
+	t.Parallel()
+	e := localAgentsEnv(t)
+	d := startDaemon(t, e, "--no-tcp")
+	defer d.stop()
+	ctx := context.Background()
+	machine := ipc.NewClient(e.socket())
+	wait.For(t, e2eConnectDeadline, "the machine's member creates #x once its link is up", func() bool {
+		_, err := machine.CreateTopic(ctx, &messages.TopicCreateRequest{Name: "x"})
+		return err == nil
+	})
+	ant := registerSession(t, e.socket(), "local", "sess-ant", "ant")
+	bee := registerSession(t, e.socket(), "local", "sess-bee", "bee")
+	cat := registerSession(t, e.socket(), "local", "sess-cat", "cat")
+	wait.For(t, e2eConnectDeadline, "ant, bee and cat connected to the broker", func() bool {
+		peers, err := ant.c.Peers(ctx, "")
+		return err == nil && slices.ContainsFunc(peers, func(p ipc.MeshPeer) bool { return p.DisplayName == "bee" }) &&
+			slices.ContainsFunc(peers, func(p ipc.MeshPeer) bool { return p.DisplayName == "cat" })
+	})
+	beeEv, catEv := followSession(t, bee), followSession(t, cat)
+	keys := map[string]string{ant.name: ant.pubkey, bee.name: bee.pubkey, cat.name: cat.pubkey}
+	// members checks the members of #x after s's join or leave: the
+	// machine's member, its lead, and the sessions named, by their names
+	// and keys.
+	members := func(s *agentSession, op func(context.Context, *messages.TopicMembershipRequest) (*messages.TopicMembers, error),
+		want ...string) {
+		t.Helper()
+		res, err := ipc.WhenLinked(ctx, func() (*messages.TopicMembers, error) { // safe to repeat
+			return op(ctx, &messages.TopicMembershipRequest{Topic: "x"})
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		var sessions []string
+		lead := ""
+		for _, tm := range res.Members {
+			if tm.Role == "lead" {
+				lead = tm.Pubkey
+			} else if keys[tm.DisplayName] == tm.Pubkey {
+				sessions = append(sessions, tm.DisplayName)
+			}
+		}
+		slices.Sort(sessions)
+		if len(res.Members) != len(want)+1 || lead == "" || slices.Contains(slices.Collect(maps.Values(keys)), lead) ||
+			!slices.Equal(sessions, want) {
+			t.Fatalf("%s: members of #x %+v; want the machine's member as lead, and %q", s.name, res.Members, want)
+		}
+	}
+
+	members(bee, bee.c.JoinTopic, "bee")
+	send(t, ant, "#x", "one")
+	beeEv.expect(t, "bee", "one")
+	catEv.quiet(t, "cat", ant, cat) // cat did not join
+
+	members(cat, cat.c.JoinTopic, "bee", "cat")
+	members(bee, bee.c.LeaveTopic, "cat")
+	send(t, ant, "#x", "two")
+	catEv.expect(t, "cat", "two")
+	beeEv.quiet(t, "bee", ant, bee) // bee left
+
+	wait.For(t, e2eDeliverDeadline, "one and two in the machine's inbox", func() bool {
+		page, err := machine.Inbox(ctx, url.Values{"mesh": {"local"}, "topic": {"x"}, "mark_seen": {"false"}})
+		if err != nil {
+			return false
+		}
+		var bodies []string
+		for _, it := range page.Items {
+			bodies = append(bodies, messages.Deref(it.Body))
+		}
+		return slices.Equal(bodies, []string{"one", "two"})
+	})
+
+	// A topic a session created, which bee joins by name without listing
+	// the topics: bee's inbox names it all the same.
+	if _, err := ant.c.CreateTopic(ctx, &messages.TopicCreateRequest{Name: "y"}); err != nil {
+		t.Fatalf("ant creates #y: %v", err)
+	}
+	if _, err := bee.c.JoinTopic(ctx, &messages.TopicMembershipRequest{Topic: "y"}); err != nil {
+		t.Fatalf("bee joins #y: %v", err)
+	}
+	send(t, ant, "#y", "three")
+	beeEv.expect(t, "bee", "three")
+	page, err := bee.c.Inbox(ctx, nil)
+	if err != nil || len(page.Items) == 0 || messages.Deref(page.Items[len(page.Items)-1].Body) != "three" ||
+		page.Items[len(page.Items)-1].TopicName != "y" {
+		t.Fatalf("bee's inbox: %+v, %v; want three last, to #y by name", page, err)
+	}
 }

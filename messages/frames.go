@@ -332,6 +332,8 @@ func newClientFrame(typ string) any {
 		return newLockClientFrame(typ)
 	case TypeListNodes:
 		return new(ListNodesFrame)
+	case TypeDrainHeld:
+		return new(DrainHeldFrame)
 	case TypeReserve, TypeReservationRenew, TypeReservationRelease, TypeListReservations, TypeReservationCheck:
 		return newReservationClientFrame(typ)
 	}

@@ -4,6 +4,13 @@ package messages
 type SendAccepted struct {
 	ClientMessageID string `json:"client_message_id"`
 	Status          string `json:"status"` // "queued" or "inflight"
+	// RecipientStatus is, for a DM, the recipient's status when the last
+	// peer list the daemon has (at most 30 s old) shows it busy: working or
+	// dnd; absent otherwise. HeldUntilIdle says the broker holds the
+	// message until the recipient is idle (its priority is not now): its
+	// agent reads it sooner only by checking its inbox.
+	RecipientStatus string `json:"recipient_status,omitempty"`
+	HeldUntilIdle   bool   `json:"held_until_idle,omitempty"`
 }
 
 // SendDuplicate is the 200 body of POST /v1/send for a done row whose

@@ -99,7 +99,10 @@ type LockReleasedFrame struct {
 	Key      string `json:"key"`
 	Repo     string `json:"repo,omitempty"`
 	Released bool   `json:"released"`
-	ReqID    string `json:"_reqId,omitempty"`
+	// FenceToken is, in the answer to a release that released, the fence
+	// token the lock was held under (a release may name none).
+	FenceToken int64  `json:"fence_token,omitempty"`
+	ReqID      string `json:"_reqId,omitempty"`
 }
 
 // LockListFrame answers list_locks, by repository and key.

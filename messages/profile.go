@@ -32,7 +32,16 @@ const (
 )
 
 // ProfileStatuses are the statuses a profile may have (spec A38).
-var ProfileStatuses = []string{"idle", "working", "dnd"}
+var ProfileStatuses = []string{StatusIdle, StatusWorking, StatusDND}
+
+// The statuses. A recipient working or dnd (do not disturb) is busy: the
+// broker holds a message of priority next or low for it until it is idle
+// again, and pushes only priority now.
+const (
+	StatusIdle    = "idle"
+	StatusWorking = "working"
+	StatusDND     = "dnd"
+)
 
 // Validate checks every field present against its form and limit and
 // returns the names of the fields it sets (summary, status, visible,

@@ -17,13 +17,16 @@ import (
 
 // Reservation limits, the broker's (persistence/broker checks them again).
 const (
-	MaxReservePatterns    = 32
-	MaxCheckPaths         = 256
-	MaxCheckPathBytes     = 48 << 10
-	MinReservationTTL     = time.Second
-	MaxReservationTTL     = time.Hour
-	DefaultReservationTTL = 5 * time.Minute
-	MaxReservationWait    = 10 * time.Minute
+	MaxReservePatterns = 32
+	// MaxReservationsPerMember bounds the standing reservations one member
+	// (its own and its sessions') holds in one repository.
+	MaxReservationsPerMember = 1000
+	MaxCheckPaths            = 256
+	MaxCheckPathBytes        = 48 << 10
+	MinReservationTTL        = time.Second
+	MaxReservationTTL        = time.Hour
+	DefaultReservationTTL    = 5 * time.Minute
+	MaxReservationWait       = 10 * time.Minute
 	// ReservationRenewEvery bounds the time between two renewals of a
 	// session's reservations (a third of the TTL when that is shorter):
 	// the broker counts a holder unheard for ReservationStaleAfter as gone.
@@ -236,10 +239,13 @@ type RecordReservation struct {
 	Repo     string
 	Fence    int64
 	Patterns []string
-	TTL      time.Duration
-	Kind     string
-	Keep     bool
-	Now      int64 // Unix ms
+	// Remaining are, for a release of part of a kept grant, the patterns
+	// it keeps: its held grant is narrowed to them instead of forgotten.
+	Remaining []string
+	TTL       time.Duration
+	Kind      string
+	Keep      bool
+	Now       int64 // Unix ms
 }
 
 // ReservationRecorded is the reply to *RecordReservation (its ID).

@@ -34,6 +34,7 @@ const (
 	CodeInvalidReservationRepo  = "invalid_reservation_repo"
 	CodeInvalidReservationTTL   = "invalid_reservation_ttl"
 	CodeTooManyPatterns         = "too_many_patterns"
+	CodeTooManyReservations     = "too_many_reservations"
 	CodeTooManyPaths            = "too_many_paths"
 	CodeReservationNotHeld      = "reservation_not_held"
 	CodeReservationsUnsupported = "reservations_unsupported"
@@ -134,9 +135,12 @@ type ReservationReleasedFrame struct {
 	Type     string   `json:"type"`
 	Repo     string   `json:"repo"`
 	Patterns []string `json:"patterns"`
-	Holder   string   `json:"holder,omitempty"`
-	ForcedBy string   `json:"forced_by,omitempty"`
-	ReqID    string   `json:"_reqId,omitempty"`
+	// FenceTokens are, in the answer to a release, the fence token of the
+	// grant each of Patterns stood under, in the same order.
+	FenceTokens []int64 `json:"fence_tokens,omitempty"`
+	Holder      string  `json:"holder,omitempty"`
+	ForcedBy    string  `json:"forced_by,omitempty"`
+	ReqID       string  `json:"_reqId,omitempty"`
 }
 
 // ReservationListFrame answers list_reservations, by repository and

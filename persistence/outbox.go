@@ -22,6 +22,10 @@ type Outbox struct {
 	markDone *sqlx.Stmt // the dispatcher's most frequent write
 	claimDue *sqlx.Stmt // runs with every batch that makes rows due
 	nextDue  *sqlx.Stmt
+	// Restored names the audit log's triggers (and view) that the open
+	// found missing, changed or foreign and put back (restoreAudit): the
+	// daemon logs them.
+	Restored []string
 }
 
 // OpenOutbox opens outbox.db and checks its integrity: the outbox cannot be
@@ -40,6 +44,10 @@ func OpenOutbox(ctx context.Context, path string) (*Outbox, error) {
 		return nil, err
 	}
 	o := &Outbox{DB: db}
+	if o.Restored, err = o.restoreAudit(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if o.lookup, err = db.db.PreparexContext(ctx,
 		`SELECT request_fingerprint, fingerprint_version, status, broker_message_id, history_id, last_error
 		   FROM outbox WHERE client_message_id = ? AND mesh = ?`); err != nil {

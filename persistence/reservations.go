@@ -11,8 +11,8 @@ import (
 // Held reservation grants and their transitions' audit entries
 // (migration 0010), as locks.go does for locks.
 
-// RecordReservation writes m's audit entry and keeps or forgets its held
-// grant, in tx.
+// RecordReservation writes m's audit entry and keeps, narrows or forgets
+// its held grant, in tx.
 func (o *Outbox) RecordReservation(tx *Tx, m *messages.RecordReservation) error {
 	patterns, _ := json.Marshal(m.Patterns) // strings always marshal
 	if err := appendReservationAudit(tx, m.Kind, m.Route, m.Mesh, m.Repo, m.Holder, m.Fence, string(patterns)); err != nil {
@@ -23,6 +23,10 @@ func (o *Outbox) RecordReservation(tx *Tx, m *messages.RecordReservation) error 
 		_, err = tx.Exec(`INSERT INTO held_reservation (route, repo, fence, mesh, holder, patterns, ttl_ms, acquired_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (route, repo, fence) DO UPDATE SET patterns = excluded.patterns, ttl_ms = excluded.ttl_ms`,
 			m.Route, m.Repo, m.Fence, m.Mesh, m.Holder, string(patterns), m.TTL.Milliseconds(), m.Now)
+	} else if m.Kind != messages.LockKindAcquired && len(m.Remaining) > 0 {
+		remaining, _ := json.Marshal(m.Remaining) // strings always marshal
+		_, err = tx.Exec(`UPDATE held_reservation SET patterns = ? WHERE route = ? AND repo = ? AND fence = ?`, string(remaining), m.Route,
+			m.Repo, m.Fence)
 	} else if m.Kind != messages.LockKindAcquired {
 		_, err = tx.Exec(`DELETE FROM held_reservation WHERE route = ? AND repo = ? AND fence = ?`, m.Route, m.Repo, m.Fence)
 	}

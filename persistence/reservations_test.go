@@ -9,7 +9,8 @@ import (
 )
 
 // TestHeldReservations: a session's grant is kept and read back by its
-// route with its patterns; a loss forgets it; a member's grant is audited
+// route with its patterns; a release of part of it narrows it; a loss
+// forgets it; a member's grant is audited
 // but not kept; abandoning a route forgets its grants beside its locks;
 // each transition is one audit entry, and the chain verifies.
 func TestHeldReservations(t *testing.T) {
@@ -44,8 +45,14 @@ func TestHeldReservations(t *testing.T) {
 	if got := held("demo"); len(got) != 0 {
 		t.Errorf("a member's grant kept: %+v", got)
 	}
+	part := sess // one of its two patterns released: the grant keeps the other
+	part.Kind, part.Patterns, part.Remaining = messages.LockKindReleased, []string{"docs/*.md"}, []string{"src/**"}
+	record(part)
+	if got := held("demo/s1"); len(got) != 2 || got[0].Fence != 3 || !slices.Equal(got[0].Patterns, []string{"src/**"}) {
+		t.Fatalf("after releasing part of it = %+v", got)
+	}
 	lost := sess
-	lost.Kind = messages.LockKindLost
+	lost.Kind, lost.Patterns = messages.LockKindLost, []string{"src/**"}
 	record(lost)
 	if got := held("demo/s1"); len(got) != 1 || got[0].Fence != 5 {
 		t.Fatalf("after the loss = %+v", got)
@@ -56,7 +63,8 @@ func TestHeldReservations(t *testing.T) {
 	if got := held("demo/s1"); len(got) != 0 {
 		t.Errorf("after abandoning = %+v", got)
 	}
-	want := "reservation.acquired git:abc\nreservation.acquired git:abc\nreservation.acquired git:abc\nreservation.lost git:abc\n" +
+	want := "reservation.acquired git:abc\nreservation.acquired git:abc\nreservation.acquired git:abc\nreservation.released git:abc\n" +
+		"reservation.lost git:abc\n" +
 		"reservation.abandoned git:abc\n"
 	if got := kinds(auditLog(t, o)); got != want {
 		t.Errorf("audit log:\n%s\nwant:\n%s", got, want)

@@ -227,6 +227,11 @@ func (b *Broker) listen(d *deps) {
 // Handler is the broker's HTTP handler: /ws, /health and the extras.
 func (b *Broker) Handler() http.Handler { return b.handler }
 
+// HTTPServer is an http.Server of Handler with the broker's timeouts, and
+// every connection counted against the caps of unauthenticated ones from
+// its accept (wsserver.Server.HTTPServer).
+func (b *Broker) HTTPServer() *http.Server { return b.handler.HTTPServer() }
+
 func (b *Broker) health() any {
 	if b.acceptsDurable != nil && b.acceptsDurable.brokenBy() != nil {
 		// Its store can no longer promise what it accepts: restart it.

@@ -73,9 +73,11 @@ func (c *conn) negotiate(f *messages.FeatureNegotiationRequestFrame) {
 // version per key and compare-and-set (set_state's if_version), memory
 // with full-text recall, skills with publish_skill and remove_skill, the
 // §2.7 topics, fenced locks (conn_locks.go), file reservations
-// (conn_reservations.go); and nodes, the mesh's daemons
+// (conn_reservations.go); nodes, the mesh's daemons
 // listed with their state (list_nodes), whose stale_after_ms is the
-// broker's stale threshold. Each is version 1; a client needs none of them.
+// broker's stale threshold; and held, the drain of the messages a busy
+// recipient's status holds (conn_held.go). Each is version 1; a client
+// needs none of them.
 const (
 	FeatureState  = "state"
 	FeatureMemory = "memory"
@@ -84,7 +86,7 @@ const (
 	FeatureNodes  = "nodes"
 )
 
-// addAbilities adds the shared-data abilities and nodes to an
+// addAbilities adds the shared-data abilities, nodes and held to an
 // advertisement.
 func addAbilities(supported map[string]messages.Feature, staleAfter time.Duration) {
 	supported[FeatureState] = messages.Feature{Params: messages.FeatureParams{"version": 1, "compare_and_set": true}}
@@ -95,6 +97,7 @@ func addAbilities(supported map[string]messages.Feature, staleAfter time.Duratio
 	supported[FeatureLocks] = messages.Feature{Params: messages.FeatureParams{"version": 1, "fenced": true,
 		"min_ttl_ms": messages.MinLockTTL.Milliseconds(), "max_ttl_ms": messages.MaxLockTTL.Milliseconds()}}
 	supported[FeatureNodes] = messages.Feature{Params: messages.FeatureParams{"version": 1, "stale_after_ms": staleAfter.Milliseconds()}}
+	supported[FeatureHeld] = messages.Feature{Params: messages.FeatureParams{"version": 1}}
 	supported[FeatureReservations] = messages.Feature{Params: messages.FeatureParams{"version": 1, "fenced": true,
 		"max_patterns": messages.MaxReservePatterns, "max_check_paths": messages.MaxCheckPaths}}
 }

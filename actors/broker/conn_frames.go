@@ -25,6 +25,7 @@ var clientFrames = frameTable(
 	lockFrames,        // conn_locks.go
 	reservationFrames, // conn_reservations.go
 	nodeFrames,        // list_nodes (conn_nodes.go)
+	heldFrames,        // drain_held (conn_held.go)
 )
 
 // frames are one feature's entries of the table.

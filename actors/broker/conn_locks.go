@@ -63,15 +63,16 @@ func (c *conn) renewLock(f *messages.LockRenewFrame) {
 }
 
 func (c *conn) releaseLock(ctx actor.Context, f *messages.LockReleaseFrame) {
-	released, err := c.store.ReleaseLock(context.Background(), c.mesh.ID, c.replica, f.Repo, f.Key, f.FenceToken, c.holder())
+	fence, err := c.store.ReleaseLock(context.Background(), c.mesh.ID, c.replica, f.Repo, f.Key, f.FenceToken, c.holder())
 	if err != nil {
 		c.lockError(f.ReqID, err)
 		return
 	}
-	if released {
+	if fence != 0 {
 		ctx.Send(c.hub, &hubMeshPush{meshID: c.mesh.ID, except: c.id, frame: lockReleasedPush(f.Repo, f.Key)})
 	}
-	c.sendFrame(&messages.LockReleasedFrame{Type: messages.TypeLockReleased, Key: f.Key, Repo: f.Repo, Released: released, ReqID: f.ReqID})
+	c.sendFrame(&messages.LockReleasedFrame{Type: messages.TypeLockReleased, Key: f.Key, Repo: f.Repo, Released: fence != 0, FenceToken: fence,
+		ReqID: f.ReqID})
 }
 
 // lockReleasedPush is the lock_released frame told to the mesh's other

@@ -78,10 +78,15 @@ func (c *conn) releaseReservations(ctx actor.Context, f *messages.ReservationRel
 		c.reservationError(f.ReqID, err)
 		return
 	}
-	if len(released) > 0 {
-		ctx.Send(c.hub, &hubMeshPush{meshID: c.mesh.ID, except: c.id, frame: reservationsReleasedPush(f.Repo, released, "", "")})
+	out := &messages.ReservationReleasedFrame{Type: messages.TypeReservationReleased, Repo: f.Repo, Patterns: make([]string, len(released)),
+		FenceTokens: make([]int64, len(released)), ReqID: f.ReqID}
+	for i, p := range released {
+		out.Patterns[i], out.FenceTokens[i] = p.Pattern, p.Fence
 	}
-	c.sendFrame(&messages.ReservationReleasedFrame{Type: messages.TypeReservationReleased, Repo: f.Repo, Patterns: released, ReqID: f.ReqID})
+	if len(released) > 0 {
+		ctx.Send(c.hub, &hubMeshPush{meshID: c.mesh.ID, except: c.id, frame: reservationsReleasedPush(f.Repo, out.Patterns, "", "")})
+	}
+	c.sendFrame(out)
 }
 
 // reservationsReleasedPush is the reservation_released frame told to the
@@ -134,6 +139,7 @@ func (c *conn) reservationError(reqID string, err error) {
 		errorCode{broker.ErrInvalidReservationRepo, messages.CodeInvalidReservationRepo},
 		errorCode{broker.ErrInvalidPattern, messages.CodeInvalidPattern}, errorCode{broker.ErrInvalidPath, messages.CodeInvalidPath},
 		errorCode{broker.ErrTooManyPatterns, messages.CodeTooManyPatterns}, errorCode{broker.ErrTooManyPaths, messages.CodeTooManyPaths},
+		errorCode{broker.ErrTooManyReservations, messages.CodeTooManyReservations},
 		errorCode{broker.ErrInvalidReservationTTL, messages.CodeInvalidReservationTTL},
 		errorCode{broker.ErrInvalidFence, messages.CodeInvalidFence}, errorCode{broker.ErrReservationNotHeld, messages.CodeReservationNotHeld}))
 }

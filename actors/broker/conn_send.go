@@ -119,9 +119,9 @@ func (c *conn) accept(ctx actor.Context, f *messages.SendFrame, ack *messages.Ac
 	id := ack.ClientMessageID
 	req := &broker.AcceptRequest{MeshID: c.mesh.ID, ClientMessageID: id, RequestFingerprint: fp,
 		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
-		Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID, Meta: f.Meta,
-		Recipients: resolved.recipients, Online: resolved.online, SessionMembers: resolved.sessionMembers, Lease: c.lease}
-	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey, senderName: c.displayName()}
+		SenderName: c.displayName(), Priority: f.Priority, Nonce: f.Nonce, Ciphertext: f.Ciphertext, ReplyToID: f.ReplyToID,
+		Meta: f.Meta, Recipients: resolved.recipients, Online: resolved.online, SessionMembers: resolved.sessionMembers, Lease: c.lease}
+	job := &acceptJob{req: req, senderConn: c.id, senderMember: c.member.Pubkey}
 	future := ctx.RequestFuture(c.accepts, &batchOf[*acceptJob]{req: job}, askTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		out, ok := res.(*batchResult[broker.AcceptResult])
@@ -202,14 +202,13 @@ type acceptJob struct {
 	req          *broker.AcceptRequest
 	senderConn   string
 	senderMember string
-	senderName   string
 }
 
 // push is the frame a committed job is pushed with.
 func (j *acceptJob) push(res *broker.AcceptResult) *messages.PushFrame {
 	req := j.req
 	push := &messages.PushFrame{Type: messages.TypePush, MessageID: res.BrokerMessageID, MeshID: req.MeshID,
-		SenderPubkey: req.SenderPubkey, SenderMemberPubkey: j.senderMember, SenderName: j.senderName,
+		SenderPubkey: req.SenderPubkey, SenderMemberPubkey: j.senderMember, SenderName: req.SenderName,
 		TargetSpec: req.TargetSpec, ReplyToID: req.ReplyToID, Priority: req.Priority, Nonce: req.Nonce,
 		Ciphertext: req.Ciphertext, CreatedAt: res.FirstSeenAt.UTC().Format(time.RFC3339Nano),
 		ClientMessageID: req.ClientMessageID, RequestFingerprint: req.RequestFingerprint.Hex(),
@@ -277,22 +276,37 @@ func (c *conn) clientAck(ctx actor.Context, f *messages.ClientAckFrame) {
 // hub, to the other live connections here receiving for the row's key: a
 // push reaches every connection of its key, as the accept's fan-out does,
 // whichever of them claimed it (on PostgreSQL, a message accepted at
-// another replica reaches this one's connections by their drains).
+// another replica reaches this one's connections by their drains). A
+// connection whose status is working or dnd takes priority "now" only:
+// the rest is held until it is idle, or until it asks (drain_held,
+// conn_held.go).
 func (c *conn) drain(ctx actor.Context) {
 	if c.member == nil {
 		return
 	}
+	claimed, _, err := c.claimAndPush(ctx, c.statusNow() != broker.StatusIdle)
+	if err == nil && claimed == drainBatch {
+		ctx.Send(ctx.Self(), &drain{})
+	}
+}
+
+// claimAndPush claims up to drainBatch rows queued for the connection's
+// keys (only priority "now" with onlyNow) and pushes them as drain says;
+// it returns how many rows it claimed and how many it pushed here (a row
+// that did not encode is logged, and pushed again once its lease runs
+// out).
+func (c *conn) claimAndPush(ctx actor.Context, onlyNow bool) (claimed, pushed int, err error) {
 	ds, err := c.store.ClaimDeliveries(context.Background(), broker.Claim{MeshID: c.mesh.ID, RecipientPubkeys: c.keys,
-		Lease: c.lease, Limit: drainBatch, OnlyNow: c.statusNow() != broker.StatusIdle})
+		Lease: c.lease, Limit: drainBatch, OnlyNow: onlyNow})
 	if err != nil {
 		c.log.Error("claim deliveries", "conn", c.id, "err", err)
-		return
+		return 0, 0, err
 	}
 	c.metrics.pushes.Add(float64(len(ds)))
 	if len(ds) > 0 {
 		ctx.Send(c.sweeper, &leaseTaken{at: c.now().Add(c.lease)})
 	}
-	pushed := &hubDrainedPush{meshID: c.mesh.ID, conn: c.id, rows: make([]drainedRow, 0, len(ds))}
+	rows := &hubDrainedPush{meshID: c.mesh.ID, conn: c.id, rows: make([]drainedRow, 0, len(ds))}
 	for i := range ds {
 		d := &ds[i]
 		frame := c.sendFrame(&messages.PushFrame{Type: messages.TypePush, MessageID: d.BrokerMessageID, MeshID: d.MeshID,
@@ -303,14 +317,12 @@ func (c *conn) drain(ctx actor.Context) {
 		if frame == nil {
 			continue // not encoded (logged): its lease runs out, and it is pushed again
 		}
-		pushed.rows = append(pushed.rows, drainedRow{key: d.RecipientPubkey, priority: d.Priority, frame: frame})
+		rows.rows = append(rows.rows, drainedRow{key: d.RecipientPubkey, priority: d.Priority, frame: frame})
 	}
-	if len(pushed.rows) > 0 {
-		ctx.Send(c.hub, pushed)
+	if len(rows.rows) > 0 {
+		ctx.Send(c.hub, rows)
 	}
-	if len(ds) == drainBatch {
-		ctx.Send(ctx.Self(), &drain{})
-	}
+	return len(ds), len(rows.rows), nil
 }
 
 // hubDrainedPush asks the hub to push what a connection drained to the

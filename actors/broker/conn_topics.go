@@ -12,9 +12,17 @@ import (
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
-// Topics (wire protocol §2.7). A connection acts for its member: a
-// session_hello connection joins, leaves and reads as the member it
-// belongs to. Requests answer in upstream's shapes; topic_join,
+// Topics (wire protocol §2.7). A session_hello connection (an agent
+// session) creates, joins, leaves and marks a topic read as its session,
+// for itself alone: it receives a topic's messages once it joined, its
+// member's other sessions and its member connection not unless they
+// joined too. Any other connection acts as its member (a daemon's member
+// connection, an upstream hello with or without a sessionPubkey, whose
+// topics are its member's as upstream's are: its member's every
+// connection receiving for the member key gets them). A topic's history
+// is the mesh's to read, joined or not, as upstream's: a session reads
+// there what was sent before it joined. Requests answer in upstream's
+// shapes; topic_join,
 // topic_leave and topic_mark_read answer nothing but an error. Errors
 // carry the request's _reqId in both id and _reqId (upstream puts it in
 // id).
@@ -35,10 +43,19 @@ var topicFrames = frames{
 	answers((*conn).topicHistory),
 }
 
+// topicParty is who this connection joins topics as: its session for a
+// session_hello connection, else its member.
+func (c *conn) topicParty() broker.TopicParty {
+	if c.session {
+		return broker.TopicParty{MemberID: c.member.ID, SessionPubkey: c.sender, SessionName: c.name}
+	}
+	return broker.TopicParty{MemberID: c.member.ID}
+}
+
 // topicCreate creates the topic (its creator joined as lead) or, for a
 // name the mesh has, answers that topic with created false and joins it.
 func (c *conn) topicCreate(f *messages.TopicCreateFrame) {
-	t, created, err := c.store.CreateTopic(context.Background(), c.mesh.ID, c.member.ID,
+	t, created, err := c.store.CreateTopic(context.Background(), c.mesh.ID, c.topicParty(),
 		broker.NewTopic{Name: f.Name, Description: f.Description, Visibility: f.Visibility})
 	if err != nil {
 		c.topicError(f.ReqID, f.Name, err)
@@ -69,7 +86,7 @@ func (c *conn) topicJoin(f *messages.TopicJoinFrame) {
 	if !ok {
 		return
 	}
-	if err := c.store.JoinTopic(context.Background(), t.ID, c.member.ID, f.Role); err != nil {
+	if err := c.store.JoinTopic(context.Background(), t.ID, c.topicParty(), f.Role); err != nil {
 		c.topicError(f.ReqID, f.Topic, err)
 	}
 }
@@ -84,11 +101,11 @@ func (c *conn) topicRef(f *messages.TopicRefFrame) {
 	bg := context.Background()
 	switch f.Type {
 	case messages.TypeTopicLeave:
-		if err := c.store.LeaveTopic(bg, t.ID, c.member.ID); err != nil {
+		if err := c.store.LeaveTopic(bg, t.ID, c.topicParty()); err != nil {
 			c.topicError(f.ReqID, f.Topic, err)
 		}
 	case messages.TypeTopicMarkRead:
-		if err := c.store.MarkTopicRead(bg, t.ID, c.member.ID); err != nil {
+		if err := c.store.MarkTopicRead(bg, t.ID, c.topicParty()); err != nil {
 			c.topicError(f.ReqID, f.Topic, err)
 		}
 	case messages.TypeTopicMembers:
@@ -157,16 +174,16 @@ func (c *conn) topicError(reqID, ref string, err error) {
 	c.sendFrame(&messages.ErrorFrame{Type: messages.TypeError, Code: code, Message: msg, ID: reqID, ReqID: reqID})
 }
 
-// topicRecipients is the topic step of a send: for a `#<id>` target, the
-// member keys of the topic's members (the hub adds their live sessions);
-// ok is false when the send was answered (no such topic: refused, never
-// stored; a store failure: 503).
-func (c *conn) topicRecipients(ack *messages.AckFrame, targetSpec string) (members []string, ok bool) {
+// topicRecipients is the topic step of a send: for a `#<id>` target, who
+// joined the topic (the hub keeps the sessions connected); ok is false
+// when the send was answered (no such topic: refused, never stored; a
+// store failure: 503).
+func (c *conn) topicRecipients(ack *messages.AckFrame, targetSpec string) (joined *broker.TopicAudience, ok bool) {
 	id, isTopic := strings.CutPrefix(targetSpec, "#")
 	if !isTopic {
 		return nil, true
 	}
-	members, err := c.store.TopicRecipients(context.Background(), c.mesh.ID, id)
+	joined, err := c.store.TopicRecipients(context.Background(), c.mesh.ID, id)
 	switch {
 	case errors.Is(err, broker.ErrTopicNotFound):
 		c.reply(rejected(ack, &messages.Error{Status: http.StatusNotFound, Code: messages.CodeTopicNotFound}))
@@ -175,7 +192,26 @@ func (c *conn) topicRecipients(ack *messages.AckFrame, targetSpec string) (membe
 		c.failedSend(ack, err)
 		return nil, false
 	}
-	return members, true
+	return joined, true
+}
+
+// topicMembers is the recipients of a topic: the member keys of the
+// members joined as themselves, and the session keys of the joined
+// sessions connected now, here or at another replica, but the sender's
+// keys. A joined session not connected gets no row (as a broadcast
+// reaches the sessions connected): what was sent meanwhile is in the
+// topic's history.
+func (h *hub) topicMembers(q *hubResolve) []string {
+	keys := make(map[string]bool, len(q.topicMembers.Members)+len(q.topicMembers.Sessions))
+	for _, pk := range q.topicMembers.Members {
+		keys[pk] = true
+	}
+	joined := make(map[string]bool, len(q.topicMembers.Sessions))
+	for _, pk := range q.topicMembers.Sessions {
+		joined[pk] = true
+	}
+	h.addSessions(q, keys, func(session, _ string) bool { return joined[session] })
+	return sortedBut(keys, q.senderKeys)
 }
 
 func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

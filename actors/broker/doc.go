@@ -51,8 +51,10 @@
 //     member.
 //   - `*` reaches every active member of the mesh and every live
 //     session_hello connection, but the sender's keys (queued for members
-//     offline); `#<id>` the same among the members joined to the topic
-//     with that id (any other `#` target is refused: topic_not_found);
+//     offline); `#<id>` the same among who joined the topic with that id —
+//     a session_hello connection joins as its session, any other as its
+//     member (conn_topics.go) — (any other `#` target is refused:
+//     topic_not_found);
 //     `@group` reaches the live connections claiming the group in
 //     their hello, by their own keys (group membership is not stored);
 //     `@all` is `*`.

@@ -157,7 +157,9 @@ func limitedBroker(t *testing.T, limits wsserver.Limits) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(b.Handler())
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = b.HTTPServer() // as broker up serves it
+	srv.Start()
 	t.Cleanup(func() { srv.Close(); b.Close(context.Background()) })
 	mesh, err := store.CreateMesh(context.Background(), broker.Mesh{Slug: "limits"})
 	if err != nil {

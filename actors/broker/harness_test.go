@@ -118,7 +118,9 @@ func serveBrokerOpts(t testing.TB, opts broker.Options, bo Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(b.Handler())
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = b.HTTPServer() // as broker up serves it
+	srv.Start()
 	t.Cleanup(func() { srv.Close(); b.Close(context.Background()) })
 	return &env{t: t, store: store, ws: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", http: srv.URL}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -113,13 +112,14 @@ type (
 	// hubResolve asks for a send's recipients; the reply is *hubResolved.
 	// senderKeys are the sending connection's keys: no broadcast, topic or
 	// group send reaches them (a DM goes to the key it names).
-	// topicMembers are, for a `#<id>` target, the member keys of the
-	// topic's members (read from the store by the connection);
+	// topicMembers are, for a `#<id>` target, who joined the topic (read
+	// from the store by the connection, conn_topics.go);
 	// remoteSessions, for a target of more than one key on PostgreSQL, the
 	// sessions connected to other replicas (conn_sessions.go).
 	hubResolve struct {
 		meshID, senderConn, targetSpec, priority string
-		senderKeys, topicMembers                 []string
+		senderKeys                               []string
+		topicMembers                             *broker.TopicAudience
 		remoteSessions                           []broker.Session
 	}
 	hubResolved struct {
@@ -399,20 +399,7 @@ func (h *hub) everyone(q *hubResolve) []string {
 	for pk := range members {
 		keys[pk] = true
 	}
-	h.addSessions(q, keys, func(member string) bool { return members[member] != nil })
-	return sortedBut(keys, q.senderKeys)
-}
-
-// topicMembers is the recipients of a topic: the member keys of its
-// members and the session key of every live session_hello connection of
-// one of them, here or at another replica, but the sender's keys.
-func (h *hub) topicMembers(q *hubResolve) []string {
-	members := make(map[string]bool, len(q.topicMembers))
-	for _, pk := range q.topicMembers {
-		members[pk] = true
-	}
-	keys := maps.Clone(members)
-	h.addSessions(q, keys, func(member string) bool { return members[member] })
+	h.addSessions(q, keys, func(_, member string) bool { return members[member] != nil })
 	return sortedBut(keys, q.senderKeys)
 }
 
@@ -436,17 +423,17 @@ func (h *hub) groupMembers(q *hubResolve, group string) []string {
 
 // addSessions adds to keys the session key of every live session_hello
 // connection here, and of every session connected to another replica,
-// whose member passes. A legacy hello's session is left out there as
-// here: its connection receives for its member key too, by which such a
-// send reaches it.
-func (h *hub) addSessions(q *hubResolve, keys map[string]bool, pass func(member string) bool) {
+// that passes (given its session key and its member's). A legacy hello's
+// session is left out there as here: its connection receives for its
+// member key too, by which such a send reaches it.
+func (h *hub) addSessions(q *hubResolve, keys map[string]bool, pass func(session, member string) bool) {
 	for _, p := range h.byMesh[q.meshID] {
-		if !p.offline && p.sessionHello && pass(p.member.Pubkey) {
+		if !p.offline && p.sessionHello && pass(p.sessionPubkey, p.member.Pubkey) {
 			keys[p.sessionPubkey] = true
 		}
 	}
 	for _, s := range q.remoteSessions {
-		if !s.Legacy && pass(s.MemberPubkey) {
+		if !s.Legacy && pass(s.SessionPubkey, s.MemberPubkey) {
 			keys[s.SessionPubkey] = true
 		}
 	}

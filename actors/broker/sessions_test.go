@@ -130,7 +130,8 @@ func TestSessionDM(t *testing.T) {
 	})
 }
 
-// TestSessionBroadcastAndTopic: `*` and `#<id>` (both members joined)
+// TestSessionBroadcastAndTopic: `*` and `#<id>` (both members and both
+// sessions joined: a session's topics are its own, TestTopicPerSession)
 // from a session reach the member's other session, its member connection
 // and the other members, once each, and not the sending session; from the
 // member connection they reach its sessions.
@@ -138,7 +139,9 @@ func TestSessionBroadcastAndTopic(t *testing.T) {
 	backendsTimed(t, testLease, sessionGrace, func(t *testing.T, e *env) {
 		s := newSessionMesh(e)
 		topic := "#" + createTopic(t, s.member.c, "builds")
-		joinTopic(t, s.bobPeer.c, topic[1:])
+		for _, p := range []*peer{s.bobPeer, s.a, s.b} {
+			joinTopic(t, p.c, topic[1:])
+		}
 		for _, c := range []struct {
 			id, target string
 			from       *peer
@@ -331,7 +334,9 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	peers := []*peer{a, sA, bobPeer, sB}
 
 	topic := "#" + createTopic(t, a.c, "builds")
-	joinTopic(t, bobPeer.c, topic[1:])
+	for _, p := range []*peer{bobPeer, sA, sB} { // a session's topics are its own
+		joinTopic(t, p.c, topic[1:])
+	}
 	for _, c := range []struct {
 		id, target string
 		from       *peer

@@ -99,19 +99,22 @@ func TestTopicFrames(t *testing.T) {
 	})
 }
 
-// TestTopicSendReachesJoinedMembers: a `#<id>` send is pushed live to each
-// connection of each joined member once — a member's daemon connection
-// and its session's both — not to members who did not join, nor back to
-// the sender; a joined member offline gets it when it connects; the
-// message is in the topic's history.
+// TestTopicSendReachesJoinedMembers: a `#<id>` send is pushed live to
+// each connection of each joined member once — a member's daemon
+// connection, and a session of its that joined too — not to a session
+// that did not join (its member's membership is not its own), nor to
+// members who did not join, nor back to the sender; a joined member
+// offline gets it when it connects; the message is in the topic's history.
 func TestTopicSendReachesJoinedMembers(t *testing.T) {
 	backends(t, noLimit, func(t *testing.T, e *env) {
 		alice, bob, carol, dave := e.member("alice"), e.member("bob"), e.member("carol"), e.member("dave")
 		a, b, c := e.connect(alice, "a"), e.connect(bob, "b"), e.connect(carol, "c")
 		bs := e.connectWith(e.sessionHello(bob, e.identity(), "bob-launch"))
+		bj := e.connectWith(e.sessionHello(bob, e.identity(), "bob-joined"))
 		id := createTopic(t, a, "dev")
 		daveFirst := e.connect(dave, "d-first")
 		joinTopic(t, b, "dev")
+		joinTopic(t, bj, "dev")
 		joinTopic(t, daveFirst, "dev")
 		daveFirst.ws.Close() // dave is offline: his delivery waits for his next connection
 
@@ -124,7 +127,7 @@ func TestTopicSendReachesJoinedMembers(t *testing.T) {
 		// gets it before the broadcast, and nothing else in between.
 		a.send(sendFrame("mark", "*", "bWFyaw=="))
 		a.next("ack")
-		for name, conn := range map[string]*client{"bob": b, "bob's session": bs} {
+		for name, conn := range map[string]*client{"bob": b, "bob's joined session": bj} {
 			p := conn.push()
 			if p["client_message_id"] != "t-1" || p["topic"] != id || p["targetSpec"] != "#"+id || p["messageId"] != ack["messageId"] {
 				t.Errorf("%s: push = %v", name, p)
@@ -133,8 +136,10 @@ func TestTopicSendReachesJoinedMembers(t *testing.T) {
 				t.Errorf("%s: after the topic push came %v, want the marker (one push each)", name, p)
 			}
 		}
-		if p := c.push(); p["client_message_id"] != "mark" {
-			t.Errorf("carol, not a member, got %v before the marker", p)
+		for name, conn := range map[string]*client{"carol, not a member,": c, "bob's session, not joined,": bs} {
+			if p := conn.push(); p["client_message_id"] != "mark" {
+				t.Errorf("%s got %v before the marker", name, p)
+			}
 		}
 		if p := e.connect(dave, "d-later").push(); p["client_message_id"] != "t-1" {
 			t.Errorf("dave, joined but offline, got %v first on connecting", p)
@@ -149,6 +154,82 @@ func TestTopicSendReachesJoinedMembers(t *testing.T) {
 		if m := msgs[0].(map[string]any); m["id"] != ack["messageId"] || m["senderPubkey"] != alice.id.PublicKeyHex() ||
 			m["senderName"] != "alice" || m["ciphertext"] != "aGVsbG8gZGV2" {
 			t.Errorf("history message = %v", m)
+		}
+	})
+}
+
+// topicMembers asks c for the topic's members, as displayName → role.
+func topicMembers(t *testing.T, c *client, topic string) map[string]any {
+	t.Helper()
+	c.send(map[string]any{"type": "topic_members", "topic": topic, "_reqId": "members"})
+	members, _ := c.next("topic_members_response")["members"].([]any)
+	roles := map[string]any{}
+	for _, m := range members {
+		m := m.(map[string]any)
+		roles[m["displayName"].(string)] = m["role"]
+	}
+	return roles
+}
+
+// TestTopicPerSession: two sessions of one member; one joins #x and only
+// it receives #x — not its sibling, not its member's daemon connection;
+// leaving is the leaver's alone; a session that creates a topic leads it
+// as itself; topic_members lists sessions by their names. An upstream
+// hello naming a sessionPubkey joins as its member, as upstream's does:
+// its member's other connection receives too.
+func TestTopicPerSession(t *testing.T) {
+	backends(t, noLimit, func(t *testing.T, e *env) {
+		alice, bob, carol := e.member("alice"), e.member("bob"), e.member("carol")
+		a, b, c := e.connect(alice, "a"), e.connect(bob, "b"), e.connect(carol, "c")
+		session := func(name string) *client {
+			h := e.sessionHello(alice, e.identity(), name)
+			h["displayName"] = name
+			return e.connectWith(h)
+		}
+		s1, s2 := session("alice-build"), session("alice-docs")
+		legacy := e.hello(carol, "c-cli")
+		legacy["sessionPubkey"] = e.identity().PublicKeyHex()
+		cl := e.connectWith(legacy)
+		x := createTopic(t, b, "x")
+		joinTopic(t, s1, "x")
+		joinTopic(t, cl, "x")
+		if got := topicMembers(t, s2, "x"); len(got) != 3 || got["bob"] != "lead" || got["alice-build"] != "member" ||
+			got["carol"] != "member" {
+			t.Fatalf("members of #x = %v; want bob, alice-build and carol (no alice, no alice-docs)", got)
+		}
+
+		// expect has each connection's next pushes be these ids, in order.
+		expect := func(want map[*client][]string) {
+			t.Helper()
+			for conn, ids := range want {
+				for _, id := range ids {
+					if p := conn.push(); p["client_message_id"] != id {
+						t.Errorf("push %v, want %s (of %v)", p["client_message_id"], id, ids)
+					}
+				}
+			}
+		}
+		b.send(sendFrame("one", "#"+x, "b25l"))
+		b.next("ack")
+		b.send(sendFrame("mark-1", "*", "bWFyaw=="))
+		b.next("ack")
+		expect(map[*client][]string{s1: {"one", "mark-1"}, s2: {"mark-1"}, a: {"mark-1"}, cl: {"one", "mark-1"},
+			c: {"one", "mark-1"}})
+
+		joinTopic(t, s2, x)
+		s1.send(map[string]any{"type": "topic_leave", "topic": "x"})
+		if got := topicMembers(t, s1, "x"); len(got) != 3 || got["alice-docs"] != "member" || got["alice-build"] != nil {
+			t.Fatalf("members after alice-build left = %v", got)
+		}
+		b.send(sendFrame("two", "#"+x, "dHdv"))
+		b.next("ack")
+		b.send(sendFrame("mark-2", "*", "bWFyaw=="))
+		b.next("ack")
+		expect(map[*client][]string{s1: {"mark-2"}, s2: {"two", "mark-2"}, a: {"mark-2"}})
+
+		y := createTopic(t, s1, "y")
+		if got := topicMembers(t, a, y); len(got) != 1 || got["alice-build"] != "lead" {
+			t.Errorf("members of #y, created by alice-build = %v", got)
 		}
 	})
 }
@@ -180,21 +261,32 @@ func TestTopicSendUnknownRefused(t *testing.T) {
 	})
 }
 
-// TestTopicAcrossReplicas: a member joined to a topic and connected to
-// another replica gets the topic's messages live, as other sends fan out.
+// TestTopicAcrossReplicas: a member, and a session, joined to a topic and
+// connected to another replica get the topic's messages live, as other
+// sends fan out; a session there that did not join does not.
 func TestTopicAcrossReplicas(t *testing.T) {
 	url := brokertest.PostgresURL(t)
 	first := startBroker(t, broker.Options{DatabaseURL: url}, noLimit)
 	second := attachBroker(t, first, broker.Options{DatabaseURL: url})
 	alice, bob := first.member("alice"), first.member("bob")
 	a, b := first.connect(alice, "a"), second.connect(bob, "b")
+	bj := second.connectWith(second.sessionHello(bob, second.identity(), "bob-joined"))
+	bs := second.connectWith(second.sessionHello(bob, second.identity(), "bob-other"))
 	id := createTopic(t, a, "ops")
 	joinTopic(t, b, id) // on the other replica
+	joinTopic(t, bj, id)
 	a.send(sendFrame("r-1", "#"+id, "aGk="))
 	if ack := a.next("ack"); ack["code"] != float64(201) {
 		t.Fatalf("ack %v", ack)
 	}
-	if p := b.push(); p["client_message_id"] != "r-1" || p["topic"] != id {
-		t.Errorf("push on the other replica: %v", p)
+	a.send(sendFrame("mark", "*", "bWFyaw=="))
+	a.next("ack")
+	for name, conn := range map[string]*client{"bob": b, "bob's joined session": bj} {
+		if p := conn.push(); p["client_message_id"] != "r-1" || p["topic"] != id {
+			t.Errorf("%s: push on the other replica: %v", name, p)
+		}
+	}
+	if p := bs.push(); p["client_message_id"] != "mark" {
+		t.Errorf("bob's session, not joined, got %v before the marker", p)
 	}
 }

@@ -367,6 +367,11 @@ func (d *Daemon) openStore() error {
 	if d.outbox, err = persistence.OpenOutbox(ctx, d.opts.Paths.OutboxDB()); err != nil {
 		return err
 	}
+	if len(d.outbox.Restored) > 0 {
+		d.log.Warn("audit_triggers_restored", "objects", d.outbox.Restored, "detail",
+			"outbox.db's audit triggers were changed outside the daemon and are restored; transitions made meanwhile are not in the "+
+				"audit log (the entry audit.restored marks the gap): run `claudemesh daemon audit verify`")
+	}
 	n, err := d.outbox.RecoverInflight(ctx, time.Now(), RecoveryBackoff)
 	if err != nil {
 		return err

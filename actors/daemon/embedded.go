@@ -67,7 +67,7 @@ func (d *Daemon) startEmbeddedBroker(local []config.Membership, system *actor.Ac
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	e.url = "ws://" + l.Addr().String() + "/ws"
-	e.srv = &http.Server{Handler: e.broker.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	e.srv = e.broker.HTTPServer()
 	e.pipes = newPipeListener()
 	go func() { d.fail(ignoreClosed(e.srv.Serve(l))) }()
 	go func() { d.fail(ignoreClosed(e.srv.Serve(e.pipes))) }()

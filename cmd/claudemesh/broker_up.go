@@ -25,8 +25,8 @@ import (
 type brokerUpCmd struct {
 	Listen                string        `default:"127.0.0.1:7900" placeholder:"ADDR" help:"Address to serve /ws, /join and /health on."`
 	PublicURL             string        `name:"public-url" placeholder:"URL" help:"Base URL joiners reach this broker at (http or https), recorded in its database for claudemesh broker invite. Default: http:// and the address --listen bound (the hostname for a wildcard address)."`
-	MaxPending            int           `name:"max-pending" default:"1024" placeholder:"N" help:"Connections awaiting their hello, in all; past it upgrades are answered 429."`
-	MaxPendingPerIP       int           `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections awaiting their hello from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it upgrades are answered 429."`
+	MaxPending            int           `name:"max-pending" default:"1024" placeholder:"N" help:"Connections not authenticated yet (every connection from its accept, a WebSocket until its hello), in all; past it a request is answered 429 and its connection closed."`
+	MaxPendingPerIP       int           `name:"max-pending-per-ip" default:"32" placeholder:"N" help:"Connections not authenticated yet from one IP address (loopback addresses are bounded by --max-pending alone; a reverse proxy elsewhere is one address); past it a request is answered 429 and its connection closed."`
 	NodeStaleAfter        time.Duration `name:"node-stale-after" default:"90s" placeholder:"DURATION" help:"How long a daemon's connection may go without a heartbeat (its pong to the broker's ping, every 30s) before claudemesh nodes lists it stale: its broker replica died, or the link hangs. On PostgreSQL, also how long an agent session unheard stays a recipient for the other replicas."`
 	ReservationStaleAfter time.Duration `name:"reservation-stale-after" default:"90s" placeholder:"DURATION" help:"How long a reservation's holder may go without renewing it (a session's daemon renews at least every 20s) before another may force its reservations released (claudemesh reserve --force)."`
 	PingInterval          time.Duration `name:"ping-interval" hidden:"" default:"30s" help:"Tests only: how often each connection is pinged, its heartbeat."`
@@ -115,7 +115,7 @@ func (c *brokerUpCmd) Run() error {
 	sig := make(chan os.Signal, 1) // before serving: a signal must never find the default action
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
-	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := b.HTTPServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	log.Info("broker_started", "listen", l.Addr().String(), "public_url", public, "backend", store.Backend(), "pid", os.Getpid())

@@ -55,11 +55,11 @@ func (c *guardCheckCmd) Run() error {
 	if len(paths) == 0 {
 		return nil
 	}
-	conflicts, err := askGuard(repo, paths)
+	conflicts, unchecked, err := askGuard(repo, paths)
 	if err != nil {
 		return c.cannotAsk(err)
 	}
-	return c.judge(conflicts)
+	return c.judge(conflicts, unchecked)
 }
 
 // cannotAsk lets the commit through with a warning, or refuses it when
@@ -79,9 +79,10 @@ func (c *guardCheckCmd) cannotAsk(err error) error {
 	return nil
 }
 
-// judge says what others reserved exclusively: a refusal, or warnings.
-func (c *guardCheckCmd) judge(conflicts []messages.PathConflict) error {
-	if len(conflicts) == 0 {
+// judge says what others reserved exclusively, and which paths could not
+// be checked while exclusive reservations stand: a refusal, or warnings.
+func (c *guardCheckCmd) judge(conflicts []messages.PathConflict, unchecked []string) error {
+	if len(conflicts) == 0 && len(unchecked) == 0 {
 		return nil
 	}
 	var b strings.Builder
@@ -89,47 +90,70 @@ func (c *guardCheckCmd) judge(conflicts []messages.PathConflict) error {
 		fmt.Fprintf(&b, "\n  %s is reserved exclusively by %s (pattern %s, fence token %d, until %s)", printable(cf.Path),
 			printable(cf.HolderName), printable(cf.Pattern), cf.FenceToken, cf.ExpiresAt)
 	}
-	what := strings.TrimPrefix(c.Hook, "pre-")
+	for _, p := range unchecked {
+		fmt.Fprintf(&b, "\n  %s cannot be checked against the reservations standing in this repository (a pattern names "+
+			"only paths of UTF-8, at most %d bytes): rename it", printable(p), pathglob.MaxPathBytes)
+	}
+	what, why := strings.TrimPrefix(c.Hook, "pre-"), "touches files another session reserved"
+	if len(conflicts) == 0 {
+		why = "touches files the guard cannot check"
+	}
 	if c.Warn {
-		fmt.Fprintf(os.Stderr, "claudemesh guard: warning: this %s touches files another session reserved:%s\n", what, b.String())
+		fmt.Fprintf(os.Stderr, "claudemesh guard: warning: this %s %s:%s\n", what, why, b.String())
 		return nil
 	}
-	return &exitError{code: 3, err: fmt.Errorf("guard: %s refused: it touches files another session reserved:%s\n"+
+	return &exitError{code: 3, err: fmt.Errorf("guard: %s refused: it %s:%s\n"+
 		"Ask the holder (claudemesh send <name> …), wait for the reservation to end (claudemesh reservations), "+
-		"or skip the check with git %s --no-verify", what, b.String(), what)}
+		"or skip the check with git %s --no-verify", what, why, b.String(), what)}
 }
 
 // askGuard asks the daemon, as the session the environment names (if
-// any), in parts the daemon takes.
-func askGuard(repo string, paths []string) ([]messages.PathConflict, error) {
-	paths = slices.DeleteFunc(paths, func(p string) bool { // a name git allows and a pattern cannot name
-		return pathglob.CheckPath(p) != nil
-	})
+// any), in parts the daemon takes. A path git allows and a pattern cannot
+// name (not UTF-8, too long) cannot be checked: it is returned as
+// unchecked while any exclusive reservation stands in the repository,
+// since one of them may be meant to cover it.
+func askGuard(repo string, paths []string) (conflicts []messages.PathConflict, unchecked []string, err error) {
+	var checkable []string
+	for _, p := range paths {
+		if pathglob.CheckPath(p) != nil {
+			unchecked = append(unchecked, p)
+		} else {
+			checkable = append(checkable, p)
+		}
+	}
 	cfg, err := config.ResolvePaths()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tok, err := mcpserver.SessionToken()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	client := ipc.NewClient(cfg.Socket()).AsSession(tok)
 	ctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
 	defer cancel()
-	var out []messages.PathConflict
-	for len(paths) > 0 {
+	for len(checkable) > 0 {
 		n, size := 0, 0
-		for n < len(paths) && n < messages.MaxCheckPaths && size+len(paths[n]) <= messages.MaxCheckPathBytes {
-			size += len(paths[n])
+		for n < len(checkable) && n < messages.MaxCheckPaths && size+len(checkable[n]) <= messages.MaxCheckPathBytes {
+			size += len(checkable[n])
 			n++
 		}
-		res, err := client.CheckPaths(ctx, &messages.CheckPathsRequest{Repo: repo, Paths: paths[:n]})
+		res, err := client.CheckPaths(ctx, &messages.CheckPathsRequest{Repo: repo, Paths: checkable[:n]})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out, paths = append(out, res.Conflicts...), paths[n:]
+		conflicts, checkable = append(conflicts, res.Conflicts...), checkable[n:]
 	}
-	return out, nil
+	if len(unchecked) > 0 {
+		list, err := client.Reservations(ctx, "", repo)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.ContainsFunc(list.Reservations, func(r messages.ReservationInfo) bool { return r.Exclusive }) {
+			unchecked = nil
+		}
+	}
+	return conflicts, unchecked, nil
 }
 
 // gitPaths runs git with args and returns the NUL-separated paths it

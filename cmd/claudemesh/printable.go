@@ -83,10 +83,17 @@ func row(fields ...string) string {
 
 // printableLines is printable line by line: the newlines of a message of
 // several lines (ours) stay, every other control is escaped.
-func printableLines(s string) string {
+func printableLines(s string) string { return eachLine(s, printable) }
+
+// printableText is printableLines keeping tabs too: for a text meant to
+// be read as it was written, such as a skill's instructions, whose code
+// blocks indent with tabs.
+func printableText(s string) string { return eachLine(s, printableKeepTabs) }
+
+func eachLine(s string, escape func(string) string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = printable(l)
+		lines[i] = escape(l)
 	}
 	return strings.Join(lines, "\n")
 }

@@ -143,4 +143,8 @@ func TestPrintableLines(t *testing.T) {
 	if want := "start failed\nbroker said: \\x1b]0;pwned\\x07\\r"; got != want {
 		t.Fatalf("printableLines: %q, want %q", got, want)
 	}
+	got = printableText("steps:\n\tmake \x1b[2Jrelease\u202e\n")
+	if want := "steps:\n\tmake \\x1b[2Jrelease\\u202e\n"; got != want {
+		t.Fatalf("printableText: %q, want %q", got, want)
+	}
 }

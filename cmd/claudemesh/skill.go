@@ -17,7 +17,7 @@ import (
 // to the broker.
 type skillCmd struct {
 	List    skillListCmd    `cmd:"" help:"List the mesh's skills, those whose name or description contains QUERY when one is given."`
-	Get     skillGetCmd     `cmd:"" help:"Print a skill's instructions (with --json, the skill with its version and publisher)."`
+	Get     skillGetCmd     `cmd:"" help:"Print a skill's instructions, terminal controls shown as escapes (with --json, the skill exactly, with its version and publisher)."`
 	Publish skillPublishCmd `cmd:"" help:"Publish a skill from a file (or - for stdin); publishing a name the mesh has replaces it and bumps its version."`
 	Remove  skillRemoveCmd  `cmd:"" help:"Remove a skill from the mesh (removing one it does not have is no error)."`
 }
@@ -51,7 +51,7 @@ func (c *skillGetCmd) Run() error {
 	return topicRun(c.topicFlags, func(ctx context.Context, client *ipc.Client) (*messages.SkillAnswer, error) {
 		return client.Skill(ctx, c.Mesh, c.Name)
 	}, func(res *messages.SkillAnswer) error {
-		content := res.Skill.Content
+		content := printableText(res.Skill.Content) // any member may publish one: its escapes do not reach the terminal
 		if !strings.HasSuffix(content, "\n") {
 			content += "\n"
 		}

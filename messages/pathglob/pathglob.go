@@ -339,6 +339,46 @@ func newAlternative(items []item, rootAnchored bool) (alternative, error) {
 	return alt, nil
 }
 
+// Prefix is the directory every path the pattern covers lies in (or is):
+// the leading segments of literal characters its alternatives share,
+// joined by `/`; "" when it can cover a path anywhere. Two patterns can
+// overlap only when one's prefix is the other's or a directory of it
+// (PrefixesMeet), which lets a store find the reservations a request can
+// conflict with by an index instead of comparing every one.
+func (p *Pattern) Prefix() string {
+	var common []string
+	for i, a := range p.alts {
+		var lits []string
+		for _, s := range a.segs {
+			lit := literal(s.toks)
+			if s.globstar || lit == "" {
+				break
+			}
+			lits = append(lits, lit)
+		}
+		if i == 0 {
+			common = lits
+			continue
+		}
+		n := 0
+		for n < len(common) && n < len(lits) && common[n] == lits[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	return strings.Join(common, "/")
+}
+
+// PrefixesMeet reports whether two prefixes (Prefix) are one and the same
+// directory, or one is within the other: only then can their patterns
+// overlap.
+func PrefixesMeet(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return a == "" || a == b || strings.HasPrefix(b, a+"/")
+}
+
 // isDirName reports whether a pattern's plain last segment names a
 // directory too: a name with no '.' but at its start.
 func isDirName(name string) bool {

@@ -166,6 +166,9 @@ func FuzzOverlap(f *testing.F) {
 			if CheckPath(w) != nil {
 				t.Fatalf("Overlap(%q, %q): witness %q is no path", x, y, w)
 			}
+			if !PrefixesMeet(a.Prefix(), b.Prefix()) {
+				t.Fatalf("Overlap(%q, %q) covers %q, but their prefixes %q and %q do not meet", x, y, w, a.Prefix(), b.Prefix())
+			}
 			return
 		}
 		for _, p := range [][2]*Pattern{{a, b}, {b, a}} {
@@ -188,4 +191,50 @@ func FuzzOverlap(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPrefix: a pattern's prefix is the literal directory its paths lie
+// in, and two patterns that overlap always have prefixes that meet.
+func TestPrefix(t *testing.T) {
+	for text, want := range map[string]string{
+		"src/**":           "src",
+		"src/app.py":       "src/app.py",
+		"src":              "", // unanchored: any depth
+		"/src":             "src",
+		"/README.md":       "README.md",
+		"*.md":             "",
+		"**":               "",
+		"src/*.go":         "src",
+		"src/a/b/*":        "src/a/b",
+		"{src,lib}/**":     "",
+		"src/{a,b}/x.go":   "src",
+		"src/a{1,2}/x.go":  "src",
+		"docs/v1.2/":       "docs/v1.2",
+		"src/**/x.go":      "src",
+		"src/[ab]/x.go":    "src",
+		"src\\*/x.go":      "src*/x.go",
+		"a/b{/c,/d}/e.txt": "a/b",
+	} {
+		p, err := Parse(text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if got := p.Prefix(); got != want {
+			t.Errorf("Prefix(%s) = %q, want %q", text, got, want)
+		}
+	}
+	corpus := []string{"src/**", "src/app.py", "src", "*.py", "src/a/*.py", "lib/**", "src/ab/**", "src/a", "docs/*.md", "{src,docs}/x",
+		"src/a/b/c.go", "**/test/**", "/Makefile", "Makefile"}
+	for _, x := range corpus {
+		for _, y := range corpus {
+			px, _ := Parse(x)
+			py, _ := Parse(y)
+			if _, ok := Overlap(px, py); ok && !PrefixesMeet(px.Prefix(), py.Prefix()) {
+				t.Errorf("%s and %s overlap, but their prefixes %q and %q do not meet", x, y, px.Prefix(), py.Prefix())
+			}
+		}
+	}
+	if PrefixesMeet("src/a", "src/ab") || !PrefixesMeet("src", "src/ab") || !PrefixesMeet("", "x") {
+		t.Error("PrefixesMeet is not segment-wise")
+	}
 }

@@ -49,6 +49,11 @@ type AcceptRequest struct {
 	Ciphertext   string // base64, stored and pushed as sent
 	ReplyToID    string // "" when not a reply
 	Meta         []byte // JSON object as sent, nil when absent
+	// SenderName is the sender's display name as its connection knows it
+	// (its session's, else its member's): stored with the message, it
+	// names the message's drained pushes and its topic history as the live
+	// push names it.
+	SenderName string
 	// Recipients are the pubkeys (64 lowercase hex, distinct: a repeated
 	// key fails the request) that get a delivery_queue row, resolved by the
 	// WebSocket layer. For a DM every recipient must be an active member of

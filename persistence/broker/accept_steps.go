@@ -372,7 +372,8 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, bro
 		r, id := b.reqs[i], brokerIDs[i]
 		historyIDs[i] = ulid.Make().String()
 		msgs = append(msgs, []any{id, r.MeshID, r.ClientMessageID, r.RequestFingerprint[:], r.SenderPubkey,
-			r.TargetSpec, r.Priority, r.Nonce, r.Ciphertext, nullString(r.ReplyToID), nullString(string(r.Meta)), now})
+			nullString(cut(r.SenderName, MaxSessionText)), r.TargetSpec, r.Priority, r.Nonce, r.Ciphertext,
+			nullString(r.ReplyToID), nullString(string(r.Meta)), now})
 		hist = append(hist, []any{historyIDs[i], r.MeshID, id, now})
 		leaseUntil := s.d.time(b.now.Add(r.Lease).Truncate(time.Millisecond))
 		for _, p := range r.Recipients {
@@ -387,7 +388,7 @@ func (s *Store) write(ctx context.Context, tx *sqlx.Tx, b *batch, idx []int, bro
 		what, prefix string
 		rows         [][]any
 	}{
-		{"message", `INSERT INTO message (id, mesh_id, client_message_id, request_fingerprint, sender_pubkey,
+		{"message", `INSERT INTO message (id, mesh_id, client_message_id, request_fingerprint, sender_pubkey, sender_name,
 			target_spec, priority, nonce, ciphertext, reply_to_id, meta, created_at) VALUES `, msgs},
 		{"history", "INSERT INTO message_history (history_id, mesh_id, message_id, created_at) VALUES ", hist},
 		{"delivery", `INSERT INTO delivery_queue (mesh_id, message_id, recipient_pubkey, created_at,

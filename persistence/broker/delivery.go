@@ -34,9 +34,10 @@ type Delivery struct {
 	ClientMessageID    string
 	RequestFingerprint messages.Fingerprint
 	SenderPubkey       string
-	// SenderName is the sender's display name as the mesh knows it now:
-	// its session's, else its member's ("" when neither is known), which
-	// the accept's live push carries from the sender's connection.
+	// SenderName is the sender's display name as the accept stored it
+	// (its session's, else its member's: what the live push carried);
+	// for a message accepted before the broker stored names, as the mesh
+	// knows it now ("" when neither is known).
 	SenderName     string
 	TargetSpec     string
 	Priority       string
@@ -93,7 +94,8 @@ func (s *Store) readDeliveries(ctx context.Context, tx *sqlx.Tx, ids []int64) ([
 	rows, err := s.txQuery(ctx, tx, s.d.rewrite(`SELECT d.id, d.mesh_id, d.recipient_pubkey, d.attempts, d.lease_expires_at,
 		       m.id, m.client_message_id, m.request_fingerprint, m.sender_pubkey, m.target_spec, m.priority,
 		       m.nonce, m.ciphertext, m.reply_to_id, m.meta, m.created_at, h.history_id,
-		       COALESCE((SELECT NULLIF(ss.display_name, '') FROM mesh_session ss
+		       COALESCE(m.sender_name,
+		                (SELECT NULLIF(ss.display_name, '') FROM mesh_session ss
 		                  WHERE ss.mesh_id = d.mesh_id AND ss.session_pubkey = m.sender_pubkey),
 		                (SELECT mb.display_name FROM member mb WHERE mb.mesh_id = d.mesh_id AND mb.pubkey = m.sender_pubkey), '')
 		  FROM delivery_queue d JOIN message m ON m.id = d.message_id JOIN message_history h ON h.message_id = m.id

@@ -164,35 +164,36 @@ func (s *Store) RenewLock(ctx context.Context, meshID, repo, key string, fence i
 }
 
 // ReleaseLock frees the caller's lock (under fence, when it is not 0) and
-// reports whether the caller held it. Releasing is idempotent; a revoked
+// returns the fence token it was held under: 0 when the caller did not
+// hold it. Releasing is idempotent; a revoked
 // member's locks run out with their TTL. On PostgreSQL a release is
 // announced to the other replicas with the commit (origin is the
 // releasing broker, which tells its own connections itself).
-func (s *Store) ReleaseLock(ctx context.Context, meshID, origin, repo, key string, fence int64, who LockHolder) (bool, error) {
+func (s *Store) ReleaseLock(ctx context.Context, meshID, origin, repo, key string, fence int64, who LockHolder) (int64, error) {
 	if err := checkLock(repo, key); err != nil {
-		return false, err
+		return 0, err
 	}
 	if fence < 0 {
-		return false, ErrInvalidFence
+		return 0, ErrInvalidFence
 	}
 	now := s.d.time(s.clock())
-	var n int64
+	var held int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE mesh_lock SET holder = NULL, holder_name = '', member_id = NULL, expires_at = ?
-			WHERE mesh_id = ? AND repo = ? AND key = ? AND holder = ? AND (? = 0 OR fence = ?) AND expires_at > ?`),
-			now, meshID, repo, key, who.Pubkey, fence, fence, now)
-		if err != nil {
-			return err
+		err := tx.QueryRowxContext(ctx, s.d.rewrite(`UPDATE mesh_lock SET holder = NULL, holder_name = '', member_id = NULL, expires_at = ?
+			WHERE mesh_id = ? AND repo = ? AND key = ? AND holder = ? AND (? = 0 OR fence = ?) AND expires_at > ? RETURNING fence`),
+			now, meshID, repo, key, who.Pubkey, fence, fence, now).Scan(&held)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
 		}
-		if n, err = res.RowsAffected(); err != nil || n == 0 {
+		if err != nil {
 			return err
 		}
 		return s.notifyLockReleased(ctx, tx, &LockReleased{MeshID: meshID, Origin: origin, Repo: repo, Key: key})
 	})
 	if err != nil {
-		return false, fmt.Errorf("release lock: %w", err)
+		return 0, fmt.Errorf("release lock: %w", err)
 	}
-	return n > 0, nil
+	return held, nil
 }
 
 const lockSelect = `SELECT repo, key, fence, coalesce(holder, ''), holder_name, acquired_at, expires_at FROM mesh_lock`

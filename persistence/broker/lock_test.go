@@ -97,17 +97,17 @@ func TestLockRenewRelease(t *testing.T) {
 		if _, err := e.s.RenewLock(ctx, m.ID, "r", "k", l.Fence, 2*time.Second, b); !errors.Is(err, ErrLockNotHeld) {
 			t.Errorf("another renews: %v", err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence+1, a); err != nil || ok {
-			t.Errorf("release under another token = %v, %v", ok, err)
+		if held, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence+1, a); err != nil || held != 0 {
+			t.Errorf("release under another token = %v, %v", held, err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", 0, b); err != nil || ok {
-			t.Errorf("release by another = %v, %v", ok, err)
+		if held, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", 0, b); err != nil || held != 0 {
+			t.Errorf("release by another = %v, %v", held, err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence, a); err != nil || !ok {
-			t.Errorf("release = %v, %v", ok, err)
+		if held, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence, a); err != nil || held != l.Fence {
+			t.Errorf("release = %v, %v", held, err)
 		}
-		if ok, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence, a); err != nil || ok {
-			t.Errorf("release again = %v, %v; want false", ok, err)
+		if held, err := e.s.ReleaseLock(ctx, m.ID, "", "r", "k", l.Fence, a); err != nil || held != 0 {
+			t.Errorf("release again = %v, %v; want 0", held, err)
 		}
 		if l, ok, err := e.s.AcquireLock(ctx, m.ID, "r", "k", time.Second, b); err != nil || !ok || l.Fence != 2 {
 			t.Errorf("after the release = %+v, %v, %v", l, ok, err)

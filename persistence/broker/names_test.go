@@ -80,6 +80,7 @@ func TestNameMigrationKeepsLookalikes(t *testing.T) {
 			"DROP TABLE skill", "DROP TABLE mesh_lock", "DROP TABLE node", "DROP TABLE reservation", "DROP TABLE reservation_scope",
 			"DROP TABLE mesh_session", "CREATE INDEX delivery_queue_message_idx ON delivery_queue(message_id)", // 0017 drops it
 			"CREATE INDEX message_created_idx ON message(created_at)", // 0019 too
+			"ALTER TABLE message DROP COLUMN sender_name",             // 0020
 			"DELETE FROM schema_migrations WHERE version >= 4"}
 		if e.s.Backend() == postgresName { // 0005 too (SQLite's rebuilds the table, and runs again as it is)
 			undo = append(undo, "ALTER TABLE client_message_dedupe DROP COLUMN sender_pubkey",

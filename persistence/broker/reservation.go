@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -32,6 +33,10 @@ var (
 	ErrTooManyPatterns       = fmt.Errorf("%w: a reservation has 1-%d patterns", ErrInvalid, messages.MaxReservePatterns)
 	ErrTooManyPaths          = fmt.Errorf("%w: a check names 1-%d paths", ErrInvalid, messages.MaxCheckPaths)
 	ErrInvalidReservationTTL = fmt.Errorf("%w: a reservation's TTL is %v to %v", ErrInvalid, messages.MinReservationTTL, messages.MaxReservationTTL)
+	// ErrTooManyReservations is a grant that would leave its member
+	// holding more than messages.MaxReservationsPerMember in the repository.
+	ErrTooManyReservations = fmt.Errorf("%w: a member holds at most %d reservations in one repository", ErrInvalid,
+		messages.MaxReservationsPerMember)
 	// ErrReservationNotHeld is a renewal of a grant none of whose
 	// reservations stands: expired, released, or forced released (the
 	// error then says by whom).
@@ -133,13 +138,16 @@ func (s *Store) Reserve(ctx context.Context, meshID, origin string, r Reserve, w
 		if err != nil {
 			return err
 		}
-		others, err := s.activeReservations(ctx, tx, meshID, r.Repo, who.Pubkey, now)
+		if err := s.checkHolding(ctx, tx, meshID, r.Repo, want, now, who); err != nil {
+			return err
+		}
+		others, err := s.activeReservations(ctx, tx, meshID, r.Repo, who.Pubkey, want, now)
 		if err != nil {
 			return err
 		}
 		g.Conflicts = conflicts(want, others, r.Exclusive, now.Add(-r.StaleAfter))
 		if len(g.Conflicts) > 0 && r.Force {
-			if err := s.forceStale(ctx, tx, meshID, origin, r.Repo, g, others, now, who); err != nil {
+			if err := s.forceStale(ctx, tx, meshID, origin, r.Repo, g, now, who); err != nil {
 				return err
 			}
 		}
@@ -183,11 +191,55 @@ func scanReservation(row interface{ Scan(...any) error }) (*Reservation, error) 
 	return &r, nil
 }
 
+// checkHolding refuses a grant of want that would leave who's member
+// holding more than MaxReservationsPerMember in repo (a pattern the holder
+// reserves again is counted once).
+func (s *Store) checkHolding(ctx context.Context, tx *sqlx.Tx, meshID, repo string, want []*pathglob.Pattern, now time.Time,
+	who LockHolder) error {
+	texts := make([]string, len(want))
+	for i, p := range want {
+		texts[i] = p.Text
+	}
+	var held int
+	if err := tx.GetContext(ctx, &held, s.d.rewrite(`SELECT count(*) FROM reservation /*INDEXED BY reservation_member*/
+		WHERE mesh_id = ? AND repo = ? AND member_id = ?
+		AND released_by IS NULL AND expires_at > ? AND NOT (holder = ? AND pattern IN (SELECT value FROM EACH(?)))`),
+		meshID, repo, who.MemberID, s.d.time(now), who.Pubkey, jsonArray(texts)); err != nil {
+		return err
+	}
+	if held+len(want) > messages.MaxReservationsPerMember {
+		return fmt.Errorf("%w: %s holds %d, and this grant would add %d: release some first", ErrTooManyReservations, who.Name, held,
+			len(want))
+	}
+	return nil
+}
+
 // activeReservations reads the repository's standing reservations of
-// holders other than except.
-func (s *Store) activeReservations(ctx context.Context, tx *sqlx.Tx, meshID, repo, except string, now time.Time) ([]Reservation, error) {
-	rows, err := tx.QueryxContext(ctx, s.d.rewrite(reservationSelect+` WHERE mesh_id = ? AND repo = ? AND holder <> ?
-		AND released_by IS NULL AND expires_at > ? ORDER BY pattern, holder`), meshID, repo, except, s.d.time(now))
+// holders other than except that can overlap one of want: those whose
+// prefix meets a wanted one's (pathglob.PrefixesMeet), found through
+// reservation_prefix.
+func (s *Store) activeReservations(ctx context.Context, tx *sqlx.Tx, meshID, repo, except string, want []*pathglob.Pattern,
+	now time.Time) ([]Reservation, error) {
+	const standing = ` AND holder <> ? AND released_by IS NULL AND expires_at > ?`
+	var query string
+	var args []any
+	near := prefixesNear(want)
+	if near == nil { // a pattern that may cover a path anywhere: every reservation
+		query, args = reservationSelect+` WHERE mesh_id = ? AND repo = ?`+standing, []any{meshID, repo, except, s.d.time(now)}
+	}
+	for i, c := range near {
+		if i > 0 {
+			query += " UNION "
+		}
+		query += reservationSelect + ` /*INDEXED BY reservation_prefix*/ WHERE mesh_id = ? AND repo = ? AND ` + c.cond + standing
+		args = append(append(append(args, meshID, repo), c.args...), except, s.d.time(now))
+	}
+	return s.reservationsIn(ctx, tx, query+` ORDER BY pattern, holder`, args...)
+}
+
+// reservationsIn runs a query of reservations in tx.
+func (s *Store) reservationsIn(ctx context.Context, tx *sqlx.Tx, query string, args ...any) ([]Reservation, error) {
+	rows, err := tx.QueryxContext(ctx, s.d.rewrite(query), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +253,51 @@ func (s *Store) activeReservations(ctx context.Context, tx *sqlx.Tx, meshID, rep
 		out = append(out, *r)
 	}
 	return out, rows.Err()
+}
+
+// prefixCond is one condition on reservation_prefix and its arguments.
+type prefixCond struct {
+	cond string
+	args []any
+}
+
+// prefixesNear are the conditions that together keep the reservations
+// whose prefix meets one of want's: a prefix that is a wanted one or a
+// directory of it ("" included), or one within a wanted prefix ('/' sorts
+// just before '0'). nil: a wanted pattern with no prefix meets every
+// reservation.
+func prefixesNear(want []*pathglob.Pattern) []prefixCond {
+	prefixes := make([]string, len(want))
+	near := make([]prefixCond, 0, len(want)+1)
+	for i, p := range want {
+		if prefixes[i] = p.Prefix(); prefixes[i] == "" {
+			return nil
+		}
+		near = append(near, prefixCond{cond: `prefix > ? AND prefix < ?`, args: []any{prefixes[i] + "/", prefixes[i] + "0"}})
+	}
+	ancestors := dirsOf(prefixes)
+	return append(near, prefixCond{cond: `prefix IN (?` + strings.Repeat(`, ?`, len(ancestors)-1) + `)`, args: ancestors})
+}
+
+// dirsOf is "", each of paths, and each directory they lie in, once each,
+// as query arguments.
+func dirsOf(paths []string) []any {
+	dirs := []string{""}
+	for _, path := range paths {
+		for i := range len(path) {
+			if path[i] == '/' {
+				dirs = append(dirs, path[:i])
+			}
+		}
+		dirs = append(dirs, path)
+	}
+	slices.Sort(dirs)
+	dirs = slices.Compact(dirs)
+	out := make([]any, len(dirs))
+	for i, d := range dirs {
+		out[i] = d
+	}
+	return out
 }
 
 // conflicts lists the reservations of others in the way of want: an
@@ -230,7 +327,7 @@ func conflicts(want []*pathglob.Pattern, others []Reservation, exclusive bool, s
 // forceStale releases every reservation in the repository of each stale
 // holder in the way (released_by: who), and leaves in g.Conflicts those
 // of holders that are not stale.
-func (s *Store) forceStale(ctx context.Context, tx *sqlx.Tx, meshID, origin, repo string, g *Grant, others []Reservation, now time.Time,
+func (s *Store) forceStale(ctx context.Context, tx *sqlx.Tx, meshID, origin, repo string, g *Grant, now time.Time,
 	who LockHolder) error {
 	var stale []string
 	kept := g.Conflicts[:0]
@@ -245,16 +342,21 @@ func (s *Store) forceStale(ctx context.Context, tx *sqlx.Tx, meshID, origin, rep
 	}
 	g.Conflicts = kept
 	for _, holder := range stale {
+		// All of the holder's reservations in the repository go, not only
+		// those near the request that the conflicts came from.
+		all, err := s.reservationsIn(ctx, tx, reservationSelect+` WHERE mesh_id = ? AND repo = ? AND holder = ?
+			AND released_by IS NULL AND expires_at > ? ORDER BY pattern`, meshID, repo, holder, s.d.time(now))
+		if err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.d.rewrite(`UPDATE reservation SET released_by = ?, expires_at = ?
 			WHERE mesh_id = ? AND repo = ? AND holder = ? AND released_by IS NULL AND expires_at > ?`),
 			who.Name, s.d.time(now), meshID, repo, holder, s.d.time(now)); err != nil {
 			return err
 		}
 		var patterns []string
-		for _, o := range others {
-			if o.Holder == holder {
-				g.Forced, patterns = append(g.Forced, o), append(patterns, o.Pattern)
-			}
+		for _, o := range all {
+			g.Forced, patterns = append(g.Forced, o), append(patterns, o.Pattern)
 		}
 		if err := s.notifyReservationsReleased(ctx, tx, &ReservationsReleased{MeshID: meshID, Origin: origin, Repo: repo,
 			Patterns: patterns, Holder: holder, ForcedBy: who.Name}); err != nil {
@@ -275,11 +377,11 @@ func (s *Store) insertGrant(ctx context.Context, tx *sqlx.Tx, meshID string, r R
 	t, exp := s.d.time(now), s.d.time(now.Add(r.TTL))
 	for _, p := range want {
 		if _, err := tx.ExecContext(ctx, s.d.rewrite(`INSERT INTO reservation (mesh_id, repo, holder, pattern, exclusive, fence, holder_name,
-				member_id, acquired_at, renewed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				member_id, acquired_at, renewed_at, expires_at, prefix) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (mesh_id, repo, holder, pattern) DO UPDATE SET exclusive = excluded.exclusive, fence = excluded.fence,
 				holder_name = excluded.holder_name, member_id = excluded.member_id, acquired_at = excluded.acquired_at,
-				renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_by = NULL`),
-			meshID, r.Repo, who.Pubkey, p.Text, r.Exclusive, g.Fence, who.Name, who.MemberID, t, t, exp); err != nil {
+				renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_by = NULL, prefix = excluded.prefix`),
+			meshID, r.Repo, who.Pubkey, p.Text, r.Exclusive, g.Fence, who.Name, who.MemberID, t, t, exp, p.Prefix()); err != nil {
 			return err
 		}
 		g.Reservations = append(g.Reservations, Reservation{Repo: r.Repo, Pattern: p.Text, Exclusive: r.Exclusive, Fence: g.Fence,
@@ -338,27 +440,34 @@ func (s *Store) RenewReservations(ctx context.Context, meshID, repo string, fenc
 	return nil, ErrReservationNotHeld
 }
 
+// ReleasedPattern is one pattern a release freed, with the fence token of
+// the grant it stood under.
+type ReleasedPattern struct {
+	Pattern string
+	Fence   int64
+}
+
 // ReleaseReservations frees the caller's standing reservations of
-// patterns (none: all of them) in repo and returns the patterns released.
-// On PostgreSQL a release is announced to the other replicas with the
-// commit.
-func (s *Store) ReleaseReservations(ctx context.Context, meshID, origin, repo string, patterns []string, who LockHolder) ([]string, error) {
+// patterns (none: all of them) in repo and returns the patterns released,
+// in order. On PostgreSQL a release is announced to the other replicas
+// with the commit.
+func (s *Store) ReleaseReservations(ctx context.Context, meshID, origin, repo string, patterns []string, who LockHolder) ([]ReleasedPattern, error) {
 	if repo == "" || messages.CheckLockRepo(repo) != nil {
 		return nil, ErrInvalidReservationRepo
 	}
 	if _, err := parsePatterns(patterns, false); err != nil {
 		return nil, err
 	}
-	released := []string{}
+	released := []ReleasedPattern{}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.QueryxContext(ctx, s.d.rewrite(`DELETE FROM reservation WHERE mesh_id = ? AND repo = ? AND holder = ?
-			AND (? OR pattern IN (SELECT value FROM EACH(?))) RETURNING pattern`), meshID, repo, who.Pubkey, len(patterns) == 0, jsonArray(patterns))
+			AND (? OR pattern IN (SELECT value FROM EACH(?))) RETURNING pattern, fence`), meshID, repo, who.Pubkey, len(patterns) == 0, jsonArray(patterns))
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			var p string
-			if err := rows.Scan(&p); err != nil {
+			var p ReleasedPattern
+			if err := rows.Scan(&p.Pattern, &p.Fence); err != nil {
 				rows.Close()
 				return err
 			}
@@ -367,8 +476,12 @@ func (s *Store) ReleaseReservations(ctx context.Context, meshID, origin, repo st
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil || len(released) == 0 {
 			return err
 		}
-		slices.Sort(released)
-		return s.notifyReservationsReleased(ctx, tx, &ReservationsReleased{MeshID: meshID, Origin: origin, Repo: repo, Patterns: released})
+		slices.SortFunc(released, func(a, b ReleasedPattern) int { return strings.Compare(a.Pattern, b.Pattern) })
+		names := make([]string, len(released))
+		for i, p := range released {
+			names[i] = p.Pattern
+		}
+		return s.notifyReservationsReleased(ctx, tx, &ReservationsReleased{MeshID: meshID, Origin: origin, Repo: repo, Patterns: names})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("release reservations: %w", err)
@@ -403,8 +516,12 @@ func (s *Store) CheckPaths(ctx context.Context, meshID, repo string, paths []str
 		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalidPath, err)
 	}
-	held, err := queryAll(ctx, s, scanReservation, reservationSelect+` WHERE mesh_id = ? AND repo = ? AND holder <> ? AND exclusive
-		AND released_by IS NULL AND expires_at > ? ORDER BY pattern, holder`, meshID, repo, who.Pubkey, s.d.time(s.clock()))
+	// A reservation covers only paths within its prefix: those whose
+	// prefix is a path's directory (or the path) are the candidates.
+	dirs := dirsOf(paths)
+	held, err := queryAll(ctx, s, scanReservation, reservationSelect+` /*INDEXED BY reservation_prefix*/ WHERE mesh_id = ? AND repo = ?
+		AND prefix IN (?`+strings.Repeat(`, ?`, len(dirs)-1)+`) AND holder <> ? AND exclusive AND released_by IS NULL AND expires_at > ?
+		ORDER BY pattern, holder`, append(append([]any{meshID, repo}, dirs...), who.Pubkey, s.d.time(s.clock()))...)
 	if err != nil {
 		return nil, fmt.Errorf("check paths: %w", err)
 	}

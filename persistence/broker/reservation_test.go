@@ -97,7 +97,7 @@ func TestReservationRenewRelease(t *testing.T) {
 			t.Errorf("bob renews alice's grant: %v", err)
 		}
 		if rel, err := e.s.ReleaseReservations(ctx, m.ID, "", "git:r", []string{"docs/**", "nothing/**"}, a); err != nil ||
-			len(rel) != 1 || rel[0] != "docs/**" {
+			len(rel) != 1 || rel[0].Pattern != "docs/**" || rel[0].Fence != g.Fence {
 			t.Errorf("release docs/** = %v, %v", rel, err)
 		}
 		if g, err := e.s.Reserve(ctx, m.ID, "", reserve("git:r", true, time.Minute, "docs/a.md"), b); err != nil || !g.Granted {

@@ -51,14 +51,33 @@ type Topic struct {
 	MemberCount int // active members joined
 }
 
-// TopicMember is one member joined to a topic.
+// TopicParty is who joins, leads, leaves or marks a topic read: a member
+// itself (SessionPubkey "": a member connection, or an upstream hello,
+// whose topics are its member's as upstream's are) or one of its agent
+// sessions (a session_hello connection), which joins for itself alone.
+type TopicParty struct {
+	MemberID      string
+	SessionPubkey string // "" for the member itself
+	SessionName   string // the session's display name ("": its member's)
+}
+
+// TopicMember is one member or session joined to a topic: a session by
+// its own key and name.
 type TopicMember struct {
 	MemberID    string
-	Pubkey      string
-	DisplayName string
+	Pubkey      string // the session's key for a session, else the member's
+	DisplayName string // the session's name for a session, else the member's
 	Role        string
 	JoinedAt    time.Time
 	LastReadAt  *time.Time // nil until topic_mark_read
+}
+
+// TopicAudience is who a send to a topic reaches: the keys of the members
+// joined as themselves, and the keys of the sessions joined, which the
+// broker's hub keeps to those connected.
+type TopicAudience struct {
+	Members  []string
+	Sessions []string
 }
 
 // TopicMessage is one message of a topic's history.
@@ -66,7 +85,7 @@ type TopicMessage struct {
 	ID             string // the broker_message_id
 	SenderPubkey   string
 	SenderMemberID string // "" when the sender is a session key
-	SenderName     string // "" when the sender is a session key
+	SenderName     string // as the accept stored it: a session's own, else its member's (AcceptRequest)
 	Nonce          string
 	Ciphertext     string
 	ReplyToID      string
@@ -117,10 +136,10 @@ func newTopicID() string {
 }
 
 // CreateTopic creates a topic of the mesh named t.Name, its creator joined
-// as lead, and reports created. A name the mesh already has returns that
-// topic (created false), and the caller joins it as a member if it was not
-// one. Invalid fields wrap ErrInvalid.
-func (s *Store) CreateTopic(ctx context.Context, meshID, creatorID string, t NewTopic) (*Topic, bool, error) {
+// as lead (a session as itself), and reports created. A name the mesh
+// already has returns that topic (created false), and the creator joins it
+// as a member if it was not one. Invalid fields wrap ErrInvalid.
+func (s *Store) CreateTopic(ctx context.Context, meshID string, creator TopicParty, t NewTopic) (*Topic, bool, error) {
 	if err := t.validate(); err != nil {
 		return nil, false, err
 	}
@@ -134,7 +153,7 @@ func (s *Store) CreateTopic(ctx context.Context, meshID, creatorID string, t New
 		var ids []string
 		if err := s.txSelect(ctx, tx, &ids, s.d.rewrite(`INSERT INTO topic (id, mesh_id, name, description, visibility,
 			created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (mesh_id, name) DO NOTHING RETURNING id`),
-			newTopicID(), meshID, t.Name, t.Description, visibility, creatorID, now); err != nil {
+			newTopicID(), meshID, t.Name, t.Description, visibility, creator.MemberID, now); err != nil {
 			return err
 		}
 		created = len(ids) == 1
@@ -142,9 +161,10 @@ func (s *Store) CreateTopic(ctx context.Context, meshID, creatorID string, t New
 		if created {
 			role = RoleLead
 		}
-		_, err := s.txExec(ctx, tx, s.d.rewrite(`INSERT INTO topic_member (topic_id, member_id, role, joined_at)
-			SELECT id, ?, ?, ? FROM topic WHERE mesh_id = ? AND name = ?
-			ON CONFLICT (topic_id, member_id) DO NOTHING`), creatorID, role, now, meshID, t.Name)
+		_, err := s.txExec(ctx, tx, s.d.rewrite(`INSERT INTO topic_member (topic_id, member_id, session_pubkey, session_name,
+			role, joined_at) SELECT id, ?, ?, ?, ?, ? FROM topic WHERE mesh_id = ? AND name = ?
+			ON CONFLICT (topic_id, member_id, session_pubkey) DO NOTHING`),
+			creator.MemberID, creator.SessionPubkey, creator.SessionName, role, now, meshID, t.Name)
 		return err
 	})
 	if err != nil {
@@ -192,48 +212,53 @@ func (s *Store) Topics(ctx context.Context, meshID string) ([]Topic, error) {
 	return topics, nil
 }
 
-// JoinTopic makes the member a member of the topic with role; joining
-// again changes the role when one is given ("" keeps it, member for a new
-// membership). An invalid role wraps ErrInvalid.
-func (s *Store) JoinTopic(ctx context.Context, topicID, memberID, role string) error {
+// JoinTopic makes p a member of the topic with role; joining again changes
+// the role when one is given ("" keeps it, member for a new membership)
+// and a session's name. An invalid role wraps ErrInvalid.
+func (s *Store) JoinTopic(ctx context.Context, topicID string, p TopicParty, role string) error {
 	if !ValidTopicRole(role) {
 		return fmt.Errorf("%w: role must be lead, member or observer, not %q", ErrInvalid, role)
 	}
-	onConflict := "DO UPDATE SET role = excluded.role"
+	onConflict := "DO UPDATE SET role = excluded.role, session_name = excluded.session_name"
 	if role == "" {
-		role, onConflict = RoleMember, "DO NOTHING"
+		role, onConflict = RoleMember, "DO UPDATE SET session_name = excluded.session_name"
 	}
-	_, err := s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO topic_member (topic_id, member_id, role, joined_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (topic_id, member_id) `+onConflict), topicID, memberID, role, s.d.time(s.clock()))
+	_, err := s.db.ExecContext(ctx, s.d.rewrite(`INSERT INTO topic_member (topic_id, member_id, session_pubkey, session_name,
+		role, joined_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (topic_id, member_id, session_pubkey) `+onConflict),
+		topicID, p.MemberID, p.SessionPubkey, p.SessionName, role, s.d.time(s.clock()))
 	if err != nil {
 		return fmt.Errorf("join topic: %w", err)
 	}
 	return nil
 }
 
-// LeaveTopic ends the member's membership of the topic (none: no-op).
-func (s *Store) LeaveTopic(ctx context.Context, topicID, memberID string) error {
-	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`DELETE FROM topic_member WHERE topic_id = ? AND member_id = ?`),
-		topicID, memberID); err != nil {
+// LeaveTopic ends p's membership of the topic (none: no-op); a member's
+// sessions, or the member and its other sessions, keep theirs.
+func (s *Store) LeaveTopic(ctx context.Context, topicID string, p TopicParty) error {
+	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`DELETE FROM topic_member
+		 WHERE topic_id = ? AND member_id = ? AND session_pubkey = ?`), topicID, p.MemberID, p.SessionPubkey); err != nil {
 		return fmt.Errorf("leave topic: %w", err)
 	}
 	return nil
 }
 
-// MarkTopicRead sets the member's last_read_at to now (not a member: no-op).
-func (s *Store) MarkTopicRead(ctx context.Context, topicID, memberID string) error {
-	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`UPDATE topic_member SET last_read_at = ? WHERE topic_id = ? AND member_id = ?`),
-		s.d.time(s.clock()), topicID, memberID); err != nil {
+// MarkTopicRead sets p's last_read_at to now (not joined: no-op).
+func (s *Store) MarkTopicRead(ctx context.Context, topicID string, p TopicParty) error {
+	if _, err := s.db.ExecContext(ctx, s.d.rewrite(`UPDATE topic_member SET last_read_at = ?
+		 WHERE topic_id = ? AND member_id = ? AND session_pubkey = ?`),
+		s.d.time(s.clock()), topicID, p.MemberID, p.SessionPubkey); err != nil {
 		return fmt.Errorf("mark topic read: %w", err)
 	}
 	return nil
 }
 
-// TopicMembers lists the active members joined to the topic, by join time.
+// TopicMembers lists the members and sessions of active members joined to
+// the topic, by join time.
 func (s *Store) TopicMembers(ctx context.Context, topicID string) ([]TopicMember, error) {
-	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(`SELECT m.id, m.pubkey, m.display_name, tm.role, tm.joined_at, tm.last_read_at
+	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(`SELECT m.id, COALESCE(NULLIF(tm.session_pubkey, ''), m.pubkey),
+		       COALESCE(NULLIF(tm.session_name, ''), m.display_name), tm.role, tm.joined_at, tm.last_read_at
 		  FROM topic_member tm JOIN member m ON m.id = tm.member_id
-		 WHERE tm.topic_id = ? AND m.revoked_at IS NULL ORDER BY tm.joined_at, m.id`), topicID)
+		 WHERE tm.topic_id = ? AND m.revoked_at IS NULL ORDER BY tm.joined_at, m.id, tm.session_pubkey`), topicID)
 	if err != nil {
 		return nil, fmt.Errorf("list topic members: %w", err)
 	}
@@ -252,10 +277,11 @@ func (s *Store) TopicMembers(ctx context.Context, topicID string) ([]TopicMember
 	return out, nil
 }
 
-// TopicRecipients returns the member keys of the active members joined to
-// the topic with this id in the mesh, or ErrTopicNotFound: who a send to
-// `#<id>` reaches (their sessions too, which the hub adds).
-func (s *Store) TopicRecipients(ctx context.Context, meshID, topicID string) ([]string, error) {
+// TopicRecipients returns who a send to `#<id>` reaches, the topic with
+// this id in the mesh (else ErrTopicNotFound): the keys of the active
+// members joined as themselves and of the joined sessions of active
+// members, each sorted.
+func (s *Store) TopicRecipients(ctx context.Context, meshID, topicID string) (*TopicAudience, error) {
 	var found []string
 	if err := s.rdb.SelectContext(ctx, &found, s.d.rewrite(`SELECT id FROM topic WHERE mesh_id = ? AND id = ?`),
 		meshID, topicID); err != nil {
@@ -264,12 +290,24 @@ func (s *Store) TopicRecipients(ctx context.Context, meshID, topicID string) ([]
 	if len(found) == 0 {
 		return nil, ErrTopicNotFound
 	}
-	keys := []string{}
-	if err := s.rdb.SelectContext(ctx, &keys, s.d.rewrite(`SELECT m.pubkey FROM topic_member tm JOIN member m ON m.id = tm.member_id
-		 WHERE tm.topic_id = ? AND m.revoked_at IS NULL ORDER BY m.pubkey`), topicID); err != nil {
+	var joined []struct {
+		Session string `db:"session_pubkey"`
+		Member  string `db:"pubkey"`
+	}
+	if err := s.rdb.SelectContext(ctx, &joined, s.d.rewrite(`SELECT tm.session_pubkey, m.pubkey
+		  FROM topic_member tm JOIN member m ON m.id = tm.member_id
+		 WHERE tm.topic_id = ? AND m.revoked_at IS NULL ORDER BY tm.session_pubkey, m.pubkey`), topicID); err != nil {
 		return nil, fmt.Errorf("read topic members: %w", err)
 	}
-	return keys, nil
+	out := &TopicAudience{Members: []string{}, Sessions: []string{}}
+	for _, j := range joined {
+		if j.Session == "" {
+			out.Members = append(out.Members, j.Member)
+		} else {
+			out.Sessions = append(out.Sessions, j.Session)
+		}
+	}
+	return out, nil
 }
 
 // TopicHistory returns up to limit messages sent to the topic, newest
@@ -283,7 +321,7 @@ func (s *Store) TopicHistory(ctx context.Context, meshID, topicID string, limit 
 		limit = MaxTopicHistory
 	}
 	rows, err := s.rdb.QueryxContext(ctx, s.d.rewrite(`SELECT m.id, m.sender_pubkey, COALESCE(mem.id, ''),
-		       COALESCE(mem.display_name, ''), m.nonce, m.ciphertext, COALESCE(m.reply_to_id, ''), m.created_at
+		       COALESCE(m.sender_name, mem.display_name, ''), m.nonce, m.ciphertext, COALESCE(m.reply_to_id, ''), m.created_at
 		  FROM message m LEFT JOIN member mem ON mem.mesh_id = m.mesh_id AND mem.pubkey = m.sender_pubkey
 		 WHERE m.mesh_id = ? AND m.target_spec = ? AND m.target_spec LIKE '#%' AND (? = '' OR m.id < ?)
 		 ORDER BY m.id DESC LIMIT ?`), meshID, "#"+topicID, beforeID, beforeID, limit)

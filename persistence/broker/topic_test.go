@@ -6,8 +6,11 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/claudemesh/claudemesh-go/persistence"
 )
 
 func TestTopicMembership(t *testing.T) {
@@ -16,7 +19,7 @@ func TestTopicMembership(t *testing.T) {
 		m := e.mesh(t, Mesh{})
 		alice, bob, carol := e.join(t, m, "alice"), e.join(t, m, "bob"), e.join(t, m, "carol")
 
-		topic, created, err := e.s.CreateTopic(ctx, m.ID, alice.ID, NewTopic{Name: "general", Description: "all hands"})
+		topic, created, err := e.s.CreateTopic(ctx, m.ID, TopicParty{MemberID: alice.ID}, NewTopic{Name: "general", Description: "all hands"})
 		if err != nil || !created {
 			t.Fatalf("CreateTopic = %v, %v", created, err)
 		}
@@ -26,14 +29,14 @@ func TestTopicMembership(t *testing.T) {
 		if topic.Visibility != VisibilityPublic || topic.MemberCount != 1 || topic.Description != "all hands" {
 			t.Errorf("created topic = %+v", topic)
 		}
-		again, created, err := e.s.CreateTopic(ctx, m.ID, bob.ID, NewTopic{Name: "general", Visibility: VisibilityPrivate})
+		again, created, err := e.s.CreateTopic(ctx, m.ID, TopicParty{MemberID: bob.ID}, NewTopic{Name: "general", Visibility: VisibilityPrivate})
 		if err != nil || created || again.ID != topic.ID || again.Visibility != VisibilityPublic {
 			t.Fatalf("CreateTopic of a taken name = %+v, %v, %v; want the existing topic", again, created, err)
 		}
-		if err := e.s.JoinTopic(ctx, topic.ID, carol.ID, RoleObserver); err != nil {
+		if err := e.s.JoinTopic(ctx, topic.ID, TopicParty{MemberID: carol.ID}, RoleObserver); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.s.JoinTopic(ctx, topic.ID, carol.ID, ""); err != nil { // "" keeps the role
+		if err := e.s.JoinTopic(ctx, topic.ID, TopicParty{MemberID: carol.ID}, ""); err != nil { // "" keeps the role
 			t.Fatal(err)
 		}
 		members, err := e.s.TopicMembers(ctx, topic.ID)
@@ -47,27 +50,27 @@ func TestTopicMembership(t *testing.T) {
 		if want := map[string]string{"alice": RoleLead, "bob": RoleMember, "carol": RoleObserver}; !maps.Equal(roles, want) {
 			t.Errorf("members = %v, want %v", roles, want)
 		}
-		if err := e.s.LeaveTopic(ctx, topic.ID, bob.ID); err != nil {
+		if err := e.s.LeaveTopic(ctx, topic.ID, TopicParty{MemberID: bob.ID}); err != nil {
 			t.Fatal(err)
 		}
-		keys, err := e.s.TopicRecipients(ctx, m.ID, topic.ID)
+		joined, err := e.s.TopicRecipients(ctx, m.ID, topic.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := []string{alice.Pubkey, carol.Pubkey}
 		slices.Sort(want)
-		if !slices.Equal(keys, want) {
-			t.Errorf("recipients = %v, want %v", keys, want)
+		if !slices.Equal(joined.Members, want) || len(joined.Sessions) != 0 {
+			t.Errorf("recipients = %+v, want members %v", joined, want)
 		}
 		if err := e.s.RevokeMember(ctx, m.ID, carol.Pubkey); err != nil {
 			t.Fatal(err)
 		}
-		if keys, _ := e.s.TopicRecipients(ctx, m.ID, topic.ID); !slices.Equal(keys, []string{alice.Pubkey}) {
-			t.Errorf("recipients after carol's revocation = %v", keys)
+		if joined, _ := e.s.TopicRecipients(ctx, m.ID, topic.ID); !slices.Equal(joined.Members, []string{alice.Pubkey}) {
+			t.Errorf("recipients after carol's revocation = %+v", joined)
 		}
 
 		e.clock.Advance(time.Minute)
-		if err := e.s.MarkTopicRead(ctx, topic.ID, alice.ID); err != nil {
+		if err := e.s.MarkTopicRead(ctx, topic.ID, TopicParty{MemberID: alice.ID}); err != nil {
 			t.Fatal(err)
 		}
 		members, _ = e.s.TopicMembers(ctx, topic.ID)
@@ -97,6 +100,148 @@ func TestTopicMembership(t *testing.T) {
 	})
 }
 
+// TestTopicSessionMembership: an agent session joins, leads, leaves and
+// marks read for itself — its member and the member's other sessions keep
+// their own memberships — and is listed by its session's key and name; a
+// send to the topic reaches the members joined as themselves and the
+// joined sessions; a revoked member's sessions count no more.
+func TestTopicSessionMembership(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		m := e.mesh(t, Mesh{})
+		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
+		s1 := TopicParty{MemberID: alice.ID, SessionPubkey: newPubkey(t), SessionName: "alice-build"}
+		s2 := TopicParty{MemberID: alice.ID, SessionPubkey: newPubkey(t), SessionName: "alice-docs"}
+		bobs := TopicParty{MemberID: bob.ID, SessionPubkey: newPubkey(t)} // no name of its own: listed as bob
+
+		topic, created, err := e.s.CreateTopic(ctx, m.ID, s1, NewTopic{Name: "builds"})
+		if err != nil || !created || topic.MemberCount != 1 || topic.CreatedBy != alice.ID {
+			t.Fatalf("CreateTopic by a session = %+v, %v, %v", topic, created, err)
+		}
+		members := func() map[string]TopicMember {
+			t.Helper()
+			list, err := e.s.TopicMembers(ctx, topic.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byKey := map[string]TopicMember{}
+			for _, tm := range list {
+				byKey[tm.Pubkey] = tm
+			}
+			return byKey
+		}
+		if got := members(); len(got) != 1 || got[s1.SessionPubkey].Role != RoleLead ||
+			got[s1.SessionPubkey].DisplayName != "alice-build" || got[s1.SessionPubkey].MemberID != alice.ID {
+			t.Fatalf("members after a session created the topic = %+v; want the session alone, as lead", got)
+		}
+		recipients := func(members, sessions []string) {
+			t.Helper()
+			joined, err := e.s.TopicRecipients(ctx, m.ID, topic.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(members)
+			slices.Sort(sessions)
+			if !slices.Equal(joined.Members, members) || !slices.Equal(joined.Sessions, sessions) {
+				t.Errorf("recipients = %+v, want members %v and sessions %v", joined, members, sessions)
+			}
+		}
+		recipients([]string{}, []string{s1.SessionPubkey})
+
+		for _, p := range []TopicParty{{MemberID: alice.ID}, bobs} {
+			if err := e.s.JoinTopic(ctx, topic.ID, p, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := e.s.CreateTopic(ctx, m.ID, s2, NewTopic{Name: "builds"}); err != nil { // joins it
+			t.Fatal(err)
+		}
+		got := members()
+		if len(got) != 4 || got[alice.Pubkey].DisplayName != "alice" || got[bobs.SessionPubkey].DisplayName != "bob" ||
+			got[s2.SessionPubkey].Role != RoleMember || got[s1.SessionPubkey].Role != RoleLead {
+			t.Fatalf("members = %+v", got)
+		}
+		recipients([]string{alice.Pubkey}, []string{s1.SessionPubkey, s2.SessionPubkey, bobs.SessionPubkey})
+
+		// Leaving is the leaver's alone: the session, then the member.
+		if err := e.s.LeaveTopic(ctx, topic.ID, s1); err != nil {
+			t.Fatal(err)
+		}
+		recipients([]string{alice.Pubkey}, []string{s2.SessionPubkey, bobs.SessionPubkey})
+		if err := e.s.LeaveTopic(ctx, topic.ID, TopicParty{MemberID: alice.ID}); err != nil {
+			t.Fatal(err)
+		}
+		recipients([]string{}, []string{s2.SessionPubkey, bobs.SessionPubkey})
+		if byName, _ := e.s.Topic(ctx, m.ID, "builds"); byName.MemberCount != 2 {
+			t.Errorf("member count = %d, want 2", byName.MemberCount)
+		}
+
+		// Marked read by one session, joined again under another name.
+		e.clock.Advance(time.Minute)
+		if err := e.s.MarkTopicRead(ctx, topic.ID, s2); err != nil {
+			t.Fatal(err)
+		}
+		s2.SessionName = "alice-docs-2"
+		if err := e.s.JoinTopic(ctx, topic.ID, s2, RoleObserver); err != nil {
+			t.Fatal(err)
+		}
+		got = members()
+		if s := got[s2.SessionPubkey]; s.LastReadAt == nil || s.DisplayName != "alice-docs-2" || s.Role != RoleObserver ||
+			got[bobs.SessionPubkey].LastReadAt != nil {
+			t.Errorf("after s2 marked read and joined again: %+v", got)
+		}
+
+		if err := e.s.RevokeMember(ctx, m.ID, alice.Pubkey); err != nil {
+			t.Fatal(err)
+		}
+		recipients([]string{}, []string{bobs.SessionPubkey})
+		if got := members(); len(got) != 1 {
+			t.Errorf("members after alice's revocation = %+v, want bob's session", got)
+		}
+	})
+}
+
+// TestTopicMembersMigrated: the memberships of a database from before
+// topic membership per session (migration 0021) stay their members'.
+func TestTopicMembersMigrated(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		m := e.mesh(t, Mesh{})
+		alice := e.join(t, m, "alice")
+		topic, _, err := e.s.CreateTopic(ctx, m.ID, TopicParty{MemberID: alice.ID}, NewTopic{Name: "old"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := persistence.LoadMigrations(e.s.d.migrations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(all, func(m persistence.Migration) bool { return m.Version == 7 })
+		create := all[i].SQL[strings.Index(all[i].SQL, "CREATE TABLE topic_member"):]
+		create = create[:strings.Index(create, ";")]
+		for _, stmt := range []string{"DROP TABLE topic_member", create, "DELETE FROM schema_migrations WHERE version = 21"} {
+			if _, err := e.s.db.Exec(stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+		if _, err := e.s.db.Exec(e.s.d.rewrite(`INSERT INTO topic_member (topic_id, member_id, role, joined_at)
+			VALUES (?, ?, 'lead', ?)`), topic.ID, alice.ID, e.s.d.time(e.clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+		again := openEnv(t, e.opts)
+		joined, err := again.s.TopicRecipients(ctx, m.ID, topic.ID)
+		if err != nil || !slices.Equal(joined.Members, []string{alice.Pubkey}) || len(joined.Sessions) != 0 {
+			t.Fatalf("recipients after 0021 = %+v, %v; want alice as herself", joined, err)
+		}
+		if err := again.s.LeaveTopic(ctx, topic.ID, TopicParty{MemberID: alice.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if n := again.count(t, "topic_member"); n != 0 {
+			t.Errorf("%d memberships after alice left, want 0", n)
+		}
+	})
+}
+
 func TestTopicValidation(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -110,18 +255,18 @@ func TestTopicValidation(t *testing.T) {
 			{Name: "ok", Visibility: "secret"},
 			{Name: "ok", Description: string(make([]byte, MaxTopicDescription+1))},
 		} {
-			if _, _, err := e.s.CreateTopic(ctx, m.ID, alice.ID, bad); !errors.Is(err, ErrInvalid) {
+			if _, _, err := e.s.CreateTopic(ctx, m.ID, TopicParty{MemberID: alice.ID}, bad); !errors.Is(err, ErrInvalid) {
 				t.Errorf("CreateTopic(%q, %q) = %v, want ErrInvalid", bad.Name, bad.Visibility, err)
 			}
 		}
 		if n := e.count(t, "topic"); n != 0 {
 			t.Errorf("%d topics stored by refused creates", n)
 		}
-		topic, _, err := e.s.CreateTopic(ctx, m.ID, alice.ID, NewTopic{Name: "ops"})
+		topic, _, err := e.s.CreateTopic(ctx, m.ID, TopicParty{MemberID: alice.ID}, NewTopic{Name: "ops"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.s.JoinTopic(ctx, topic.ID, alice.ID, "owner"); !errors.Is(err, ErrInvalid) {
+		if err := e.s.JoinTopic(ctx, topic.ID, TopicParty{MemberID: alice.ID}, "owner"); !errors.Is(err, ErrInvalid) {
 			t.Errorf("JoinTopic(role owner) = %v, want ErrInvalid", err)
 		}
 		if members, _ := e.s.TopicMembers(ctx, topic.ID); len(members) != 1 || members[0].Role != RoleLead {
@@ -135,7 +280,7 @@ func TestTopicHistory(t *testing.T) {
 		ctx := context.Background()
 		m := e.mesh(t, Mesh{})
 		alice, bob := e.join(t, m, "alice"), e.join(t, m, "bob")
-		topic, _, err := e.s.CreateTopic(ctx, m.ID, alice.ID, NewTopic{Name: "dev"})
+		topic, _, err := e.s.CreateTopic(ctx, m.ID, TopicParty{MemberID: alice.ID}, NewTopic{Name: "dev"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,8 @@ const (
 // inboxList answers GET /v1/inbox?since=&topic=&from=&mesh=&limit=&after=
 // (and the mail filters thread=, importance= (a comma-separated list),
 // unacked=true, and id= for one row), oldest first, with a Link rel="next"
-// header carrying the same filters when more rows exist.
+// header carrying the same filters when more rows exist. A session's
+// listing first pulls what the broker holds for it (pullHeld).
 func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	q, err := parseInboxQuery(v)
@@ -36,6 +37,7 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		q.Mesh = m.Info.Mesh
+		s.pullHeld(q.Mesh)
 	}
 	if err := s.inboxTopic(q); err != nil {
 		writeError(w, err)
@@ -67,6 +69,26 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Link", `</v1/inbox?`+next.Encode()+`>; rel="next"`)
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// pullHeld has a session's broker connection pull what the broker holds
+// for it while it is working or dnd (messages.PullHeld), so that its
+// listing shows those messages too; the answer comes once they are
+// stored. Whatever stops the pull — the link down, a broker without the
+// ability, no answer within messages.HeldPullTimeout — leaves the listing
+// to what is stored.
+func (s *Server) pullHeld(route string) {
+	pid, err := s.meshActor(route)
+	var pulled *messages.HeldPulled
+	if err == nil {
+		pulled, err = askWithin[*messages.HeldPulled](s, pid, &messages.PullHeld{}, messages.HeldPullTimeout)
+	}
+	switch {
+	case err != nil:
+		s.opts.Log.Debug("held_pull_skipped", "mesh", route, "err", err)
+	case pulled.Pushed > 0:
+		s.opts.Log.Debug("held_pulled", "mesh", route, "pushed", pulled.Pushed, "more", pulled.More)
+	}
 }
 
 func parseInboxQuery(v url.Values) (*messages.ListInbox, error) {

@@ -16,10 +16,12 @@ import (
 const PeerListMaxAge = 30 * time.Second
 
 // peerDirectory keeps the peer list of each mesh (a membership's slug or a
-// session's route) that a send by name needed, so that a stream of sends to
-// "bob" costs one broker round trip every PeerListMaxAge, not one each, and
-// a known name still resolves while the broker is away. The zero value is
-// ready; the HTTP handlers share it, the store never sees it.
+// session's route) that a send by name needed or GET /v1/peers gave, so
+// that a stream of sends to "bob" costs one broker round trip every
+// PeerListMaxAge, not one each, a known name still resolves while the
+// broker is away, and the answer to a DM can say that its recipient is
+// busy (busy). The zero value is ready; the HTTP handlers share it, the
+// store never sees it.
 type peerDirectory struct {
 	mu    sync.Mutex
 	lists map[string]keptPeers
@@ -52,14 +54,37 @@ func (d *peerDirectory) resolve(mesh, to string, now time.Time, fetch func() ([]
 	case err != nil:
 		fresh = kept.peers
 	default:
-		d.mu.Lock()
-		if d.lists == nil {
-			d.lists = map[string]keptPeers{}
-		}
-		d.lists[mesh] = keptPeers{peers: fresh, at: now}
-		d.mu.Unlock()
+		d.keep(mesh, fresh, now)
 	}
 	return fresh, messages.MatchPeers(to, fresh), nil
+}
+
+// keep records mesh's peer list as its broker gave it at now.
+func (d *peerDirectory) keep(mesh string, peers []messages.Peer, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lists == nil {
+		d.lists = map[string]keptPeers{}
+	}
+	d.lists[mesh] = keptPeers{peers: peers, at: now}
+}
+
+// busy is the status of the peer key in mesh's kept list when that list
+// is younger than PeerListMaxAge and shows it working or dnd; "" when it
+// does not (idle, not listed, no list).
+func (d *peerDirectory) busy(mesh, key string, now time.Time) string {
+	d.mu.Lock()
+	kept, ok := d.lists[mesh]
+	d.mu.Unlock()
+	if !ok || now.Sub(kept.at) >= PeerListMaxAge {
+		return ""
+	}
+	for _, p := range kept.peers {
+		if strings.EqualFold(p.Pubkey, key) && (p.Status == messages.StatusWorking || p.Status == messages.StatusDND) {
+			return p.Status
+		}
+	}
+	return ""
 }
 
 // resolveRecipient resolves a send whose `to` names a peer (a display name

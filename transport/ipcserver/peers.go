@@ -55,6 +55,7 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 			body.Failed[slug] = eb.Detail
 			continue
 		}
+		s.names.keep(slug, lists[i].Peers, s.opts.now()) // for the sends that follow (names.go)
 		label := slug
 		if sess := sessionOf(r); sess != nil {
 			label = sess.Mesh // a session's peers are its mesh's

@@ -37,7 +37,20 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	if !result.Inserted && result.Outcome != messages.AcceptConflict {
 		s.metrics.Dedupe.WithLabelValues(cmd.Mesh, "out").Inc()
 	}
-	renderAccept(w, cmd, result)
+	busy, held := s.recipientBusy(cmd.Mesh, send)
+	renderAccept(w, cmd, result, busy, held)
+}
+
+// recipientBusy is the status of a DM's recipient when the last peer list
+// the daemon has of the mesh shows it working or dnd (peerDirectory.busy),
+// and whether the broker holds the message until it is idle (its priority
+// is not now); "" for any other send.
+func (s *Server) recipientBusy(mesh string, send *messages.Send) (status string, held bool) {
+	if send.Destination.Kind != messages.KindDM {
+		return "", false
+	}
+	status = s.names.busy(mesh, send.Destination.TargetSpec, s.opts.now())
+	return status, status != "" && send.Priority != "now"
 }
 
 // acceptStatus names each accept outcome in cm_daemon_send_total.
@@ -121,7 +134,7 @@ func prepare(mesh *Mesh, send *messages.Send, clientMessageID string) (*messages
 // renderAccept writes the answer of an accept. The 202, nearly every
 // answer, is put together by hand: it is messages.SendAccepted as
 // writeJSON would encode it (TestRenderAcceptAsEncoded).
-func renderAccept(w http.ResponseWriter, cmd *messages.AcceptSend, r *messages.AcceptResult) {
+func renderAccept(w http.ResponseWriter, cmd *messages.AcceptSend, r *messages.AcceptResult, busy string, held bool) {
 	switch r.Outcome {
 	case messages.AcceptQueued, messages.AcceptInflight:
 		status := "queued"
@@ -130,7 +143,14 @@ func renderAccept(w http.ResponseWriter, cmd *messages.AcceptSend, r *messages.A
 		}
 		var buf [192]byte
 		b := messages.AppendJSONString(append(buf[:0], `{"client_message_id":`...), cmd.ClientMessageID, false)
-		writeBody(w, http.StatusAccepted, append(append(append(b, `,"status":"`...), status...), "\"}\n"...))
+		b = append(append(append(b, `,"status":"`...), status...), '"')
+		if busy != "" { // the recipient_status and held_until_idle of messages.SendAccepted
+			b = append(append(append(b, `,"recipient_status":"`...), busy...), '"')
+			if held {
+				b = append(b, `,"held_until_idle":true`...)
+			}
+		}
+		writeBody(w, http.StatusAccepted, append(b, "}\n"...))
 	case messages.AcceptDuplicate:
 		writeJSON(w, http.StatusOK, &messages.SendDuplicate{ClientMessageID: cmd.ClientMessageID,
 			BrokerMessageID: r.BrokerMessageID, HistoryID: r.HistoryID, Duplicate: true})

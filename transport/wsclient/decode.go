@@ -53,6 +53,8 @@ func newBrokerFrame(typ string) any {
 		return messages.NewLockBrokerFrame(typ)
 	case messages.TypeNodeList:
 		return messages.NewNodeBrokerFrame(typ)
+	case messages.TypeHeldDrained:
+		return messages.NewHeldBrokerFrame(typ)
 	case messages.TypeReservationResult, messages.TypeReservationReleased, messages.TypeReservationList,
 		messages.TypeReservationCheckResult:
 		return messages.NewReservationBrokerFrame(typ)

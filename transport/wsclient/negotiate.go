@@ -24,14 +24,16 @@ const (
 
 // Abilities are our broker's abilities beyond the delivery contract: the
 // shared data (state, memory, skills, topics), fenced locks, the list of
-// the mesh's nodes and file reservations, advertised beside the delivery features so that a
-// client tells it from the upstream broker, which advertises none of them.
-// The daemon records those advertised at version 1 (Session.Abilities).
-var Abilities = []string{AbilityLocks, "memory", AbilityNodes, AbilityReservations, "skills", "state", "topics"}
+// the mesh's nodes, file reservations and the drain of held messages,
+// advertised beside the delivery features so that a client tells it from
+// the upstream broker, which advertises none of them. The daemon records
+// those advertised at version 1 (Session.Abilities).
+var Abilities = []string{AbilityHeld, AbilityLocks, "memory", AbilityNodes, AbilityReservations, "skills", "state", "topics"}
 
-// The abilities the daemon checks before it asks: list_nodes, the lock
-// frames and the reservation frames.
+// The abilities the daemon checks before it asks: drain_held, list_nodes,
+// the lock frames and the reservation frames.
 const (
+	AbilityHeld         = "held"
 	AbilityNodes        = "nodes"
 	AbilityLocks        = "locks"
 	AbilityReservations = "reservations"

@@ -64,10 +64,14 @@ type Limits struct {
 	// after its upgrade with 1008 "hello_timeout".
 	HelloTimeout time.Duration
 	// PendingPerSource and Pending cap the unauthenticated connections of
-	// one source IP and of all; an upgrade past either is answered 429
-	// with Retry-After.
+	// one source IP and of all — every connection of HTTPServer from its
+	// accept, a WebSocket until its hello; a request past either is
+	// answered 429 with Retry-After.
 	PendingPerSource int
 	Pending          int
+	// IdleTimeout closes a connection of HTTPServer idle between requests
+	// (0: IdleTimeout).
+	IdleTimeout time.Duration
 	// CapLoopback applies PendingPerSource to loopback sources too. Off,
 	// local clients (a daemon's embedded broker serves only them, and a
 	// reverse proxy on the same host makes every client one) are bounded
@@ -91,6 +95,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.PingInterval <= 0 {
 		l.PingInterval = PingInterval
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = IdleTimeout
 	}
 	return l
 }
@@ -129,6 +136,9 @@ type Server struct {
 	// and pendingAll all of them.
 	pending    map[string]int
 	pendingAll int
+	// httpConns are the connections of HTTPServer, by their net.Conn,
+	// until they close or are hijacked (httpconns.go).
+	httpConns map[net.Conn]*httpConn
 	// closed is set by Shutdown; upgrading counts the upgrades begun
 	// before it, which Shutdown waits for (an HTTP server's shutdown does
 	// not wait for a handler whose connection it has handed over).
@@ -140,7 +150,7 @@ type Server struct {
 // health at /health; extra handlers are mounted at their patterns.
 func New(open Opener, health func() any, extra map[string]http.Handler, limits Limits, log *slog.Logger) *Server {
 	s := &Server{open: open, mux: http.NewServeMux(), log: log, conns: map[*Conn]struct{}{},
-		limits: limits.withDefaults(), pending: map[string]int{},
+		limits: limits.withDefaults(), pending: map[string]int{}, httpConns: map[net.Conn]*httpConn{},
 		// Write buffers come from a pool and are held only during a write: an
 		// idle connection (most of an agent session's life) holds none.
 		upgrader: websocket.Upgrader{ReadBufferSize: 4 << 10, WriteBufferSize: 16 << 10, WriteBufferPool: &sync.Pool{},
@@ -156,7 +166,11 @@ func New(open Opener, health func() any, extra map[string]http.Handler, limits L
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.admitted(w, r) {
+		s.mux.ServeHTTP(w, r)
+	}
+}
 
 // Shutdown refuses new upgrades (503), waits for those under way to have
 // opened their session, then closes every WebSocket with 1001 "going
@@ -210,21 +224,19 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.upgrading.Done()
-	source := sourceOf(r.RemoteAddr)
-	if !s.takePending(source, s.limits.CapLoopback || !isLoopback(source)) {
-		s.log.Warn("ws_pending_cap", "source", source, "per_source", s.limits.PendingPerSource, "all", s.limits.Pending)
-		w.Header().Set("Retry-After", "5")
-		http.Error(w, "too many connections awaiting their hello (from this address, or in all); retry later", http.StatusTooManyRequests)
+	release, ok := s.handOver(r)
+	if !ok {
+		s.refuse(w, sourceOf(r.RemoteAddr))
 		return
 	}
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		s.releasePending(source)
-		return // the upgrader has answered
+		s.takeBack(r, release) // the connection goes on as HTTP
+		return                 // the upgrader has answered
 	}
 	c := &Conn{ws: ws, out: fifo.New[outFrame](OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr,
 		pingEvery: s.limits.PingInterval}
-	c.unpend = sync.OnceFunc(func() { s.releasePending(source) })
+	c.unpend = release
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()

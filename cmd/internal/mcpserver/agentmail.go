@@ -60,13 +60,11 @@ func (m *mcpServer) addAgentMailTools() {
 	addTool(m.tools, &mcp.Tool{Name: "list_peers", Title: "List peers",
 		Description: "claudemesh's own (Agent Mail reads resource://agents/{project} instead): the agents on your mesh, their " +
 			"names for send_message's to, status and summary, and which one is you.",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[peersIn](nil),
 	}, m.listPeers)
 	addTool(m.tools, &mcp.Tool{Name: "health_check", Title: "Check claudemesh's health",
 		Description: "Agent Mail's readiness probe, answered by claudemesh: whether the daemon answers, this session is attached, " +
 			"the mesh's broker is connected and the outbox drains; status ok, degraded or error, with what to do.",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[amFormat](nil),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ amFormat) (*mcp.CallToolResult, *healthOut, error) {
 		return m.healthCheck(ctx, req, healthIn{})

@@ -58,7 +58,7 @@ func (m *mcpServer) addAgentMailFileTools() {
 			"agent of the mesh on any machine. Unlike Agent Mail, another agent's reservation in the way refuses the request, all " +
 			"its paths or none, naming the holder; a grant carries a fence token. The commit guard refuses commits touching others' " +
 			"exclusive reservations.",
-		Annotations: toolHints(false, false, true, true),
+		Annotations: writes(false, false, false),
 		InputSchema: schemaOf[amReserveIn](func(p map[string]*jsonschema.Schema) {
 			reservationPaths(p["paths"], true)
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(messages.MaxReservationTTL.Seconds())
@@ -67,14 +67,14 @@ func (m *mcpServer) addAgentMailFileTools() {
 	addTool(m.tools, &mcp.Tool{Name: "release_file_reservations", Title: "Release reserved files",
 		Description: "Release your file reservations, as Agent Mail's release_file_reservations: by paths, by fence token " +
 			"(file_reservation_ids), or all of yours in this repository.",
-		Annotations: toolHints(false, false, true, true),
+		Annotations: writes(false, true, false),
 		InputSchema: schemaOf[amReleaseIn](ids),
 	}, m.amRelease)
 	addTool(m.tools, &mcp.Tool{Name: "renew_file_reservations", Title: "Renew file reservations",
 		Description: "Extend your file reservations, as Agent Mail's renew_file_reservations: each is granted again for " +
 			"extend_seconds from now (a new fence token). The daemon renews them by itself while your session lives; this sets how " +
 			"long they outlast it.",
-		Annotations: toolHints(false, false, false, true),
+		Annotations: writes(false, false, false),
 		InputSchema: schemaOf[amRenewIn](func(p map[string]*jsonschema.Schema) {
 			ids(p)
 			p["extend_seconds"].Minimum = jsonschema.Ptr(1.0)

@@ -90,7 +90,6 @@ func (m *mcpServer) addAgentMailMailTools() {
 		Description: "Send a message to agents of your mesh by name, as Agent Mail's send_message: to, cc and bcc each get a message " +
 			"of their own, under a client_message_id per recipient (the result lists them). Unlike Agent Mail: no attachments; " +
 			"recipients do not see who else got it; importance low is sent as priority low.",
-		Annotations: toolHints(false, false, false, true),
 		InputSchema: schemaOf[amSendIn](func(p map[string]*jsonschema.Schema) {
 			recipientLists(p)
 			p["attachment_paths"].Items = &jsonschema.Schema{Type: "string"}
@@ -103,7 +102,6 @@ func (m *mcpServer) addAgentMailMailTools() {
 	addTool(m.tools, &mcp.Tool{Name: "reply_message", Title: "Reply to a message",
 		Description: "Answer a message you received, in its thread, as Agent Mail's reply_message: to its sender unless to, cc or " +
 			"bcc name others, with its subject after subject_prefix and its importance (its ack_required is not carried over).",
-		Annotations: toolHints(false, false, false, true),
 		InputSchema: schemaOf[amReplyIn](func(p map[string]*jsonschema.Schema) {
 			agentMailIDs(p, "message_id")
 			p["body_md"].MinLength, p["body_md"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxMessageBytes)
@@ -114,7 +112,6 @@ func (m *mcpServer) addAgentMailMailTools() {
 	addTool(m.tools, &mcp.Tool{Name: "fetch_inbox", Title: "Fetch your inbox",
 		Description: "List the messages you received without marking them read, as Agent Mail's fetch_inbox, oldest first: the " +
 			"unread ones, or with since_ts every message after it. Then mark_message_read or acknowledge_message.",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[amFetchInboxIn](func(p map[string]*jsonschema.Schema) {
 			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(fetchInboxMax))
 			p["since_ts"].MaxLength = jsonschema.Ptr(64)
@@ -123,19 +120,17 @@ func (m *mcpServer) addAgentMailMailTools() {
 	}, m.amFetchInbox)
 	addTool(m.tools, &mcp.Tool{Name: "mark_message_read", Title: "Mark a message read",
 		Description: "Mark a message you received as read, as Agent Mail's mark_message_read (claudemesh's mark_read): fetch_inbox no longer lists it as unread.",
-		Annotations: toolHints(false, false, true, false),
+		Annotations: writes(false, true, false),
 		InputSchema: schemaOf[amMessageIn](func(p map[string]*jsonschema.Schema) { agentMailIDs(p, "message_id") }),
 	}, m.amMarkRead)
 	addTool(m.tools, &mcp.Tool{Name: "acknowledge_message", Title: "Acknowledge a message",
 		Description: "Acknowledge a message you received (and mark it read), as Agent Mail's acknowledge_message: a receipt goes " +
 			"back to its sender, once however often you call it.",
-		Annotations: toolHints(false, false, true, true),
 		InputSchema: schemaOf[amMessageIn](func(p map[string]*jsonschema.Schema) { agentMailIDs(p, "message_id") }),
 	}, m.amAck)
 	addTool(m.tools, &mcp.Tool{Name: "search_messages", Title: "Search messages",
 		Description: "Search the messages you received by the words of their subject and text, best match first, as Agent Mail's " +
 			"search_messages (no FTS5 query syntax: words, and the exact phrase first). It marks nothing read.",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[amSearchIn](func(p map[string]*jsonschema.Schema) {
 			p["query"].MinLength, p["query"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxSearchQueryBytes)
 			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(messages.MaxSearchLimit))
@@ -146,7 +141,7 @@ func (m *mcpServer) addAgentMailMailTools() {
 	addTool(m.tools, &mcp.Tool{Name: "fetch_topic", Title: "Read a topic",
 		Description: "Read a claudemesh topic's messages, oldest first, as every member can: Agent Mail's fetch_topic, where a " +
 			"topic is a channel (#name, topic_name here) rather than a tag on messages.",
-		Annotations: toolHints(true, false, true, false),
+		Annotations: readOnly(),
 		InputSchema: schemaOf[amFetchTopicIn](func(p map[string]*jsonschema.Schema) {
 			p["topic_name"].MinLength, p["topic_name"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(65)
 			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(checkMessagesMax))

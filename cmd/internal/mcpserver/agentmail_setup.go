@@ -55,7 +55,7 @@ type (
 	}
 	amStartSessionOut struct {
 		Project          amProjectOut     `json:"project" jsonschema:"Your project: mesh and repository."`
-		Agent            amAgentOut       `json:"agent" jsonschema:"You."`
+		Agent            amAgentOut       `json:"agent" jsonschema:"You: your name, mesh and key."`
 		FileReservations *reserveOut      `json:"file_reservations,omitempty" jsonschema:"The outcome of reserving file_reservation_paths."`
 		Inbox            []fetchedMessage `json:"inbox" jsonschema:"Your unread messages, oldest first, none marked read."`
 	}
@@ -103,13 +103,13 @@ func (m *mcpServer) addAgentMailSetupTools() {
 	addTool(m.tools, &mcp.Tool{Name: "ensure_project", Title: "Your project",
 		Description: "Agent Mail's project set-up. Here the project is your session's mesh and git repository, which exist: it " +
 			"answers with them and creates nothing.",
-		Annotations: toolHints(true, false, true, false),
+		Annotations: readOnly(),
 		InputSchema: schemaOf[amEnsureProjectIn](nil),
 	}, m.amEnsureProject)
 	addTool(m.tools, &mcp.Tool{Name: "register_agent", Title: "Register as an agent",
 		Description: "Agent Mail's registration. Here your session is registered already, under the display name it started with: " +
 			"it answers with that name (use it; a name asked for is not taken) and makes task_description your summary.",
-		Annotations: toolHints(false, false, true, false),
+		Annotations: writes(false, true, false),
 		InputSchema: schemaOf[amRegisterIn](func(p map[string]*jsonschema.Schema) {
 			p["task_description"].MaxLength = jsonschema.Ptr(512)
 		}),
@@ -118,7 +118,7 @@ func (m *mcpServer) addAgentMailSetupTools() {
 		Description: "Call this first, as in Agent Mail: your name and project, file_reservation_paths reserved (refused as a whole " +
 			"when another agent's reservation is in the way, unlike Agent Mail, which grants and reports), and your unread messages " +
 			"(none marked read).",
-		Annotations: toolHints(false, false, true, true),
+		Annotations: writes(false, false, false),
 		InputSchema: schemaOf[amStartSessionIn](func(p map[string]*jsonschema.Schema) {
 			reservationPaths(p["file_reservation_paths"], false)
 			p["file_reservation_ttl_seconds"].Minimum = jsonschema.Ptr(1.0)
@@ -130,7 +130,6 @@ func (m *mcpServer) addAgentMailSetupTools() {
 	addTool(m.tools, &mcp.Tool{Name: "whois", Title: "Who is an agent",
 		Description: "An agent's profile, as Agent Mail's whois: name, key, whether it is online, status, summary, groups, machine " +
 			"and directory (no archive commits: claudemesh keeps no archive).",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[amWhoisIn](func(p map[string]*jsonschema.Schema) {
 			p["agent_name"].MinLength = jsonschema.Ptr(1)
 		}),
@@ -141,14 +140,14 @@ func (m *mcpServer) addAgentMailSetupTools() {
 		Description: "Install claudemesh's commit guard in a repository: pre-commit and pre-push hooks that refuse a commit " +
 			"touching files another agent reserved exclusively (Agent Mail's guard installs a pre-commit hook only). A hook " +
 			"already there still runs first.",
-		Annotations: toolHints(false, false, true, false),
+		Annotations: writes(false, true, false),
 		InputSchema: schemaOf[amGuardIn](func(p map[string]*jsonschema.Schema) { p["code_repo_path"].MinLength = jsonschema.Ptr(1) }),
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in amGuardIn) (*mcp.CallToolResult, *guardOut, error) {
 		return m.guardResult(m.runGuard(ctx, in.CodeRepoPath, "install", "--offline=allow"))
 	})
 	addTool(m.tools, &mcp.Tool{Name: "uninstall_precommit_guard", Title: "Remove the commit guard",
 		Description: "Remove claudemesh's commit guard from a repository, putting back the hooks it had found.",
-		Annotations: toolHints(false, false, true, false),
+		Annotations: writes(true, true, false),
 		InputSchema: schemaOf[amUnguardIn](func(p map[string]*jsonschema.Schema) { p["code_repo_path"].MinLength = jsonschema.Ptr(1) }),
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in amUnguardIn) (*mcp.CallToolResult, *guardOut, error) {
 		return m.guardResult(m.runGuard(ctx, in.CodeRepoPath, "uninstall"))
@@ -168,7 +167,6 @@ func (m *mcpServer) addAgentMailContactTools() {
 	addTool(m.tools, &mcp.Tool{Name: "list_contacts", Title: "List contacts and requests",
 		Description: "Your contact policy, your contacts and the pending contact requests (a stranger's first messages, held). " +
 			"claudemesh contacts do not expire.",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[amContactsIn](nil),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ amContactsIn) (*mcp.CallToolResult, *contactsOut, error) {
 		return m.listContacts(ctx, req, listPeersIn{})
@@ -176,7 +174,6 @@ func (m *mcpServer) addAgentMailContactTools() {
 	addTool(m.tools, &mcp.Tool{Name: "set_contact_policy", Title: "Set your contact policy",
 		Description: "Choose who may send you direct messages, with Agent Mail's policies: open, auto, contacts_only (a " +
 			"stranger's messages wait as a contact request) or block_all.",
-		Annotations: toolHints(false, false, true, false),
 		InputSchema: schemaOf[amContactPolicyIn](func(p map[string]*jsonschema.Schema) {
 			p["policy"].Enum = []any{messages.PolicyOpen, messages.PolicyAuto, messages.PolicyContactsOnly, messages.PolicyBlockAll}
 		}),
@@ -186,7 +183,7 @@ func (m *mcpServer) addAgentMailContactTools() {
 	addTool(m.tools, &mcp.Tool{Name: "respond_contact", Title: "Accept or refuse a contact request",
 		Description: "Accept or refuse a contact request. In claudemesh a request is a stranger's first messages, held by your " +
 			"policy (there is no request_contact: sending is asking): accepting delivers them, refusing drops them; the sender is told.",
-		Annotations: toolHints(false, true, true, true),
+		Annotations: writes(true, false, true),
 		InputSchema: schemaOf[amRespondContactIn](func(p map[string]*jsonschema.Schema) { p["from_agent"].MinLength = jsonschema.Ptr(1) }),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in amRespondContactIn) (*mcp.CallToolResult, *answerContactOut, error) {
 		return m.answerContact(ctx, req, answerContactIn{Peer: in.FromAgent, Accept: in.Accept})

@@ -482,14 +482,17 @@ func (d *directCalls) cancelled(raw json.RawMessage) {
 	}
 }
 
-// toolSet is the server's tools: registered with the SDK, and their
-// handlers kept for directCalls.
+// toolSet is the server's tools: registered with the SDK, with their
+// annotations (toolAnnotations), and their handlers kept for directCalls.
 type toolSet struct {
 	srv      *mcp.Server
 	handlers map[string]mcp.ToolHandler
 }
 
 func (t *toolSet) AddTool(tool *mcp.Tool, h mcp.ToolHandler) {
+	if tool.Annotations == nil {
+		tool.Annotations = toolAnnotations[tool.Name]
+	}
 	t.srv.AddTool(tool, h)
 	t.handlers[tool.Name] = h
 }

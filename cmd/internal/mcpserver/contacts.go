@@ -31,7 +31,7 @@ type (
 	}
 	contactOut struct {
 		Name   string `json:"name" jsonschema:"Display name."`
-		Pubkey string `json:"pubkey" jsonschema:"Key."`
+		Pubkey string `json:"pubkey" jsonschema:"The contact's pubkey."`
 		Via    string `json:"via" jsonschema:"sent, accepted or auto."`
 	}
 	contactRequestIn struct {
@@ -109,7 +109,8 @@ func (m *mcpServer) listContacts(ctx context.Context, _ *mcp.CallToolRequest, _ 
 	out := &contactsOut{Policy: c.Policy, RequestTTL: c.RequestTTL, Contacts: make([]contactOut, 0, len(c.Contacts)),
 		Requests: make([]contactRequestIn, 0, len(reqs.Requests))}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Contact policy: %s. %d contact(s), %d pending request(s).\n", c.Policy, len(c.Contacts), len(reqs.Requests))
+	fmt.Fprintf(&b, "Contact policy: %s. %s, %s.\n", c.Policy, count(len(c.Contacts), "contact", "contacts"),
+		count(len(reqs.Requests), "pending request", "pending requests"))
 	names := s.as().PeerNames(ctx, "", len(c.Contacts))
 	for _, k := range c.Contacts {
 		k.Name = k.DisplayName(names)
@@ -146,6 +147,6 @@ func (m *mcpServer) answerContact(ctx context.Context, _ *mcp.CallToolRequest, i
 	if in.Accept {
 		what = "delivered to your inbox (check_messages shows them)"
 	}
-	return textResult(fmt.Sprintf("%s the contact request of %s: %d message(s) %s; the sender is told.", res.Decision,
-		res.Name, len(res.Messages), what)), out, nil
+	return textResult(fmt.Sprintf("%s the contact request of %s: %s %s; the sender is told.", res.Decision,
+		res.Name, count(len(res.Messages), "message", "messages"), what)), out, nil
 }

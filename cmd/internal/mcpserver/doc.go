@@ -67,14 +67,20 @@
 // Once the client has initialised, messagePump (events.go) follows the
 // session's event stream (GET /v1/events: server-sent events, fed by the
 // daemon's events actor). A message event goes to deliver, which tells
-// the client in a logging notification and, if the client takes them
-// (Claude Code, or a client declaring the claude/channel capability), in
-// a notifications/claude/channel notification, written on stdout by
-// rawTransport since the SDK has no method for it. Receipts and contact
-// requests go to notice, which tells them the same two ways. When the
-// stream ends the pump resumes after the last event id it saw, or,
-// having seen none, catches up through the inbox, so that each message
-// is shown once.
+// the client in a logging notification, by notifications/resources/updated
+// for the resources it subscribed to (resources.go: the inbox, the
+// message's thread) and, if the client takes them (Claude Code, or a
+// client declaring the claude/channel capability), in a
+// notifications/claude/channel notification, written on stdout by
+// rawTransport since the SDK has no method for it; a message so pushed to
+// a client that declared the capability is marked read once the write
+// returned, never before. Receipts and contact requests go to notice,
+// which tells them by log and channel; peers joining or leaving, and
+// reservations lost, update their resources. When the stream ends the
+// pump resumes after the last event id it saw, or, having seen none,
+// catches up on the session's unread messages through the inbox (at
+// start: what the session missed while no server of it ran), so that each
+// message is shown once.
 //
 // # Adding a tool
 //
@@ -95,11 +101,18 @@
 //     never m.srv: toolSet keeps the handler for directCalls.
 //  5. Its name in mcpInstructions (server.go), where the agent learns
 //     what the server offers: TestInstructionsNameEveryTool fails until
-//     it is there. A tool of the Agent Mail set (`--tools agent-mail`,
-//     toolsets.go: Agent Mail's names and argument shapes mapped onto
-//     these tools, in agentmail*.go) is named in agentMailInstructions.
+//     it is there; and its behaviour hints in toolAnnotations
+//     (annotations.go): TestToolsDescribed fails until they are there,
+//     and on a property without a description. A tool of the Agent Mail
+//     set (`--tools agent-mail`, toolsets.go: Agent Mail's names and
+//     argument shapes mapped onto these tools, in agentmail*.go) is named
+//     in agentMailInstructions, and one whose name only that set has
+//     carries its hints itself.
 //  6. Its test in integration/mcp_<feature>_test.go, which calls it
 //     through the built binary against a real daemon (and broker);
-//     TestMCPTools checks that it and its arguments are described. The
-//     tool table in docs/AGENTS.md lists it.
+//     TestMCPTools checks that it and its arguments are described. Its
+//     entry in TOOLS (integration/mcp-client/mcp.test.mjs), the
+//     arguments the TypeScript SDK's client calls it with: that test
+//     fails on a tool without one. The tool table in docs/AGENTS.md
+//     lists it.
 package mcpserver

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
@@ -54,11 +55,13 @@ func daemonRefusal(s *Session, me *messages.Error) error {
 	case me.Code == messages.CodeMessageTooLarge:
 		return errors.New("the message is over 32 KiB; nothing was sent: shorten it or split it into several messages")
 	case me.Code == "mesh_not_attached":
-		return fmt.Errorf("the daemon does not serve this session's mesh (%s); ask the user to check `claudemesh daemon status`", me.Detail)
+		return fmt.Errorf("the daemon does not serve this session's mesh (%s); ask the user to check `claudemesh daemon status`", agentDetail(s, me.Detail))
 	case me.Code == "broker_unavailable" || me.Code == "broker_unreachable":
 		return errors.New("the mesh's broker cannot be reached right now; the daemon keeps trying: call the tool again in a little while")
+	case me.Code == messages.CodeTopicNotFound:
+		return errors.New("your mesh has no such topic; nothing was sent: call topic_list to see the topics, or topic_create to make it")
 	case me.Status == http.StatusNotFound:
-		return fmt.Errorf("not found (%s): call list_peers to see who is online", me.Detail)
+		return fmt.Errorf("not found (%s): call list_peers to see who is online", agentDetail(s, me.Detail))
 	case me.Status == http.StatusTooManyRequests:
 		return errors.New("the claudemesh daemon is busy; call the tool again in a moment")
 	case me.Status == http.StatusInsufficientStorage:
@@ -66,9 +69,26 @@ func daemonRefusal(s *Session, me *messages.Error) error {
 	case me.Status == http.StatusBadRequest || me.Status == http.StatusRequestEntityTooLarge:
 		return argumentError(me)
 	case me.Status == http.StatusServiceUnavailable:
-		return fmt.Errorf("the claudemesh daemon cannot do this right now (%s); call the tool again in a little while", me.Detail)
+		return fmt.Errorf("the claudemesh daemon cannot do this right now (%s); call the tool again in a little while", agentDetail(s, me.Detail))
 	}
-	return fmt.Errorf("the claudemesh daemon refused the request (%s: %s)", me.Code, me.Detail)
+	return fmt.Errorf("the claudemesh daemon refused the request (%s: %s)", me.Code, agentDetail(s, me.Detail))
+}
+
+// agentDetail is a daemon error's detail as the agent reads it: the
+// session's route (mesh/session id, the daemon's own name for the
+// session) said as its mesh, advice naming claudemesh commands left out
+// (the sentence around it names the tool to call), clipped to echoLimit.
+func agentDetail(s *Session, detail string) string {
+	if s != nil {
+		reg, _ := s.Info()
+		detail = strings.ReplaceAll(detail, reg.Mesh+"/"+reg.SessionID, reg.Mesh)
+	}
+	if i := strings.Index(detail, "`claudemesh "); i >= 0 {
+		if cut := max(strings.LastIndex(detail[:i], ": "), strings.LastIndex(detail[:i], "; "), strings.LastIndex(detail[:i], ", ")); cut > 0 {
+			detail = detail[:cut]
+		}
+	}
+	return clip(detail)
 }
 
 // argumentError is a bad argument: nothing was sent.
@@ -78,7 +98,7 @@ func argumentError(err error) error {
 		if me.Code == messages.CodeMessageTooLarge {
 			return errors.New("the message is over 32 KiB; nothing was sent: shorten it or split it into several messages")
 		}
-		return fmt.Errorf("invalid argument: %s; nothing was sent: fix it and call again", me.Detail)
+		return fmt.Errorf("invalid argument: %s; nothing was sent: fix it and call again", agentDetail(nil, me.Detail))
 	}
-	return fmt.Errorf("invalid argument: %v; nothing was sent: fix it and call again", err)
+	return fmt.Errorf("invalid argument: %s; nothing was sent: fix it and call again", clip(err.Error()))
 }

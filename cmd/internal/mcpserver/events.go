@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,23 +36,25 @@ const (
 // resumes after it (Last-Event-ID) when the stream ends — a daemon restart,
 // a slow read — so that nothing is lost or shown twice. Before it has seen
 // an event it has no id to resume from, so each (re)connect then catches
-// up through the inbox: the unread messages received since it started.
+// up through the inbox: the session's unread messages, those that arrived
+// while no server of the session ran included, so that a client that
+// reconnects (a new server of the same session) gets what it missed.
 type messagePump struct {
 	link    *sessionLink
 	deliver func(ctx context.Context, it *messages.InboxItem)
 	// notice tells the client about a receipt or a contact request.
 	notice func(ctx context.Context, name string, data []byte)
-	log    *slog.Logger
+	// changed tells the client that the resources of a kind changed.
+	changed func(ctx context.Context, kind, thread string)
+	log     *slog.Logger
 
-	last   int64     // the last event id seen
-	since  time.Time // when the pump started: the catch-up's horizon
-	recent []string  // the ids delivered last, oldest first
+	last   int64    // the last event id seen
+	recent []string // the ids delivered last, oldest first
 }
 
 // run waits for ready (the client can take notifications), then streams
 // until ctx ends.
 func (p *messagePump) run(ctx context.Context, ready <-chan struct{}) {
-	p.since = time.Now()
 	select {
 	case <-ready:
 	case <-ctx.Done():
@@ -112,6 +116,10 @@ func (p *messagePump) stream(ctx context.Context) (opened bool, err error) {
 			}
 		case "receipt", "contact_request":
 			p.notice(ctx, ev.Name, ev.Data)
+		case "peer_join", "peer_leave":
+			p.changed(ctx, kindPeers, "")
+		case "reservation_lost":
+			p.changed(ctx, kindReservations, "")
 		case "events_missed":
 			if err := p.catchUp(ctx, s); err != nil {
 				return true, err
@@ -123,11 +131,10 @@ func (p *messagePump) stream(ctx context.Context) (opened bool, err error) {
 	}
 }
 
-// catchUp delivers the unread messages received since the pump started
-// that it has not delivered yet.
+// catchUp delivers the session's unread messages that the pump has not
+// delivered yet, oldest first.
 func (p *messagePump) catchUp(ctx context.Context, s *Session) error {
-	q := url.Values{"unread_only": {"true"}, "mark_seen": {"false"}, "limit": {strconv.Itoa(catchUpPage)},
-		"since": {strconv.FormatInt(p.since.UnixMilli(), 10)}}
+	q := url.Values{"unread_only": {"true"}, "mark_seen": {"false"}, "limit": {strconv.Itoa(catchUpPage)}}
 	for {
 		page, err := s.as().Inbox(ctx, q)
 		if err != nil {
@@ -157,6 +164,36 @@ func (p *messagePump) hand(ctx context.Context, it *messages.InboxItem) {
 	p.deliver(ctx, it)
 }
 
+// shownSet are the ids of the messages a tool's result showed the agent
+// last (at most pumpRecent), safe for the tools' and the pump's
+// goroutines. A read that shows messages holds reading from before it
+// asks the daemon until it has added them, and a push of a message waits
+// for it before it looks: a message the read itself pulled from the
+// broker reaches the pump while the read is under way.
+type shownSet struct {
+	reading sync.Mutex
+	mu      sync.Mutex
+	ids     []string
+}
+
+func (s *shownSet) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == pumpRecent {
+		s.ids = s.ids[1:]
+	}
+	s.ids = append(s.ids, id)
+}
+
+func (s *shownSet) has(id string) bool {
+	s.reading.Lock()
+	//lint:ignore SA2001 an empty critical section: it waits for a read under way
+	s.reading.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.ids, id)
+}
+
 // channelParams are the params of Claude Code's channel notification: the
 // text, and string attributes it shows with it.
 type channelParams struct {
@@ -170,10 +207,13 @@ type channelParams struct {
 // claude/channel capability, or it is Claude Code, which reads the
 // notification when started with channels enabled). A message handed to
 // a client that declared the capability counts as read, so that
-// check_messages does not return it again; otherwise it stays unread.
+// check_messages does not return it again — once the notification was
+// written: the write of its line to stdout returned (the pipe took it),
+// so a client gone before that leaves it unread. Otherwise it stays
+// unread.
 func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	ss := m.session()
-	if ss == nil {
+	if ss == nil || m.shown.has(it.ID) {
 		return
 	}
 	if s := m.link.current(); s != nil && it.Kind == "topic" && it.TopicName == "" && messages.IsTopicID(it.Topic) {
@@ -184,6 +224,10 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if err := ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "claudemesh",
 		Data: map[string]any{"text": "claudemesh message. " + text, "message": toInboxMessage(it)}}); err != nil {
 		m.log.Warn("mcp_log_notification_failed", "err", err)
+	}
+	m.changed(ctx, kindMessages, "") // a client subscribed to its inbox or thread reads it there
+	if it.ThreadID != "" {
+		m.changed(ctx, kindThread, it.ThreadID)
 	}
 	declared, takes := channelClient(ss.InitializeParams())
 	if !takes {
@@ -204,17 +248,18 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 		meta["ack_required"] = "true"
 	}
 	m.upstreamMeta(meta, it) // upstream.go
+	if err := m.out.notify(ctx, channelMethod, &channelParams{Content: bodyText(it), Meta: meta}); err != nil {
+		m.log.Warn("mcp_channel_notification_failed", "message_id", it.ID, "err", err)
+		return // it stays unread: check_messages, and the next server of this session, show it
+	}
 	if declared {
-		// Read before it is pushed: a check_messages right after the push
-		// must not return it again.
+		// Read once the write to stdout returned, never before: a push lost
+		// on the way (the client gone, its pipe closed) leaves it unread.
 		if s := m.link.current(); s != nil {
 			if _, err := s.as().MarkSeen(ctx, []string{it.ID}); err != nil && !errors.Is(err, context.Canceled) {
 				m.log.Warn("mcp_mark_seen_failed", "message_id", it.ID, "err", err)
 			}
 		}
-	}
-	if err := m.out.notify(ctx, channelMethod, &channelParams{Content: bodyText(it), Meta: meta}); err != nil {
-		m.log.Warn("mcp_channel_notification_failed", "err", err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,7 +59,6 @@ func (m *mcpServer) addInboxTools() {
 		Description: "List the messages you received without marking them read, oldest first: the unread ones, or with since every " +
 			"message received after that time; urgent_only and topic filter them. Mark what you read with mark_read " +
 			"(check_messages lists and marks in one call).",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[fetchInboxIn](func(p map[string]*jsonschema.Schema) {
 			p["limit"].Minimum, p["limit"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(fetchInboxMax))
 			p["since"].MaxLength = jsonschema.Ptr(64)
@@ -70,7 +68,6 @@ func (m *mcpServer) addInboxTools() {
 	}, m.fetchInbox)
 	addTool(m.tools, &mcp.Tool{Name: "mark_read", Title: "Mark messages read",
 		Description: "Mark messages you received as read, by id: check_messages and fetch_inbox then no longer list them as unread.",
-		Annotations: toolHints(false, false, true, false),
 		InputSchema: schemaOf[markReadIn](func(p map[string]*jsonschema.Schema) {
 			p["ids"].MinItems, p["ids"].MaxItems = jsonschema.Ptr(1), jsonschema.Ptr(markReadMax)
 			p["ids"].Items = &jsonschema.Schema{Type: "string", Pattern: `^[!-~]{1,128}$`}
@@ -88,7 +85,7 @@ func (m *mcpServer) fetchInbox(ctx context.Context, _ *mcp.CallToolRequest, in f
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	page, err := s.as().Inbox(ctx, q)
+	page, err := m.fetchPage(ctx, s, q)
 	if err != nil {
 		return nil, nil, m.fetchError(s, err, in.Topic)
 	}
@@ -119,6 +116,22 @@ func (m *mcpServer) fetchInbox(ctx context.Context, _ *mcp.CallToolRequest, in f
 		b.WriteString("\nMore messages match: call fetch_inbox again with cursor " + out.NextCursor + ".")
 	}
 	return textResult(b.String()), out, nil
+}
+
+// fetchPage lists the session's inbox by q, its messages then shown: as
+// for check_messages, the pump pushes none of them after (a held message
+// this read pulled arrives on the event stream too).
+func (m *mcpServer) fetchPage(ctx context.Context, s *Session, q url.Values) (*messages.InboxPage, error) {
+	m.shown.reading.Lock()
+	defer m.shown.reading.Unlock()
+	page, err := s.as().Inbox(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	for i := range page.Items {
+		m.shown.add(page.Items[i].ID)
+	}
+	return page, nil
 }
 
 // fetchQuery is fetch_inbox's query of GET /v1/inbox: never marking seen.
@@ -187,18 +200,4 @@ func (m *mcpServer) markRead(ctx context.Context, _ *mcp.CallToolRequest, in mar
 		text += fmt.Sprintf(" %d of the ids given %s read already, or not one of your messages.", rest, plural(rest, "was", "were"))
 	}
 	return textResult(text), out, nil
-}
-
-// clip is s cut to at most 200 bytes (at a character's start) for an
-// error that quotes it.
-func clip(s string) string {
-	const most = 200
-	if len(s) <= most {
-		return s
-	}
-	cut := most
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -37,7 +37,6 @@ func (m *mcpServer) addGuardInstallTool() {
 		Description: "Install the commit guard in a git repository: pre-commit and pre-push hooks that refuse a commit or push " +
 			"touching files another agent reserved exclusively (reserve_files), naming the holder. A hook already there still runs " +
 			"first. Installing again rewrites the guard's hooks.",
-		Annotations: toolHints(false, false, true, false),
 		InputSchema: schemaOf[guardInstallIn](func(p map[string]*jsonschema.Schema) {
 			p["dir"].MaxLength = jsonschema.Ptr(4096)
 			p["offline"].Enum = []any{"allow", "refuse"}

@@ -21,7 +21,7 @@ func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, i
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	out, text, err := readUnread(ctx, s, cmp.Or(in.Limit, checkMessagesDefault))
+	out, text, err := m.readUnread(ctx, s, cmp.Or(in.Limit, checkMessagesDefault))
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
@@ -29,11 +29,18 @@ func (m *mcpServer) checkMessages(ctx context.Context, _ *mcp.CallToolRequest, i
 }
 
 // readUnread reads up to limit of the session's unread messages, oldest
-// first, and marks them read: the tool's result and its text.
-func readUnread(ctx context.Context, s *Session, limit int) (*checkMessagesOut, string, error) {
+// first, and marks them read: the tool's result and its text. They are
+// then shown: the pump pushes none of them after (a held message pulled
+// by this read arrives on the event stream too).
+func (m *mcpServer) readUnread(ctx context.Context, s *Session, limit int) (*checkMessagesOut, string, error) {
+	m.shown.reading.Lock()
+	defer m.shown.reading.Unlock()
 	page, err := s.as().Inbox(ctx, url.Values{"unread_only": {"true"}, "mark_seen": {"true"}, "limit": {strconv.Itoa(limit)}})
 	if err != nil {
 		return nil, "", err
+	}
+	for i := range page.Items {
+		m.shown.add(page.Items[i].ID)
 	}
 	out := &checkMessagesOut{Messages: make([]inboxMessage, 0, len(page.Items)), More: page.Next != ""}
 	for i := range page.Items {
@@ -133,7 +140,7 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, in pe
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
 	}
-	reg, me := s.Info()
+	reg, _ := s.Info()
 	if err := onMesh(in.MeshSlug, reg.Mesh); err != nil { // upstream.go
 		return nil, nil, err
 	}
@@ -141,14 +148,7 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, in pe
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
-	out := &listPeersOut{Mesh: reg.Mesh, You: reg.DisplayName, Peers: make([]peerOut, 0, len(peers))}
-	for _, p := range peers {
-		if p.Pubkey == "" || slices.ContainsFunc(out.Peers, func(q peerOut) bool { return strings.EqualFold(q.Pubkey, p.Pubkey) }) {
-			continue // one line per key (a member may have several presences)
-		}
-		out.Peers = append(out.Peers, peerOut{Name: p.DisplayName, Pubkey: strings.ToLower(p.Pubkey), Status: p.Status,
-			Summary: p.Summary, You: strings.EqualFold(p.Pubkey, me)})
-	}
+	out := peersOut(s, peers)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Peers on mesh %s (you are %s; a peer whose status is offline is away, and messages to it wait):\n", out.Mesh, out.You)
 	if len(out.Peers) == 0 {
@@ -167,7 +167,43 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, in pe
 		}
 		b.WriteString("\n")
 	}
+	for _, h := range out.Machines {
+		fmt.Fprintf(&b, "Machine %s: its daemon %s (%.16s…)", cmp.Or(h.Host, "(unnamed host)"), h.Name, h.Pubkey)
+		if h.ThisMachine {
+			b.WriteString(" [this machine]")
+		}
+		b.WriteString("\n")
+	}
 	return textResult(b.String()), out, nil
+}
+
+// peersOut is list_peers' result from the session's peer list: one line
+// per key (a member may have several presences), the daemons (a
+// machine's control-plane connection) apart from the agents.
+func peersOut(s *Session, peers []ipc.MeshPeer) *listPeersOut {
+	reg, me := s.Info()
+	out := &listPeersOut{Mesh: reg.Mesh, You: reg.DisplayName, Peers: make([]peerOut, 0, len(peers)), Machines: []machineOut{}}
+	var member string // the session's member: this machine's daemon
+	for _, p := range peers {
+		if strings.EqualFold(p.Pubkey, me) {
+			member = p.MemberPubkey
+		}
+	}
+	for _, p := range peers {
+		key := strings.ToLower(p.Pubkey)
+		if key == "" || slices.ContainsFunc(out.Peers, func(q peerOut) bool { return q.Pubkey == key }) ||
+			slices.ContainsFunc(out.Machines, func(h machineOut) bool { return h.Pubkey == key }) {
+			continue
+		}
+		if p.Channel == messages.ChannelDaemon && p.PeerRole != messages.PeerRoleMember && p.PeerRole != "session" {
+			out.Machines = append(out.Machines, machineOut{Name: p.DisplayName, Pubkey: key, Host: p.Hostname,
+				ThisMachine: member != "" && strings.EqualFold(p.Pubkey, member)})
+			continue
+		}
+		out.Peers = append(out.Peers, peerOut{Name: p.DisplayName, Pubkey: key, Status: p.Status, Summary: p.Summary,
+			You: strings.EqualFold(p.Pubkey, me)})
+	}
+	return out
 }
 
 // sessionPeers is the session's peer list, waiting for a connection that

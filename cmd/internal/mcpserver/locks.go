@@ -104,7 +104,7 @@ func lockRepo(meshWide bool) (string, error) {
 func (m *mcpServer) lockError(s *Session, err error) error {
 	var me *messages.Error
 	if errors.As(err, &me) && me.Status == 400 {
-		return fmt.Errorf("invalid argument: %s; nothing was locked or released: fix it and call again", me.Detail)
+		return fmt.Errorf("invalid argument: %s; nothing was locked or released: fix it and call again", agentDetail(s, me.Detail))
 	}
 	return m.toolError(s, err)
 }

@@ -120,7 +120,7 @@ func (m *mcpServer) mailError(s *Session, err error) error {
 	case messages.CodeNoContactRequest:
 		return errors.New("no pending contact request from that peer; nothing was changed: list_contacts shows the pending requests")
 	}
-	return fmt.Errorf("%s; nothing was changed", me.Detail)
+	return fmt.Errorf("%s; nothing was changed", agentDetail(s, me.Detail))
 }
 
 func (m *mcpServer) ackMessage(ctx context.Context, _ *mcp.CallToolRequest, in ackMessageIn) (*mcp.CallToolResult, *ackMessageOut, error) {
@@ -152,7 +152,7 @@ func (m *mcpServer) searchMessages(ctx context.Context, _ *mcp.CallToolRequest, 
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}
-	out, text := listMessages(page.Items, fmt.Sprintf("No message matches %q.", in.Query), "best match first")
+	out, text := listMessages(page.Items, fmt.Sprintf("No message matches %s.", quoteArg(in.Query)), "best match first")
 	return textResult(text), out, nil
 }
 
@@ -164,7 +164,7 @@ func listMessages(items []messages.InboxItem, empty, order string) (*messageList
 		return out, empty
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d message(s), %s:\n", len(items), order)
+	fmt.Fprintf(&b, "%s, %s:\n", count(len(items), "message", "messages"), order)
 	for i := range items {
 		out.Messages = append(out.Messages, toInboxMessage(&items[i]))
 		b.WriteString("\n" + formatMessage(&items[i]) + "\n")

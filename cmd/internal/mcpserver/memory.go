@@ -73,7 +73,7 @@ func (m *mcpServer) addMemoryTools() {
 func (m *mcpServer) memoryError(s *Session, err error) error {
 	var me *messages.Error
 	if errors.As(err, &me) && me.Code == messages.CodeInvalidMemory {
-		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", me.Detail)
+		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", agentDetail(s, me.Detail))
 	}
 	return m.toolError(s, err)
 }

@@ -35,7 +35,6 @@ func (m *mcpServer) addReplyTool() {
 		Description: "Answer a message you received, by its id: the answer goes to its sender (or to whom you name), in the message's " +
 			"thread, with its subject (Re: …) and importance unless you give others. It is a send_message with reply_to_id and thread_id " +
 			"filled in.",
-		Annotations: toolHints(false, false, true, true),
 		InputSchema: schemaOf[replyMessageIn](func(p map[string]*jsonschema.Schema) {
 			p["id"].Pattern = `^[!-~]{1,128}$`
 			p["message"].MinLength, p["message"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxMessageBytes)

@@ -29,12 +29,12 @@ type (
 		Force       bool     `json:"force,omitempty" jsonschema:"Release first the reservations in the way whose holder has been gone (not renewing) too long; their holder is told."`
 	}
 	reserveOut struct {
-		Granted      bool                       `json:"granted" jsonschema:"Whether you hold the reservations now."`
-		FenceToken   int64                      `json:"fence_token,omitempty" jsonschema:"The grant's fence token: it grows with every grant in the repository."`
-		Patterns     []string                   `json:"patterns" jsonschema:"The patterns asked for."`
-		Conflicts    []reservationOut           `json:"conflicts" jsonschema:"When refused: the reservations in the way."`
-		Reservations []reservationOut           `json:"reservations,omitempty" jsonschema:"When granted: yours."`
-		Forced       []messages.ReservationInfo `json:"forced,omitempty" jsonschema:"Reservations of gone holders your force released."`
+		Granted      bool             `json:"granted" jsonschema:"Whether you hold the reservations now."`
+		FenceToken   int64            `json:"fence_token,omitempty" jsonschema:"The grant's fence token: it grows with every grant in the repository."`
+		Patterns     []string         `json:"patterns" jsonschema:"The patterns asked for."`
+		Conflicts    []reservationOut `json:"conflicts" jsonschema:"When refused: the reservations in the way."`
+		Reservations []reservationOut `json:"reservations,omitempty" jsonschema:"When granted: yours."`
+		Forced       []reservationOut `json:"forced,omitempty" jsonschema:"Reservations of gone holders your force released."`
 	}
 	reservationOut struct {
 		Pattern   string `json:"pattern" jsonschema:"The reserved pattern."`
@@ -154,8 +154,10 @@ func (m *mcpServer) reserve(ctx context.Context, s *Session, req *messages.Reser
 	if err != nil {
 		return nil, "", err
 	}
-	out := &reserveOut{Granted: res.Granted, FenceToken: res.FenceToken, Patterns: req.Patterns, Conflicts: []reservationOut{},
-		Forced: res.Forced}
+	out := &reserveOut{Granted: res.Granted, FenceToken: res.FenceToken, Patterns: req.Patterns, Conflicts: []reservationOut{}}
+	for _, r := range res.Forced {
+		out.Forced = append(out.Forced, reservationOf(r))
+	}
 	for _, r := range res.Reservations {
 		out.Reservations = append(out.Reservations, reservationOf(r))
 	}
@@ -184,6 +186,7 @@ func (m *mcpServer) reserve(ctx context.Context, s *Session, req *messages.Reser
 		b.WriteString("\nWait for them (" + again + "), message the holder, or work on other files.")
 		return out, b.String(), nil
 	}
+	m.changed(ctx, kindReservations, "")
 	return out, fmt.Sprintf("You hold %s (%s, fence token %d) while this session lives; call release_files when done.",
 		strings.Join(req.Patterns, " "), kindOf(!req.Shared), res.FenceToken), nil
 }
@@ -210,6 +213,9 @@ func (m *mcpServer) releaseFiles(ctx context.Context, _ *mcp.CallToolRequest, in
 		return nil, nil, m.lockError(s, err)
 	}
 	out := &releaseOut{Released: res.Released}
+	if len(res.Released) > 0 {
+		m.changed(ctx, kindReservations, "")
+	}
 	if len(res.Released) == 0 {
 		return textResult("You held none of those: nothing released."), out, nil
 	}
@@ -230,7 +236,7 @@ func (m *mcpServer) listReservations(ctx context.Context, _ *mcp.CallToolRequest
 		return textResult("No files are reserved in this repository."), out, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d reservation(s):", len(res.Reservations))
+	fmt.Fprintf(&b, "%s:", count(len(res.Reservations), "reservation", "reservations"))
 	for i, r := range res.Reservations {
 		out.Reservations[i] = reservationOf(r)
 		fmt.Fprintf(&b, "\n%s (%s) held by %s until %s", r.Pattern, kindOf(r.Exclusive), r.HolderName, r.ExpiresAt)
@@ -266,7 +272,7 @@ func (m *mcpServer) startSession(ctx context.Context, _ *mcp.CallToolRequest, in
 		}
 		out.Reservation, text = res, append(text, said)
 	}
-	inbox, said, err := readUnread(ctx, s, checkMessagesDefault)
+	inbox, said, err := m.readUnread(ctx, s, checkMessagesDefault)
 	if err != nil {
 		return nil, nil, m.toolError(s, err)
 	}

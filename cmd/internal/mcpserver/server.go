@@ -231,8 +231,10 @@ type mcpServer struct {
 	srv    *mcp.Server
 	tools  *toolSet // srv's tools, whose calls the transport serves (directCalls)
 	out    *rawTransport
-	peers  peerCache  // send_message's peer list
-	topics topicNames // the names of live topic messages' topics
+	peers  peerCache     // send_message's peer list
+	topics topicNames    // the names of live topic messages' topics
+	subs   subscriptions // the resources the client subscribed to
+	shown  shownSet      // the messages a tool's result showed, which no push repeats
 	// claudemesh is the binary guard_install runs ("": this one).
 	claudemesh string
 
@@ -254,9 +256,12 @@ func newMCPServer(link *sessionLink, version string, set ToolSet, log *slog.Logg
 			Logging:      &mcp.LoggingCapabilities{},
 			Experimental: map[string]any{channelCapability: map[string]any{}},
 		},
+		SubscribeHandler:   m.subscribe,
+		UnsubscribeHandler: m.unsubscribe,
 	})
 	m.tools = &toolSet{srv: m.srv, handlers: map[string]mcp.ToolHandler{}}
 	tools.add(m)
+	m.addResources() // resources.go
 	m.srv.AddReceivingMiddleware(m.noteReady)
 	m.out = &rawTransport{inner: stdioTransport(newDirectCalls(m.tools.handlers, m.protocolVersion))}
 	return m
@@ -309,7 +314,7 @@ func (m *mcpServer) serve(ctx context.Context) error {
 	pumpDone := make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		(&messagePump{link: m.link, deliver: m.deliver, notice: m.notice, log: m.log}).run(pctx, m.ready)
+		(&messagePump{link: m.link, deliver: m.deliver, notice: m.notice, changed: m.changed, log: m.log}).run(pctx, m.ready)
 	}()
 	closed := make(chan error, 1)
 	go func() { closed <- ss.Wait() }()

@@ -28,7 +28,6 @@ func (m *mcpServer) addSkillPublishTool() {
 	addTool(m.tools, &mcp.Tool{Name: "skill_publish", Title: "Publish a skill",
 		Description: "Publish a skill on your mesh: named instructions any agent can list (skill_list) and follow (skill_get). " +
 			"Publishing a name the mesh has replaces it, as a new version.",
-		Annotations: toolHints(false, true, true, true),
 		InputSchema: schemaOf[skillPublishIn](func(p map[string]*jsonschema.Schema) {
 			p["name"].Pattern = `^[a-z0-9][a-z0-9._-]{0,63}$`
 			p["content"].MinLength, p["content"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(maxSkillContent)

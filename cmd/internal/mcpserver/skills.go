@@ -67,11 +67,11 @@ func (m *mcpServer) skillList(ctx context.Context, _ *mcp.CallToolRequest, in sk
 	}
 	if len(names) == 0 {
 		if in.Query != "" {
-			return textResult(fmt.Sprintf("No skill matches %q; call skill_list without a query to see them all.", in.Query)), out, nil
+			return textResult(fmt.Sprintf("No skill matches %s; call skill_list without a query to see them all.", quoteArg(in.Query))), out, nil
 		}
 		return textResult("The mesh has no skills yet (a member publishes one with `claudemesh skill publish`)."), out, nil
 	}
-	return textResult(fmt.Sprintf("%d skills: %s. Read one with skill_get.", len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("%s: %s. Read one with skill_get.", count(len(names), "skill", "skills"), strings.Join(names, ", "))), out, nil
 }
 
 func (m *mcpServer) skillGet(ctx context.Context, _ *mcp.CallToolRequest, in skillGetIn) (*mcp.CallToolResult, *skillGetOut, error) {
@@ -83,7 +83,7 @@ func (m *mcpServer) skillGet(ctx context.Context, _ *mcp.CallToolRequest, in ski
 	var me *messages.Error
 	switch {
 	case errors.As(err, &me) && (me.Code == messages.CodeSkillNotFound || me.Code == messages.CodeInvalidSkill):
-		return nil, nil, fmt.Errorf("there is no skill %q on your mesh; call skill_list to see the skills", in.Name)
+		return nil, nil, fmt.Errorf("there is no skill %s on your mesh; call skill_list to see the skills", quoteArg(in.Name))
 	case err != nil:
 		return nil, nil, m.toolError(s, err)
 	}

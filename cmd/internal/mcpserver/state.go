@@ -69,12 +69,12 @@ func (m *mcpServer) stateError(s *Session, key string, err error) error {
 	var me *messages.Error
 	switch {
 	case errors.As(err, &me) && me.Code == messages.CodeStateNotFound:
-		return fmt.Errorf("the mesh's state has no key %q; call state_list to see the keys, or state_set to make it", key)
+		return fmt.Errorf("the mesh's state has no key %s; call state_list to see the keys, or state_set to make it", quoteArg(key))
 	case errors.As(err, &me) && me.Code == messages.CodeStateConflict && me.State != nil:
-		return fmt.Errorf("nothing was set: key %q is at version %d now (value %s); read it, then call state_set again with if_version %d",
-			key, me.State.Version, me.State.Value, me.State.Version)
+		return fmt.Errorf("nothing was set: key %s is at version %d now (value %s); read it, then call state_set again with if_version %d",
+			quoteArg(key), me.State.Version, clip(string(me.State.Value)), me.State.Version)
 	case errors.As(err, &me) && me.Status == 400 || errors.As(err, &me) && me.Status == 413:
-		return fmt.Errorf("invalid argument: %s; nothing was set: fix it and call again", me.Detail)
+		return fmt.Errorf("invalid argument: %s; nothing was set: fix it and call again", agentDetail(s, me.Detail))
 	}
 	return m.toolError(s, err)
 }
@@ -133,7 +133,7 @@ func (m *mcpServer) stateList(ctx context.Context, _ *mcp.CallToolRequest, _ sta
 		return textResult("The mesh's state is empty; state_set sets a key."), out, nil
 	}
 	var text strings.Builder
-	fmt.Fprintf(&text, "%d keys:", len(res.Entries))
+	fmt.Fprintf(&text, "%s:", count(len(res.Entries), "key", "keys"))
 	for i, e := range res.Entries {
 		out.Entries[i] = stateOf(e)
 		fmt.Fprintf(&text, "\n%s = %s (version %d, set by %s)", e.Key, e.Value, e.Version, e.UpdatedBy)

@@ -22,7 +22,7 @@ type (
 	sendMessageIn struct {
 		To              recipients `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh; or a list of them, each sent its own message."`
 		Message         string     `json:"message" jsonschema:"The text to send, at most 32 KiB."`
-		Priority        string     `json:"priority,omitempty" jsonschema:"How urgent it is: now (interrupt the recipient), next (the default: when it next looks) or low (whenever convenient)."`
+		Priority        string     `json:"priority,omitempty" jsonschema:"How urgent it is. now: pushed at once, even to a recipient that is working or set dnd (it interrupts). next (the default): pushed at once to an idle recipient; while the recipient is working or dnd the broker holds it until its turn ends, though its check_messages shows it at once. low: as next, for what can wait."`
 		ReplyToID       string     `json:"reply_to_id,omitempty" jsonschema:"The message this answers (its client_message_id, or its id as check_messages shows it): the reply joins that message's thread, and the recipient sees what it answers."`
 		ClientMessageID string     `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
 		Subject         string     `json:"subject,omitempty" jsonschema:"A subject line, at most 200 bytes (sealed with a direct message like its text)."`
@@ -37,6 +37,8 @@ type (
 		ResolvedTo      string `json:"resolved_to" jsonschema:"The pubkey, #topic, @group or * it was sent to."`
 		RecipientName   string `json:"recipient_name,omitempty" jsonschema:"The recipient peer's display name, for a direct message to a peer that is online."`
 		RecipientOnline *bool  `json:"recipient_online,omitempty" jsonschema:"For a direct message: whether the recipient is online now."`
+		RecipientStatus string `json:"recipient_status,omitempty" jsonschema:"For a direct message to a busy recipient: working or dnd, as its last status said."`
+		HeldUntilIdle   bool   `json:"held_until_idle,omitempty" jsonschema:"The recipient is busy and the priority is not now: the message waits until its turn ends (unless it checks its messages first)."`
 		// Recipients is a list to's: one message per recipient (send_many.go).
 		Recipients []recipientOut `json:"recipients,omitempty" jsonschema:"When to is a list: each recipient's message, under its own client_message_id."`
 	}
@@ -69,9 +71,16 @@ type (
 		MeshSlug string `json:"mesh_slug,omitempty" jsonschema:"Only this mesh's peers (upstream claudemesh's argument). A session is on one mesh: give its slug, as list_peers' mesh shows it, or omit it."`
 	}
 	listPeersOut struct {
-		Mesh  string    `json:"mesh" jsonschema:"The mesh you are on."`
-		You   string    `json:"you" jsonschema:"Your own display name."`
-		Peers []peerOut `json:"peers" jsonschema:"Everyone on the mesh, you included: peers online, and members who are away (status offline; messages to them wait)."`
+		Mesh     string       `json:"mesh" jsonschema:"The mesh you are on."`
+		You      string       `json:"you" jsonschema:"Your own display name."`
+		Peers    []peerOut    `json:"peers" jsonschema:"Everyone on the mesh, you included: peers online, and members who are away (status offline; messages to them wait)."`
+		Machines []machineOut `json:"machines" jsonschema:"The machines on the mesh: each one's claudemesh daemon, which the agents of that machine speak through (not an agent)."`
+	}
+	machineOut struct {
+		Name        string `json:"name" jsonschema:"The daemon's member name on the mesh."`
+		Pubkey      string `json:"pubkey" jsonschema:"The member's key: a direct message to it lands in that machine's daemon inbox, read by no agent."`
+		Host        string `json:"host,omitempty" jsonschema:"The machine's host name."`
+		ThisMachine bool   `json:"this_machine" jsonschema:"This is the machine you run on."`
 	}
 	peerOut struct {
 		Name    string `json:"name" jsonschema:"Display name: send_message takes it as to."`
@@ -128,23 +137,27 @@ func (m *mcpServer) addTools() {
 		Title: "Send a message",
 		Description: "Send a message to another agent on the mesh: a peer by display name or pubkey, a #topic, an @group, or * for everyone. " +
 			"The message is stored durably and delivered even if the network is briefly down. Returns its client_message_id and, " +
-			"for a direct message, whether the recipient is online now.",
+			"for a direct message, whether the recipient is online now and whether it is busy. A recipient that is working (in " +
+			"the middle of a turn) or set dnd is interrupted only by priority now: a next or low message waits until its turn " +
+			"ends, unless it calls check_messages first.",
 		InputSchema: sendMessageSchema(),
 	}, m.sendMessage)
 	addTool(m.tools, &mcp.Tool{
 		Name:  "check_messages",
 		Title: "Check messages",
 		Description: "Read the messages peers sent you that you have not read yet, oldest first, with sender, time, topic and text. " +
-			"Each message is returned once: after this call it counts as read.",
+			"Each message is returned once: after this call it counts as read. Messages held for you while you are working " +
+			"(sent with priority next or low during your turn) are included.",
 		InputSchema: schemaOf[checkMessagesIn](func(p map[string]*jsonschema.Schema) {
 			p["limit"].Minimum = jsonschema.Ptr(1.0)
 			p["limit"].Maximum = jsonschema.Ptr(float64(checkMessagesMax))
 		}),
 	}, m.checkMessages)
 	addTool(m.tools, &mcp.Tool{
-		Name:        "list_peers",
-		Title:       "List peers",
-		Description: "List the agents online on your mesh: display name, pubkey, status and summary, and which one is you. Use the names with send_message.",
+		Name:  "list_peers",
+		Title: "List peers",
+		Description: "List the agents on your mesh: display name, pubkey, status and summary, and which one is you; and, apart, the machines " +
+			"(each one's claudemesh daemon, not an agent). Use the names with send_message.",
 		InputSchema: schemaOf[peersIn](nil),
 	}, m.listPeers)
 	addTool(m.tools, &mcp.Tool{
@@ -250,7 +263,7 @@ func (m *mcpServer) deliverSend(ctx context.Context, s *Session, req *messages.S
 	case res.Duplicate != nil:
 		out.Status = "duplicate"
 	case res.Accepted != nil:
-		out.Status = res.Accepted.Status
+		out.Status, out.RecipientStatus, out.HeldUntilIdle = res.Accepted.Status, res.Accepted.RecipientStatus, res.Accepted.HeldUntilIdle
 	}
 	return nil
 }
@@ -342,7 +355,23 @@ func sendSummary(out *sendMessageOut) string {
 	if out.RecipientOnline != nil && !*out.RecipientOnline {
 		b.WriteString(" The recipient is not online now; the message is delivered when it connects.")
 	}
+	if out.RecipientStatus != "" {
+		b.WriteString(busySentence(out))
+	}
 	return b.String()
+}
+
+// busySentence says what a busy recipient's status means for the message.
+func busySentence(out *sendMessageOut) string {
+	status := "is working (in the middle of a turn)"
+	if out.RecipientStatus == messages.StatusDND {
+		status = "set do not disturb"
+	}
+	if !out.HeldUntilIdle {
+		return " The recipient " + status + "; priority now interrupts it with this message."
+	}
+	return " The recipient " + status + ": the message waits until it is idle again, unless it checks its messages first; " +
+		"send with priority now to interrupt it."
 }
 
 func (m *mcpServer) setStatus(ctx context.Context, _ *mcp.CallToolRequest, in setStatusIn) (*mcp.CallToolResult, *setStatusOut, error) {

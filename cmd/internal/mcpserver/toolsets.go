@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // ToolSet names the tools an MCP server serves (`claudemesh mcp --tools`).
@@ -51,14 +49,4 @@ func ParseToolSet(name string) (ToolSet, error) {
 		return "", fmt.Errorf("no tool set %q: the sets are %s", name, strings.Join(ToolSetNames(), ", "))
 	}
 	return ToolSet(name), nil
-}
-
-// toolHints are a tool's annotations, what a client may assume of it:
-// whether it only reads, whether what it changes can be lost (a value
-// replaced, a file rewritten), whether calling it again with the same
-// arguments changes nothing more, and whether it reaches beyond this
-// machine's mesh state (other agents: a message, a skill they read).
-func toolHints(readOnly, destructive, idempotent, openWorld bool) *mcp.ToolAnnotations {
-	return &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive, IdempotentHint: idempotent,
-		OpenWorldHint: &openWorld}
 }

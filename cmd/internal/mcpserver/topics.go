@@ -60,10 +60,11 @@ type (
 		Messages []topicMessage `json:"messages" jsonschema:"The messages, oldest first."`
 	}
 	topicMessage struct {
-		ID   string `json:"id" jsonschema:"The message's id, for reply_to_id."`
-		From string `json:"from" jsonschema:"The sender's display name, else its pubkey."`
-		Body string `json:"body" jsonschema:"The text."`
-		At   string `json:"at" jsonschema:"When it was sent."`
+		ID         string `json:"id" jsonschema:"The message's id, for reply_to_id."`
+		From       string `json:"from" jsonschema:"The sender's display name, else its pubkey."`
+		FromPubkey string `json:"from_pubkey" jsonschema:"The sender's pubkey: send_message takes it as to."`
+		Body       string `json:"body" jsonschema:"The text."`
+		At         string `json:"at" jsonschema:"When it was sent."`
 	}
 )
 
@@ -103,10 +104,10 @@ func (m *mcpServer) addTopicTools() {
 func (m *mcpServer) topicError(s *Session, topic string, err error) error {
 	var me *messages.Error
 	if errors.As(err, &me) && me.Code == messages.CodeTopicNotFound {
-		return fmt.Errorf("there is no topic %q on your mesh; call topic_list to see the topics, or topic_create to make it", topic)
+		return fmt.Errorf("there is no topic %s on your mesh; call topic_list to see the topics, or topic_create to make it", quoteArg(topic))
 	}
 	if errors.As(err, &me) && me.Code == messages.CodeInvalidTopic {
-		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", me.Detail)
+		return fmt.Errorf("invalid argument: %s; nothing was changed: fix it and call again", agentDetail(s, me.Detail))
 	}
 	return m.toolError(s, err)
 }
@@ -129,7 +130,7 @@ func (m *mcpServer) topicList(ctx context.Context, _ *mcp.CallToolRequest, _ top
 	if len(names) == 0 {
 		return textResult("The mesh has no topics yet; topic_create makes one."), out, nil
 	}
-	return textResult(fmt.Sprintf("%d topics: %s.", len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("%s: %s.", count(len(names), "topic", "topics"), strings.Join(names, ", "))), out, nil
 }
 
 func (m *mcpServer) topicCreate(ctx context.Context, _ *mcp.CallToolRequest, in topicCreateIn) (*mcp.CallToolResult, *topicCreateOut, error) {
@@ -172,12 +173,14 @@ func (m *mcpServer) topicMembership(ctx context.Context, req *messages.TopicMemb
 	if join {
 		call, verb = s.as().JoinTopic, "You joined"
 	}
-	res, err := call(ctx, req)
+	// A join or leave repeated is the same membership: an agent's first
+	// call may wait for its session's link.
+	res, err := ipc.WhenLinked(ctx, func() (*messages.TopicMembers, error) { return call(ctx, req) })
 	if err != nil {
 		return nil, nil, m.topicError(s, req.Topic, err)
 	}
 	out := membersOut(res)
-	return textResult(fmt.Sprintf("%s #%s; it has %d members.", verb, req.Topic, len(out.Members))), out, nil
+	return textResult(fmt.Sprintf("%s #%s; it has %s.", verb, req.Topic, count(len(out.Members), "member", "members"))), out, nil
 }
 
 func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in topicRefIn) (*mcp.CallToolResult, *topicMembersOut, error) {
@@ -195,7 +198,7 @@ func (m *mcpServer) topicMembers(ctx context.Context, _ *mcp.CallToolRequest, in
 	for i, mm := range out.Members {
 		names[i] = mm.Name + " (" + mm.Role + ")"
 	}
-	return textResult(fmt.Sprintf("#%s has %d members: %s.", topic, len(names), strings.Join(names, ", "))), out, nil
+	return textResult(fmt.Sprintf("#%s has %s: %s.", topic, count(len(names), "member", "members"), strings.Join(names, ", "))), out, nil
 }
 
 func membersOut(res *messages.TopicMembers) *topicMembersOut {
@@ -224,17 +227,22 @@ func (m *mcpServer) topicHistory(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	out := &topicHistoryOut{Topic: topic, Messages: make([]topicMessage, len(res.Messages))}
 	var text strings.Builder
-	fmt.Fprintf(&text, "#%s, %d %s, oldest first:", topic, len(res.Messages), plural(len(res.Messages), "message", "messages"))
+	fmt.Fprintf(&text, "#%s, %s, oldest first:", topic, count(len(res.Messages), "message", "messages"))
 	for i, msg := range res.Messages {
 		from := msg.SenderName
 		if from == "" {
 			from = msg.SenderPubkey
 		}
 		body := messages.Deref(msg.Body)
-		out.Messages[len(res.Messages)-1-i] = topicMessage{ID: msg.ID, From: from, Body: body, At: msg.CreatedAt}
+		out.Messages[len(res.Messages)-1-i] = topicMessage{ID: msg.ID, From: from, FromPubkey: msg.SenderPubkey, Body: body,
+			At: msg.CreatedAt}
 	}
 	for _, msg := range out.Messages {
-		fmt.Fprintf(&text, "\n[%s] %s: %s", msg.At, msg.From, msg.Body)
+		from := msg.From
+		if from != msg.FromPubkey {
+			from = fmt.Sprintf("%s (%.16s…)", from, msg.FromPubkey)
+		}
+		fmt.Fprintf(&text, "\n[%s] %s: %s", msg.At, from, msg.Body)
 	}
 	return textResult(text.String()), out, nil
 }

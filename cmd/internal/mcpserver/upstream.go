@@ -22,7 +22,6 @@ func (m *mcpServer) addUpstreamTools() {
 	addTool(m.tools, &mcp.Tool{Name: "set_summary", Title: "Set your summary",
 		Description: "Tell peers in a sentence or two what you are working on (list_peers shows it): set_status's summary alone, " +
 			"under upstream claudemesh's name.",
-		Annotations: toolHints(false, false, true, false),
 		InputSchema: schemaOf[setSummaryIn](func(p map[string]*jsonschema.Schema) { p["summary"].MaxLength = jsonschema.Ptr(512) }),
 	}, m.setSummary)
 }

@@ -55,7 +55,6 @@ func (m *mcpServer) addPeerTools() {
 	addTool(m.tools, &mcp.Tool{Name: "whois", Title: "Who is a peer",
 		Description: "Show one peer's profile: name, key, whether it is online, its status and summary, groups, machine, directory " +
 			"and profile (title, bio, capabilities). list_peers lists them all.",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[whoisIn](func(p map[string]*jsonschema.Schema) {
 			p["name"].MinLength, p["name"].MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(messages.MaxPeerNameBytes)
 		}),
@@ -63,7 +62,6 @@ func (m *mcpServer) addPeerTools() {
 	addTool(m.tools, &mcp.Tool{Name: "health_check", Title: "Check claudemesh's health",
 		Description: "Check that messaging works: the daemon answers, this session is attached, the mesh's broker is connected, " +
 			"the outbox drains and the disk has room. Says what is wrong and what to do; it is never an error itself.",
-		Annotations: toolHints(true, false, true, false),
 		InputSchema: schemaOf[healthIn](nil),
 	}, m.healthCheck)
 }
