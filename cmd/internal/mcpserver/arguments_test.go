@@ -40,7 +40,7 @@ func TestArgumentSentences(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.tool, err)
 		}
-		got := text(res)
+		got := resultText(res)
 		if !res.IsError || !strings.HasPrefix(got, "invalid arguments: "+c.want) || len(got) > 600 {
 			t.Errorf("%s(%.100s): %.300q, want %q", c.tool, raw, got, c.want)
 		}
