@@ -118,6 +118,12 @@ func (m *mcpServer) addAgentMailMailTools() {
 			p["topic"].MaxLength = jsonschema.Ptr(messages.MaxPeerNameBytes)
 		}),
 	}, m.amFetchInbox)
+	m.addAgentMailReadTools()
+}
+
+// addAgentMailReadTools registers the set's tools that mark, acknowledge,
+// search and read messages.
+func (m *mcpServer) addAgentMailReadTools() {
 	addTool(m.tools, &mcp.Tool{Name: "mark_message_read", Title: "Mark a message read",
 		Description: "Mark a message you received as read, as Agent Mail's mark_message_read (claudemesh's mark_read): fetch_inbox no longer lists it as unread.",
 		Annotations: writes(false, true, false),
