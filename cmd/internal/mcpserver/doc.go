@@ -112,7 +112,7 @@
 //     through the built binary against a real daemon (and broker);
 //     TestMCPTools checks that it and its arguments are described. Its
 //     entry in TOOLS (integration/mcp-client/mcp.test.mjs), the
-//     arguments the TypeScript SDK's client calls it with: that test
-//     fails on a tool without one. The tool table in docs/AGENTS.md
-//     lists it.
+//     arguments the TypeScript SDK's client calls it with (AGENT_MAIL_TOOLS
+//     for the Agent Mail set's): that test fails on a tool without one.
+//     The tool table in docs/AGENTS.md lists it.
 package mcpserver
