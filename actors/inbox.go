@@ -186,7 +186,7 @@ func (in *InboxActor) item(p *messages.PushFrame) (messages.InboxItem, *messages
 	it := messages.InboxItem{ID: ulid.Make().String(), ClientMessageID: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
 		BrokerMessageID: p.MessageID, Mesh: in.cfg.Slug, Kind: "dm", SenderPubkey: p.SenderPubkey, SenderName: p.SenderName,
 		ReceivedAt: time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), ReceivedAtMs: ms, ReplyToID: p.ReplyToID, Meta: p.Meta,
-		RecipientPubkey: in.cfg.Identity.PublicKeyHex(), RecipientKind: "member"}
+		RecipientPubkey: in.cfg.Identity.PublicKeyHex(), RecipientKind: "member", Priority: p.Priority, SentAt: p.CreatedAt}
 	if in.cfg.Session != nil {
 		it.RecipientKind = "session"
 	}

@@ -82,7 +82,8 @@ func (s *Store) appendEvent(tx *persistence.Tx, m *messages.AppendEvent, _ *acto
 
 func (s *Store) listInbox(tx *persistence.Tx, m *messages.ListInbox, _ *actor.PID) (*messages.InboxPage, error) {
 	rows, next, err := s.inbox.List(tx, persistence.InboxQuery{Since: m.Since, Topic: m.Topic, From: m.From, Mesh: m.Mesh,
-		Limit: m.Limit, After: m.After, UnreadOnly: m.UnreadOnly, Thread: m.Thread, Importance: m.Importance, Unacked: m.Unacked})
+		Limit: m.Limit, After: m.After, UnreadOnly: m.UnreadOnly, Thread: m.Thread, Importance: m.Importance, Unacked: m.Unacked,
+		ID: m.ID})
 	if errors.Is(err, persistence.ErrBadCursor) {
 		return nil, &messages.Error{Status: 400, Code: messages.CodeInvalidQuery, Detail: "after is not a cursor from a previous page"}
 	}

@@ -50,8 +50,9 @@ type channelNote struct {
 type mcpOptions struct {
 	channel bool
 	env     []string
-	lean    bool   // claudemesh-mcp instead of claudemesh mcp
-	dir     string // its working directory ("": the test's, in this repository)
+	lean    bool     // claudemesh-mcp instead of claudemesh mcp
+	dir     string   // its working directory ("": the test's, in this repository)
+	args    []string // more arguments (--tools agent-mail)
 }
 
 // localAgentsEnv is an env whose daemon runs the embedded broker for its
@@ -69,9 +70,9 @@ func localAgentsEnv(t *testing.T) *env {
 // `claudemesh-mcp --name name`) and connects to it.
 func startMCP(t *testing.T, e *env, name string, o mcpOptions) *mcpProc {
 	t.Helper()
-	cmd := exec.Command(binPath, "mcp", "--name", name)
+	cmd := exec.Command(binPath, append([]string{"mcp", "--name", name}, o.args...)...)
 	if o.lean {
-		cmd = exec.Command(mcpBinPath, "--name", name)
+		cmd = exec.Command(mcpBinPath, append([]string{"--name", name}, o.args...)...)
 	}
 	cmd.Env, cmd.Dir = append(e.environ(), o.env...), o.dir
 	p := &mcpProc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, logs: make(chan *mcp.LoggingMessageParams, 64), channel: make(chan channelNote, 64),

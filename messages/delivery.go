@@ -149,6 +149,11 @@ type InboxItem struct {
 	AckRequired bool    `json:"ack_required,omitempty"`
 	AckedAt     *string `json:"acked_at,omitempty"`
 	HeldUntil   *string `json:"held_until,omitempty"`
+	// Priority is the sender's (now, next or low; absent for a message
+	// received before claudemesh kept it), SentAt when the broker took the
+	// message, as it wrote it (absent: unknown).
+	Priority string `json:"priority,omitempty"`
+	SentAt   string `json:"sent_at,omitempty"`
 }
 
 // Marshal is the item's JSON, byte for byte what json.Marshal makes of it
@@ -210,6 +215,11 @@ func (it *InboxItem) appendMail(b []byte) []byte {
 	}
 	if it.HeldUntil != nil {
 		b = AppendJSONString(append(b, `,"held_until":`...), *it.HeldUntil, true)
+	}
+	for _, f := range [...]struct{ key, value string }{{`,"priority":`, it.Priority}, {`,"sent_at":`, it.SentAt}} {
+		if f.value != "" {
+			b = AppendJSONString(append(b, f.key...), f.value, true)
+		}
 	}
 	return b
 }
@@ -293,12 +303,14 @@ type ListInbox struct {
 	MarkSeen   bool
 	Now        int64 // Unix ms, the stamp
 	// Thread keeps a thread's messages and its root; Importance the
-	// messages of that importance (normal, high or urgent); Unacked the
-	// messages that asked for an acknowledgement this recipient has not
-	// given.
+	// messages of the importances it lists, separated by commas (normal,
+	// high, urgent); Unacked the messages that asked for an
+	// acknowledgement this recipient has not given; ID the message of
+	// that inbox row id.
 	Thread     string
 	Importance string
 	Unacked    bool
+	ID         string
 }
 
 // InboxPage is the reply to *ListInbox and the body of GET /v1/inbox.

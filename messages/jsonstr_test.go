@@ -73,6 +73,7 @@ func FuzzInboxItemMarshal(f *testing.F) {
 		}
 		if mail {
 			it.Importance, it.AckRequired, it.AckedAt, it.HeldUntil = "urgent", true, &topic, &body
+			it.Priority, it.SentAt = kind, subject
 		}
 		if json.Valid(meta) {
 			it.Meta = meta

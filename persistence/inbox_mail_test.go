@@ -124,6 +124,10 @@ func TestInboxMailFilters(t *testing.T) {
 		{InboxQuery{Importance: "urgent"}, "01B"},
 		{InboxQuery{Importance: "normal"}, "01A,01C"},
 		{InboxQuery{Importance: "high"}, ""},
+		{InboxQuery{Importance: "high,urgent"}, "01B"},
+		{InboxQuery{Importance: "normal,urgent"}, "01A,01B,01C"},
+		{InboxQuery{ID: "01C"}, "01C"},
+		{InboxQuery{ID: "01D"}, ""},
 		{InboxQuery{Unacked: true}, "01B,01C"},
 	} {
 		rows, _, err := list(t, in, c.q)

@@ -52,8 +52,8 @@ func NewInbox(db *DB) (*Inbox, error) {
 	}{
 		{&in.insert, `INSERT INTO inbox (id, client_message_id, broker_message_id, mesh, topic, sender_pubkey,
 		                                  sender_name, body, meta, received_at, reply_to_id, recipient_pubkey, recipient_kind,
-		                                  subject, thread_id, importance, ack_required, held_until)
-		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		                                  subject, thread_id, importance, ack_required, held_until, priority, sent_at)
+		              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		              ON CONFLICT(mesh, client_message_id, sender_pubkey) DO NOTHING`},
 		{&in.admission, admissionSQL},
 		{&in.appendEvent, `INSERT INTO events (name, data, created_at) VALUES (?, ?, ?)`},
@@ -109,12 +109,14 @@ type InboxRow struct {
 	AckRequired     bool    `db:"ack_required"`
 	AckedAt         *int64  `db:"acked_at"`
 	HeldUntil       *int64  `db:"held_until"` // held as a contact request until then
+	Priority        *string `db:"priority"`   // the sender's: now, next or low
+	SentAt          *string `db:"sent_at"`    // when the broker took it, as it wrote it
 }
 
 // inboxColumns are the columns of an InboxRow, as a select lists them.
 const inboxColumns = `id, client_message_id, broker_message_id, mesh, topic, sender_pubkey, sender_name, body, meta,
 	received_at, reply_to_id, seen_at, recipient_pubkey, recipient_kind, subject, thread_id, importance, ack_required,
-	acked_at, held_until`
+	acked_at, held_until, priority, sent_at`
 
 // InboxRowOf is the row that stores a received message.
 func InboxRowOf(it *messages.InboxItem) *InboxRow {
@@ -122,7 +124,8 @@ func InboxRowOf(it *messages.InboxItem) *InboxRow {
 		Mesh: it.Mesh, Topic: optional(it.Topic), SenderPubkey: it.SenderPubkey, SenderName: it.SenderName,
 		Body: it.Body, ReceivedAt: it.ReceivedAtMs, ReplyToID: optional(it.ReplyToID),
 		RecipientPubkey: optional(it.RecipientPubkey), RecipientKind: optional(it.RecipientKind),
-		Subject: optional(it.Subject), ThreadID: optional(it.ThreadID), AckRequired: it.AckRequired}
+		Subject: optional(it.Subject), ThreadID: optional(it.ThreadID), AckRequired: it.AckRequired,
+		Priority: optional(it.Priority), SentAt: optional(it.SentAt)}
 	if it.Importance != messages.ImportanceNormal {
 		row.Importance = optional(it.Importance)
 	}
@@ -152,6 +155,7 @@ func (r *InboxRow) Item() messages.InboxItem {
 	}
 	it.Subject, it.ThreadID, it.Importance = messages.Deref(r.Subject), messages.Deref(r.ThreadID), messages.Deref(r.Importance)
 	it.AckRequired, it.AckedAt, it.HeldUntil = r.AckRequired, msTime(r.AckedAt), msTime(r.HeldUntil)
+	it.Priority, it.SentAt = messages.Deref(r.Priority), messages.Deref(r.SentAt)
 	return it
 }
 
@@ -197,7 +201,7 @@ func (in *Inbox) Insert(tx *Tx, row *InboxRow) (inserted bool, err error) {
 	}
 	n, err := affected(tx.Prepared(in.insert).Exec(row.ID, row.ClientMessageID, row.BrokerMessageID, row.Mesh, row.Topic,
 		row.SenderPubkey, row.SenderName, row.Body, row.Meta, row.ReceivedAt, row.ReplyToID, row.RecipientPubkey, row.RecipientKind,
-		row.Subject, row.ThreadID, row.Importance, row.AckRequired, row.HeldUntil))
+		row.Subject, row.ThreadID, row.Importance, row.AckRequired, row.HeldUntil, row.Priority, row.SentAt))
 	if err != nil {
 		return false, fmt.Errorf("insert inbox row %s: %w", row.ClientMessageID, err)
 	}
@@ -223,12 +227,14 @@ type InboxQuery struct {
 	// UnreadOnly keeps the rows not seen yet.
 	UnreadOnly bool
 	// Thread keeps a thread's rows (thread_id, or the root's
-	// client_message_id); Importance the rows of one importance ("normal"
-	// or "" for normal, high, urgent); Unacked the rows that asked for an
-	// acknowledgement not given yet.
+	// client_message_id); Importance the rows of the importances it
+	// lists, separated by commas ("normal", "high", "urgent"; "" does not
+	// filter); Unacked the rows that asked for an acknowledgement not
+	// given yet; ID the row of that id.
 	Thread     string
 	Importance string
 	Unacked    bool
+	ID         string
 }
 
 // List returns one page of inbox rows in ascending (received_at, id) order.
@@ -290,15 +296,22 @@ func (q *InboxQuery) filters() (where []string, args []any) {
 	if q.Thread != "" {
 		add("(thread_id = ? OR client_message_id = ?)", q.Thread, q.Thread)
 	}
-	switch q.Importance {
-	case "":
-	case messages.ImportanceNormal:
-		add("importance IS NULL")
-	default:
-		add("importance = ?", q.Importance)
+	if q.Importance != "" {
+		var either []string
+		for imp := range strings.SplitSeq(q.Importance, ",") {
+			if imp == messages.ImportanceNormal {
+				either = append(either, "importance IS NULL")
+			} else {
+				either, args = append(either, "importance = ?"), append(args, imp)
+			}
+		}
+		where = append(where, "("+strings.Join(either, " OR ")+")")
 	}
 	if q.Unacked {
 		add("ack_required = 1 AND acked_at IS NULL")
+	}
+	if q.ID != "" {
+		add("id = ?", q.ID)
 	}
 	return where, args
 }

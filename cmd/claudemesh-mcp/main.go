@@ -25,7 +25,7 @@ var version = "0.1.0-dev"
 func main() {
 	fs := flag.NewFlagSet("claudemesh-mcp", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: claudemesh-mcp [--mesh SLUG] [--name NAME]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: claudemesh-mcp [--mesh SLUG] [--name NAME] [--tools claudemesh|agent-mail]\n\n"+
 			"Serves the Model Context Protocol on stdin/stdout for an AI agent (Claude Code):\n"+
 			"tools to message peers, and arriving messages pushed live. The same as `claudemesh mcp`.\n\n")
 		fs.PrintDefaults()
@@ -33,8 +33,14 @@ func main() {
 	m := mcpserver.MCP{Version: version}
 	fs.StringVar(&m.Mesh, "mesh", "", "mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)")
 	fs.StringVar(&m.Name, "name", "", "display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)")
+	tools := fs.String("tools", string(mcpserver.ToolsClaudemesh), "the tools served: claudemesh's own, or agent-mail (MCP Agent Mail's tool names and arguments, for agents prompted for it)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	var err error
+	if m.Tools, err = mcpserver.ParseToolSet(*tools); err != nil {
+		fmt.Fprintln(os.Stderr, "claudemesh-mcp:", err)
 		os.Exit(2)
 	}
 	if *showVersion {

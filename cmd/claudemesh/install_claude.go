@@ -12,6 +12,7 @@ import (
 	"reflect"
 
 	"github.com/claudemesh/claudemesh-go/cmd/claudemesh/internal/jsonedit"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/config"
 )
 
@@ -24,7 +25,8 @@ type uninstallCmd struct {
 }
 
 type installClaudeCodeCmd struct {
-	DryRun bool `name:"dry-run" help:"Print the change and write nothing."`
+	DryRun bool   `name:"dry-run" help:"Print the change and write nothing."`
+	Tools  string `enum:"claudemesh,agent-mail" default:"claudemesh" help:"The tools the MCP server serves: claudemesh's own, or agent-mail (MCP Agent Mail's tool names and arguments, for agents prompted for it)."`
 }
 
 type uninstallClaudeCodeCmd struct {
@@ -61,6 +63,13 @@ func (c *installClaudeCodeCmd) Run() error {
 	server := claudeServer{Type: "stdio", Command: exe, Args: []string{"mcp"}, Env: map[string]string{}}
 	if lean := sibling(exe, leanMCP); lean != "" {
 		server.Command, server.Args = lean, []string{}
+	}
+	set, err := mcpserver.ParseToolSet(c.Tools)
+	if err != nil {
+		return err
+	}
+	if set != mcpserver.ToolsClaudemesh {
+		server.Args = append(server.Args, "--tools", string(set))
 	}
 	entry, err := json.Marshal(&server)
 	if err != nil {

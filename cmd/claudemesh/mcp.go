@@ -10,8 +10,9 @@ import (
 )
 
 type mcpCmd struct {
-	Mesh string `placeholder:"SLUG" help:"Mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)."`
-	Name string `placeholder:"NAME" help:"Display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)."`
+	Mesh  string `placeholder:"SLUG" help:"Mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)."`
+	Name  string `placeholder:"NAME" help:"Display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)."`
+	Tools string `enum:"claudemesh,agent-mail" default:"claudemesh" help:"The tools served: claudemesh's own, or agent-mail (MCP Agent Mail's tool names and arguments, for agents prompted for it)."`
 }
 
 // Run serves MCP on stdin/stdout (cmd/internal/mcpserver; claudemesh-mcp is
@@ -24,5 +25,5 @@ func (c *mcpCmd) Run() error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	return (&mcpserver.MCP{Mesh: c.Mesh, Name: c.Name, Version: version}).Serve(paths)
+	return (&mcpserver.MCP{Mesh: c.Mesh, Name: c.Name, Tools: mcpserver.ToolSet(c.Tools), Version: version}).Serve(paths)
 }

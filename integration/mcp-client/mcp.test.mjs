@@ -57,10 +57,12 @@ after(async () => {
 
 // connect starts claudemesh-mcp --name name in the repository and connects
 // to it; capabilities are the client's (none: a generic client, which
-// takes neither claude/channel nor logs).
-async function connect(name, { capabilities = {}, env = {} } = {}) {
+// takes neither claude/channel nor logs), tools the tool set it serves
+// (absent: claudemesh's own).
+async function connect(name, { capabilities = {}, env = {}, tools } = {}) {
+  const args = ['--name', name, ...(tools ? ['--tools', tools] : [])]; // tools: the set served (--tools agent-mail)
   const transport = new StdioClientTransport({
-    command: 'claudemesh-mcp', args: ['--name', name], env: environ(env), cwd: repo, stderr: 'pipe',
+    command: 'claudemesh-mcp', args, env: environ(env), cwd: repo, stderr: 'pipe',
   });
   let stderr = '';
   transport.stderr.on('data', (d) => { stderr += d; });
@@ -134,7 +136,10 @@ async function readJSON(client, uri) {
 // entry here fails the test: a new tool adds its entry.
 const TOOLS = {
   set_status: { args: () => ({ status: 'idle', summary: 'testing the MCP server' }) }, // working would hold bob's next messages
+  set_summary: { args: () => ({ summary: 'testing the MCP server' }) },
   list_peers: { args: () => ({}) },
+  whois: { args: () => ({ name: 'bob' }) },
+  health_check: { args: () => ({}) },
   start_session: { args: () => ({ patterns: ['docs/**'], summary: 'reading the docs' }) },
   set_contact_policy: { args: () => ({ policy: 'contacts_only' }) },
   list_contacts: {
@@ -150,7 +155,10 @@ const TOOLS = {
   },
   answer_contact_request: { args: () => ({ peer: 'bob', accept: true }) },
   send_message: { args: () => ({ to: 'bob', message: 'hello bob', subject: 'hi', importance: 'high' }) },
+  fetch_inbox: { args: () => ({ limit: 10, urgent_only: false, include_read: true }) },
   check_messages: { args: () => ({ limit: 10 }), keep: (ctx, out) => { ctx.messageID = out.messages[0]?.id; } },
+  mark_read: { args: (ctx) => ({ ids: [ctx.messageID] }) },
+  reply_message: { args: (ctx) => ({ id: ctx.messageID, message: 'thanks, bob' }) },
   search_messages: { args: () => ({ query: 'hello' }) },
   get_thread: { args: () => ({ thread_id: 'thread-1' }) },
   list_unacknowledged: { args: () => ({}) },
@@ -170,19 +178,65 @@ const TOOLS = {
   forget: { args: (ctx) => ({ id: ctx.memoryID }) },
   skill_list: { args: () => ({}) },
   skill_get: { args: () => ({ name: 'deploy' }), refused: 'the mesh has no skill yet' },
+  skill_publish: { args: () => ({ name: 'review', content: 'read every diff twice', description: 'how we review', tags: ['code'] }) },
   lock_acquire: { args: () => ({ key: 'file:src/lib.rs' }) },
   lock_list: { args: () => ({}) },
   lock_release: { args: () => ({ key: 'file:src/lib.rs' }) },
   reserve_files: { args: () => ({ patterns: ['src/**'] }) },
   list_reservations: { args: () => ({}) },
   release_files: { args: () => ({ patterns: ['src/**'] }) },
+  guard_install: { args: () => ({ offline: 'allow' }) }, // in the test's repository
 };
 
-test('every tool has strict JSON Schemas, a description on every property, and its behaviour hints', async () => {
-  const alice = await connect('schemas');
-  const { tools } = await alice.listTools();
-  assert.ok(tools.length > 0);
+// The Agent Mail set's tools (claudemesh-mcp --tools agent-mail), called
+// with Agent Mail's arguments by one agent (amalice) while another
+// (ambob, claudemesh's own set) sends to it, as TOOLS are.
+const AGENT_MAIL_TOOLS = {
+  health_check: { args: () => ({ format: 'json' }) },
+  ensure_project: { args: () => ({ human_key: repo }) },
+  register_agent: { args: () => ({ project_key: repo, program: 'node-test', model: 'none', name: 'GreenCastle', task_description: 'testing Agent Mail names' }) },
+  macro_start_session: { args: () => ({ human_key: repo, program: 'node-test', model: 'none', file_reservation_paths: ['notes/**'], inbox_limit: 5 }) },
+  list_peers: { args: () => ({}) },
+  whois: { args: () => ({ project_key: repo, agent_name: 'ambob' }) },
+  send_message: { args: () => ({ project_key: repo, sender_name: 'GreenCastle', to: ['ambob'], cc: ['ambob'], subject: 'plan', body_md: 'see the plan', importance: 'low' }) },
+  fetch_inbox: {
+    args: () => ({ project_key: repo, agent_name: 'GreenCastle', include_bodies: true, limit: 5 }),
+    async setup(ctx) {
+      await call(ctx.bob, 'send_message', { to: 'amalice', message: 'the plan is ready', subject: 'plan', ack_required: true });
+      await waitFor('ambob\'s message in fetch_inbox', async () => {
+        const res = await ctx.alice.callTool({ name: 'fetch_inbox', arguments: { project_key: repo, agent_name: 'GreenCastle' } });
+        return res.structuredContent?.messages?.length === 1;
+      });
+    },
+    keep: (ctx, out) => { ctx.messageID = out.messages[0]?.id; },
+  },
+  reply_message: { args: (ctx) => ({ project_key: repo, message_id: ctx.messageID, sender_name: 'GreenCastle', body_md: 'on it', subject_prefix: 'Re:' }) },
+  mark_message_read: { args: (ctx) => ({ project_key: repo, agent_name: 'GreenCastle', message_id: ctx.messageID }) },
+  acknowledge_message: { args: (ctx) => ({ project_key: repo, agent_name: 'GreenCastle', message_id: ctx.messageID }) },
+  search_messages: { args: () => ({ project_key: repo, query: 'plan', limit: 5 }) },
+  fetch_topic: { args: () => ({ project_key: repo, topic_name: 'no-such-topic' }), refused: 'the mesh has no such topic' },
+  file_reservation_paths: { args: () => ({ project_key: repo, agent_name: 'GreenCastle', paths: ['lib/**'], ttl_seconds: 600, exclusive: true, reason: 'bd-1' }) },
+  renew_file_reservations: { args: () => ({ project_key: repo, agent_name: 'GreenCastle', extend_seconds: 600 }) },
+  release_file_reservations: { args: () => ({ project_key: repo, agent_name: 'GreenCastle', paths: ['lib/**'] }) },
+  install_precommit_guard: { args: () => ({ project_key: repo, code_repo_path: repo }) },
+  uninstall_precommit_guard: { args: () => ({ code_repo_path: repo }) },
+  set_contact_policy: { args: () => ({ project_key: repo, agent_name: 'GreenCastle', policy: 'open' }) },
+  list_contacts: { args: () => ({ project_key: repo, agent_name: 'GreenCastle' }) },
+  respond_contact: { args: () => ({ project_key: repo, to_agent: 'GreenCastle', from_agent: 'ambob', accept: true }), refused: 'no contact request is pending' },
+};
+
+test('every tool of both sets has strict JSON Schemas, a description on every property, and its behaviour hints', async () => {
   const problems = [];
+  for (const set of [undefined, 'agent-mail']) {
+    const { tools } = await (await connect(`schemas-${set ?? 'own'}`, { tools: set })).listTools();
+    assert.ok(tools.length > 0);
+    lintTools(tools, problems);
+  }
+  assert.deepEqual(problems, []);
+});
+
+// lintTools adds to problems what a strict client refuses of tools.
+function lintTools(tools, problems) {
   for (const tool of tools) {
     for (const [what, schema] of [['input', tool.inputSchema], ['output', tool.outputSchema]]) {
       // Strict: unknown keywords, keywords of a type the schema does not
@@ -200,8 +254,7 @@ test('every tool has strict JSON Schemas, a description on every property, and i
       if (typeof a[hint] !== 'boolean') problems.push(`${tool.name}: no ${hint}`);
     }
   }
-  assert.deepEqual(problems, []);
-});
+}
 
 // lint adds to problems each schema below schema with several types
 // (["null", "array"], which the MCP Inspector's --strict warns of) and
@@ -219,14 +272,30 @@ test('every tool answers, its structured result valid against its output schema'
   const ctx = { alice: await connect('alice'), bob: await connect('bob') };
   await waitPeer(ctx.bob, 'alice');
   await waitPeer(ctx.alice, 'bob');
+  await callEvery(ctx, TOOLS);
+  assert.ok(ctx.messageID, 'check_messages returned bob\'s message once alice accepted his request');
+});
+
+test('every tool of the Agent Mail set answers with Agent Mail\'s arguments', async () => {
+  const ctx = { alice: await connect('amalice', { tools: 'agent-mail' }), bob: await connect('ambob') };
+  await waitPeer(ctx.bob, 'amalice');
+  await waitPeer(ctx.alice, 'ambob');
+  await callEvery(ctx, AGENT_MAIL_TOOLS);
+  assert.ok(ctx.messageID, 'fetch_inbox returned ambob\'s message');
+});
+
+// callEvery calls every tool ctx.alice lists, as table says, in its order;
+// a tool the server lists without an entry, or an entry of a tool it does
+// not list, fails.
+async function callEvery(ctx, table) {
   const { tools } = await ctx.alice.listTools(); // the client now validates each result against its tool's output schema
-  const order = Object.keys(TOOLS);
+  const order = Object.keys(table);
   const missing = tools.map((t) => t.name).filter((n) => !order.includes(n));
   assert.deepEqual(missing, [], 'tools with no entry in TOOLS (add one: its arguments)');
   const listed = new Set(tools.map((t) => t.name));
   assert.deepEqual(order.filter((n) => !listed.has(n)), [], 'entries of TOOLS the server does not list');
   for (const name of order) {
-    const entry = TOOLS[name];
+    const entry = table[name];
     if (entry.setup) await entry.setup(ctx);
     const args = entry.args(ctx);
     const res = await ctx.alice.callTool({ name, arguments: args });
@@ -240,8 +309,7 @@ test('every tool answers, its structured result valid against its output schema'
     assert.ok(text.length > 0, `${name}: no text`);
     entry.keep?.(ctx, res.structuredContent);
   }
-  assert.ok(ctx.messageID, 'check_messages returned bob\'s message once alice accepted his request');
-});
+}
 
 test('a generic client is told of a message by a resource update within 1 s', async () => {
   const carol = await connect('carol'); // no claude/channel, no log level

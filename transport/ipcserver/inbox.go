@@ -19,9 +19,10 @@ const (
 )
 
 // inboxList answers GET /v1/inbox?since=&topic=&from=&mesh=&limit=&after=
-// (and the mail filters thread=, importance=, unacked=true), oldest first, with a Link rel="next" header carrying the same filters when
-// more rows exist. A session's listing first pulls what the broker holds
-// for it (pullHeld).
+// (and the mail filters thread=, importance= (a comma-separated list),
+// unacked=true, and id= for one row), oldest first, with a Link rel="next"
+// header carrying the same filters when more rows exist. A session's
+// listing first pulls what the broker holds for it (pullHeld).
 func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	q, err := parseInboxQuery(v)
@@ -60,7 +61,7 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	s.nameTopics(page.Items)
 	if page.Next != "" {
 		next := url.Values{"limit": {strconv.Itoa(q.Limit)}, "after": {page.Next}}
-		for _, k := range []string{"since", "topic", "from", "mesh", "unread_only", "mark_seen", "thread", "importance", "unacked"} {
+		for _, k := range []string{"since", "topic", "from", "mesh", "unread_only", "mark_seen", "thread", "importance", "unacked", "id"} {
 			if x := v.Get(k); x != "" {
 				next.Set(k, x)
 			}
@@ -92,14 +93,17 @@ func (s *Server) pullHeld(route string) {
 
 func parseInboxQuery(v url.Values) (*messages.ListInbox, error) {
 	q := &messages.ListInbox{Topic: v.Get("topic"), From: v.Get("from"), Mesh: v.Get("mesh"), After: v.Get("after"),
-		Limit: DefaultInboxLimit, Thread: v.Get("thread"), Importance: v.Get("importance")}
+		Limit: DefaultInboxLimit, Thread: v.Get("thread"), Importance: v.Get("importance"), ID: v.Get("id")}
 	if q.Thread != "" && !messages.ValidClientMessageID(q.Thread) {
 		return nil, invalidQuery("thread must be a thread id (1-128 printable ASCII characters, no spaces)")
 	}
-	switch q.Importance {
-	case "", messages.ImportanceNormal, messages.ImportanceHigh, messages.ImportanceUrgent:
-	default:
-		return nil, invalidQuery("importance must be normal, high or urgent")
+	if q.ID != "" && !messages.ValidClientMessageID(q.ID) {
+		return nil, invalidQuery("id must be an inbox row id (the id field of GET /v1/inbox items)")
+	}
+	for imp := range strings.SplitSeq(q.Importance, ",") {
+		if q.Importance != "" && imp != messages.ImportanceNormal && imp != messages.ImportanceHigh && imp != messages.ImportanceUrgent {
+			return nil, invalidQuery("importance must be normal, high or urgent, or several of them separated by commas")
+		}
 	}
 	if since := v.Get("since"); since != "" {
 		ms, err := parseSince(since)

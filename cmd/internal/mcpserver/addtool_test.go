@@ -106,16 +106,16 @@ func TestAddTool(t *testing.T) {
 			continue
 		}
 		if ra.IsError != rb.IsError || !ra.IsError && (marshal(t, ra.StructuredContent) != marshal(t, rb.StructuredContent) ||
-			normalized(text(ra)) != normalized(text(rb))) {
+			normalized(resultText(ra)) != normalized(resultText(rb))) {
 			t.Errorf("%s:\n ours   %s\n theirs %s", marshal(t, args), marshal(t, ra), marshal(t, rb))
 		}
 		// Arguments the SDK refuses, ours refuses in a sentence of its own;
 		// the handler's error reads the same.
-		switch refused := strings.HasPrefix(text(rb), `validating "arguments": `); {
-		case refused && (!strings.HasPrefix(text(ra), "invalid arguments: ") || strings.Contains(text(ra), "validating")):
-			t.Errorf("%s: ours says %q, want a sentence naming the argument", marshal(t, args), text(ra))
-		case !refused && ra.IsError && text(ra) != text(rb):
-			t.Errorf("%s: ours says %q, mcp.AddTool %q", marshal(t, args), text(ra), text(rb))
+		switch refused := strings.HasPrefix(resultText(rb), `validating "arguments": `); {
+		case refused && (!strings.HasPrefix(resultText(ra), "invalid arguments: ") || strings.Contains(resultText(ra), "validating")):
+			t.Errorf("%s: ours says %q, want a sentence naming the argument", marshal(t, args), resultText(ra))
+		case !refused && ra.IsError && resultText(ra) != resultText(rb):
+			t.Errorf("%s: ours says %q, mcp.AddTool %q", marshal(t, args), resultText(ra), resultText(rb))
 		}
 	}
 	if _, err := a.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"to": "wire"}}); err == nil ||
@@ -131,16 +131,6 @@ func marshal(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
 }
 
 // normalized is s re-encoded if it is JSON (the SDK's text block has an
@@ -168,6 +158,8 @@ func FuzzDecodeArguments(f *testing.F) {
 	f.Add([]byte(`{"to":"*","message":"x","priority":"now","client_message_id":"c-1","subject":"s"}`))
 	f.Add([]byte(`{"to":"bob","message":"hi","TO":"eve"}`))
 	f.Add([]byte(`{"to":"bob","message":"hi","to":"eve"}`))
+	f.Add([]byte(`{"to":["bob","#builds"],"message":"hi"}`))
+	f.Add([]byte(`{"to":[],"message":"hi"}`))
 	f.Add([]byte(`{"to":7}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`null`))

@@ -4,8 +4,10 @@ import "github.com/modelcontextprotocol/go-sdk/mcp"
 
 // toolAnnotations are the behaviour hints of every tool, by name, which a
 // client reads to decide what it may call without asking (toolSet adds
-// them; TestToolsAnnotated fails on a tool without an entry). Set as the
-// tools behave:
+// them; TestToolsAnnotated fails on a tool without an entry). The Agent
+// Mail set's tools of the same names take them too; those whose names
+// only that set has carry their own (agentmail*.go). Set as the tools
+// behave:
 //   - read-only: the call changes nothing (check_messages is not: it marks
 //     what it returns read);
 //   - destructive: it may remove or overwrite what someone else relies on
@@ -53,6 +55,15 @@ var toolAnnotations = map[string]*mcp.ToolAnnotations{
 	"set_contact_policy":     writes(false, true, false),
 	"list_contacts":          readOnly(),
 	"answer_contact_request": writes(true, false, true),
+
+	"fetch_inbox":   readOnly(),
+	"mark_read":     writes(false, true, false),
+	"reply_message": writes(false, false, true),
+	"whois":         readOnly(),
+	"health_check":  readOnly(),
+	"set_summary":   writes(false, true, false),
+	"skill_publish": writes(true, false, false), // a name the mesh has: its skill replaced
+	"guard_install": writes(false, true, false),
 }
 
 // readOnly is the hints of a tool that only reads.

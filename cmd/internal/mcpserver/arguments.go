@@ -67,7 +67,7 @@ func plainTypes(s *jsonschema.Schema) *jsonschema.Schema {
 // is absent (a required one is then refused as missing).
 func dropNulls(args map[string]any, s *jsonschema.Schema) {
 	for k, v := range args {
-		if p := s.Properties[k]; v == nil && p != nil && p.Type != "" && p.Type != "null" {
+		if p := s.Properties[k]; v == nil && p != nil && len(schemaTypes(p)) > 0 && !slices.Contains(schemaTypes(p), "null") {
 			delete(args, k)
 		}
 	}
@@ -142,6 +142,13 @@ func valueProblem(name string, s *jsonschema.Schema, v any) string {
 	if s == nil {
 		return ""
 	}
+	if len(s.AnyOf) > 0 { // send_message's to: text, or a list of texts
+		for _, alt := range s.AnyOf {
+			if slices.ContainsFunc(schemaTypes(alt), func(t string) bool { return isType(v, t) }) {
+				return valueProblem(name, alt, v)
+			}
+		}
+	}
 	if types := schemaTypes(s); len(types) > 0 && !slices.ContainsFunc(types, func(t string) bool { return isType(v, t) }) {
 		return fmt.Sprintf("%s must be %s, got %s", name, typeWords(types), describe(v))
 	}
@@ -206,9 +213,18 @@ func isScalar(v any) bool {
 	return false
 }
 
+// schemaTypes are the types s takes: its type, or those of the schemas
+// of its anyOf.
 func schemaTypes(s *jsonschema.Schema) []string {
-	if s.Type != "" {
+	switch {
+	case s.Type != "":
 		return []string{s.Type}
+	case len(s.AnyOf) > 0:
+		var types []string
+		for _, alt := range s.AnyOf {
+			types = append(types, schemaTypes(alt)...)
+		}
+		return types
 	}
 	return s.Types
 }

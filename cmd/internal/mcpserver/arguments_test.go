@@ -14,7 +14,7 @@ import (
 // sentence with the bound they broke, quoted back at most echoLimit
 // characters long; nothing reaches the daemon.
 func TestArgumentSentences(t *testing.T) {
-	m := newMCPServer(&sessionLink{}, "test", slog.New(slog.DiscardHandler))
+	m := newMCPServer(&sessionLink{}, "test", ToolsClaudemesh, slog.New(slog.DiscardHandler))
 	long := strings.Repeat("x", 40_000)
 	for _, c := range []struct {
 		tool string
@@ -40,7 +40,7 @@ func TestArgumentSentences(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.tool, err)
 		}
-		got := text(res)
+		got := resultText(res)
 		if !res.IsError || !strings.HasPrefix(got, "invalid arguments: "+c.want) || len(got) > 600 {
 			t.Errorf("%s(%.100s): %.300q, want %q", c.tool, raw, got, c.want)
 		}
@@ -67,28 +67,31 @@ func TestClipEchoes(t *testing.T) {
 	}
 }
 
-// TestToolsDescribed: every tool has its behaviour hints, and its input
-// and output schemas name one type per value (no ["null", T]), say what
-// every property is, and the result of no call carries a null array.
+// TestToolsDescribed: every tool of every tool set has its behaviour
+// hints, and its input and output schemas name one type per value (no
+// ["null", T]), say what every property is, and the result of no call
+// carries a null array.
 func TestToolsDescribed(t *testing.T) {
-	m := newMCPServer(&sessionLink{}, "test", slog.New(slog.DiscardHandler))
-	cs := connectInMemory(t, m.srv)
 	listed := map[string]bool{}
-	for tool, err := range cs.Tools(t.Context(), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		listed[tool.Name] = true
-		if a := tool.Annotations; a == nil || a.DestructiveHint == nil || a.OpenWorldHint == nil {
-			t.Errorf("%s: annotations %+v, want every hint set (toolAnnotations)", tool.Name, a)
-		}
-		for what, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
-			b, _ := json.Marshal(schema)
-			var s jsonschema.Schema
-			if err := json.Unmarshal(b, &s); err != nil {
-				t.Fatalf("%s %s schema: %v", tool.Name, what, err)
+	for _, set := range ToolSetNames() {
+		m := newMCPServer(&sessionLink{}, "test", ToolSet(set), slog.New(slog.DiscardHandler))
+		cs := connectInMemory(t, m.srv)
+		for tool, err := range cs.Tools(t.Context(), nil) {
+			if err != nil {
+				t.Fatal(err)
 			}
-			checkSchema(t, tool.Name+" "+what, &s)
+			listed[tool.Name] = true
+			if a := tool.Annotations; a == nil || a.DestructiveHint == nil || a.OpenWorldHint == nil {
+				t.Errorf("%s %s: annotations %+v, want every hint set (toolAnnotations)", set, tool.Name, a)
+			}
+			for what, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+				b, _ := json.Marshal(schema)
+				var s jsonschema.Schema
+				if err := json.Unmarshal(b, &s); err != nil {
+					t.Fatalf("%s %s schema: %v", tool.Name, what, err)
+				}
+				checkSchema(t, set+" "+tool.Name+" "+what, &s)
+			}
 		}
 	}
 	for name := range toolAnnotations {

@@ -452,6 +452,9 @@ func resultLine(id jsonrpc.ID, res *mcp.CallToolResult) ([]byte, error) {
 	}
 	b.Truncate(b.Len() - 1) // Encode's newline
 	b.WriteString(`,"result":`)
+	if line, ok := appendToolResult(b.Bytes(), res); ok { // result_json.go
+		return append(line, '}'), nil
+	}
 	if err := enc.Encode(res); err != nil {
 		return nil, err
 	}

@@ -103,12 +103,16 @@
 //     what the server offers: TestInstructionsNameEveryTool fails until
 //     it is there; and its behaviour hints in toolAnnotations
 //     (annotations.go): TestToolsDescribed fails until they are there,
-//     and on a property without a description.
+//     and on a property without a description. A tool of the Agent Mail
+//     set (`--tools agent-mail`, toolsets.go: Agent Mail's names and
+//     argument shapes mapped onto these tools, in agentmail*.go) is named
+//     in agentMailInstructions, and one whose name only that set has
+//     carries its hints itself.
 //  6. Its test in integration/mcp_<feature>_test.go, which calls it
 //     through the built binary against a real daemon (and broker);
 //     TestMCPTools checks that it and its arguments are described. Its
 //     entry in TOOLS (integration/mcp-client/mcp.test.mjs), the
-//     arguments the TypeScript SDK's client calls it with: that test
-//     fails on a tool without one. The tool table in docs/AGENTS.md
-//     lists it.
+//     arguments the TypeScript SDK's client calls it with (AGENT_MAIL_TOOLS
+//     for the Agent Mail set's): that test fails on a tool without one.
+//     The tool table in docs/AGENTS.md lists it.
 package mcpserver

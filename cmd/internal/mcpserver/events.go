@@ -247,6 +247,7 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if it.AckRequired {
 		meta["ack_required"] = "true"
 	}
+	m.upstreamMeta(meta, it) // upstream.go
 	if err := m.out.notify(ctx, channelMethod, &channelParams{Content: bodyText(it), Meta: meta}); err != nil {
 		m.log.Warn("mcp_channel_notification_failed", "message_id", it.ID, "err", err)
 		return // it stays unread: check_messages, and the next server of this session, show it

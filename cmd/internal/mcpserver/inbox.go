@@ -135,10 +135,14 @@ func topicLabel(topic string) string {
 	return "#" + topic
 }
 
-func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ listPeersIn) (*mcp.CallToolResult, *listPeersOut, error) {
+func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, in peersIn) (*mcp.CallToolResult, *listPeersOut, error) {
 	s, err := m.link.get(ctx)
 	if err != nil {
 		return nil, nil, m.toolError(nil, err)
+	}
+	reg, _ := s.Info()
+	if err := onMesh(in.MeshSlug, reg.Mesh); err != nil { // upstream.go
+		return nil, nil, err
 	}
 	peers, err := m.peers.get(ctx, s, true)
 	if err != nil {

@@ -70,14 +70,18 @@ type (
 	}
 )
 
-func (m *mcpServer) addReservationTools() {
-	patterns := func(p map[string]*jsonschema.Schema, required bool) {
-		p["patterns"].MaxItems = jsonschema.Ptr(messages.MaxReservePatterns)
-		if required {
-			p["patterns"].MinItems = jsonschema.Ptr(1)
-		}
-		p["patterns"].Items = &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(pathglob.MaxPatternBytes)}
+// reservationPaths bounds a list of reservation patterns (required: at
+// least one).
+func reservationPaths(s *jsonschema.Schema, required bool) {
+	s.MaxItems = jsonschema.Ptr(messages.MaxReservePatterns)
+	if required {
+		s.MinItems = jsonschema.Ptr(1)
 	}
+	s.Items = &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(pathglob.MaxPatternBytes)}
+}
+
+func (m *mcpServer) addReservationTools() {
+	patterns := func(p map[string]*jsonschema.Schema, required bool) { reservationPaths(p["patterns"], required) }
 	addTool(m.tools, &mcp.Tool{Name: "reserve_files", Title: "Reserve files",
 		Description: "Reserve files of this git repository before editing them, by pattern (src/**, docs/*.md), so that other agents of " +
 			"the mesh — on this machine or others, in any clone — do not edit them meanwhile: exclusive (the default) or shared. All the " +

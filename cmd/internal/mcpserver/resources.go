@@ -108,7 +108,7 @@ func (m *mcpServer) readResource(ctx context.Context, req *mcp.ReadResourceReque
 	case kindThread:
 		_, out, err = m.getThread(ctx, nil, getThreadIn{ThreadID: thread})
 	case kindPeers:
-		_, out, err = m.listPeers(ctx, nil, listPeersIn{})
+		_, out, err = m.listPeers(ctx, nil, peersIn{})
 	case kindReservations:
 		_, out, err = m.listReservations(ctx, nil, reservationsIn{})
 	default:

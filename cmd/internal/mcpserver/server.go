@@ -31,16 +31,19 @@ const (
 // mcpInstructions tell the agent what the server is for, naming every tool
 // it registers (TestInstructionsNameEveryTool holds the two together).
 const mcpInstructions = `claudemesh connects this session to a mesh of other agents (peers). ` +
-	`Use list_peers to see who is online, send_message to message a peer by display name, a #topic, an @group or * (everyone), ` +
-	`check_messages to read what peers sent you, and set_status to tell peers whether you are idle, working or not to be disturbed. ` +
+	`Use list_peers to see who is online (whois for one peer's profile), send_message to message a peer by display name, a #topic, ` +
+	`an @group or * (everyone), or a list of them, check_messages to read what peers sent you (fetch_inbox lists without marking ` +
+	`read; mark_read marks), reply_message to answer a message in its thread, and set_status to tell peers whether you are idle, ` +
+	`working or not to be disturbed (set_summary for what you are doing). health_check says whether messaging works. ` +
 	`Messages that arrive while you work are pushed to you as they come. ` +
 	`The mesh also shares topics (topic_list, topic_create, topic_join, topic_leave, topic_members, topic_history), ` +
 	`small JSON state every agent can read and set ` +
 	`(state_get, state_set with if_version for a safe update, state_list), a searchable memory (remember, recall, forget), ` +
-	`skills, named instructions any agent can fetch (skill_list, skill_get), ` +
+	`skills, named instructions any agent can fetch (skill_list, skill_get, skill_publish), ` +
 	`and locks: claim a file before editing it when other agents may edit it too (lock_acquire, lock_release, lock_list). ` +
 	`Reserve the files you are about to edit by pattern so that no other agent edits them meanwhile (reserve_files, release_files, ` +
-	`list_reservations); start_session does it, and returns your unread messages, in one call: call it first. ` +
+	`list_reservations; guard_install adds the commit guard that enforces them); start_session does it, and returns your unread ` +
+	`messages, in one call: call it first. ` +
 	`Messages may carry a subject, a thread, an importance and ask for an acknowledgement (send_message's fields): ` +
 	`read a conversation with get_thread, search what you received with search_messages, acknowledge a message with ` +
 	`acknowledge_message (list_unacknowledged lists those asking you; list_awaiting_acks yours still waiting), and choose who ` +
@@ -48,10 +51,13 @@ const mcpInstructions = `claudemesh connects this session to a mesh of other age
 
 // MCP is `claudemesh mcp`: the mesh the session joins ("": CLAUDEMESH_MESH,
 // else the daemon's default, ChooseMesh), the display name peers see ("":
-// CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>), the server's version,
-// and the claudemesh binary that starts the daemon when none answers.
+// CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>), the tools it serves
+// ("": claudemesh's own), the server's version, and the claudemesh binary
+// that starts the daemon when none answers and installs the commit guard
+// ("": this one).
 type MCP struct {
 	Mesh, Name string
+	Tools      ToolSet
 	Version    string
 	Claudemesh string
 }
@@ -60,6 +66,10 @@ type MCP struct {
 // signal ends it. Only the protocol goes to stdout; diagnostics go to
 // stderr.
 func (c *MCP) Serve(paths config.Paths) error {
+	tools, err := ParseToolSet(string(c.Tools))
+	if err != nil {
+		return err
+	}
 	gctune.Set(mcpGCPercent, mcpGCMemoryLimit)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -83,8 +93,9 @@ func (c *MCP) Serve(paths config.Paths) error {
 				"session_pubkey", pubkey, "owned", s.owned)
 		}
 	}()
-	m := newMCPServer(link, c.Version, log)
-	err := m.serve(ctx)
+	m := newMCPServer(link, c.Version, tools, log)
+	m.claudemesh = c.Claudemesh
+	err = m.serve(ctx)
 	<-link.warm // a session registered meanwhile is ended below
 	if s := link.current(); s != nil {
 		if derr := s.End(); derr != nil {
@@ -224,6 +235,8 @@ type mcpServer struct {
 	topics topicNames    // the names of live topic messages' topics
 	subs   subscriptions // the resources the client subscribed to
 	shown  shownSet      // the messages a tool's result showed, which no push repeats
+	// claudemesh is the binary guard_install runs ("": this one).
+	claudemesh string
 
 	readyOnce sync.Once
 	ready     chan struct{} // closed once the client has initialised
@@ -231,10 +244,12 @@ type mcpServer struct {
 	ss        *mcp.ServerSession
 }
 
-func newMCPServer(link *sessionLink, version string, log *slog.Logger) *mcpServer {
+// newMCPServer is the server of the tool set set (toolSetTable).
+func newMCPServer(link *sessionLink, version string, set ToolSet, log *slog.Logger) *mcpServer {
 	m := &mcpServer{link: link, log: log, ready: make(chan struct{})}
+	tools := toolSetTable[set]
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "claudemesh", Title: "claudemesh", Version: version}, &mcp.ServerOptions{
-		Instructions: mcpInstructions,
+		Instructions: tools.instructions,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Capabilities: &mcp.ServerCapabilities{
 			//lint:ignore SA1019 logging notifications stay until every client reads channels; the protocol keeps them through 2027
@@ -245,7 +260,7 @@ func newMCPServer(link *sessionLink, version string, log *slog.Logger) *mcpServe
 		UnsubscribeHandler: m.unsubscribe,
 	})
 	m.tools = &toolSet{srv: m.srv, handlers: map[string]mcp.ToolHandler{}}
-	m.addTools()
+	tools.add(m)
 	m.addResources() // resources.go
 	m.srv.AddReceivingMiddleware(m.noteReady)
 	m.out = &rawTransport{inner: stdioTransport(newDirectCalls(m.tools.handlers, m.protocolVersion))}

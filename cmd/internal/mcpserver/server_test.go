@@ -18,9 +18,15 @@ var toolLikeName = regexp.MustCompile(`\b[a-z]+(?:_[a-z]+)+\b`)
 // the handshake name every tool the server lists, and every tool-like
 // name in them is a tool it lists or an argument of one (state_set's
 // if_version), so that neither a new tool nor a renamed one goes
-// unmentioned.
+// unmentioned; for every tool set.
 func TestInstructionsNameEveryTool(t *testing.T) {
-	cs := connectInMemory(t, newMCPServer(&sessionLink{}, "test", slog.New(slog.DiscardHandler)).srv)
+	for _, set := range ToolSetNames() {
+		t.Run(set, func(t *testing.T) { checkInstructions(t, ToolSet(set)) })
+	}
+}
+
+func checkInstructions(t *testing.T, set ToolSet) {
+	cs := connectInMemory(t, newMCPServer(&sessionLink{}, "test", set, slog.New(slog.DiscardHandler)).srv)
 	instructions := cs.InitializeResult().Instructions
 	tools, arguments := map[string]bool{}, map[string]bool{}
 	for tool, err := range cs.Tools(t.Context(), nil) {

@@ -14,8 +14,7 @@ import (
 )
 
 // The skill tools: the mesh's skills (named instructions) through the
-// daemon, as the session. Publishing is the CLI's (claudemesh skill
-// publish).
+// daemon, as the session; skill_publish (skill_publish.go) publishes one.
 type (
 	skillListIn struct {
 		Query string `json:"query,omitempty" jsonschema:"Text the skill's name or description must contain (any case); omit it to list them all."`

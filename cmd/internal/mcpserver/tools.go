@@ -20,15 +20,15 @@ import (
 // reads about each argument.
 type (
 	sendMessageIn struct {
-		To              string `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh."`
-		Message         string `json:"message" jsonschema:"The text to send, at most 32 KiB."`
-		Priority        string `json:"priority,omitempty" jsonschema:"How urgent it is. now: pushed at once, even to a recipient that is working or set dnd (it interrupts). next (the default): pushed at once to an idle recipient; while the recipient is working or dnd the broker holds it until its turn ends, though its check_messages shows it at once. low: as next, for what can wait."`
-		ReplyToID       string `json:"reply_to_id,omitempty" jsonschema:"The message this answers (its client_message_id, or its id as check_messages shows it): the reply joins that message's thread, and the recipient sees what it answers."`
-		ClientMessageID string `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
-		Subject         string `json:"subject,omitempty" jsonschema:"A subject line, at most 200 bytes (sealed with a direct message like its text)."`
-		ThreadID        string `json:"thread_id,omitempty" jsonschema:"The thread this message belongs to (get_thread reads it). Default: the thread of the message reply_to_id names; else the message starts a thread of its own, named by its client_message_id."`
-		Importance      string `json:"importance,omitempty" jsonschema:"normal (the default), high or urgent: the recipient can pick out the important ones."`
-		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"Ask the recipient to acknowledge the message (acknowledge_message); list_awaiting_acks shows what is still unacknowledged."`
+		To              recipients `json:"to" jsonschema:"Who gets the message: a peer's display name as list_peers shows it, a peer's 64-hex pubkey or a unique prefix of it (at least 8 hex digits), #topic for everyone following a topic, @group for a group, or * for every peer on the mesh; or a list of them, each sent its own message."`
+		Message         string     `json:"message" jsonschema:"The text to send, at most 32 KiB."`
+		Priority        string     `json:"priority,omitempty" jsonschema:"How urgent it is. now: pushed at once, even to a recipient that is working or set dnd (it interrupts). next (the default): pushed at once to an idle recipient; while the recipient is working or dnd the broker holds it until its turn ends, though its check_messages shows it at once. low: as next, for what can wait."`
+		ReplyToID       string     `json:"reply_to_id,omitempty" jsonschema:"The message this answers (its client_message_id, or its id as check_messages shows it): the reply joins that message's thread, and the recipient sees what it answers."`
+		ClientMessageID string     `json:"client_message_id,omitempty" jsonschema:"Idempotency key. Omit it and a fresh one is made and returned; to retry a send whose outcome you did not see, call again with the id it returned and the same arguments: it is never delivered twice."`
+		Subject         string     `json:"subject,omitempty" jsonschema:"A subject line, at most 200 bytes (sealed with a direct message like its text)."`
+		ThreadID        string     `json:"thread_id,omitempty" jsonschema:"The thread this message belongs to (get_thread reads it). Default: the thread of the message reply_to_id names; else the message starts a thread of its own, named by its client_message_id."`
+		Importance      string     `json:"importance,omitempty" jsonschema:"normal (the default), high or urgent: the recipient can pick out the important ones."`
+		AckRequired     bool       `json:"ack_required,omitempty" jsonschema:"Ask the recipient to acknowledge the message (acknowledge_message); list_awaiting_acks shows what is still unacknowledged."`
 	}
 	sendMessageOut struct {
 		ClientMessageID string `json:"client_message_id" jsonschema:"The message's idempotency key."`
@@ -39,6 +39,8 @@ type (
 		RecipientOnline *bool  `json:"recipient_online,omitempty" jsonschema:"For a direct message: whether the recipient is online now."`
 		RecipientStatus string `json:"recipient_status,omitempty" jsonschema:"For a direct message to a busy recipient: working or dnd, as its last status said."`
 		HeldUntilIdle   bool   `json:"held_until_idle,omitempty" jsonschema:"The recipient is busy and the priority is not now: the message waits until its turn ends (unless it checks its messages first)."`
+		// Recipients is a list to's: one message per recipient (send_many.go).
+		Recipients []recipientOut `json:"recipients,omitempty" jsonschema:"When to is a list: each recipient's message, under its own client_message_id."`
 	}
 	checkMessagesIn struct {
 		Limit int `json:"limit,omitempty" jsonschema:"At most this many messages, 1-100 (default 20); call again for the rest."`
@@ -64,7 +66,10 @@ type (
 		AckRequired     bool   `json:"ack_required,omitempty" jsonschema:"The sender asks you to acknowledge it (acknowledge_message with its id)."`
 		Acked           bool   `json:"acked,omitempty" jsonschema:"You acknowledged it."`
 	}
-	listPeersIn  struct{}
+	listPeersIn struct{}
+	peersIn     struct {
+		MeshSlug string `json:"mesh_slug,omitempty" jsonschema:"Only this mesh's peers (upstream claudemesh's argument). A session is on one mesh: give its slug, as list_peers' mesh shows it, or omit it."`
+	}
 	listPeersOut struct {
 		Mesh     string       `json:"mesh" jsonschema:"The mesh you are on."`
 		You      string       `json:"you" jsonschema:"Your own display name."`
@@ -114,7 +119,7 @@ func schemaOf[T any](tweak func(props map[string]*jsonschema.Schema)) *jsonschem
 // sendMessageSchema is send_message's input schema.
 func sendMessageSchema() *jsonschema.Schema {
 	return schemaOf[sendMessageIn](func(p map[string]*jsonschema.Schema) {
-		p["to"].MinLength = jsonschema.Ptr(1)
+		p["to"] = recipientsSchema(p["to"].Description)
 		p["message"].MinLength = jsonschema.Ptr(1)
 		p["message"].MaxLength = jsonschema.Ptr(messages.MaxMessageBytes)
 		p["priority"].Enum = []any{"now", "next", "low"}
@@ -153,7 +158,7 @@ func (m *mcpServer) addTools() {
 		Title: "List peers",
 		Description: "List the agents on your mesh: display name, pubkey, status and summary, and which one is you; and, apart, the machines " +
 			"(each one's claudemesh daemon, not an agent). Use the names with send_message.",
-		InputSchema: schemaOf[listPeersIn](nil),
+		InputSchema: schemaOf[peersIn](nil),
 	}, m.listPeers)
 	addTool(m.tools, &mcp.Tool{
 		Name:  "set_status",
@@ -174,6 +179,11 @@ func (m *mcpServer) addTools() {
 
 	m.addReservationTools() // reservations.go
 	m.addMailTools()        // mail.go
+	m.addInboxTools()       // fetch.go, reply.go
+	m.addPeerTools()        // whois.go
+	m.addUpstreamTools()    // upstream.go
+	m.addSkillPublishTool() // skill_publish.go
+	m.addGuardInstallTool() // guard.go
 }
 
 // isDirect reports whether to names a peer (display name, pubkey or
@@ -183,14 +193,30 @@ func isDirect(to string) bool {
 }
 
 func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in sendMessageIn) (*mcp.CallToolResult, *sendMessageOut, error) {
-	to := strings.TrimSpace(in.To)
+	if in.To.list {
+		return m.sendToEach(ctx, in) // send_many.go
+	}
+	s, req, out, err := m.prepareSend(ctx, in, in.To.first(), in.ClientMessageID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.deliverSend(ctx, s, req, out, in.ClientMessageID == ""); err != nil {
+		return nil, nil, err
+	}
+	return textResult(sendSummary(out)), out, nil
+}
+
+// prepareSend checks a send of in to one recipient, to, under the
+// client_message_id cid ("": a fresh one), and resolves a peer's name:
+// the session, the request and the result to fill. Nothing is sent.
+func (m *mcpServer) prepareSend(ctx context.Context, in sendMessageIn, to, cid string) (*Session, *messages.SendRequest, *sendMessageOut, error) {
+	to = strings.TrimSpace(to)
 	if to == "" {
-		return nil, nil, errors.New("`to` is empty; nothing was sent: name a peer (list_peers shows them), a #topic, an @group or *")
+		return nil, nil, nil, errors.New("`to` is empty; nothing was sent: name a peer (list_peers shows them), a #topic, an @group or *")
 	}
 	if strings.TrimSpace(in.Message) == "" {
-		return nil, nil, errors.New("`message` is empty; nothing was sent: give the text to send")
+		return nil, nil, nil, errors.New("`message` is empty; nothing was sent: give the text to send")
 	}
-	cid := in.ClientMessageID
 	if cid == "" {
 		cid = ulid.Make().String()
 	}
@@ -201,30 +227,37 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 		req.To = "*" // checked below, once resolved
 	}
 	if _, err := req.Validate(); err != nil {
-		return nil, nil, argumentError(err)
+		return nil, nil, nil, argumentError(err)
 	}
 	s, err := m.link.get(ctx)
 	if err != nil {
-		return nil, nil, m.toolError(nil, err)
+		return nil, nil, nil, m.toolError(nil, err)
 	}
 	reg, _ := s.Info()
 	out := &sendMessageOut{ClientMessageID: cid, To: to, ResolvedTo: to}
 	if isDirect(to) {
 		if err := m.resolve(ctx, s, reg.Mesh, out); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	req.To = out.ResolvedTo
+	return s, req, out, nil
+}
+
+// deliverSend sends req as s and records its status in out; minted says
+// that the agent did not give the client_message_id (a failure must name
+// it, for the retry).
+func (m *mcpServer) deliverSend(ctx context.Context, s *Session, req *messages.SendRequest, out *sendMessageOut, minted bool) error {
 	res, err := s.as().Send(ctx, req, "")
 	if err != nil && transient(err) && !errors.Is(err, ipc.ErrNoAnswer) { // a daemon that did not answer would keep the agent waiting again
 		res, err = s.as().Send(ctx, req, "") // the same client_message_id: never twice
 	}
-	if err != nil && transient(err) && in.ClientMessageID == "" {
+	if err != nil && transient(err) && minted {
 		// Whether it was taken is unknown, under an id the agent never saw.
-		return nil, nil, fmt.Errorf("%v — this message's client_message_id is %s: pass it when you call again", m.toolError(s, err), cid)
+		return fmt.Errorf("%v — this message's client_message_id is %s: pass it when you call again", m.toolError(s, err), req.ClientMessageID)
 	}
 	if err != nil {
-		return nil, nil, m.toolError(s, err)
+		return m.toolError(s, err)
 	}
 	switch {
 	case res.Duplicate != nil:
@@ -232,7 +265,7 @@ func (m *mcpServer) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in 
 	case res.Accepted != nil:
 		out.Status, out.RecipientStatus, out.HeldUntilIdle = res.Accepted.Status, res.Accepted.RecipientStatus, res.Accepted.HeldUntilIdle
 	}
-	return textResult(sendSummary(out)), out, nil
+	return nil
 }
 
 // resolve turns out.To, a display name, pubkey or prefix, into the peer's
