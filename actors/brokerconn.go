@@ -97,6 +97,12 @@ type BrokerConn struct {
 	// revoked says the broker refused the member key as revoked (reported
 	// once until a hello succeeds again).
 	revoked bool
+	// refused is a session's hello the broker refused for good (its name
+	// is another member's): the connection stops dialling.
+	refused error
+	// awaiting are the askers of *AwaitLink until the first dial's end.
+	awaiting []*actor.PID
+	dialled  bool // a dial has ended, connected or not
 }
 
 // Broker connection messages.
@@ -143,6 +149,16 @@ func newBrokerConn(cfg MeshConfig, store, dispatcher, inbox *actor.PID, m *metri
 	}
 }
 
+// AwaitLink asks a connection for the end of its first dial; the reply is
+// *LinkAwaited. Registering a session waits for it, so that a name the
+// broker refuses is refused to the caller instead of retried.
+type AwaitLink struct{}
+
+// LinkAwaited says how a connection's first dial ended: Err is the
+// refusal of a session's hello that the connection will not retry (409
+// display_name_taken); nil when it connected or will retry.
+type LinkAwaited struct{ Err error }
+
 // endHolds asks a session's connection to release what it holds as the
 // session ends (Tree.Detach asks it before the subtree stops); the reply
 // is *endedHolds, once the releases are queued before the connection's
@@ -175,6 +191,12 @@ func (b *BrokerConn) Receive(ctx actor.Context) {
 		b.ended(ctx, m)
 	case *messages.MeshStatus:
 		ctx.Respond(b.status())
+	case *AwaitLink:
+		if b.dialled {
+			ctx.Respond(&LinkAwaited{Err: b.refused})
+		} else {
+			b.awaiting = append(b.awaiting, ctx.Sender())
+		}
 	case *endHolds:
 		b.relays.each(ctx, atEnd)
 		ctx.Respond(&endedHolds{})
@@ -216,6 +238,7 @@ func (b *BrokerConn) dial(ctx actor.Context) {
 }
 
 func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
+	defer b.dialEnded(ctx)
 	var neg *wsclient.NegotiationError
 	switch {
 	case errors.As(m.err, &neg):
@@ -228,6 +251,12 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		return
 	case m.err != nil:
 		var hello *wsclient.HelloError
+		if errors.As(m.err, &hello) && hello.Code == messages.CodeDisplayNameTaken && b.cfg.Session != nil {
+			b.refused = &messages.Error{Status: http.StatusConflict, Code: messages.CodeDisplayNameTaken,
+				Detail: fmt.Sprintf("the broker of mesh %s refused the session's name: %s", b.cfg.Slug, hello.Message)}
+			b.log.Error("session_name_refused", "detail", hello.Message)
+			return
+		}
 		if errors.As(m.err, &hello) && hello.Code == "revoked" && !b.revoked {
 			b.revoked = true
 			b.cfg.Features.SetRevoked(b.cfg.Slug, true)
@@ -328,6 +357,15 @@ func (b *BrokerConn) frame(ctx actor.Context, f any) {
 			take(ctx, f)
 		}
 	}
+}
+
+// dialEnded answers the askers of *AwaitLink once the first dial ends.
+func (b *BrokerConn) dialEnded(ctx actor.Context) {
+	b.dialled = true
+	for _, who := range b.awaiting {
+		ctx.Send(who, &LinkAwaited{Err: b.refused})
+	}
+	b.awaiting = nil
 }
 
 // event persists and publishes an event about the connection (the store

@@ -140,6 +140,14 @@ func (t *Tree) Attach(cfg MeshConfig) (MeshPIDs, error) {
 	return pids, nil
 }
 
+// Conn is the broker connection of the mesh (or session route) slug, nil
+// when none is attached.
+func (t *Tree) Conn(slug string) *actor.PID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.Meshes[slug].Conn
+}
+
 // Detach stops the subtree of a mesh that left config.json, and returns
 // its rows that were in flight to pending (the store forgets its
 // dispatcher). Its rows stay in the outbox for a later join.

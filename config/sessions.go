@@ -235,7 +235,7 @@ func (p Paths) SessionKey(mesh, id, given string) (string, error) {
 // os.ErrNotExist when there is no such process.
 func ProcessStartTime(pid int) (uint64, error) {
 	fields, err := procStat(pid)
-	if errors.Is(err, errNoProc) {
+	if errors.Is(err, ErrNoProc) {
 		return 0, processExists(pid)
 	}
 	if err != nil {
@@ -253,16 +253,16 @@ func ParentPID(pid int) (int, error) {
 	return strconv.Atoi(fields[1]) // field 4 overall: the 2nd after comm
 }
 
-// errNoProc says the system has no /proc to read a process from.
-var errNoProc = errors.New("no /proc")
+// ErrNoProc says the system has no /proc to read a process from.
+var ErrNoProc = errors.New("no /proc")
 
 // procStat is /proc/<pid>/stat's fields after the process's name:
-// os.ErrNotExist when no such process runs, errNoProc without /proc.
+// os.ErrNotExist when no such process runs, ErrNoProc without /proc.
 func procStat(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
-			return nil, errNoProc
+			return nil, ErrNoProc
 		}
 		return nil, os.ErrNotExist
 	}

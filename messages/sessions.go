@@ -18,6 +18,14 @@ const (
 	CodeSessionNotConnected = "session_not_connected"
 )
 
+// The refusals of a registration (409): the name reads as another
+// member's (the broker's hello error code too), or the session id is a
+// live session's, whose own token alone registers it again.
+const (
+	CodeDisplayNameTaken = "display_name_taken"
+	CodeSessionInUse     = "session_in_use"
+)
+
 // RegisterSession is the body of POST /v1/sessions/register, in the
 // upstream shape. Token is the session's IPC token (64 hex) the agent will
 // present; SessionID is the agent's own session id (Claude Code's session

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 )
 
@@ -17,8 +18,9 @@ const (
 	// of its database.
 	CodeHelloReplayed = "hello_replayed"
 	// CodeDisplayNameTaken: a session_hello's displayName reads the same as
-	// the name of another member of the mesh (messages.NameKey).
-	CodeDisplayNameTaken = "display_name_taken"
+	// the name of another member of the mesh, or of another member's
+	// session (messages.NameKey).
+	CodeDisplayNameTaken = messages.CodeDisplayNameTaken
 	// CodeUnavailable: the broker could not check the hello (its database
 	// failed); the client retries.
 	CodeUnavailable = "unavailable"

@@ -76,7 +76,7 @@ func (s *sessions) List() []messages.SessionInfo {
 
 // Register implements ipcserver.Sessions. The request is validated and names an
 // attached membership.
-func (s *sessions) Register(_ context.Context, req *messages.RegisterSession) (*messages.SessionRegistered, error) {
+func (s *sessions) Register(ctx context.Context, req *messages.RegisterSession) (*messages.SessionRegistered, error) {
 	start, err := config.ProcessStartTime(req.PID)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, &messages.Error{Status: http.StatusBadRequest, Code: "invalid_session",
@@ -101,6 +101,10 @@ func (s *sessions) Register(_ context.Context, req *messages.RegisterSession) (*
 	if s.closed {
 		return nil, errStopping
 	}
+	if err := s.inUse(ctx, rec); err != nil {
+		return nil, err
+	}
+	_, statErr := os.Stat(s.d.opts.Paths.SessionKeyFile(req.Mesh, req.SessionID))
 	secret, err := s.d.opts.Paths.SessionKey(req.Mesh, req.SessionID, given)
 	if errors.Is(err, config.ErrSessionKeyMismatch) {
 		return nil, &messages.Error{Status: http.StatusConflict, Code: "session_key_mismatch",
@@ -113,8 +117,80 @@ func (s *sessions) Register(_ context.Context, req *messages.RegisterSession) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := s.awaitHello(sess); err != nil {
+		if errors.Is(statErr, os.ErrNotExist) { // minted for this registration, which stores nothing
+			_ = os.Remove(s.d.opts.Paths.SessionKeyFile(req.Mesh, req.SessionID))
+		}
+		return nil, err
+	}
 	return &messages.SessionRegistered{OK: true, RegisteredAt: rec.RegisteredAt, PresenceAccepted: given != "",
 		SessionPubkey: sess.Info.Presence.SessionPubkey}, nil
+}
+
+// inUse refuses the registration of a session id a live session holds
+// under another token: only its own token registers it again, its own
+// process or one of that process's descendants (an agent's MCP server
+// after its hook registered the session; the caller's pid as the socket's
+// peer), or anyone once its process is gone. Under mu.
+func (s *sessions) inUse(ctx context.Context, rec config.SessionRecord) error {
+	route := ipcserver.RouteOf(rec.Mesh, rec.SessionID)
+	for tok, old := range s.records {
+		if tok != rec.Token && ipcserver.RouteOf(old.Mesh, old.SessionID) == route && alive(old) && !continues(ctx, rec, old) {
+			return &messages.Error{Status: http.StatusConflict, Code: messages.CodeSessionInUse,
+				Detail: fmt.Sprintf("session %s is registered and its process (pid %d) runs: register again with its own token, "+
+					"or with a new session_id", rec.SessionID, old.PID)}
+		}
+	}
+	return nil
+}
+
+// continues reports whether the caller registering rec is old's process
+// or runs below it: its pid, as the socket's peer, is rec's and descends
+// from old's. Where the system keeps no process tree to read (no /proc)
+// it is taken to.
+func continues(ctx context.Context, rec, old config.SessionRecord) bool {
+	caller, ok := ipcserver.PeerPID(ctx)
+	if !ok || caller != rec.PID {
+		return false
+	}
+	for pid, depth := caller, 0; depth < 64; depth++ {
+		if pid == old.PID {
+			return true
+		}
+		parent, err := config.ParentPID(pid)
+		if errors.Is(err, config.ErrNoProc) {
+			return true
+		}
+		if err != nil || parent <= 1 {
+			return false
+		}
+		pid = parent
+	}
+	return false
+}
+
+// helloWait bounds how long a registration waits for its session's first
+// hello: a broker out of reach is not waited for longer (the session
+// retries, and is served meanwhile).
+const helloWait = 3 * time.Second
+
+// awaitHello waits for the first hello of a new session's connection and
+// undoes the registration when the broker refused it for good (its name
+// is another member's). Under mu.
+func (s *sessions) awaitHello(sess *ipcserver.Session) error {
+	conn := s.d.tree.Conn(sess.Route)
+	if conn == nil {
+		return nil
+	}
+	res, err := s.d.tree.System.Root.RequestFuture(conn, &actors.AwaitLink{}, helloWait).Result()
+	awaited, ok := res.(*actors.LinkAwaited)
+	if err != nil || !ok || awaited.Err == nil {
+		return nil
+	}
+	if _, err := s.drop(sess.Token, "refused"); err != nil {
+		s.d.log.Warn("session_refused_cleanup", "err", err)
+	}
+	return awaited.Err
 }
 
 // attach records rec (replacing any session with its token or its route),
