@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/gitrepo"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -39,7 +40,7 @@ func (c *guardCheckCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	repo, err := mcpserver.RepoID(dir)
+	repo, err := gitrepo.ID(context.Background(), dir)
 	if err != nil { // no commit yet: nothing can be reserved in it
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/gitrepo"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
@@ -38,7 +39,7 @@ func (s *lockScope) repo() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	id, err := mcpserver.RepoID(dir)
+	id, err := gitrepo.ID(context.Background(), dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: name the repository with --repo ID, or leave --repo out for a mesh-wide lock", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/gitrepo"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/mcpserver"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
@@ -43,7 +44,7 @@ func (f *repoFlags) repoID() (string, error) {
 			return "", err
 		}
 	}
-	id, err := mcpserver.RepoID(dir)
+	id, err := gitrepo.ID(context.Background(), dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: run it inside the repository, or name a directory of it with --repo DIR", err)
 	}

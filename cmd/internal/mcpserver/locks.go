@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/claudemesh/claudemesh-go/cmd/internal/gitrepo"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
@@ -58,7 +59,7 @@ var repoOnce = sync.OnceValue(func() string {
 	if err != nil {
 		return ""
 	}
-	id, _ := RepoID(dir)
+	id, _ := gitrepo.ID(context.Background(), dir)
 	return id
 })
 
