@@ -59,6 +59,10 @@ type Options struct {
 	// ReapInterval is how often sessions whose process is gone are
 	// dropped (0: DefaultReapInterval).
 	ReapInterval time.Duration
+	// KeySweepInterval is how often the key files of sessions that ended
+	// long ago are removed, besides at the start (0:
+	// DefaultKeySweepInterval).
+	KeySweepInterval time.Duration
 	// BrokerLiveness is how long a silent broker connection is kept before
 	// it is dropped and dialled again (0: the protocol's 75 s). Tests of
 	// silent failures shorten it.
@@ -168,6 +172,8 @@ func Start(opts Options) (_ *Daemon, err error) {
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	d.stopReap = stopReap
 	go d.sessions.reap(reapCtx, cmp.Or(opts.ReapInterval, DefaultReapInterval))
+	d.sessions.sweepKeys(time.Now())
+	go d.sessions.sweepKeysEvery(reapCtx, cmp.Or(opts.KeySweepInterval, DefaultKeySweepInterval))
 	for _, l := range d.listeners {
 		go func() { d.fail(d.server.Serve(l)) }()
 	}

@@ -28,7 +28,8 @@ const DefaultReapInterval = 5 * time.Second
 // connection opens with a session_hello under the session's key, served
 // to requests that carry the session's token. sessions.json keeps the
 // registry across restarts; keys live in their own files
-// (config.Paths.SessionKey), so a session id speaks with one key for good.
+// (config.Paths.SessionKey), so a session id speaks with one key while it
+// comes back within config.SessionKeyRetention of its end (session_keys.go).
 //
 // Lookup reads an immutable map swapped under byMu, so that a request
 // never waits for a registration: writers (register, deregister, the
@@ -123,6 +124,7 @@ func (s *sessions) Register(ctx context.Context, req *messages.RegisterSession) 
 		}
 		return nil, err
 	}
+	s.touchKey(req.Mesh, req.SessionID)
 	return &messages.SessionRegistered{OK: true, RegisteredAt: rec.RegisteredAt, PresenceAccepted: given != "",
 		SessionPubkey: sess.Info.Presence.SessionPubkey}, nil
 }
@@ -342,6 +344,7 @@ func (s *sessions) drop(token, why string) (bool, error) {
 	if derr := s.d.tree.Detach(route); derr != nil {
 		err = errors.Join(err, derr)
 	}
+	s.touchKey(rec.Mesh, rec.SessionID)
 	s.d.log.Info("session_"+why, "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID)
 	return true, err
 }
@@ -438,6 +441,7 @@ func (s *sessions) restore() error {
 		if !alive(rec) {
 			s.d.log.Info("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID, "why", "process gone")
 			s.abandonLocks(rec)
+			s.touchKey(rec.Mesh, rec.SessionID)
 			continue
 		}
 		secret, err := s.d.opts.Paths.SessionKey(rec.Mesh, rec.SessionID, "")
