@@ -165,7 +165,7 @@ func Start(opts Options) (_ *Daemon, err error) {
 		Pressure: d.pressure, Fsync: d.fsync, RotateToken: opts.Paths.RotateLocalToken,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
 		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck,
-		BodyTimeout: opts.BodyTimeout, TCPAddr: d.tcpAddr, Log: d.log})
+		BodyTimeout: opts.BodyTimeout, TCPAddr: d.tcpAddr, WebSignedIn: opts.Paths.WebSignedIn(), Log: d.log})
 	if err := d.sessions.restore(); err != nil {
 		return nil, err
 	}

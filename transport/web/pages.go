@@ -444,7 +444,13 @@ func (v *View) send(w http.ResponseWriter, r *http.Request, s *session) {
 	v.back(w, r, "/outbox", req.ClientMessageID+" "+what+" for "+to, "")
 }
 
+// logout ends the browser's sign-in, in this browser and in every copy of
+// its cookie.
 func (v *View) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	if err := v.in.remove(s.nonce, v.opts.Now()); err != nil {
+		v.refuse(w, http.StatusInternalServerError, "internal", "the sign-out could not be recorded: "+err.Error())
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix + "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode})
 	v.refuse(w, http.StatusOK, "signed_out", "this browser is signed out; `claudemesh web` signs it in again")
