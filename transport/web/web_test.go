@@ -194,3 +194,13 @@ func TestSignOut(t *testing.T) {
 		t.Errorf("the list after the others expired: %s %v; want the one sign-in", b, err)
 	}
 }
+
+// TestCount: counts with their thousands apart.
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 10_003: "10,003", 123_456: "123,456",
+		1_234_567: "1,234,567"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
