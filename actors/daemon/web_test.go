@@ -346,3 +346,62 @@ func TestWebViewInboxPages(t *testing.T) {
 		t.Errorf("the oldest page: newer %q, older %q", last.newer, last.older)
 	}
 }
+
+// TestWebViewSignOut: a browser's sign-out ends its cookie in every copy
+// of it — a page asked with a copy is refused, and an event stream opened
+// with a copy ends — and leaves another browser signed in.
+func TestWebViewSignOut(t *testing.T) {
+	w := startWebDaemon(t)
+	w.login()
+	u, _ := url.Parse(w.base + "/web/")
+	copied := web.CookieName + "=" + w.browser.Jar.Cookies(u)[0].Value
+	other := w.anotherBrowser()
+	withCopy := func(path string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, w.base+path, nil)
+		req.Header.Set("Cookie", copied)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	stream := withCopy("/web/events")
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK || !strings.HasPrefix(stream.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("the event stream with a copy of the cookie: %d %v", stream.StatusCode, stream.Header)
+	}
+	streamEnded := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, stream.Body); streamEnded <- err }()
+
+	_, page, _ := w.do(http.MethodGet, "/web/", nil)
+	csrf := csrfRe.FindStringSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the page:\n%s", page)
+	}
+	if st, body, _ := w.do(http.MethodPost, "/web/logout", url.Values{"csrf": {csrf[1]}}, "Origin", w.base); st != http.StatusOK ||
+		!strings.Contains(body, "signed out") {
+		t.Fatalf("sign out: %d %s", st, body)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(settleWithin):
+		t.Error("the event stream of a copy of the signed-out cookie is still open")
+	}
+	if resp := withCopy("/web/inbox"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a page with a copy of the signed-out cookie: %d, want 401", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+	if st, _, _ := other.do(http.MethodGet, "/web/inbox", nil); st != http.StatusOK {
+		t.Errorf("another browser after the sign-out: %d, want 200", st)
+	}
+}
+
+// anotherBrowser is another browser of w's daemon, signed in.
+func (w *webDaemon) anotherBrowser() *webDaemon {
+	jar, _ := cookiejar.New(nil)
+	other := *w
+	other.browser = &http.Client{Jar: jar, CheckRedirect: w.browser.CheckRedirect}
+	other.login()
+	return &other
+}

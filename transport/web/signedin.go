@@ -22,7 +22,8 @@ type signedIn struct {
 	file string // "": the list lives in memory only
 
 	mu    sync.Mutex
-	until map[string]int64 // nonce → the cookie's expiry, Unix seconds
+	until map[string]int64         // nonce → the cookie's expiry, Unix seconds
+	ended map[string]chan struct{} // nonce → closed when its sign-in ends (its event streams end)
 }
 
 // signedInFile is the file's form.
@@ -35,7 +36,7 @@ type signedInFile struct {
 // so is one that does not parse (every browser signs in again), with the
 // error.
 func loadSignedIn(file string) (*signedIn, error) {
-	s := &signedIn{file: file, until: map[string]int64{}}
+	s := &signedIn{file: file, until: map[string]int64{}, ended: map[string]chan struct{}{}}
 	if file == "" {
 		return s, nil
 	}
@@ -62,6 +63,24 @@ func (s *signedIn) has(nonce string, now time.Time) bool {
 	return ok && now.Unix() < until
 }
 
+// endOf is closed when the sign-in of nonce ends: at once when it is not
+// signed in.
+func (s *signedIn) endOf(nonce string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, in := s.until[nonce]; !in {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	ch, ok := s.ended[nonce]
+	if !ok {
+		ch = make(chan struct{})
+		s.ended[nonce] = ch
+	}
+	return ch
+}
+
 // add lists a sign-in whose cookie expires at until.
 func (s *signedIn) add(nonce string, until int64, now time.Time) error {
 	s.mu.Lock()
@@ -75,12 +94,26 @@ func (s *signedIn) remove(nonce string, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.until, nonce)
+	s.end(nonce)
 	return s.save(now)
+}
+
+// end closes the channel of nonce's end, if one was asked for. Under mu.
+func (s *signedIn) end(nonce string) {
+	if ch, ok := s.ended[nonce]; ok {
+		close(ch)
+		delete(s.ended, nonce)
+	}
 }
 
 // save drops the sign-ins expired at now and writes the list. Under mu.
 func (s *signedIn) save(now time.Time) error {
-	maps.DeleteFunc(s.until, func(_ string, until int64) bool { return now.Unix() >= until })
+	for nonce, until := range s.until {
+		if now.Unix() >= until {
+			delete(s.until, nonce)
+			s.end(nonce)
+		}
+	}
 	if s.file == "" {
 		return nil
 	}
