@@ -171,9 +171,9 @@ func Start(opts Options) (_ *Daemon, err error) {
 	}
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	d.stopReap = stopReap
-	go d.sessions.reap(reapCtx, cmp.Or(opts.ReapInterval, DefaultReapInterval))
+	go every(reapCtx, cmp.Or(opts.ReapInterval, DefaultReapInterval), d.sessions.reap)
 	d.sessions.sweepKeys(time.Now())
-	go d.sessions.sweepKeysEvery(reapCtx, cmp.Or(opts.KeySweepInterval, DefaultKeySweepInterval))
+	go every(reapCtx, cmp.Or(opts.KeySweepInterval, DefaultKeySweepInterval), d.sessions.sweepKeys)
 	for _, l := range d.listeners {
 		go func() { d.fail(d.server.Serve(l)) }()
 	}

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/config"
@@ -23,7 +22,8 @@ type sessionRef struct{ mesh, id string }
 
 // sweepKeys removes the key files of the sessions not registered (nor
 // aliases of one) whose key went unused since before now less
-// config.SessionKeyRetention.
+// config.SessionKeyRetention; the daemon calls it at its start and every
+// KeySweepInterval.
 func (s *sessions) sweepKeys(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -44,20 +44,6 @@ func (s *sessions) sweepKeys(now time.Time) {
 	}
 	if err != nil {
 		s.d.log.Warn("session_key_sweep_failed", "err", err)
-	}
-}
-
-// sweepKeysEvery runs sweepKeys every interval until ctx ends.
-func (s *sessions) sweepKeysEvery(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s.sweepKeys(now)
-		}
 	}
 }
 

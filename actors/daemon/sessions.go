@@ -473,33 +473,38 @@ func alive(rec config.SessionRecord) bool {
 	return start == 0 || rec.StartTime == 0 || start == rec.StartTime
 }
 
-// reap drops, every interval until ctx ends, the sessions whose process is
-// gone. It reads /proc without holding any lock a request needs.
-func (s *sessions) reap(ctx context.Context, interval time.Duration) {
+// reap drops the sessions whose process is gone; the daemon calls it
+// every ReapInterval. It reads /proc without holding any lock a request
+// needs.
+func (s *sessions) reap(time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	var dead []string
+	for tok, rec := range s.records {
+		if !alive(rec) {
+			dead = append(dead, tok)
+		}
+	}
+	for _, tok := range dead {
+		if _, err := s.drop(tok, "reaped"); err != nil {
+			s.d.log.Warn("session_reap_failed", "err", err)
+		}
+	}
+}
+
+// every calls f with the time every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func(now time.Time)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			f(now)
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return
-		}
-		var dead []string
-		for tok, rec := range s.records {
-			if !alive(rec) {
-				dead = append(dead, tok)
-			}
-		}
-		for _, tok := range dead {
-			if _, err := s.drop(tok, "reaped"); err != nil {
-				s.d.log.Warn("session_reap_failed", "err", err)
-			}
-		}
-		s.mu.Unlock()
 	}
 }

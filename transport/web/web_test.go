@@ -29,6 +29,21 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// serve is v's answer to a browser's request with cookie ("": none) and
+// form (nil: no body).
+func serve(v *View, method, path, cookie string, form url.Values) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "http://127.0.0.1:1"+path, strings.NewReader(form.Encode()))
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
+	rec := httptest.NewRecorder()
+	v.ServeHTTP(rec, req)
+	return rec
+}
+
 // TestSignInExpiry: a login link expires after LoginTTL, a signed-in
 // browser after SessionTTL; a cookie signed with a key no longer in force
 // is refused. (The daemon's own tests drive the rest, on a real daemon.)
@@ -39,13 +54,7 @@ func TestSignInExpiry(t *testing.T) {
 	v := New(Options{API: http.NotFoundHandler(), Now: c.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Secrets: func() [][]byte { mu.Lock(); defer mu.Unlock(); return keys }})
 	get := func(path, cookie string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:1"+path, nil)
-		if cookie != "" {
-			req.Header.Set("Cookie", cookie)
-		}
-		rec := httptest.NewRecorder()
-		v.ServeHTTP(rec, req)
-		return rec
+		return serve(v, http.MethodGet, path, cookie, nil)
 	}
 	link := func() string {
 		l, err := v.NewLogin("http://127.0.0.1:1")
@@ -144,34 +153,24 @@ func TestSignOut(t *testing.T) {
 			Secrets: func() [][]byte { return [][]byte{[]byte("token")} }, SignedInFile: file})
 	}
 	v := view()
-	do := func(method, path, cookie string, form url.Values) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(method, "http://127.0.0.1:1"+path, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if cookie != "" {
-			req.Header.Set("Cookie", cookie)
-		}
-		rec := httptest.NewRecorder()
-		v.ServeHTTP(rec, req)
-		return rec
-	}
 	signIn := func() string {
 		l, err := v.NewLogin("http://127.0.0.1:1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := do(http.MethodGet, strings.TrimPrefix(l.URL, "http://127.0.0.1:1"), "", nil)
+		rec := serve(v, http.MethodGet, strings.TrimPrefix(l.URL, "http://127.0.0.1:1"), "", nil)
 		if rec.Code != http.StatusSeeOther {
 			t.Fatalf("sign in: %d", rec.Code)
 		}
 		return strings.Split(rec.Header().Get("Set-Cookie"), ";")[0]
 	}
 	copied, other := signIn(), signIn()
-	page := do(http.MethodGet, "/web/compose", copied, nil)
+	page := serve(v, http.MethodGet, "/web/compose", copied, nil)
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page.Body.String())
 	if page.Code != http.StatusOK || csrf == nil {
 		t.Fatalf("signed in: %d, no CSRF token:\n%s", page.Code, page.Body)
 	}
-	if rec := do(http.MethodPost, "/web/logout", copied, url.Values{"csrf": {csrf[1]}}); rec.Code != http.StatusOK ||
+	if rec := serve(v, http.MethodPost, "/web/logout", copied, url.Values{"csrf": {csrf[1]}}); rec.Code != http.StatusOK ||
 		!strings.Contains(rec.Header().Get("Set-Cookie"), "Max-Age=0") {
 		t.Fatalf("sign out: %d %v", rec.Code, rec.Header())
 	}
@@ -179,10 +178,10 @@ func TestSignOut(t *testing.T) {
 		if restarted {
 			v = view()
 		}
-		if rec := do(http.MethodGet, "/web/compose", copied, nil); rec.Code != http.StatusUnauthorized {
+		if rec := serve(v, http.MethodGet, "/web/compose", copied, nil); rec.Code != http.StatusUnauthorized {
 			t.Errorf("a copy of the signed-out cookie (restarted %v): %d, want 401", restarted, rec.Code)
 		}
-		if rec := do(http.MethodGet, "/web/compose", other, nil); rec.Code != http.StatusOK {
+		if rec := serve(v, http.MethodGet, "/web/compose", other, nil); rec.Code != http.StatusOK {
 			t.Errorf("another browser's cookie (restarted %v): %d, want 200", restarted, rec.Code)
 		}
 	}
