@@ -342,6 +342,7 @@ func (s *sessions) drop(token, why string) (bool, error) {
 	if derr := s.d.tree.Detach(route); derr != nil {
 		err = errors.Join(err, derr)
 	}
+	s.forgetNames(rec)
 	s.d.log.Info("session_"+why, "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID)
 	return true, err
 }
@@ -438,6 +439,7 @@ func (s *sessions) restore() error {
 		if !alive(rec) {
 			s.d.log.Info("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID, "why", "process gone")
 			s.abandonLocks(rec)
+			s.forgetNames(rec)
 			continue
 		}
 		secret, err := s.d.opts.Paths.SessionKey(rec.Mesh, rec.SessionID, "")
@@ -447,6 +449,7 @@ func (s *sessions) restore() error {
 		if err != nil {
 			s.d.log.Warn("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "err", err)
 			s.abandonLocks(rec)
+			s.forgetNames(rec)
 		}
 	}
 	return s.save()
@@ -456,6 +459,12 @@ func (s *sessions) restore() error {
 // back kept (they run out at the broker).
 func (s *sessions) abandonLocks(rec config.SessionRecord) {
 	s.d.tree.System.Root.Send(s.d.tree.Store, &messages.AbandonHeldLocks{Route: ipcserver.RouteOf(rec.Mesh, rec.SessionID)})
+}
+
+// forgetNames has the store forget the names the connection of a session
+// that has ended kept (kept_names).
+func (s *sessions) forgetNames(rec config.SessionRecord) {
+	s.d.tree.System.Root.Send(s.d.tree.Store, &messages.ForgetNames{Route: ipcserver.RouteOf(rec.Mesh, rec.SessionID)})
 }
 
 // alive reports whether rec's process still runs: its pid exists and, where
