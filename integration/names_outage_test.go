@@ -147,9 +147,10 @@ func namesStorm(t *testing.T, m *e2eMesh, total int64) []string {
 }
 
 // namesAfterRestart kills the broker, restarts alice's daemon while it is
-// down, and sends by name: the kept names are answered 202, names never
-// seen 503 broker_unavailable with nothing stored. The broker then comes
-// back. It returns the ids accepted.
+// down, and sends by name, over the API and with `claudemesh send`: the
+// kept names are answered 202, names never seen 503 broker_unavailable
+// with nothing stored. The broker then comes back. It returns the ids
+// accepted.
 func namesAfterRestart(t *testing.T, m *e2eMesh) []string {
 	t.Helper()
 	alice := m.alice
@@ -164,6 +165,16 @@ func namesAfterRestart(t *testing.T, m *e2eMesh) []string {
 			mustSend(t, alice.c, to, "sent by name after a restart: "+id, id)
 			ids = append(ids, id)
 		}
+	}
+	// The command line too: `send` cannot list the peers, and gives the
+	// daemon the name.
+	for _, to := range []string{"#builds", "bob"} {
+		id := "bn-restart-cli-" + strings.Trim(to, "#")
+		if r := runCLI(t, alice.env, "send", to, "sent by name from the command line", "--client-message-id", id); r.code != 0 ||
+			r.stdout != "queued "+id+" to "+to+"\n" {
+			t.Fatalf("claudemesh send %s with the broker away: exit %d\n%s%s", to, r.code, r.stdout, r.stderr)
+		}
+		ids = append(ids, id)
 	}
 	for _, to := range []string{"#never-seen", "carol"} {
 		st, body, err := trySend(alice.c, to, "to a name never seen", "bn-unseen")
