@@ -1,9 +1,13 @@
 package ipcserver
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
@@ -129,7 +133,10 @@ func (s *Server) askPeers(slug string, msg any, within time.Duration) ([]message
 		return nil, err
 	}
 	list, err := askWithin[*messages.PeersList](s, pid, msg, within)
-	if err != nil {
+	switch {
+	case errors.Is(err, actor.ErrTimeout):
+		return nil, fmt.Errorf("no answer within %v", within)
+	case err != nil:
 		return nil, err
 	}
 	return list.Peers, nil
