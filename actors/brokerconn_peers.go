@@ -10,9 +10,10 @@ import (
 // relayed as list_peers, correlated by _reqId, and POST /v1/profile as one
 // frame per field group (set_status, set_summary, set_visible,
 // set_profile), which the broker does not answer: the profile is applied
-// once its frames are written.
+// once its frames are written. Every peer list's names are kept (kept).
 type peersRelay struct {
 	b     *BrokerConn
+	kept  *namesRelay
 	calls asks[*messages.ListPeers] // list_peers in flight
 }
 
@@ -37,6 +38,7 @@ func (r *peersRelay) list(ctx actor.Context, m *messages.ListPeers) {
 
 func (r *peersRelay) listed(ctx actor.Context, f *messages.PeersListFrame) {
 	r.calls.answer(ctx, f.ReqID, &messages.PeersList{Mesh: r.b.cfg.Slug, Peers: f.Peers})
+	r.kept.keepPeers(ctx, f.Peers)
 }
 
 // down fails every list in flight: the connection is gone.

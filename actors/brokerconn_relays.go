@@ -29,9 +29,12 @@ type relay interface {
 // relayList is the connection's relay table: one entry per relayed feature,
 // in the order their start, up, down and end hooks run.
 func (b *BrokerConn) relayList() []relay {
+	kept := &namesRelay{b: b}
+	peers, topics := &peersRelay{b: b, kept: kept}, &topicsRelay{b: b, kept: kept}
 	return []relay{
-		&peersRelay{b: b},       // list_peers and the profile frames
-		&topicsRelay{b: b},      // topics, and the names a `#` target resolves from
+		kept,                    // the names the link gave last, kept in outbox.db
+		peers,                   // list_peers and the profile frames
+		topics,                  // topics, and the names a `#` target resolves from
 		&stateRelay{b: b},       // shared state, and its state_change events
 		&skillsRelay{b: b},      // skills
 		&memoryRelay{b: b},      // remember, recall, forget

@@ -31,6 +31,7 @@ var linkFrames = map[reflect.Type]string{
 // relays: the daemon's requests, the relays' own timers, and the store's
 // replies to them.
 var relayedMessages = []any{
+	&messages.KeptNames{}, &messages.KeptPeers{},
 	&messages.ListPeers{}, &messages.SetProfile{},
 	&messages.TopicRequest{}, &messages.ResolveTopic{}, &messages.TopicNames{}, &topicExpired{},
 	&messages.StateRequest{}, &stateExpired{},

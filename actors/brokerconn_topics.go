@@ -17,11 +17,15 @@ const TopicTimeout = 10 * time.Second
 // IPC's topic requests as frames correlated by _reqId, and keeps the
 // mesh's topics (name → id) as the last topic_list on this link gave them:
 // a `#name` send is resolved from it, and a miss asks the broker again.
-// The same frames serve our broker and upstream's. Resolving runs here, in
-// the connection actor, so the accept path (IPC handler → accept router →
-// store) never waits on the broker inside an actor of its own.
+// Every list and creation is also kept (kept): with the broker away, or
+// silent past messages.NameTimeout, a `#name` resolves from the names the
+// route's topic lists gave. The same frames serve our broker and
+// upstream's. Resolving runs here, in the connection actor, so the accept
+// path (IPC handler → accept router → store) never waits on the broker
+// inside an actor of its own.
 type topicsRelay struct {
 	b     *BrokerConn
+	kept  *namesRelay
 	calls reqCalls[*topicCall]
 	ids   map[string]bool   // topic ids
 	names map[string]string // topic name → id
@@ -78,7 +82,7 @@ func (r *topicsRelay) learn(ctx actor.Context) {
 // one waits for the answer.
 func (r *topicsRelay) list(ctx actor.Context) {
 	id := r.calls.call(topicIDs, &topicCall{op: learnOp})
-	r.send(ctx, id, &messages.TopicListFrame{Type: messages.TypeTopicList, ReqID: id})
+	r.send(ctx, id, TopicTimeout, &messages.TopicListFrame{Type: messages.TypeTopicList, ReqID: id})
 }
 
 // request sends the frames of one request; the answer comes back as a
@@ -103,34 +107,54 @@ func (r *topicsRelay) request(ctx actor.Context, m *messages.TopicRequest) {
 		// members, asked with the same _reqId, are the answer.
 		frames = append(frames, &messages.TopicRefFrame{Type: messages.TypeTopicMembers, Topic: m.Topic, ReqID: id})
 	}
-	r.send(ctx, id, frames...)
+	r.send(ctx, id, TopicTimeout, frames...)
 	if _, known := r.lookup(m.Topic); m.Op == messages.TypeTopicJoin && !known {
 		r.list(ctx) // the joined topic's messages come here: its name is wanted
 	}
 }
 
 // resolve answers the id of a `#` target from the cache, else asks for the
-// topic list. With the broker down an id-shaped ref passes as it is (the
-// broker refuses it in the ack if it names no topic); a name cannot be
-// resolved.
+// topic list, waiting messages.NameTimeout for it. With the broker away,
+// or silent, it answers from the names kept (resolveKept).
 func (r *topicsRelay) resolve(ctx actor.Context, m *messages.ResolveTopic) {
 	if id, ok := r.lookup(m.Ref); ok {
 		ctx.Respond(&messages.TopicResolved{ID: id})
 		return
 	}
-	if r.b.conn == nil && messages.IsTopicID(m.Ref) {
-		ctx.Respond(&messages.TopicResolved{ID: m.Ref})
+	if r.b.conn == nil {
+		r.resolveKept(ctx, ctx.Sender(), m.Ref, ErrNotConnected)
 		return
 	}
 	id := r.calls.call(topicIDs, &topicCall{who: ctx.Sender(), op: resolveOp, ref: m.Ref})
-	r.send(ctx, id, &messages.TopicListFrame{Type: messages.TypeTopicList, ReqID: id})
+	r.send(ctx, id, messages.NameTimeout, &messages.TopicListFrame{Type: messages.TypeTopicList, ReqID: id})
 }
 
-// known answers the cache as topic id → name, for the inbox's readers.
+// resolveKept answers who the id of ref from the names kept, the broker
+// being away (cause): the id a topic list of this route gave the name, else
+// an id-shaped ref as it is (the broker refuses it in the ack if it names
+// no topic); a name never seen is refused (messages.NeverSeen).
+func (r *topicsRelay) resolveKept(ctx actor.Context, who *actor.PID, ref string, cause error) {
+	r.kept.then(ctx, func(ctx actor.Context) {
+		out := &messages.TopicResolved{}
+		if id, ok := r.kept.topicID(ref); ok {
+			out.ID = id
+		} else if messages.IsTopicID(ref) {
+			out.ID = ref
+		} else {
+			out.Err = messages.NeverSeen("topic", "#"+ref, r.b.cfg.Slug, cause, "the topic's id (#<id>, from claudemesh topic list)")
+		}
+		ctx.Send(who, out)
+	})
+}
+
+// known answers the cache, and under it the names kept, as topic id →
+// name, for the inbox's readers.
 func (r *topicsRelay) known(ctx actor.Context, _ *messages.TopicNames) {
-	names := make(map[string]string, len(r.names))
-	for name, id := range r.names {
-		names[id] = name
+	names := make(map[string]string, len(r.names)+len(r.kept.topics))
+	for _, topics := range []map[string]string{r.kept.topics, r.names} {
+		for name, id := range topics {
+			names[id] = name
+		}
 	}
 	ctx.Respond(&messages.TopicNamesKnown{Names: names})
 }
@@ -144,31 +168,36 @@ func (r *topicsRelay) lookup(ref string) (string, bool) {
 	return id, ok
 }
 
-func (r *topicsRelay) send(ctx actor.Context, id string, frames ...any) {
+// send writes the frames of request id, whose answer is awaited within.
+func (r *topicsRelay) send(ctx actor.Context, id string, within time.Duration, frames ...any) {
 	for _, f := range frames {
 		if err := r.b.send(f); err != nil {
 			r.answer(ctx, id, err)
 			return
 		}
 	}
-	workers.SendLater(ctx, TopicTimeout, &topicExpired{id: id})
+	workers.SendLater(ctx, within, &topicExpired{id: id})
 }
 
-// created answers a topic's creation, and adds the topic to the cache.
+// created answers a topic's creation, and adds the topic to the cache and
+// to the names kept.
 func (r *topicsRelay) created(ctx actor.Context, f *messages.TopicCreatedFrame) {
 	if r.names == nil {
 		r.ids, r.names = map[string]bool{}, map[string]string{}
 	}
 	r.ids[f.Topic.ID], r.names[f.Topic.Name] = true, f.Topic.ID
+	r.kept.keepTopics(ctx, map[string]string{f.Topic.Name: f.Topic.ID}, false)
 	r.answer(ctx, f.ReqID, &messages.TopicReply{Created: f})
 }
 
-// listed answers a topic list, and keeps it as the cache.
+// listed answers a topic list, and keeps it as the cache and as the names
+// kept.
 func (r *topicsRelay) listed(ctx actor.Context, f *messages.TopicListResponseFrame) {
 	r.ids, r.names = make(map[string]bool, len(f.Topics)), make(map[string]string, len(f.Topics))
 	for _, tp := range f.Topics {
 		r.ids[tp.ID], r.names[tp.Name] = true, tp.ID
 	}
+	r.kept.keepTopics(ctx, r.names, true)
 	r.answer(ctx, f.ReqID, &messages.TopicReply{Topics: f.Topics})
 }
 
@@ -204,8 +233,9 @@ func (r *topicsRelay) expired(ctx actor.Context, m *topicExpired) {
 	r.answer(ctx, m.id, errTopicTimeout)
 }
 
-// down fails every request in flight and forgets the topics: the
-// connection is gone.
+// down fails every request in flight (a resolve is answered from the
+// names kept) and forgets the topics the link gave: the connection is
+// gone.
 func (r *topicsRelay) down(ctx actor.Context) {
 	for _, call := range r.calls.drain() {
 		r.reply(ctx, call, ErrNotConnected)
@@ -222,7 +252,8 @@ func (r *topicsRelay) answer(ctx actor.Context, id string, res any) {
 }
 
 // reply sends call its reply. A resolve is answered from the cache the
-// topic list refreshed; a learn answers no one.
+// topic list refreshed, or from the names kept when the list did not come
+// (the broker silent, the link gone); a learn answers no one.
 func (r *topicsRelay) reply(ctx actor.Context, call *topicCall, res any) {
 	if call.op == learnOp {
 		return
@@ -233,6 +264,11 @@ func (r *topicsRelay) reply(ctx actor.Context, call *topicCall, res any) {
 			res = &messages.TopicReply{Err: err}
 		}
 		ctx.Send(call.who, res)
+		return
+	}
+	var refused *messages.Error
+	if err != nil && !errors.As(err, &refused) {
+		r.resolveKept(ctx, call.who, call.ref, err)
 		return
 	}
 	out := &messages.TopicResolved{Err: err}

@@ -68,6 +68,21 @@ var commands = commandTable(
 		run: func(s *Store, tx *persistence.Tx, m *messages.AbandonHeldLocks, _ *actor.PID) (*messages.LockRecorded, error) {
 			return &messages.LockRecorded{}, s.outbox.AbandonHeldLocks(tx, m.Route)
 		}}),
+	// The names a route's broker link gave last (outbox.db), for sends by
+	// name while the broker is away. Nothing waits for an fsync: names lost
+	// in a power cut are the previous list's, which the next list replaces.
+	entry(spec[messages.ReadKeptNames, messages.KeptNames]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.ReadKeptNames, _ *actor.PID) (*messages.KeptNames, error) {
+			return s.outbox.KeptNames(tx, m.Route)
+		}}),
+	entry(spec[messages.KeepNames, none]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.KeepNames, _ *actor.PID) (*none, error) {
+			return nil, s.outbox.KeepNames(tx, m)
+		}}),
+	entry(spec[messages.ForgetNames, none]{db: outboxDB,
+		run: func(s *Store, tx *persistence.Tx, m *messages.ForgetNames, _ *actor.PID) (*none, error) {
+			return nil, s.outbox.ForgetNames(tx, m.Route)
+		}}),
 	entry(spec[messages.OutboxStats, messages.OutboxCounts]{db: outboxDB,
 		run: func(s *Store, tx *persistence.Tx, _ *messages.OutboxStats, _ *actor.PID) (*messages.OutboxCounts, error) {
 			counts, err := s.outbox.Counts(tx)

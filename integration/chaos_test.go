@@ -35,10 +35,7 @@ const chaosRounds = 24
 // PostgreSQL.
 func TestChaosKills(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []struct {
-		name string
-		mesh func(*testing.T) *e2eMesh
-	}{{"sqlite", newE2EMesh}, {"postgres", newE2EMeshOnPostgres}} {
+	for _, backend := range e2eBackends {
 		t.Run(backend.name, func(t *testing.T) {
 			t.Parallel()
 			m := backend.mesh(t)

@@ -77,6 +77,13 @@ func newE2EMeshOnPostgres(t *testing.T) *e2eMesh {
 	return m.provision()
 }
 
+// e2eBackends are the broker's stores a test that runs on both runs on:
+// SQLite (newE2EMesh) and PostgreSQL (newE2EMeshOnPostgres).
+var e2eBackends = []struct {
+	name string
+	mesh func(*testing.T) *e2eMesh
+}{{"sqlite", newE2EMesh}, {"postgres", newE2EMeshOnPostgres}}
+
 // brokerCLI runs `claudemesh broker <args>` on the mesh's broker store.
 func (m *e2eMesh) brokerCLI(args ...string) cliResult {
 	m.t.Helper()

@@ -60,7 +60,8 @@ func (r *TopicResolved) Failure() error { return r.Err }
 
 // TopicNames asks a mesh's broker connection for the names of the topics
 // it knows (the last topic list of the connection, and topics created
-// since), by id; it asks the broker nothing.
+// since; under them the names its route kept from earlier links,
+// KeptNames), by id; it asks the broker nothing.
 type TopicNames struct{}
 
 // TopicNamesKnown is the reply to *TopicNames: topic id → name.

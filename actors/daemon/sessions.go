@@ -345,6 +345,7 @@ func (s *sessions) drop(token, why string) (bool, error) {
 		err = errors.Join(err, derr)
 	}
 	s.touchKey(rec.Mesh, rec.SessionID)
+	s.forgetNames(rec)
 	s.d.log.Info("session_"+why, "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID)
 	return true, err
 }
@@ -442,6 +443,7 @@ func (s *sessions) restore() error {
 			s.d.log.Info("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID, "why", "process gone")
 			s.abandonLocks(rec)
 			s.touchKey(rec.Mesh, rec.SessionID)
+			s.forgetNames(rec)
 			continue
 		}
 		secret, err := s.d.opts.Paths.SessionKey(rec.Mesh, rec.SessionID, "")
@@ -451,6 +453,7 @@ func (s *sessions) restore() error {
 		if err != nil {
 			s.d.log.Warn("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "err", err)
 			s.abandonLocks(rec)
+			s.forgetNames(rec)
 		}
 	}
 	return s.save()
@@ -460,6 +463,12 @@ func (s *sessions) restore() error {
 // back kept (they run out at the broker).
 func (s *sessions) abandonLocks(rec config.SessionRecord) {
 	s.d.tree.System.Root.Send(s.d.tree.Store, &messages.AbandonHeldLocks{Route: ipcserver.RouteOf(rec.Mesh, rec.SessionID)})
+}
+
+// forgetNames has the store forget the names the connection of a session
+// that has ended kept (kept_names).
+func (s *sessions) forgetNames(rec config.SessionRecord) {
+	s.d.tree.System.Root.Send(s.d.tree.Store, &messages.ForgetNames{Route: ipcserver.RouteOf(rec.Mesh, rec.SessionID)})
 }
 
 // alive reports whether rec's process still runs: its pid exists and, where

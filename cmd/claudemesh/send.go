@@ -196,7 +196,8 @@ func listOrNone(s []string) string {
 
 // viaDaemon sends through POST /v1/send of d. A peer's name is resolved
 // here when d lists peers, so that the request names the key; a daemon that
-// does not list them is given the name to resolve itself.
+// does not list them, or whose broker is away (503 broker_unavailable), is
+// given the name to resolve itself (ours from the last peer list it had).
 func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, direct bool) error {
 	if c.Wait > 0 {
 		if err := d.Require("outbox", "send --wait (it follows the message's outbox row)"); err != nil {
@@ -213,11 +214,15 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, dire
 	to := c.To
 	if direct && d.Offers("peers") {
 		list, err := meshPeers(ctx, client, mesh)
-		if err != nil {
+		var me *messages.Error
+		switch {
+		case errors.As(err, &me) && me.Code == messages.CodeBrokerUnavailable:
+		case err != nil:
 			return fmt.Errorf("cannot resolve %q through the daemon's peer list of mesh %s: %w", c.To, mesh, err)
-		}
-		if to, err = messages.ResolvePeer(c.To, mesh, list); err != nil {
-			return err
+		default:
+			if to, err = messages.ResolvePeer(c.To, mesh, list); err != nil {
+				return err
+			}
 		}
 	}
 	req := c.request(to)

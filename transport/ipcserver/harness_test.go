@@ -263,6 +263,8 @@ type fakeConn struct {
 	peers    []messages.Peer
 	down     bool
 	profiles chan *messages.SetProfile
+	silent   bool            // list_peers is never answered
+	kept     []messages.Peer // the peer list kept (messages.KeptPeers); nil: none
 }
 
 func (f *fakeConn) Receive(ctx actor.Context) {
@@ -272,7 +274,15 @@ func (f *fakeConn) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *messages.ListPeers:
-		ctx.Respond(&messages.PeersList{Peers: f.peers, Err: notConnected})
+		if !f.silent {
+			ctx.Respond(&messages.PeersList{Peers: f.peers, Err: notConnected})
+		}
+	case *messages.KeptPeers:
+		if f.kept == nil {
+			ctx.Respond(&messages.PeersList{Err: errNotConnected})
+		} else {
+			ctx.Respond(&messages.PeersList{Peers: f.kept})
+		}
 	case *messages.SetProfile:
 		if f.profiles != nil {
 			f.profiles <- m

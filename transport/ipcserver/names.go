@@ -1,11 +1,13 @@
 package ipcserver
 
 import (
+	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/claudemesh/claudemesh-go/messages"
 )
@@ -92,32 +94,50 @@ func (d *peerDirectory) busy(mesh, key string, now time.Time) string {
 // phase A and before the accept, and sets the destination's targetSpec;
 // the fingerprint keeps the `to` as typed. No peer or several is a refusal
 // (404 unknown_recipient, 409 ambiguous_recipient with the candidates),
-// and nothing is stored. A mesh whose broker never gave a list (it is not
-// connected) answers 503.
+// and nothing is stored. While the broker is away, or does not answer
+// within messages.NameTimeout, the last list the daemon had answers: kept
+// here, else the one the mesh's connection kept in outbox.db across
+// reconnects and restarts (messages.KeptPeers). A name no such list gives
+// is 503 broker_unavailable (messages.NeverSeen).
 func (s *Server) resolveRecipient(mesh *Mesh, send *messages.Send) error {
 	if !send.Destination.NamesPeer() {
 		return nil
 	}
 	slug, to := mesh.Info.Mesh, send.Destination.Ref
+	var away error // why the broker gave no list, when it gave none
 	list, found, err := s.names.resolve(slug, to, s.opts.now(), func() ([]messages.Peer, error) {
-		pid, err := s.meshActor(slug)
-		if err != nil {
-			return nil, err
-		}
-		list, err := ask[*messages.PeersList](s, pid, &messages.ListPeers{})
-		if err != nil {
-			return nil, err
-		}
-		return list.Peers, nil
+		peers, err := s.askPeers(slug, &messages.ListPeers{}, messages.NameTimeout)
+		away = err
+		return peers, err
 	})
 	if err != nil {
-		return &messages.Error{Status: http.StatusServiceUnavailable, Code: messages.CodeBrokerUnavailable,
-			Detail: fmt.Sprintf("cannot resolve the name %q: mesh %s's broker did not give its peer list (%v); "+
-				"nothing was stored: retry, or send to the 64-hex pubkey", to, slug, err)}
+		list, _ = s.askPeers(slug, &messages.KeptPeers{}, DefaultRequestTimeout)
+		found = messages.MatchPeers(to, list)
 	}
-	if len(found) != 1 {
+	switch {
+	case away != nil && len(found) == 0:
+		return messages.NeverSeen("peer", to, slug, away, "the 64-hex pubkey")
+	case len(found) != 1:
 		return messages.RecipientError(to, slug, list, found)
 	}
 	send.Destination.TargetSpec = strings.ToLower(found[0].Pubkey)
 	return nil
+}
+
+// askPeers asks the broker connection of the mesh slug names for a peer
+// list: the broker's (*messages.ListPeers), or the one it kept
+// (*messages.KeptPeers).
+func (s *Server) askPeers(slug string, msg any, within time.Duration) ([]messages.Peer, error) {
+	pid, err := s.meshActor(slug)
+	if err != nil {
+		return nil, err
+	}
+	list, err := askWithin[*messages.PeersList](s, pid, msg, within)
+	switch {
+	case errors.Is(err, actor.ErrTimeout):
+		return nil, fmt.Errorf("no answer within %v", within)
+	case err != nil:
+		return nil, err
+	}
+	return list.Peers, nil
 }

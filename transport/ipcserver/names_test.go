@@ -2,6 +2,8 @@ package ipcserver
 
 import (
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +52,43 @@ func TestPeerDirectory(t *testing.T) {
 	step("broker away: the kept list however old", "ann", t0.Add(time.Hour), []messages.Peer{ann}, 6)
 	if _, _, err := d.resolve("other", "bob", t0, fetch); !errors.Is(err, brokerErr) {
 		t.Fatalf("a mesh with no list and no broker: %v, want the broker's error", err)
+	}
+}
+
+// TestResolveFromKeptPeers: a send by name on a mesh whose broker is away,
+// or does not answer within messages.NameTimeout, resolves from the peer
+// list the connection kept; a name that list lacks, or a mesh that kept
+// none, is 503 broker_unavailable saying the name was never seen.
+func TestResolveFromKeptPeers(t *testing.T) {
+	bob := messages.Peer{Pubkey: "B0B0000000000000000000000000000000000000000000000000000000000000", DisplayName: "bob"}
+	h := newHarness(t, withConns(map[string]*fakeConn{
+		"away":   {down: true, kept: []messages.Peer{bob}},
+		"silent": {silent: true, kept: []messages.Peer{bob}},
+		"never":  {down: true},
+	}))
+	resolve := func(slug, to string) (string, time.Duration, error) {
+		t.Helper()
+		send, err := messages.DecodeSend([]byte(`{"to":"`+to+`","message":"x"}`), "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = h.srv.resolveRecipient(&Mesh{Info: messages.MeshInfo{Mesh: slug}}, send)
+		return send.Destination.TargetSpec, time.Since(start), err
+	}
+	key := strings.ToLower(bob.Pubkey)
+	if got, took, err := resolve("away", "BOB"); err != nil || got != key || took >= messages.NameTimeout {
+		t.Fatalf("bob, the broker away: %q after %v, %v; want %s at once", got, took, err, key)
+	}
+	if got, took, err := resolve("silent", "bob"); err != nil || got != key || took < messages.NameTimeout {
+		t.Fatalf("bob, the broker silent: %q after %v, %v; want %s after %v", got, took, err, key, messages.NameTimeout)
+	}
+	for _, c := range []struct{ slug, to string }{{"away", "zed"}, {"never", "bob"}} {
+		_, _, err := resolve(c.slug, c.to)
+		var me *messages.Error
+		if !errors.As(err, &me) || me.Status != http.StatusServiceUnavailable || me.Code != messages.CodeBrokerUnavailable ||
+			!strings.Contains(me.Detail, "never seen") {
+			t.Errorf("%s on %s: %v; want 503 broker_unavailable, never seen", c.to, c.slug, err)
+		}
 	}
 }

@@ -135,9 +135,11 @@ func topicParam(v string) (string, error) {
 }
 
 // resolveTopic turns the `#name` target of a send into the topic's id
-// through the mesh's broker connection (its cache, else a topic_list);
-// the fingerprint keeps the `to` as typed (Destination.Ref). A name no
-// topic has is a 404 topic_not_found, and nothing is stored.
+// through the mesh's broker connection (its cache, else a topic_list, else
+// — the broker away or silent — the names its topic lists gave, kept in
+// outbox.db); the fingerprint keeps the `to` as typed (Destination.Ref). A
+// name no topic has is a 404 topic_not_found, one never seen while the
+// broker is away a 503 broker_unavailable, and nothing is stored.
 func (s *Server) resolveTopic(mesh *Mesh, send *messages.Send) error {
 	d := &send.Destination
 	if d.Kind != messages.KindTopic || !strings.HasPrefix(d.TargetSpec, "#") {
