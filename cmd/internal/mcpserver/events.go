@@ -189,6 +189,11 @@ func (s *shownSet) has(id string) bool {
 	s.reading.Lock()
 	//lint:ignore SA2001 an empty critical section: it waits for a read under way
 	s.reading.Unlock()
+	return s.holds(id)
+}
+
+// holds is has without waiting for a read (the read itself asks it).
+func (s *shownSet) holds(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Contains(s.ids, id)
@@ -255,6 +260,9 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if declared {
 		// Read once the write to stdout returned, never before: a push lost
 		// on the way (the client gone, its pipe closed) leaves it unread.
+		// It is shown from now on: a check_messages the client sends on
+		// reading it does not return it again, marked or not yet.
+		m.shown.add(it.ID)
 		if s := m.link.current(); s != nil {
 			if _, err := s.as().MarkSeen(ctx, []string{it.ID}); err != nil && !errors.Is(err, context.Canceled) {
 				m.log.Warn("mcp_mark_seen_failed", "message_id", it.ID, "err", err)
