@@ -83,3 +83,56 @@ func TestAPIQuickStart(t *testing.T) {
 		t.Errorf("send to #%s (id-shaped, no topic): %d %s; want 404 topic_not_found", unknown, r.status, r.body)
 	}
 }
+
+// TestHelpShowsEnvAndHints: a command with commands of its own ends its
+// --help with how to read theirs, as the top level does, and the flags
+// the environment sets name their variable.
+func TestHelpShowsEnvAndHints(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{`Run "claudemesh <command> --help"`, "($CLAUDEMESH_DAEMON_DIR)", "($CLAUDEMESH_CONFIG_DIR)"}},
+		{[]string{"daemon", "--help"}, []string{`Run "claudemesh daemon <command> --help" for more information on a command.`}},
+		{[]string{"daemon", "outbox", "--help"}, []string{`Run "claudemesh daemon outbox <command> --help"`}},
+		{[]string{"broker", "--help"}, []string{`Run "claudemesh broker <command> --help"`}},
+		{[]string{"daemon", "up", "--help"}, []string{"($CLAUDEMESH_TCP)", "($CLAUDEMESH_LOG_LEVEL)", "($CLAUDEMESH_DAEMON_DIR)"}},
+		{[]string{"broker", "up", "--help"}, []string{"($CLAUDEMESH_LOG_LEVEL)", "($CLAUDEMESH_DATABASE_URL)"}},
+		{[]string{"launch", "--help"}, []string{"($CLAUDEMESH_MESH)"}},
+		{[]string{"mcp", "--help"}, []string{"($CLAUDEMESH_MESH)"}},
+	} {
+		r := runCLI(t, e, c.args...)
+		for _, want := range c.want {
+			if r.code != 0 || !strings.Contains(r.stdout, want) {
+				t.Errorf("claudemesh %s: exit %d, want %q in:\n%s", strings.Join(c.args, " "), r.code, want, r.stdout)
+			}
+		}
+	}
+	if r := runCLI(t, e, "daemon", "status", "--help"); strings.Contains(r.stdout, "<command> --help") {
+		t.Errorf("daemon status --help, a command without commands, points to theirs:\n%s", r.stdout)
+	}
+}
+
+// TestDirectoryFlags: --daemon-dir and --config-dir do what the variables
+// they are bound to do, for the command and for the daemon it detaches.
+func TestDirectoryFlags(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bare := &env{t: t, daemonDir: t.TempDir(), configDir: t.TempDir()} // the variables name directories nothing uses
+	dirs := []string{"--daemon-dir", e.daemonDir, "--config-dir", e.configDir}
+	if r := runCLI(t, bare, append(dirs, "daemon", "up", "--no-tcp")...); r.code != 0 {
+		t.Fatalf("daemon up with the directory flags: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Cleanup(func() { runCLI(t, e, "daemon", "down") })
+	if !e.exists("daemon.sock") || !e.exists("daemon.log") {
+		t.Errorf("the detached daemon did not use --daemon-dir %s", e.daemonDir)
+	}
+	if r := runCLI(t, bare, append(dirs, "daemon", "status")...); r.code != 0 || !strings.Contains(r.stdout, e.socket()) {
+		t.Errorf("daemon status with the directory flags: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, bare, "daemon", "status"); r.code != 1 {
+		t.Errorf("daemon status in the directories of the variables: exit %d, want 1 (no daemon there)\n%s", r.code, r.stdout)
+	}
+}

@@ -30,9 +30,9 @@ import (
 type daemonUpCmd struct {
 	Foreground bool          `help:"Stay attached to the terminal (what service managers use)."`
 	Config     string        `type:"path" placeholder:"FILE" help:"config.toml to read (default: config.toml in the daemon directory)."`
-	TCP        string        `name:"tcp" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
+	TCP        string        `name:"tcp" env:"CLAUDEMESH_TCP" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
 	NoTCP      bool          `name:"no-tcp" help:"Serve only the Unix socket. (In a container or under CI that is the default unless config.toml sets [ipc] tcp_enabled.)"`
-	LogLevel   string        `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
+	LogLevel   string        `enum:",debug,info,warn,error" default:"" env:"CLAUDEMESH_LOG_LEVEL" help:"Minimum log level (overrides [daemon] log_level)."`
 	LogFile    string        `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
 	Legacy     bool          `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only (also [features] legacy_broker = true in config.toml)."`
 	Liveness   time.Duration `hidden:"" name:"broker-liveness" help:"Drop a broker connection silent for this long (default 75s, the protocol's); for tests of silent failures."`
