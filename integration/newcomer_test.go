@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -134,5 +135,47 @@ func TestDirectoryFlags(t *testing.T) {
 	}
 	if r := runCLI(t, bare, "daemon", "status"); r.code != 1 {
 		t.Errorf("daemon status in the directories of the variables: exit %d, want 1 (no daemon there)\n%s", r.code, r.stdout)
+	}
+}
+
+// stampRE is a moment as every human-readable output prints it: RFC 3339
+// in UTC to the millisecond.
+var stampRE = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+
+// TestTimestampsOneWidth: the moments the commands print — the daemon's,
+// the broker's, the command's own — are of one width.
+func TestTimestampsOneWidth(t *testing.T) {
+	t.Parallel()
+	e, _ := localDaemon(t)
+	for _, args := range [][]string{
+		{"state", "set", "release", `{"version":"2.14.0"}`},
+		{"remember", "the deploy is frozen"},
+		{"topic", "create", "builds"},
+		{"send", "#builds", "green"},
+	} {
+		if r := runCLI(t, e, args...); r.code != 0 {
+			t.Fatalf("claudemesh %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"daemon", "inbox", "--since", "1h"}, // no messages since <now - 1 h>
+		{"lock", "acquire", "release-branch", "--ttl", "1m"},
+		{"state", "get", "release"},
+		{"state", "list"},
+		{"recall", "deploy"},
+		{"topic", "history", "builds"},
+		{"daemon", "outbox", "list"},
+		{"daemon", "audit", "list"},
+	} {
+		r := runCLI(t, e, args...)
+		stamps := stampRE.FindAllString(r.stdout, -1)
+		if r.code != 0 || len(stamps) == 0 {
+			t.Errorf("claudemesh %s: exit %d, no moment printed:\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		for _, s := range stamps {
+			if len(s) != len("2026-12-08T00:19:22.520Z") || !strings.HasSuffix(s, "Z") {
+				t.Errorf("claudemesh %s printed %q, want RFC 3339 in UTC to the millisecond:\n%s", strings.Join(args, " "), s, r.stdout)
+			}
+		}
 	}
 }

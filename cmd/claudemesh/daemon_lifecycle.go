@@ -181,7 +181,7 @@ func printSendPace(meshes []messages.MeshHealth) {
 		p := m.SendPace
 		var parts []string
 		if p.PausedUntil != "" {
-			parts = append(parts, "paused until "+p.PausedUntil+" (the broker's rate limit)")
+			parts = append(parts, "paused until "+stamp(p.PausedUntil)+" (the broker's rate limit)")
 		}
 		if p.PaceMs > 0 {
 			parts = append(parts, fmt.Sprintf("paced: one send at a time, at least %dms apart", p.PaceMs))
@@ -351,6 +351,6 @@ func (c *daemonRotateTokenCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("rotated %s; the previous token is accepted until %s\n", paths.TokenFile(), res.PreviousValidUntil)
+	fmt.Printf("rotated %s; the previous token is accepted until %s\n", paths.TokenFile(), stamp(res.PreviousValidUntil))
 	return nil
 }

@@ -179,7 +179,8 @@ func rotated(path string, f *os.File) (*os.File, bool) {
 }
 
 // logPrinter prints log lines: JSON records as "time LEVEL msg key=value"
-// (or as written, with raw), filtered by level; other lines as they are.
+// (the time in stampLayout), or as written with raw, filtered by level;
+// other lines as they are.
 type logPrinter struct {
 	out *bufio.Writer
 	min int
@@ -217,7 +218,7 @@ func (p *logPrinter) line(line []byte) error {
 		_, err := fmt.Fprintf(p.out, "%s\n", line)
 		return err
 	}
-	_, err := fmt.Fprintf(p.out, "%s\n", printableKeepTabs(fmt.Sprintf("%s %-5s %s%s", rec.time, rec.level, rec.msg, rec.attrs)))
+	_, err := fmt.Fprintf(p.out, "%s\n", printableKeepTabs(fmt.Sprintf("%s %-5s %s%s", stamp(rec.time), rec.level, rec.msg, rec.attrs)))
 	return err
 }
 

@@ -55,7 +55,7 @@ func TestLogPrinter(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Flush()
-	want := `2026-11-22T12:00:00.5Z INFO  daemon_started pid=42 sock=/tmp/d.sock note="two words" meta={"a":1} empty=""` + "\n" +
+	want := `2026-11-22T12:00:00.500Z INFO  daemon_started pid=42 sock=/tmp/d.sock note="two words" meta={"a":1} empty=""` + "\n" +
 		`goroutine 1 [running]:` + "\n" +
 		` WARN  no time` + "\n" +
 		`{"time":"x","msg":"no level"}` + "\n"

@@ -31,7 +31,7 @@ func (c *sessionsCmd) Run() error {
 	return printList(list, c.JSON, "no agent sessions registered (claudemesh mcp and claudemesh launch register them)",
 		"MESH\tNAME\tSESSION\tPID\tPUBKEY\tREGISTERED", func(s messages.SessionInfo) string {
 			return row(s.Mesh, s.DisplayName, s.SessionID, strconv.Itoa(s.PID), short(s.Presence.SessionPubkey, 16),
-				time.UnixMilli(s.RegisteredAt).UTC().Format(time.RFC3339))
+				stampTime(time.UnixMilli(s.RegisteredAt)))
 		})
 }
 
