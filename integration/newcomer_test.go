@@ -179,3 +179,50 @@ func TestTimestampsOneWidth(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusCommand: `claudemesh status` is `daemon status` and the
+// sessions; `daemon status` counts the live sessions, and prints the
+// receivers' last failure with its time, agent and event (hooks.errors
+// holds a Unix millisecond and tabs).
+func TestStatusCommand(t *testing.T) {
+	t.Parallel()
+	e, _ := localDaemon(t)
+	if r := runCLI(t, e, "status"); r.code != 0 || !strings.Contains(r.stdout, "agent sessions: none live") ||
+		!strings.Contains(r.stdout, "MESH   MEMBER") {
+		t.Errorf("status with no session: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	registerSession(t, e.socket(), "local", "sess-planner", "planner")
+	registerSession(t, e.socket(), "local", "sess-coder", "coder")
+	r := runCLI(t, e, "daemon", "status")
+	if r.code != 0 || !strings.Contains(r.stdout, "agent sessions: 2 live (claudemesh status lists them)") || strings.Contains(r.stdout, "sess-planner") {
+		t.Errorf("daemon status: exit %d, want the count of live sessions and not the list:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, e, "status")
+	if r.code != 0 || !strings.Contains(r.stdout, "agent sessions: 2 live, below") ||
+		!regexp.MustCompile(`(?m)^MESH +NAME +SESSION +PID +PUBKEY +REGISTERED$`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^local +planner +sess-planner `).MatchString(r.stdout) || !strings.Contains(r.stdout, "sess-coder") {
+		t.Errorf("status: exit %d, want daemon status and the sessions:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var report struct {
+		Running      bool `json:"running"`
+		LiveSessions *int `json:"live_sessions"`
+		Sessions     []struct {
+			SessionID string `json:"sessionId"`
+		} `json:"sessions"`
+	}
+	r = runCLI(t, e, "status", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &report); err != nil || !report.Running || report.LiveSessions == nil ||
+		*report.LiveSessions != 2 || len(report.Sessions) != 2 {
+		t.Errorf("status --json: %v\n%s", err, r.stdout)
+	}
+
+	bad := runCLI(t, e, "hook", "Stop") // stdin is empty: not a JSON object
+	if bad.code != 0 || !e.exists("hooks.errors") {
+		t.Fatalf("hook with no input: exit %d, no hooks.errors\n%s", bad.code, bad.stderr)
+	}
+	r = runCLI(t, e, "daemon", "status")
+	last := regexp.MustCompile(`(?m)^  last receiver error \(hooks\.errors\): (\S+) claude Stop: (.*)$`).FindStringSubmatch(r.stdout)
+	if last == nil || len(last[1]) != len("2026-12-08T00:19:22.520Z") || strings.Contains(last[2], `\t`) {
+		t.Errorf("daemon status: want the receiver's failure as <time> <agent> <event>: <error>:\n%s", r.stdout)
+	}
+}

@@ -31,6 +31,7 @@ type cli struct {
 	Peers        peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
 	Nodes        nodesCmd         `cmd:"" help:"List the mesh's daemons (its members' connections) with host, version, state (online, stale, offline) and when each was last heard from."`
 	Inbox        inboxCmd         `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive; read a thread, acknowledge a message, search."`
+	Status       statusCmd        `cmd:"" help:"Show the running daemon's state (daemon status) and its agent sessions (sessions)."`
 	Sessions     sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
 	Profile      profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
 	State        stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
@@ -86,7 +87,7 @@ type brokerMeshCmd struct {
 type daemonCmd struct {
 	Up               daemonUpCmd               `cmd:"" help:"Start the daemon: detached by default, attached with --foreground."`
 	Down             daemonDownCmd             `cmd:"" help:"Stop the running daemon and wait for it to exit."`
-	Status           daemonStatusCmd           `cmd:"" help:"Show the running daemon's state: pid, uptime, meshes, outbox."`
+	Status           daemonStatusCmd           `cmd:"" help:"Show the running daemon's state: pid, uptime, meshes, outbox, agent hooks, how many agent sessions are live."`
 	Reload           daemonReloadCmd           `cmd:"" help:"Have the running daemon re-read config.toml and config.json (SIGHUP) and say whether it applied."`
 	Version          daemonVersionCmd          `cmd:"" help:"Print the CLI's and the running daemon's versions."`
 	Metrics          daemonMetricsCmd          `cmd:"" help:"Print the running daemon's Prometheus metrics (GET /v1/metrics)."`
