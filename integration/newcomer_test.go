@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -224,5 +225,29 @@ func TestStatusCommand(t *testing.T) {
 	last := regexp.MustCompile(`(?m)^  last receiver error \(hooks\.errors\): (\S+) claude Stop: (.*)$`).FindStringSubmatch(r.stdout)
 	if last == nil || len(last[1]) != len("2026-12-08T00:19:22.520Z") || strings.Contains(last[2], `\t`) {
 		t.Errorf("daemon status: want the receiver's failure as <time> <agent> <event>: <error>:\n%s", r.stdout)
+	}
+}
+
+// TestLogsLevelThenLines: `daemon logs --level warn -n N` prints the last
+// N warnings however many records below the level follow them.
+func TestLogsLevelThenLines(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var log strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&log, `{"time":"2026-12-08T00:00:0%dZ","level":"WARN","msg":"broker_slow","n":%d}`+"\n", i, i)
+		for range 100 {
+			log.WriteString(`{"time":"2026-12-08T00:00:09Z","level":"INFO","msg":"batch committed"}` + "\n")
+		}
+	}
+	if err := os.WriteFile(e.file("daemon.log"), []byte(log.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[string]int{"50": 3, "2": 2} {
+		r := runCLI(t, e, "daemon", "logs", "--level", "warn", "-n", n)
+		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		if r.code != 0 || len(lines) != want || !strings.Contains(lines[want-1], "WARN  broker_slow n=2") {
+			t.Errorf("daemon logs --level warn -n %s: exit %d, want the last %d warnings:\n%s%s", n, r.code, want, r.stdout, r.stderr)
+		}
 	}
 }
