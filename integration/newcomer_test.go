@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/claudemesh/claudemesh-go/integration/wait"
@@ -248,6 +250,56 @@ func TestLogsLevelThenLines(t *testing.T) {
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 		if r.code != 0 || len(lines) != want || !strings.Contains(lines[want-1], "WARN  broker_slow n=2") {
 			t.Errorf("daemon logs --level warn -n %s: exit %d, want the last %d warnings:\n%s%s", n, r.code, want, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestJournalPriorities: under systemd (stderr is the stream
+// JOURNAL_STREAM names) the daemon's and the broker's records start with
+// their syslog priority, as journalctl -p reads it.
+func TestJournalPriorities(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t) // its mesh's broker never answers: the daemon warns
+	for _, c := range []struct {
+		args []string
+		want []string // a line for each: priority, then the record's message
+	}{
+		{[]string{"daemon", "up", "--foreground", "--no-tcp"}, []string{`<6>.*"msg":"daemon_started"`, `<4>.*"msg":"broker_connect_failed"`}},
+		{[]string{"broker", "up", "--listen", "127.0.0.1:0", "--dir", filepath.Join(e.daemonDir, "broker")}, []string{`<6>.*"msg":"broker_store_open"`}},
+	} {
+		stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stderr.Close()
+		fi, err := stderr.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		cmd := exec.Command(binPath, c.args...)
+		cmd.Env = append(e.environ(), fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino))
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		read := func() string { b, _ := os.ReadFile(stderr.Name()); return string(b) }
+		wait.For(t, startDeadline, "the records of "+strings.Join(c.args[:2], " "), func() bool {
+			for _, want := range c.want {
+				if !regexp.MustCompile(`(?m)^` + want).MatchString(read()) {
+					return false
+				}
+			}
+			return true
+		})
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		for _, line := range strings.Split(strings.TrimSuffix(read(), "\n"), "\n") {
+			if !regexp.MustCompile(`^<[3467]>\{"time":`).MatchString(line) ||
+				strings.Contains(line, `"level":"WARN"`) != strings.HasPrefix(line, "<4>") ||
+				strings.Contains(line, `"level":"INFO"`) != strings.HasPrefix(line, "<6>") {
+				t.Errorf("%s: a record without its priority, or with another level's: %q", strings.Join(c.args[:2], " "), line)
+			}
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/journal"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -44,7 +45,7 @@ func (c *brokerUpCmd) Run() error {
 	gctune.Set(brokerGCPercent, gcMemoryLimit)
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(journal.NewHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	window, err := time.ParseDuration(c.RateWindow)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--rate-window: %w", err)}

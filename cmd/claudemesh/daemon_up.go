@@ -20,6 +20,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/journal"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/deploy"
@@ -188,18 +189,22 @@ type logger struct {
 	file  *daemon.LogFile // nil when logging to stderr (terminal, journald)
 }
 
+// openLogger logs to --log-file, else to stderr (with the priority
+// prefixes journald reads, when stderr is the journal: cmd/internal/journal).
 func (c *daemonUpCmd) openLogger(cfg config.File) (*logger, error) {
 	l := &logger{level: new(slog.LevelVar)}
-	var out io.Writer = os.Stderr
-	if c.LogFile != "" {
-		f, err := daemon.OpenLogFile(c.LogFile, cfg.Log.MaxSizeMB, cfg.Log.MaxAgeDays)
-		if err != nil {
-			return nil, err
-		}
-		l.file, out = f, f
+	opts := &slog.HandlerOptions{Level: l.level}
+	if c.LogFile == "" {
+		l.Logger = slog.New(journal.NewHandler(os.Stderr, opts))
+		l.apply(cfg)
+		return l, nil
 	}
+	f, err := daemon.OpenLogFile(c.LogFile, cfg.Log.MaxSizeMB, cfg.Log.MaxAgeDays)
+	if err != nil {
+		return nil, err
+	}
+	l.file, l.Logger = f, slog.New(slog.NewJSONHandler(f, opts))
 	l.apply(cfg)
-	l.Logger = slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: l.level}))
 	return l, nil
 }
 
