@@ -295,6 +295,9 @@ func TestJournalPriorities(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 		for _, line := range strings.Split(strings.TrimSuffix(read(), "\n"), "\n") {
+			if !strings.Contains(line, `{"time":`) {
+				continue // a line for people (broker listening on …): the journal's default, info
+			}
 			if !regexp.MustCompile(`^<[3467]>\{"time":`).MatchString(line) ||
 				strings.Contains(line, `"level":"WARN"`) != strings.HasPrefix(line, "<4>") ||
 				strings.Contains(line, `"level":"INFO"`) != strings.HasPrefix(line, "<6>") {
