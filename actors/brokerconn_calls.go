@@ -122,6 +122,15 @@ func (p *parked[K, C]) remove(k K, c C) bool {
 	return true
 }
 
+// count is how many requests are parked.
+func (p *parked[K, C]) count() int {
+	n := 0
+	for _, cs := range p.by {
+		n += len(cs)
+	}
+	return n
+}
+
 // drain removes and returns every parked request.
 func (p *parked[K, C]) drain() []C {
 	var out []C

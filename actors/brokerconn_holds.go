@@ -2,6 +2,7 @@ package actors
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,7 +18,8 @@ import (
 // renewal fails).
 type claims[K comparable, Q any, H held] struct {
 	log     *slog.Logger
-	what    string // "lock", "reservation": in the log
+	what    string      // "lock", "reservation": in the log
+	waiting func(n int) // told how many requests are parked after each change
 	calls   reqCalls[*claim[Q, H]]
 	waiters parked[K, *claim[Q, H]]
 	// late are the requests whose caller was told they timed out, by id,
@@ -58,8 +60,34 @@ type recordedAnswer[Q any, H held] struct {
 // failure is a relay's reply: LockReply, ReservationReply.
 type failure interface{ Failure() error }
 
-func newClaims[K comparable, Q any, H held](log *slog.Logger, what string) claims[K, Q, H] {
-	return claims[K, Q, H]{log: log, what: what, recording: map[uint64]recordedAnswer[Q, H]{}, late: map[string]*claim[Q, H]{}}
+func newClaims[K comparable, Q any, H held](log *slog.Logger, what string, waiting func(n int)) claims[K, Q, H] {
+	return claims[K, Q, H]{log: log, what: what, waiting: waiting, recording: map[uint64]recordedAnswer[Q, H]{},
+		late: map[string]*claim[Q, H]{}}
+}
+
+// gone reports whether call's caller has gone (its reply box retired:
+// timed out, or its client went away): nothing should be granted for it.
+func (c *claims[K, Q, H]) gone(ctx actor.Context, call *claim[Q, H]) bool {
+	if call.who == nil {
+		return false
+	}
+	_, ok := ctx.ActorSystem().ProcessRegistry.Get(call.who)
+	return !ok
+}
+
+// unpark takes the requests parked under k that still have a caller.
+func (c *claims[K, Q, H]) unpark(ctx actor.Context, k K) []*claim[Q, H] {
+	calls := slices.DeleteFunc(c.waiters.take(k), func(call *claim[Q, H]) bool { return c.gone(ctx, call) })
+	c.waiting(c.waiters.count())
+	return calls
+}
+
+// unparkOne takes call from under k unless a release already took it, or
+// its caller has gone.
+func (c *claims[K, Q, H]) unparkOne(ctx actor.Context, k K, call *claim[Q, H]) bool {
+	took := c.waiters.remove(k, call)
+	c.waiting(c.waiters.count())
+	return took && !c.gone(ctx, call)
 }
 
 // answer sends call its reply; one the connection sent for itself (a
@@ -83,6 +111,7 @@ func (c *claims[K, Q, H]) answer(ctx actor.Context, call *claim[Q, H], reply fai
 // 3339), after limit, or at its deadline.
 func (c *claims[K, Q, H]) park(ctx actor.Context, k K, call *claim[Q, H], limit time.Duration, retry any, expiries ...string) {
 	workers.SendLater(ctx, c.waiters.park(k, call, limit, call.deadline, expiries...), retry)
+	c.waiting(c.waiters.count())
 }
 
 // record numbers a transition for the store and returns its id; call,
@@ -152,5 +181,6 @@ func (c *claims[K, Q, H]) down(ctx actor.Context, fail func() failure) {
 	for _, call := range c.waiters.drain() {
 		c.answer(ctx, call, fail())
 	}
+	c.waiting(0)
 	clear(c.late) // their answers will not come on another link
 }

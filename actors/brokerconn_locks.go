@@ -70,7 +70,9 @@ type (
 )
 
 func newLocksRelay(b *BrokerConn) *locksRelay {
-	return &locksRelay{b: b, claims: newClaims[lockName, *messages.LockRequest, *heldLock](b.log, "lock"), held: map[lockName]*heldLock{}}
+	waiting := func(n int) { b.metrics.Waiting.WithLabelValues(b.cfg.Slug, "lock").Set(float64(n)) }
+	return &locksRelay{b: b, claims: newClaims[lockName, *messages.LockRequest, *heldLock](b.log, "lock", waiting),
+		held: map[lockName]*heldLock{}}
 }
 
 func (r *locksRelay) routes() relayRoutes {
@@ -141,6 +143,12 @@ func (r *locksRelay) result(ctx actor.Context, f *messages.LockResultFrame) {
 		return
 	}
 	name := lockName{call.req.Repo, call.req.Key}
+	if r.gone(ctx, call) { // its caller went away: nothing is held for no one
+		if f.Granted {
+			r.giveBack(ctx, call, f)
+		}
+		return
+	}
 	if !f.Granted && time.Now().Before(call.deadline) {
 		r.park(ctx, name, call, lockRetryCap, &lockRetry{call: call}, f.ExpiresAt)
 		return
@@ -162,7 +170,7 @@ func (r *locksRelay) result(ctx actor.Context, f *messages.LockResultFrame) {
 func (r *locksRelay) giveBack(ctx actor.Context, call *lockCall, f *messages.LockResultFrame) {
 	name := lockName{call.req.Repo, call.req.Key}
 	r.log.Warn("lock_granted_late", "key", name.key, "repo", name.repo, "fence_token", f.FenceToken,
-		"detail", "the broker granted an acquire its caller was told timed out: released")
+		"detail", "the broker granted an acquire whose caller had gone (told it timed out, or away): released")
 	r.record(ctx, name, f.FenceToken, call.req.TTL, messages.LockKindAcquired, nil, nil)
 	r.send(ctx, &lockCall{req: &messages.LockRequest{Op: messages.TypeLockRelease, Key: name.key, Repo: name.repo, Fence: f.FenceToken}})
 }
@@ -172,7 +180,7 @@ func (r *locksRelay) giveBack(ctx actor.Context, call *lockCall, f *messages.Loc
 func (r *locksRelay) released(ctx actor.Context, f *messages.LockReleasedFrame) {
 	name := lockName{f.Repo, f.Key}
 	if f.ReqID == "" {
-		for _, call := range r.waiters.take(name) {
+		for _, call := range r.unpark(ctx, name) {
 			r.send(ctx, call)
 		}
 		return
@@ -198,7 +206,7 @@ func (r *locksRelay) listed(ctx actor.Context, f *messages.LockListFrame) {
 
 // retry tries a parked acquire again, unless a release already did.
 func (r *locksRelay) retry(ctx actor.Context, m *lockRetry) {
-	if r.waiters.remove(lockName{m.call.req.Repo, m.call.req.Key}, m.call) {
+	if r.unparkOne(ctx, lockName{m.call.req.Repo, m.call.req.Key}, m.call) {
 		r.send(ctx, m.call)
 	}
 }

@@ -66,7 +66,8 @@ type (
 )
 
 func newReservationsRelay(b *BrokerConn) *reservationsRelay {
-	return &reservationsRelay{b: b, claims: newClaims[string, *messages.ReservationRequest, *heldGrant](b.log, "reservation"),
+	waiting := func(n int) { b.metrics.Waiting.WithLabelValues(b.cfg.Slug, "reservation").Set(float64(n)) }
+	return &reservationsRelay{b: b, claims: newClaims[string, *messages.ReservationRequest, *heldGrant](b.log, "reservation", waiting),
 		grants: map[*heldGrant]bool{}}
 }
 
@@ -146,6 +147,12 @@ func (r *reservationsRelay) result(ctx actor.Context, f *messages.ReservationRes
 		}
 		return
 	}
+	if r.gone(ctx, call) { // its caller went away: nothing is held for no one
+		if f.Granted {
+			r.giveBack(ctx, call, f)
+		}
+		return
+	}
 	if !f.Granted && time.Now().Before(call.deadline) {
 		expiries := make([]string, len(f.Conflicts))
 		for i, c := range f.Conflicts {
@@ -173,7 +180,7 @@ func (r *reservationsRelay) result(ctx actor.Context, f *messages.ReservationRes
 // (the release by its answer).
 func (r *reservationsRelay) giveBack(ctx actor.Context, call *resvCall, f *messages.ReservationResultFrame) {
 	r.log.Warn("reservation_granted_late", "repo", f.Repo, "fence_token", f.FenceToken,
-		"detail", "the broker granted a reserve its caller was told timed out: released")
+		"detail", "the broker granted a reserve whose caller had gone (told it timed out, or away): released")
 	g := &heldGrant{repo: f.Repo, fence: f.FenceToken, ttl: call.req.TTL, patterns: call.req.Patterns}
 	r.record(ctx, g, messages.LockKindAcquired, g.patterns, nil, nil, nil)
 	r.send(ctx, &resvCall{req: &messages.ReservationRequest{Op: messages.TypeReservationRelease, Repo: f.Repo, Patterns: g.patterns}})
@@ -219,7 +226,7 @@ func (r *reservationsRelay) pushed(ctx actor.Context, f *messages.ReservationRel
 		r.drop(ctx, f.Repo, f.Patterns, messages.LockKindLost)
 		r.b.event(ctx, "reservation_lost", map[string]any{"mesh": r.b.cfg.Slug, "repo": f.Repo, "patterns": f.Patterns, "forced_by": f.ForcedBy})
 	}
-	for _, call := range r.waiters.take(f.Repo) {
+	for _, call := range r.unpark(ctx, f.Repo) {
 		r.send(ctx, call)
 	}
 }
@@ -276,7 +283,7 @@ func (r *reservationsRelay) forget(g *heldGrant) {
 
 // retry tries a parked reserve again, unless a release already did.
 func (r *reservationsRelay) retry(ctx actor.Context, m *resvRetry) {
-	if r.waiters.remove(m.call.req.Repo, m.call) {
+	if r.unparkOne(ctx, m.call.req.Repo, m.call) {
 		r.send(ctx, m.call)
 	}
 }

@@ -54,6 +54,10 @@ func (p Paths) OutboxDB() string  { return filepath.Join(p.DaemonDir, "outbox.db
 func (p Paths) InboxDB() string   { return filepath.Join(p.DaemonDir, "inbox.db") }
 func (p Paths) LogFile() string   { return filepath.Join(p.DaemonDir, "daemon.log") }
 
+// WebSignedIn is the web view's list of signed-in browsers inside
+// DaemonDir (each sign-in's nonce, not its cookie).
+func (p Paths) WebSignedIn() string { return filepath.Join(p.DaemonDir, "web-signed-in.json") }
+
 // ConfigFile is config.json inside ConfigDir.
 func (p Paths) ConfigFile() string { return filepath.Join(p.ConfigDir, "config.json") }
 

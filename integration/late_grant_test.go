@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -110,5 +111,52 @@ func TestLateGrantsGivenBack(t *testing.T) {
 		"reservation.acquired git:r seed\nreservation.acquired git:r src/**\nreservation.released git:r seed\nreservation.released git:r src/**"
 	if got := strings.Join(entries, "\n"); got != want {
 		t.Errorf("the log's lock and reservation entries:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestWaitingReserveOfAGoneCaller, with two daemons on one broker: a
+// reserve waiting for alice's reservation to end whose caller goes away
+// (its HTTP request cancelled) is not tried again, so when alice releases
+// nothing is granted to bob for no one.
+func TestWaitingReserveOfAGoneCaller(t *testing.T) {
+	m := newE2EMesh(t)
+	m.alice.start(t)
+	m.bob.start(t)
+	ctx := context.Background()
+	alice, bob := ipc.NewClient(m.alice.env.socket()), ipc.NewClient(m.bob.env.socket())
+	if got, err := alice.Reserve(ctx, &messages.ReserveRequest{Repo: "git:r", Patterns: []string{"src/**"}, TTLMs: 60_000}); err != nil ||
+		!got.Granted {
+		t.Fatalf("alice's reserve = %+v, %v", got, err)
+	}
+	reqCtx, cancel := context.WithCancel(ctx)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := bob.Reserve(reqCtx, &messages.ReserveRequest{Repo: "git:r", Patterns: []string{"src/a.py"}, TTLMs: 60_000, WaitMs: 60_000})
+		answered <- err
+	}()
+	waiting := func() string {
+		resp, err := m.bob.c.Get("http://localhost/v1/metrics")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.HasPrefix(line, `cm_daemon_claims_waiting{kind="reservation",mesh="demo"}`) {
+				return strings.Fields(line)[1]
+			}
+		}
+		return ""
+	}
+	wait.For(t, 10*time.Second, "bob's reserve waiting", func() bool { return waiting() == "1" })
+	cancel()
+	<-answered
+	if _, err := alice.ReleaseReservations(ctx, &messages.ReleaseReservationsRequest{Repo: "git:r"}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "bob's daemon to stop waiting", func() bool { return waiting() == "0" })
+	list, err := alice.Reservations(ctx, "", "git:r")
+	if err != nil || len(list.Reservations) != 0 {
+		t.Errorf("reservations after the waiting caller went away and alice released: %+v, %v; want none", list, err)
 	}
 }

@@ -43,6 +43,10 @@ func TestMCPMemory(t *testing.T) {
 		t.Errorf("recall with limit 500: not an error: %q", text(res))
 	}
 
+	if res := b.call("forget", map[string]any{"id": "../" + stored.ID}); !res.IsError {
+		t.Errorf("forget of an id that is not a memory's: not an error: %q", text(res))
+	}
+
 	var gone struct {
 		ID string `json:"id"`
 	}

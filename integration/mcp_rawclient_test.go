@@ -9,8 +9,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // rawMCP is an MCP client of a few lines over a server's stdio: the
@@ -43,13 +46,14 @@ type rawResponse struct {
 }
 
 // startRawMCP starts claudemesh-mcp as the agent session name on e's
-// daemon and runs the initialize handshake. Its GODEBUG is the
+// daemon and runs the initialize handshake (for a benchmark, or a test of
+// what a client writes byte by byte). Its GODEBUG is the
 // benchmark's, as the daemon's
 // is: awakeSetting (keepMonitorAwake), or what the benchmark was started
 // with when that names schedtrace (schedtrace=0 measures every process
 // with the runtime's monitor sleeping deeply: the code before
 // cmd/internal/sysmon).
-func startRawMCP(b *testing.B, e *env, name string) *rawMCP {
+func startRawMCP(b testing.TB, e *env, name string) *rawMCP {
 	c := &rawMCP{cmd: exec.Command(mcpBinPath, "--name", name)}
 	c.cmd.Env = e.environ()
 	c.cmd.Stderr = os.Stderr
@@ -165,4 +169,30 @@ func (c *rawMCP) readLine() ([]byte, error) {
 func (c *rawMCP) close() {
 	c.in.Close()
 	c.cmd.Wait()
+}
+
+// TestMCPLineTooLong: a line longer than claudemesh-mcp takes
+// (mcp.DefaultMaxLineLength) is answered at once with an error that names
+// the limit, id null (its id cannot be read), and the session goes on.
+func TestMCPLineTooLong(t *testing.T) {
+	t.Parallel()
+	e := localAgentsEnv(t)
+	startDaemon(t, e, "--no-tcp")
+	c := startRawMCP(t, e, "long-line")
+	line := `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"send_message","arguments":{"to":"x","message":"` +
+		strings.Repeat("a", mcp.DefaultMaxLineLength) + `"}}}` + "\n"
+	if _, err := io.WriteString(c.in, line); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.pipe.SetReadDeadline(time.Now().Add(mcpDeadline)); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := c.readLine()
+	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"a message longer than %d bytes`, mcp.DefaultMaxLineLength)
+	if err != nil || !strings.HasPrefix(string(answer), want) {
+		t.Fatalf("the answer to a line of %d bytes: %.200s %v; want %s…", len(line), answer, err, want)
+	}
+	if _, err := c.request("ping", map[string]any{}); err != nil {
+		t.Errorf("a ping after the line too long: %v", err)
+	}
 }

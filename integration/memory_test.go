@@ -14,7 +14,8 @@ import (
 // remember`, `recall` and `forget` on alice's and bob's daemons, our
 // broker between them. What alice remembers bob recalls, the exact phrase
 // first, with who and when; tags filter; syntax in a query is text;
-// forget is final and idempotent; refusals store nothing.
+// forget is final and idempotent, and takes only an id of the form a
+// broker mints; refusals store nothing.
 func TestMemory(t *testing.T) {
 	t.Parallel()
 	m := newE2EMesh(t)
@@ -95,6 +96,8 @@ func TestMemory(t *testing.T) {
 		{[]string{"remember", "ok", "--tag", ""}, messages.CodeInvalidMemory},
 		{[]string{"recall", "x", "--limit", "101"}, messages.CodeInvalidMemory},
 		{[]string{"remember", "elsewhere", "--mesh", "nope"}, messages.CodeMeshNotAttached},
+		{[]string{"forget", strings.Repeat("m", 10_000)}, messages.CodeInvalidMemoryID},
+		{[]string{"forget", "../../" + partial.ID}, messages.CodeInvalidMemoryID},
 	} {
 		r := runCLI(t, alice.env, c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
@@ -112,5 +115,12 @@ func TestMemory(t *testing.T) {
 	if r := do(t, alice.c, newRequest(t, http.MethodDelete, "http://localhost/v1/memory", nil)); r.status != http.StatusBadRequest ||
 		r.json(t)["error"] != messages.CodeInvalidMemory {
 		t.Errorf("DELETE /v1/memory without an id: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{"/v1/memory/" + strings.Repeat("m", 10_000), "/v1/memory/..%2F..%2Fetc%2Fpasswd",
+		"/v1/memory?id=" + partial.ID[:31] + "%00"} {
+		if r := do(t, alice.c, newRequest(t, http.MethodDelete, "http://localhost"+bad, nil)); r.status != http.StatusBadRequest ||
+			r.json(t)["error"] != messages.CodeInvalidMemoryID {
+			t.Errorf("DELETE %.60s: %d %.200s", bad, r.status, r.body)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"slices"
@@ -18,10 +19,11 @@ import (
 // the cursor to overwrite the line, when printed raw.
 const hostileBody = "\x1b]0;pwned\x07\x1b[2J…\rfake line"
 
-// TestHostileTextIsEscaped: a DM made of terminal escapes and a peer name
-// and summary with bidi overrides reach the operator's terminal escaped —
-// in `daemon inbox`, `inbox` (inside the recipient's session), `peers` and
-// `sessions` — and exact in --json.
+// TestHostileTextIsEscaped: a DM made of terminal escapes and a peer
+// summary with bidi overrides reach the operator's terminal escaped — in
+// `daemon inbox`, `inbox` (inside the recipient's session), `peers` and
+// `sessions` — and exact in --json; a session name with them is refused
+// at registration.
 func TestHostileTextIsEscaped(t *testing.T) {
 	e := newEnv(t)
 	if err := os.Remove(e.configDir + "/config.json"); err != nil { // the embedded broker's local mesh, made at start
@@ -29,8 +31,13 @@ func TestHostileTextIsEscaped(t *testing.T) {
 	}
 	d := startDaemon(t, e, "--no-tcp")
 	defer d.stop()
-	const evilName = "ev\u202eil\u2066"
+	const evilName = "evil"
 	ant := registerSession(t, e.socket(), "local", "sess-ant", "ant")
+	var refused *messages.Error
+	if _, err := register(context.Background(), ipc.NewClient(e.socket()), "local", "sess-bidi", "ev\u202eil\u2066", os.Getpid()); !errors.As(err, &refused) ||
+		refused.Status != 400 {
+		t.Errorf("a session named with bidi overrides: %v, want 400", err)
+	}
 	evil := registerSession(t, e.socket(), "local", "sess-evil", evilName)
 	summary := "\u202egnp.exe"
 	wait.For(t, e2eConnectDeadline, "evil's summary set", func() bool {
@@ -79,8 +86,8 @@ func TestHostileTextIsEscaped(t *testing.T) {
 				continue
 			}
 			r := runCLI(t, who, args...)
-			if r.code != 0 || !strings.Contains(r.stdout, `ev\u202eil\u2066`) {
-				t.Errorf("%s: exit %d, want the name escaped\n%q\n%s", args[0], r.code, r.stdout, r.stderr)
+			if r.code != 0 || !strings.Contains(r.stdout, evilName) {
+				t.Errorf("%s: exit %d, want evil listed\n%q\n%s", args[0], r.code, r.stdout, r.stderr)
 			}
 			if args[0] == "peers" && !strings.Contains(r.stdout, `\u202egnp.exe`) {
 				t.Errorf("peers: want the summary escaped\n%q", r.stdout)

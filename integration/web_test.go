@@ -155,7 +155,8 @@ func shots(t *testing.T, ctx context.Context, dir, name string) {
 // meanwhile; bob marks the first seen; a dead outbox row is
 // requeued through its confirmation page; a reservation and a lock bob
 // takes appear on the files page; a search finds the DM; bob writes to
-// alice from the compose page; a hostile name and body show as text and open no dialog; a
+// alice from the compose page; a hostile name and body show as text and open no dialog;
+// bob signs out, which ends a copy of his cookie too; a
 // wrong cookie, another Origin and another Host are refused. Every page
 // is photographed at desktop and phone width (into
 // CLAUDEMESH_WEB_SCREENSHOTS when set, as docs/web was made).
@@ -302,6 +303,31 @@ func TestWebView(t *testing.T) {
 	shots(t, ctx, dir, "inbox-dark")
 	if n := dialogs.Load(); n != 0 {
 		t.Errorf("%d dialogs opened: hostile text ran as script", n)
+	}
+
+	// Signing out in the browser ends its cookie in every copy of it.
+	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/web/"}})
+	if err != nil || len(cookies.Cookies) != 1 || cookies.Cookies[0].Name != "claudemesh_web" {
+		t.Fatalf("the browser's cookies: %+v %v", cookies, err)
+	}
+	copied := "claudemesh_web=" + cookies.Cookies[0].Value
+	withCopy := func() int {
+		req, _ := http.NewRequest(http.MethodGet, base+"/web/inbox", nil)
+		req.Header.Set("Cookie", copied)
+		resp, err := tcpClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := withCopy(); st != http.StatusOK {
+		t.Fatalf("a copy of the browser's cookie while it is signed in: %d", st)
+	}
+	follow(t, ctx, "sign out", chromedp.Click(`//button[normalize-space()="Sign out"]`))
+	browse(t, ctx, "signed out", waitText("this browser is signed out"))
+	if st := withCopy(); st != http.StatusUnauthorized {
+		t.Errorf("a copy of the cookie after the browser signed out: %d, want 401", st)
 	}
 
 	// Refusals: a wrong cookie in the browser; another Origin and another

@@ -53,6 +53,7 @@ const (
 	CodeMissingTo            = "missing_to"
 	CodeInvalidTo            = "invalid_to"
 	CodeMissingMessage       = "missing_message"
+	CodeMessageHasNUL        = "message_contains_nul"
 	CodeInvalidPriority      = "invalid_priority"
 	CodeInvalidMeta          = "invalid_meta"
 	CodeInvalidReplyTo       = "invalid_reply_to_id"

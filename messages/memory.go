@@ -49,6 +49,42 @@ const (
 // invalid_args).
 const CodeInvalidMemory = "invalid_memory"
 
+// MemoryIDLength is the length of a memory's id: 32 letters and digits,
+// as a broker mints it (upstream's generateId, and ours).
+const MemoryIDLength = 32
+
+// CodeInvalidMemoryID is the 400 code of a forget whose id is not one a
+// broker mints.
+const CodeInvalidMemoryID = "invalid_memory_id"
+
+// ValidMemoryID reports whether id has the form of a memory's id.
+func ValidMemoryID(id string) bool {
+	if len(id) != MemoryIDLength {
+		return false
+	}
+	for i := range len(id) {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateMemoryID refuses an id that is not a memory's (400
+// invalid_memory_id): no broker has such a memory, and the id would go
+// into its request as it is.
+func ValidateMemoryID(id string) error {
+	if ValidMemoryID(id) {
+		return nil
+	}
+	shown := id
+	if len(shown) > 40 {
+		shown = shown[:40] + "…"
+	}
+	return badRequest(CodeInvalidMemoryID, "%q is not a memory id: one is %d letters and digits, as remember and recall print it",
+		shown, MemoryIDLength)
+}
+
 // RememberRequest is the body of POST /v1/memory.
 type RememberRequest struct {
 	Content string   `json:"content"`

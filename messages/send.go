@@ -281,6 +281,10 @@ func (r *SendRequest) Validate() (*Send, error) {
 			Detail: "message is " + strconv.Itoa(len(*r.Message)) + " bytes; the limit is " + strconv.Itoa(MaxMessageBytes) +
 				" (" + strconv.Itoa(MaxMessageBytes>>10) + " KiB): nothing was sent; send a shorter text, or split it, or point to a file the recipient can read"}
 	}
+	if i := strings.IndexByte(*r.Message, 0); i >= 0 {
+		return nil, badRequest(CodeMessageHasNUL, "message holds a NUL character (U+0000) at byte %d: a message is text; "+
+			"send binary data encoded (base64), or share it as a file", i)
+	}
 	s.Body = []byte(*r.Message)
 	switch s.Priority {
 	case "":

@@ -52,6 +52,8 @@ func TestDecodeSendRejects(t *testing.T) {
 		{"empty group", `{"to":"@","message":"x"}`, "", false, 400, CodeInvalidTo},
 		{"missing message", `{"to":"*"}`, "", false, 400, CodeMissingMessage},
 		{"empty message", `{"to":"*","message":""}`, "", false, 400, CodeMissingMessage},
+		{"NUL in the message", `{"to":"*","message":"a\u0000b"}`, "", false, 400, CodeMessageHasNUL},
+		{"message of a NUL", `{"to":"*","message":"\u0000"}`, "", false, 400, CodeMessageHasNUL},
 		{"message too large", `{"to":"*","message":"` + long + `"}`, "", false, 413, CodeMessageTooLarge},
 		{"bad priority", `{"to":"*","message":"x","priority":"urgent"}`, "", false, 400, CodeInvalidPriority},
 		{"meta array", `{"to":"*","message":"x","meta":[1]}`, "", false, 400, CodeInvalidMeta},

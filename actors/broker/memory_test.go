@@ -86,6 +86,9 @@ func TestMemoryFrames(t *testing.T) {
 			{map[string]any{"type": "remember", "content": "ok", "tags": []string{""}, "_reqId": "bad"}, codeInvalidArgs},
 			{map[string]any{"type": "recall", "query": strings.Repeat("q", broker.MaxRecallQueryBytes+1), "_reqId": "bad"}, codeInvalidArgs},
 			{map[string]any{"type": "forget", "_reqId": "bad"}, codeInvalidArgs},
+			{map[string]any{"type": "forget", "memoryId": strings.Repeat("m", 10_000), "_reqId": "bad"}, codeInvalidArgs},
+			{map[string]any{"type": "forget", "memoryId": "../../../../etc/passwd", "_reqId": "bad"}, codeInvalidArgs},
+			{map[string]any{"type": "forget", "memoryId": partial[:31] + "%", "_reqId": "bad"}, codeInvalidArgs},
 		} {
 			a.send(c.req)
 			if f := a.next("error"); f["code"] != c.code || f["_reqId"] != "bad" || f["id"] != "bad" {

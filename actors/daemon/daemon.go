@@ -59,6 +59,10 @@ type Options struct {
 	// ReapInterval is how often sessions whose process is gone are
 	// dropped (0: DefaultReapInterval).
 	ReapInterval time.Duration
+	// KeySweepInterval is how often the key files of sessions that ended
+	// long ago are removed, besides at the start (0:
+	// DefaultKeySweepInterval).
+	KeySweepInterval time.Duration
 	// BrokerLiveness is how long a silent broker connection is kept before
 	// it is dropped and dialled again (0: the protocol's 75 s). Tests of
 	// silent failures shorten it.
@@ -161,13 +165,15 @@ func Start(opts Options) (_ *Daemon, err error) {
 		Pressure: d.pressure, Fsync: d.fsync, RotateToken: opts.Paths.RotateLocalToken,
 		Meshes: meshes, DaemonVersion: opts.Version, SchemaVersion: d.outbox.SchemaVersion(), Started: time.Now(),
 		OriginAllowlist: opts.Config.IPC.OriginAllowlist, PublicHealth: opts.Config.IPC.PublicHealthCheck,
-		BodyTimeout: opts.BodyTimeout, TCPAddr: d.tcpAddr, Log: d.log})
+		BodyTimeout: opts.BodyTimeout, TCPAddr: d.tcpAddr, WebSignedIn: opts.Paths.WebSignedIn(), Log: d.log})
 	if err := d.sessions.restore(); err != nil {
 		return nil, err
 	}
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	d.stopReap = stopReap
-	go d.sessions.reap(reapCtx, cmp.Or(opts.ReapInterval, DefaultReapInterval))
+	go every(reapCtx, cmp.Or(opts.ReapInterval, DefaultReapInterval), d.sessions.reap)
+	d.sessions.sweepKeys(time.Now())
+	go every(reapCtx, cmp.Or(opts.KeySweepInterval, DefaultKeySweepInterval), d.sessions.sweepKeys)
 	for _, l := range d.listeners {
 		go func() { d.fail(d.server.Serve(l)) }()
 	}

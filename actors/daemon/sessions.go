@@ -28,7 +28,8 @@ const DefaultReapInterval = 5 * time.Second
 // connection opens with a session_hello under the session's key, served
 // to requests that carry the session's token. sessions.json keeps the
 // registry across restarts; keys live in their own files
-// (config.Paths.SessionKey), so a session id speaks with one key for good.
+// (config.Paths.SessionKey), so a session id speaks with one key while it
+// comes back within config.SessionKeyRetention of its end (session_keys.go).
 //
 // Lookup reads an immutable map swapped under byMu, so that a request
 // never waits for a registration: writers (register, deregister, the
@@ -123,6 +124,7 @@ func (s *sessions) Register(ctx context.Context, req *messages.RegisterSession) 
 		}
 		return nil, err
 	}
+	s.touchKey(req.Mesh, req.SessionID)
 	return &messages.SessionRegistered{OK: true, RegisteredAt: rec.RegisteredAt, PresenceAccepted: given != "",
 		SessionPubkey: sess.Info.Presence.SessionPubkey}, nil
 }
@@ -342,6 +344,7 @@ func (s *sessions) drop(token, why string) (bool, error) {
 	if derr := s.d.tree.Detach(route); derr != nil {
 		err = errors.Join(err, derr)
 	}
+	s.touchKey(rec.Mesh, rec.SessionID)
 	s.d.log.Info("session_"+why, "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID)
 	return true, err
 }
@@ -438,6 +441,7 @@ func (s *sessions) restore() error {
 		if !alive(rec) {
 			s.d.log.Info("session_not_restored", "session", rec.SessionID, "mesh", rec.Mesh, "pid", rec.PID, "why", "process gone")
 			s.abandonLocks(rec)
+			s.touchKey(rec.Mesh, rec.SessionID)
 			continue
 		}
 		secret, err := s.d.opts.Paths.SessionKey(rec.Mesh, rec.SessionID, "")
@@ -469,33 +473,38 @@ func alive(rec config.SessionRecord) bool {
 	return start == 0 || rec.StartTime == 0 || start == rec.StartTime
 }
 
-// reap drops, every interval until ctx ends, the sessions whose process is
-// gone. It reads /proc without holding any lock a request needs.
-func (s *sessions) reap(ctx context.Context, interval time.Duration) {
+// reap drops the sessions whose process is gone; the daemon calls it
+// every ReapInterval. It reads /proc without holding any lock a request
+// needs.
+func (s *sessions) reap(time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	var dead []string
+	for tok, rec := range s.records {
+		if !alive(rec) {
+			dead = append(dead, tok)
+		}
+	}
+	for _, tok := range dead {
+		if _, err := s.drop(tok, "reaped"); err != nil {
+			s.d.log.Warn("session_reap_failed", "err", err)
+		}
+	}
+}
+
+// every calls f with the time every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func(now time.Time)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			f(now)
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return
-		}
-		var dead []string
-		for tok, rec := range s.records {
-			if !alive(rec) {
-				dead = append(dead, tok)
-			}
-		}
-		for _, tok := range dead {
-			if _, err := s.drop(tok, "reaped"); err != nil {
-				s.d.log.Warn("session_reap_failed", "err", err)
-			}
-		}
-		s.mu.Unlock()
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/config"
@@ -29,6 +33,7 @@ import (
 // not followed.
 type webDaemon struct {
 	t       *testing.T
+	paths   config.Paths
 	api     *ipc.Client
 	base    string
 	browser *http.Client
@@ -46,7 +51,7 @@ func startWebDaemon(t *testing.T) *webDaemon {
 	}
 	t.Cleanup(d.Close)
 	jar, _ := cookiejar.New(nil)
-	return &webDaemon{t: t, api: ipc.NewClient(paths.Socket()), base: "http://" + d.TCPAddr(),
+	return &webDaemon{t: t, paths: paths, api: ipc.NewClient(paths.Socket()), base: "http://" + d.TCPAddr(),
 		browser: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -266,4 +271,137 @@ func TestSessionRegisteredAgain(t *testing.T) {
 			t.Fatalf("after registering as %s: %+v %v", name, list, err)
 		}
 	}
+}
+
+// TestWebViewInboxPages: an inbox of 10,003 messages of the last week
+// shows its true unread count and pages through them InboxShown at a
+// time, newest first; a page's links name its rows, so a message that
+// arrives meanwhile does not move the page.
+func TestWebViewInboxPages(t *testing.T) {
+	w := startWebDaemon(t)
+	w.login()
+	db := sqlx.MustOpen("sqlite", "file:"+w.paths.InboxDB()+"?_pragma=busy_timeout(5000)")
+	defer db.Close()
+	now := time.Now().UnixMilli()
+	add := func(from, to int) {
+		tx := db.MustBegin()
+		for i := from; i < to; i++ {
+			var seen any
+			if i < 3 {
+				seen = now // the three oldest were read
+			}
+			tx.MustExec(`INSERT INTO inbox (id, client_message_id, mesh, sender_pubkey, sender_name, body, received_at, seen_at)
+				VALUES (?, ?, 'local', ?, 'alice', ?, ?, ?)`, fmt.Sprintf("row-%05d", i), fmt.Sprintf("msg-%05d", i),
+				strings.Repeat("a", 64), fmt.Sprint("message ", i), now-int64(20_000-i), seen)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(0, 10_003)
+	link := regexp.MustCompile(`href="(/web/inbox\?(?:before|after)=[^"]+)" rel="(prev|next)"`)
+	type shown struct {
+		body         string
+		newer, older string
+	}
+	get := func(path string, want ...string) shown {
+		t.Helper()
+		st, body, _ := w.do(http.MethodGet, path, nil)
+		if st != http.StatusOK {
+			t.Fatalf("%s: %d", path, st)
+		}
+		for _, s := range want {
+			if !strings.Contains(body, s) {
+				t.Errorf("%s lacks %q", path, s)
+			}
+		}
+		p := shown{body: body}
+		for _, m := range link.FindAllStringSubmatch(body, -1) {
+			if m[2] == "prev" {
+				p.newer = html.UnescapeString(m[1])
+			} else {
+				p.older = html.UnescapeString(m[1])
+			}
+		}
+		if n := strings.Count(body, `<li class="message`); n != web.InboxShown {
+			t.Errorf("%s shows %d messages, want %d", path, n, web.InboxShown)
+		}
+		return p
+	}
+	first := get("/web/inbox", "10,000 unread messages", "messages 1–200 of 10,003", "msg-10002", "msg-09803")
+	if strings.Contains(first.body, "msg-09802") || first.newer != "" || first.older == "" {
+		t.Fatalf("the first page: newer %q, older %q, holds the 201st newest: %v", first.newer, first.older,
+			strings.Contains(first.body, "msg-09802"))
+	}
+	second := get(first.older, "10,000 unread messages", "messages 201–400 of 10,003", "msg-09802", "msg-09603")
+	if strings.Contains(second.body, "msg-09803") || second.newer == "" || second.older == "" {
+		t.Fatalf("the second page: newer %q, older %q", second.newer, second.older)
+	}
+	get(second.newer, "messages 1–200 of 10,003", "msg-10002")
+
+	add(10_003, 10_004) // a message arrives: the second page keeps its rows
+	get(first.older, "10,001 unread messages", "messages 202–401 of 10,004", "msg-09802", "msg-09603")
+	last := get("/web/inbox?before=row-00100", "messages 9,805–10,004 of 10,004", "msg-00000", "msg-00199")
+	if last.older != "" || last.newer == "" {
+		t.Errorf("the oldest page: newer %q, older %q", last.newer, last.older)
+	}
+}
+
+// TestWebViewSignOut: a browser's sign-out ends its cookie in every copy
+// of it — a page asked with a copy is refused, and an event stream opened
+// with a copy ends — and leaves another browser signed in.
+func TestWebViewSignOut(t *testing.T) {
+	w := startWebDaemon(t)
+	w.login()
+	u, _ := url.Parse(w.base + "/web/")
+	copied := web.CookieName + "=" + w.browser.Jar.Cookies(u)[0].Value
+	other := w.anotherBrowser()
+	withCopy := func(path string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, w.base+path, nil)
+		req.Header.Set("Cookie", copied)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	stream := withCopy("/web/events")
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK || !strings.HasPrefix(stream.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("the event stream with a copy of the cookie: %d %v", stream.StatusCode, stream.Header)
+	}
+	streamEnded := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, stream.Body); streamEnded <- err }()
+
+	_, page, _ := w.do(http.MethodGet, "/web/", nil)
+	csrf := csrfRe.FindStringSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the page:\n%s", page)
+	}
+	if st, body, _ := w.do(http.MethodPost, "/web/logout", url.Values{"csrf": {csrf[1]}}, "Origin", w.base); st != http.StatusOK ||
+		!strings.Contains(body, "signed out") {
+		t.Fatalf("sign out: %d %s", st, body)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(settleWithin):
+		t.Error("the event stream of a copy of the signed-out cookie is still open")
+	}
+	if resp := withCopy("/web/inbox"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a page with a copy of the signed-out cookie: %d, want 401", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+	if st, _, _ := other.do(http.MethodGet, "/web/inbox", nil); st != http.StatusOK {
+		t.Errorf("another browser after the sign-out: %d, want 200", st)
+	}
+}
+
+// anotherBrowser is another browser of w's daemon, signed in.
+func (w *webDaemon) anotherBrowser() *webDaemon {
+	jar, _ := cookiejar.New(nil)
+	other := *w
+	other.browser = &http.Client{Jar: jar, CheckRedirect: w.browser.CheckRedirect}
+	other.login()
+	return &other
 }

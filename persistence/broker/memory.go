@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/claudemesh/claudemesh-go/messages"
 )
 
 // Memory limits.
@@ -110,8 +112,13 @@ func (s *Store) Remember(ctx context.Context, meshID string, m NewMemory) (*Memo
 }
 
 // Forget deletes the memory of the mesh with id for good and reports
-// whether there was one; forgetting it again is a no-op.
+// whether there was one; forgetting it again is a no-op. An id of
+// another form than the one Remember mints wraps ErrInvalid.
 func (s *Store) Forget(ctx context.Context, meshID, id string) (bool, error) {
+	if !messages.ValidMemoryID(id) {
+		return false, fmt.Errorf("%w: memoryId must be %d letters and digits, the id remember answered", ErrInvalid,
+			messages.MemoryIDLength)
+	}
 	res, err := s.db.ExecContext(ctx, s.d.rewrite(`DELETE FROM memory WHERE mesh_id = ? AND id = ?`), meshID, id)
 	if err != nil {
 		return false, fmt.Errorf("forget: %w", err)

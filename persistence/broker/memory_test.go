@@ -123,6 +123,11 @@ func TestForget(t *testing.T) {
 		if n := e.count(t, "memory WHERE id = ?", gone.ID); n != 0 {
 			t.Errorf("%d rows of the forgotten memory", n)
 		}
+		for _, bad := range []string{"", strings.Repeat("k", 10_000), "../" + kept.ID[3:], kept.ID[:31], kept.ID + "x", kept.ID[:31] + "\x00"} {
+			if found, err := e.s.Forget(ctx, m.ID, bad); !errors.Is(err, ErrInvalid) || found {
+				t.Errorf("Forget(%.40q) = %v, %v; want ErrInvalid", bad, found, err)
+			}
+		}
 	})
 }
 

@@ -179,7 +179,7 @@ func meshAskWithin[T reply](s *Server, r *http.Request, named string, req any, t
 	if err != nil {
 		return "", zero, err
 	}
-	reply, err := askWithin[T](s, pid, req, timeout)
+	reply, err := askUntil[T](s, pid, req, timeout, r.Context().Done())
 	if err != nil {
 		return "", zero, brokerError(slug, err)
 	}
@@ -198,8 +198,16 @@ func ask[T reply](s *Server, pid *actor.PID, msg any) (T, error) {
 // askWithin is ask with a deadline of its own; no answer in time is
 // actor.ErrTimeout.
 func askWithin[T reply](s *Server, pid *actor.PID, msg any, timeout time.Duration) (T, error) {
+	return askUntil[T](s, pid, msg, timeout, nil)
+}
+
+// askUntil is askWithin that also gives up when done closes (the request's
+// client went away): the actor then answers no one, and a broker
+// connection gives back what it was granted for the request (a lock, a
+// reservation) rather than hold it for no one.
+func askUntil[T reply](s *Server, pid *actor.PID, msg any, timeout time.Duration, done <-chan struct{}) (T, error) {
 	var zero T
-	res, ok := s.replies.ask(pid, msg, timeout)
+	res, ok := s.replies.ask(pid, msg, timeout, done)
 	if !ok {
 		return zero, actor.ErrTimeout
 	}

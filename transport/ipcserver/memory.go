@@ -71,7 +71,8 @@ func (s *Server) memoryRecall(w http.ResponseWriter, r *http.Request) {
 
 // memoryForget answers DELETE /v1/memory/<id>[?mesh=] and DELETE
 // /v1/memory?id=: the memory is gone for good; one that was already gone
-// is no error.
+// is no error. An id of another form than a memory's is refused (400
+// invalid_memory_id).
 func (s *Server) memoryForget(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := strings.TrimPrefix(r.URL.Path, "/v1/memory/")
@@ -81,6 +82,10 @@ func (s *Server) memoryForget(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: messages.CodeInvalidMemory,
 			Detail: "missing memory id: DELETE /v1/memory/<id>, the id remember answered"})
+		return
+	}
+	if err := messages.ValidateMemoryID(id); err != nil {
+		writeError(w, err)
 		return
 	}
 	mesh, _, err := meshAsk[*messages.MemoryReply](s, r, q.Get("mesh"), &messages.MemoryRequest{Op: messages.TypeForget, ID: id})

@@ -65,8 +65,10 @@ func (r *replies) get() *replyBox {
 }
 
 // ask sends msg to pid with b as its sender and waits up to timeout for
-// the answer; ok is false when none came in time (b is then dropped).
-func (r *replies) ask(pid *actor.PID, msg any, timeout time.Duration) (answer any, ok bool) {
+// the answer; ok is false when none came in time, or done closed first
+// (the caller went away: nil for none), and b is then dropped — an actor
+// that answers later finds its asker unregistered.
+func (r *replies) ask(pid *actor.PID, msg any, timeout time.Duration, done <-chan struct{}) (answer any, ok bool) {
 	b := r.get()
 	r.system.Root.RequestWithCustomSender(pid, msg, b.pid)
 	b.timer.Reset(timeout)
@@ -76,6 +78,10 @@ func (r *replies) ask(pid *actor.PID, msg any, timeout time.Duration) (answer an
 		r.put(b)
 		return answer, true
 	case <-b.timer.C:
+		r.system.ProcessRegistry.Remove(b.pid)
+		return nil, false
+	case <-done:
+		b.timer.Stop()
 		r.system.ProcessRegistry.Remove(b.pid)
 		return nil, false
 	}

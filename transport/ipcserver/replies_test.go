@@ -28,16 +28,25 @@ func TestReplyBoxes(t *testing.T) {
 		}
 	}))
 	r := newReplies(system, 4)
-	if got, ok := r.ask(pid, "one", time.Second); !ok || got != "re: one" {
+	if got, ok := r.ask(pid, "one", time.Second, nil); !ok || got != "re: one" {
 		t.Fatalf("ask one: %v %v", got, ok)
 	}
-	if got, ok := r.ask(pid, "hold", 50*time.Millisecond); ok {
+	if got, ok := r.ask(pid, "hold", 50*time.Millisecond, nil); ok {
 		t.Fatalf("ask hold answered %v before the deadline", got)
 	}
 	release <- "late"
 	for range 3 {
-		if got, ok := r.ask(pid, "two", time.Second); !ok || got != "re: two" {
+		if got, ok := r.ask(pid, "two", time.Second, nil); !ok || got != "re: two" {
 			t.Fatalf("ask after a late answer: %v %v; want re: two", got, ok)
 		}
+	}
+	gone := make(chan struct{})
+	close(gone) // the client went away: the ask gives up, and its box is no one's
+	if got, ok := r.ask(pid, "hold", time.Minute, gone); ok {
+		t.Fatalf("ask of a client gone answered %v", got)
+	}
+	release <- "late again"
+	if got, ok := r.ask(pid, "three", time.Second, nil); !ok || got != "re: three" {
+		t.Fatalf("ask after a client gone: %v %v; want re: three", got, ok)
 	}
 }

@@ -122,6 +122,9 @@ type Options struct {
 	// TCPAddr is the loopback TCP listener's address ("" without one): the
 	// web view is served there, and POST /v1/web/login's link names it.
 	TCPAddr string
+	// WebSignedIn is the file that keeps the web view's signed-in
+	// browsers across restarts ("": in memory only).
+	WebSignedIn string
 	// BodyTimeout bounds the time a request body may take to arrive after
 	// its headers (0: DefaultBodyTimeout); a body that is late is
 	// answered 408 body_timeout.
@@ -185,7 +188,8 @@ func New(opts Options) *Server {
 		},
 		ConnState: s.trackConn,
 	}
-	s.web = web.New(web.Options{API: http.HandlerFunc(s.serveLocal), Secrets: s.secrets, Log: opts.Log})
+	s.web = web.New(web.Options{API: http.HandlerFunc(s.serveLocal), Secrets: s.secrets, SignedInFile: opts.WebSignedIn,
+		Log: opts.Log})
 	s.http.RegisterOnShutdown(s.closeStreams)
 	s.http.RegisterOnShutdown(s.stop)
 	return s

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -45,9 +46,21 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // events relays the daemon's event stream (GET /v1/events) to the page,
 // resuming after the Last-Event-ID the browser's EventSource sends back
-// when it reconnects: the API's own handler writes to the browser.
-func (v *View) events(w http.ResponseWriter, r *http.Request, _ *session) {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://localhost/v1/events", nil)
+// when it reconnects: the API's own handler writes to the browser. The
+// stream ends with the browser's sign-in (a sign-out, from any copy of
+// its cookie).
+func (v *View) events(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	ended := v.in.endOf(s.nonce)
+	go func() {
+		select {
+		case <-ended:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/v1/events", nil)
 	if err != nil {
 		v.refuse(w, http.StatusInternalServerError, "internal", err.Error())
 		return

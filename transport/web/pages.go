@@ -52,7 +52,8 @@ func findRoute(method, path string) (route, bool) {
 // pageTimeout bounds the API calls of one page.
 const pageTimeout = 5 * time.Second
 
-// Inbox page bounds: the newest InboxShown messages of the last InboxDays.
+// Inbox page bounds: InboxShown messages a page of the last InboxDays'
+// (the newest, or those its Older and Newer links name).
 const (
 	InboxShown = 200
 	InboxDays  = 7
@@ -112,14 +113,21 @@ func (v *View) meshPage(w http.ResponseWriter, r *http.Request, s *session) {
 	v.render(w, r, s, "mesh", &d)
 }
 
-// inboxData is the inbox page: the newest messages by thread, or one
-// thread, or a search's matches in rank order.
+// inboxData is the inbox page: a page of the messages by thread, or of
+// one thread, or a search's matches in rank order. Total and Unread count
+// every message the filter keeps, not the page's alone.
 type inboxData struct {
 	Threads []thread
 	Found   []messages.InboxItem // a search's matches (Query set)
+	Total   int
 	Unread  int
-	Filter  inboxFilter
-	Error   string
+	// First and Last are the page's messages as positions in Total,
+	// newest first (1 is the newest); Newer and Older link the pages
+	// beside it ("": none).
+	First, Last  int
+	Newer, Older string
+	Filter       inboxFilter
+	Error        string
 }
 
 // inboxFilter is what the page was asked for.
@@ -160,26 +168,72 @@ func (v *View) inboxPage(w http.ResponseWriter, r *http.Request, s *session) {
 	if err != nil {
 		d.Error = errorDetail(err)
 	}
-	d.Threads = threadsOf(items)
-	for _, t := range d.Threads {
-		d.Unread += t.Unread
+	d.Total = len(items)
+	for _, it := range items {
+		if it.SeenAt == nil {
+			d.Unread++
+		}
 	}
+	from, to := inboxWindow(items, q.Get("before"), q.Get("after"))
+	d.First, d.Last = len(items)-to+1, len(items)-from
+	if to < len(items) {
+		d.Newer = d.Filter.link("after", items[to-1].ID)
+	}
+	if from > 0 {
+		d.Older = d.Filter.link("before", items[from].ID)
+	}
+	d.Threads = threadsOf(items[from:to])
 	v.render(w, r, s, "inbox", &d)
 }
 
-// inboxItems are the inbox rows of the last InboxDays the filter keeps,
-// newest last, at most the InboxShown newest.
-func (v *View) inboxItems(ctx context.Context, f inboxFilter) ([]messages.InboxItem, error) {
-	q := url.Values{"limit": {"1000"}, "mark_seen": {"false"},
-		"since": {v.opts.Now().AddDate(0, 0, -InboxDays).UTC().Format(time.RFC3339)}}
-	for k, val := range map[string]string{"thread": f.Thread, "importance": f.Importance} {
-		if val != "" {
-			q.Set(k, val)
-		}
+// inboxWindow is the part of items (oldest first) a page shows: the
+// InboxShown newest, or those just older than the row before or just
+// newer than the row after. A page's links name rows rather than
+// positions, so that a page keeps its messages while new ones arrive; a
+// row no longer listed names the newest page.
+func inboxWindow(items []messages.InboxItem, before, after string) (from, to int) {
+	at := func(id string) int {
+		return slices.IndexFunc(items, func(it messages.InboxItem) bool { return id != "" && it.ID == id })
+	}
+	to = len(items)
+	if i := at(before); i >= 0 {
+		to = min(max(i, InboxShown), len(items)) // a whole page, also at the oldest
+	} else if i := at(after); i >= 0 {
+		to = min(i+1+InboxShown, len(items))
+	}
+	return max(0, to-InboxShown), to
+}
+
+// values are the filter's query parameters, its search aside.
+func (f inboxFilter) values() url.Values {
+	q := url.Values{}
+	if f.Thread != "" {
+		q.Set("thread", f.Thread)
+	}
+	if f.Importance != "" {
+		q.Set("importance", f.Importance)
 	}
 	if f.Unacked {
 		q.Set("unacked", "true")
 	}
+	return q
+}
+
+// link is the inbox page of the filter with key=value, for a page's
+// Newer and Older links.
+func (f inboxFilter) link(key, value string) string {
+	q := f.values()
+	q.Set(key, value)
+	return Prefix + "/inbox?" + q.Encode()
+}
+
+// inboxItems are the inbox rows of the last InboxDays the filter keeps,
+// newest last.
+func (v *View) inboxItems(ctx context.Context, f inboxFilter) ([]messages.InboxItem, error) {
+	q := f.values()
+	q.Set("limit", "1000")
+	q.Set("mark_seen", "false")
+	q.Set("since", v.opts.Now().AddDate(0, 0, -InboxDays).UTC().Format(time.RFC3339))
 	var items []messages.InboxItem
 	for {
 		page, err := v.api.Inbox(ctx, q)
@@ -192,7 +246,7 @@ func (v *View) inboxItems(ctx context.Context, f inboxFilter) ([]messages.InboxI
 		}
 		q.Set("after", page.Next)
 	}
-	return items[max(0, len(items)-InboxShown):], nil
+	return items, nil
 }
 
 // threadsOf groups items (oldest first) by thread, the thread with the
@@ -444,7 +498,13 @@ func (v *View) send(w http.ResponseWriter, r *http.Request, s *session) {
 	v.back(w, r, "/outbox", req.ClientMessageID+" "+what+" for "+to, "")
 }
 
+// logout ends the browser's sign-in, in this browser and in every copy of
+// its cookie.
 func (v *View) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	if err := v.in.remove(s.nonce, v.opts.Now()); err != nil {
+		v.refuse(w, http.StatusInternalServerError, "internal", "the sign-out could not be recorded: "+err.Error())
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix + "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode})
 	v.refuse(w, http.StatusOK, "signed_out", "this browser is signed out; `claudemesh web` signs it in again")

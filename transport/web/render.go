@@ -33,7 +33,7 @@ type messageView struct {
 var pageNames = []string{"mesh", "inbox", "outbox", "confirm", "files", "compose"}
 
 func parsePages() map[string]*template.Template {
-	funcs := template.FuncMap{"show": show, "ago": ago, "short": short, "plural": plural, "when": when,
+	funcs := template.FuncMap{"show": show, "ago": ago, "short": short, "plural": plural, "count": count, "when": when,
 		"outboxFilters": func() []string { return outboxStatuses },
 		"msg":           func(p *page, it messages.InboxItem) messageView { return messageView{Page: p, Item: it} }}
 	out := map[string]*template.Template{}
@@ -163,10 +163,22 @@ func short(key string) string {
 	return key
 }
 
-// plural is "1 row", "2 rows".
+// plural is "1 row", "2 rows", "10,003 rows".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return strconv.Itoa(n) + " " + noun + "s"
+	return count(n) + " " + noun + "s"
+}
+
+// count is n ≥ 0 with its thousands apart: "10,003".
+func count(n int) string {
+	s := strconv.Itoa(n)
+	first := (len(s)-1)%3 + 1
+	var b strings.Builder
+	b.WriteString(s[:first])
+	for i := first; i < len(s); i += 3 {
+		b.WriteString("," + s[i:i+3])
+	}
+	return b.String()
 }

@@ -16,9 +16,11 @@
 //     socket gets one; two minutes, one use). GET /web/login?code= swaps it
 //     for a cookie and redirects, so no secret stays in the address bar.
 //   - The cookie is HttpOnly, SameSite=Strict, path /web/, and signed with
-//     the daemon's bearer token (HMAC-SHA256): it survives a daemon restart
-//     and dies with a token rotation (after the rotation's grace), and the
-//     daemon keeps no session table.
+//     the daemon's bearer token (HMAC-SHA256): it dies with a token
+//     rotation (after the rotation's grace). Its nonce must also be on the
+//     list of signed-in browsers (signedin.go), kept in a file so that it
+//     survives a daemon restart: signing out takes it off, which ends the
+//     cookie in every copy of it.
 //   - The API's gate has checked the Host (loopback only: no DNS
 //     rebinding). An Origin other than the page's own is refused, and every
 //     state change is a POST carrying a CSRF token derived from the cookie.
@@ -85,8 +87,11 @@ type Options struct {
 	// Secrets are the bearer tokens in force, current first (a rotated one
 	// while its grace lasts): they sign the cookies.
 	Secrets func() [][]byte
-	Log     *slog.Logger
-	Now     func() time.Time // nil: time.Now
+	// SignedInFile keeps the list of signed-in browsers across restarts
+	// ("": in memory only).
+	SignedInFile string
+	Log          *slog.Logger
+	Now          func() time.Time // nil: time.Now
 }
 
 // View is the web view's handler.
@@ -96,6 +101,7 @@ type View struct {
 	pages map[string]*template.Template
 	mu    sync.Mutex
 	codes map[string]time.Time // one-time login codes and when they expire
+	in    *signedIn
 }
 
 // New returns the view.
@@ -105,6 +111,10 @@ func New(o Options) *View {
 	}
 	v := &View{opts: o, api: ipc.NewClientWith(handlerTransport{o.API}), codes: map[string]time.Time{}}
 	v.pages = parsePages()
+	var err error
+	if v.in, err = loadSignedIn(o.SignedInFile); err != nil {
+		o.Log.Warn("web_signed_in_unreadable", "err", err)
+	}
 	return v
 }
 
@@ -207,7 +217,7 @@ func (v *View) session(r *http.Request) (*session, bool) {
 		return nil, false
 	}
 	until, err := strconv.ParseInt(expires, 10, 64)
-	if err != nil || v.opts.Now().Unix() >= until {
+	if err != nil || v.opts.Now().Unix() >= until || !v.in.has(nonce, v.opts.Now()) {
 		return nil, false
 	}
 	for _, key := range v.opts.Secrets() {
@@ -230,7 +240,12 @@ func (v *View) login(w http.ResponseWriter, r *http.Request) {
 		v.refuse(w, http.StatusInternalServerError, "internal", err.Error())
 		return
 	}
-	expires := strconv.FormatInt(v.opts.Now().Add(SessionTTL).Unix(), 10)
+	until := v.opts.Now().Add(SessionTTL).Unix()
+	if err := v.in.add(nonce, until, v.opts.Now()); err != nil {
+		v.refuse(w, http.StatusInternalServerError, "internal", "the sign-in could not be recorded: "+err.Error())
+		return
+	}
+	expires := strconv.FormatInt(until, 10)
 	secrets := v.opts.Secrets()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: nonce + "." + expires + "." + sign(secrets[0], "session", nonce, expires),
 		Path: Prefix + "/", MaxAge: int(SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode})

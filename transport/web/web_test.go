@@ -1,10 +1,15 @@
 package web
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +29,21 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// serve is v's answer to a browser's request with cookie ("": none) and
+// form (nil: no body).
+func serve(v *View, method, path, cookie string, form url.Values) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "http://127.0.0.1:1"+path, strings.NewReader(form.Encode()))
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
+	rec := httptest.NewRecorder()
+	v.ServeHTTP(rec, req)
+	return rec
+}
+
 // TestSignInExpiry: a login link expires after LoginTTL, a signed-in
 // browser after SessionTTL; a cookie signed with a key no longer in force
 // is refused. (The daemon's own tests drive the rest, on a real daemon.)
@@ -34,13 +54,7 @@ func TestSignInExpiry(t *testing.T) {
 	v := New(Options{API: http.NotFoundHandler(), Now: c.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Secrets: func() [][]byte { mu.Lock(); defer mu.Unlock(); return keys }})
 	get := func(path, cookie string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:1"+path, nil)
-		if cookie != "" {
-			req.Header.Set("Cookie", cookie)
-		}
-		rec := httptest.NewRecorder()
-		v.ServeHTTP(rec, req)
-		return rec
+		return serve(v, http.MethodGet, path, cookie, nil)
 	}
 	link := func() string {
 		l, err := v.NewLogin("http://127.0.0.1:1")
@@ -126,4 +140,66 @@ func FuzzSessionCookie(f *testing.F) {
 			t.Fatalf("cookie %q taken as signed in", value)
 		}
 	})
+}
+
+// TestSignOut: signing out ends the browser's cookie in every copy of it,
+// also after a restart (a new View on the same list); another browser
+// stays signed in, and so does a signed-in browser across a restart.
+func TestSignOut(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	file := filepath.Join(t.TempDir(), "web-signed-in.json")
+	view := func() *View {
+		return New(Options{API: http.NotFoundHandler(), Now: c.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Secrets: func() [][]byte { return [][]byte{[]byte("token")} }, SignedInFile: file})
+	}
+	v := view()
+	signIn := func() string {
+		l, err := v.NewLogin("http://127.0.0.1:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := serve(v, http.MethodGet, strings.TrimPrefix(l.URL, "http://127.0.0.1:1"), "", nil)
+		if rec.Code != http.StatusSeeOther {
+			t.Fatalf("sign in: %d", rec.Code)
+		}
+		return strings.Split(rec.Header().Get("Set-Cookie"), ";")[0]
+	}
+	copied, other := signIn(), signIn()
+	page := serve(v, http.MethodGet, "/web/compose", copied, nil)
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page.Body.String())
+	if page.Code != http.StatusOK || csrf == nil {
+		t.Fatalf("signed in: %d, no CSRF token:\n%s", page.Code, page.Body)
+	}
+	if rec := serve(v, http.MethodPost, "/web/logout", copied, url.Values{"csrf": {csrf[1]}}); rec.Code != http.StatusOK ||
+		!strings.Contains(rec.Header().Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("sign out: %d %v", rec.Code, rec.Header())
+	}
+	for _, restarted := range []bool{false, true} {
+		if restarted {
+			v = view()
+		}
+		if rec := serve(v, http.MethodGet, "/web/compose", copied, nil); rec.Code != http.StatusUnauthorized {
+			t.Errorf("a copy of the signed-out cookie (restarted %v): %d, want 401", restarted, rec.Code)
+		}
+		if rec := serve(v, http.MethodGet, "/web/compose", other, nil); rec.Code != http.StatusOK {
+			t.Errorf("another browser's cookie (restarted %v): %d, want 200", restarted, rec.Code)
+		}
+	}
+	c.add(SessionTTL)
+	signIn() // its save drops the expired sign-ins
+	b, err := os.ReadFile(file)
+	var list signedInFile
+	if err != nil || json.Unmarshal(b, &list) != nil || len(list.Nonces) != 1 {
+		t.Errorf("the list after the others expired: %s %v; want the one sign-in", b, err)
+	}
+}
+
+// TestCount: counts with their thousands apart.
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 10_003: "10,003", 123_456: "123,456",
+		1_234_567: "1,234,567"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
 }

@@ -109,8 +109,9 @@ func (c *lineConn) readLoop(r *bufio.Reader) {
 var errLineTooLong = errors.New("line too long")
 
 // readLine returns the next line without its newline; a line over max is
-// read to its end and dropped (errLineTooLong). The last line may end
-// without a newline, with the error that ended the input.
+// read to its end and dropped (errLineTooLong), also the last one, which
+// the input's end cuts (the next read reports the end). The last line may
+// end without a newline, with the error that ended the input.
 func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	var long []byte
 	for {
@@ -119,7 +120,7 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = r.ReadSlice('\n')
 			}
-			if err != nil {
+			if err != nil && !errors.Is(err, io.EOF) {
 				return nil, err
 			}
 			return nil, errLineTooLong

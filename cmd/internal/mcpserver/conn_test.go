@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -210,6 +211,24 @@ func TestLineConn(t *testing.T) {
 	}
 	if got := s.next(); !strings.Contains(got, `"id":"long"`) || !strings.Contains(got, "context canceled") {
 		t.Errorf("the cancelled call's answer: %s", got)
+	}
+
+	// A line too long that the input's end cuts is answered too, before
+	// the session ends.
+	cut := serveEcho(t, true, 256)
+	if _, err := io.WriteString(cut.w, `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"`+strings.Repeat("x", 300)); err != nil {
+		t.Fatal(err)
+	}
+	cut.w.Close()
+	answer := make(chan string, 1)
+	go func() { line, _ := cut.r.ReadString('\n'); answer <- line }()
+	select {
+	case got := <-answer:
+		if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"a message longer than 256 bytes`) {
+			t.Errorf("a line too long at the input's end: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a line too long at the input's end: no answer within 10 s")
 	}
 
 	late := serveEcho(t, true, 0)

@@ -66,7 +66,9 @@ func (m *mcpServer) addMemoryTools() {
 		})}, m.recall)
 	addTool(m.tools, &mcp.Tool{Name: "forget", Title: "Forget",
 		Description: "Delete a memory of the mesh for good (by its id from remember or recall); forgetting one already gone is no error.",
-		InputSchema: schemaOf[forgetIn](func(p map[string]*jsonschema.Schema) { p["id"].MinLength = jsonschema.Ptr(1) })}, m.forget)
+		InputSchema: schemaOf[forgetIn](func(p map[string]*jsonschema.Schema) {
+			p["id"].Pattern = fmt.Sprintf("^[0-9A-Za-z]{%d}$", messages.MemoryIDLength)
+		})}, m.forget)
 }
 
 // memoryError is the sentence for a failed memory request.

@@ -27,6 +27,7 @@ type Daemon struct {
 	SendPaused  *prometheus.GaugeVec // cm_daemon_send_paused_seconds{mesh}
 	SendPace    *prometheus.GaugeVec // cm_daemon_send_pace_seconds{mesh}
 	DestBackoff *prometheus.GaugeVec // cm_daemon_destination_backoffs{mesh}
+	Waiting     *prometheus.GaugeVec // cm_daemon_claims_waiting{mesh,kind}
 
 	Send           *prometheus.CounterVec   // cm_daemon_send_total{mesh,kind,status}
 	Dedupe         *prometheus.CounterVec   // cm_daemon_dedupe_total{mesh,direction}
@@ -66,6 +67,8 @@ func New() *Daemon {
 		Help: "Least interval between two of the mesh's sends since the broker limited their rate (0: not paced)."}, []string{"mesh"})
 	d.DestBackoff = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_destination_backoffs",
 		Help: "Destinations of the mesh whose sends wait out a backoff after the broker answered `no connected peer`."}, []string{"mesh"})
+	d.Waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_claims_waiting",
+		Help: "Lock acquires and reserves waiting (their wait) for what is in their way to be freed."}, []string{"mesh", "kind"})
 	d.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_send_refused_total",
 		Help: "Sends the broker refused and the daemon waits out rather than retry at once, by reason (rate_limit, no_connected_peer)."},
 		[]string{"mesh", "reason"})
@@ -108,6 +111,6 @@ func New() *Daemon {
 		Help: "What retention let go: inbox rows, events, outbox payloads, audit entries."}, []string{"kind"})
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskRatio, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
-		d.SendPaused, d.SendPace, d.DestBackoff, d.Refused, d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
+		d.SendPaused, d.SendPace, d.DestBackoff, d.Waiting, d.Refused, d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
 	return d
 }
