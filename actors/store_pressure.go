@@ -49,8 +49,8 @@ func (s *Store) measure(ctx actor.Context) {
 		s.log.Warn("measure disk pressure", "err", err)
 		return
 	}
-	s.metrics.DiskPct.WithLabelValues("outbox").Set(r.OutboxPct)
-	s.metrics.DiskPct.WithLabelValues("free").Set(r.DiskPct)
+	s.metrics.DiskRatio.WithLabelValues("outbox").Set(r.OutboxPct / 100)
+	s.metrics.DiskRatio.WithLabelValues("free").Set(r.DiskPct / 100)
 	switch {
 	case r.Level > persistence.PressureNormal && before == persistence.PressureNormal:
 		s.log.Warn("outbox_pressure_high", "level", r.Level.String(), "outbox_pct", r.OutboxPct, "disk_pct", r.DiskPct,

@@ -144,7 +144,7 @@ func TestTCPAuthAndHygiene(t *testing.T) {
 	req := newRequest(t, "GET", base+"/v1/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if r := do(t, tc, req); r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") ||
-		!strings.Contains(string(r.body), `cm_daemon_ipc_request_total{endpoint="/v1/metrics",status="401",transport="tcp"} 1`) {
+		!strings.Contains(string(r.body), `cm_daemon_ipc_requests_total{endpoint="/v1/metrics",status="401",transport="tcp"} 1`) {
 		t.Errorf("GET /v1/metrics over TCP: %d %q\n%s", r.status, r.header.Get("Content-Type"), r.body)
 	}
 

@@ -88,7 +88,7 @@ func provisionFlow(t *testing.T, storeFlags []string, opts broker.Options) {
 
 	r = cli("join", inviteURL, "--name", "alice")
 	wantWS := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
-	m := regexp.MustCompile(`^joined mesh demo as ([0-9a-f]{12}) \(broker (\S+)\)\n`).FindStringSubmatch(r.stdout)
+	m := regexp.MustCompile(`^joined mesh demo as alice \(key ([0-9a-f]{12})…, broker (\S+)\)\n`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || m == nil || m[2] != wantWS {
 		t.Fatalf("join: exit %d\nstdout %q\nstderr %s\nwant the joined line with broker %s", r.code, r.stdout, r.stderr, wantWS)
 	}

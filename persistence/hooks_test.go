@@ -331,6 +331,12 @@ func TestHookReceiverFailures(t *testing.T) {
 	if err != nil || n != 3 || len(last) < 10 || last[:3] != "42\t" {
 		t.Fatalf("failures %d %q %v", n, last, err)
 	}
+	if f, ok := hookoutbox.ParseFailure(last); !ok || f.At.UnixMilli() != 42 || f.Agent != "claude" || f.Event != "PreToolUse" || f.Err != werr.Error() {
+		t.Errorf("the last failure read back as %+v, %v", f, ok)
+	}
+	if _, ok := hookoutbox.ParseFailure("not\ta failure line"); ok {
+		t.Error("a line of three fields read as a failure")
+	}
 	if n, _, err := hookoutbox.Failures(filepath.Join(dir, "none")); n != 0 || err != nil {
 		t.Fatalf("no file: %d %v", n, err)
 	}

@@ -36,6 +36,7 @@ var sendFrames = frames{
 // for the rate, whatever the mark says. A wrong mark costs at most one
 // unit of a window the limiter found open.
 func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
+	arrived := time.Now()
 	id := f.ClientMessageID
 	if id == "" {
 		id = f.ID
@@ -93,7 +94,7 @@ func (c *conn) send(ctx actor.Context, f *messages.SendFrame) {
 		if c.legacy != nil && c.legacyNoPeer(ack, resolved) {
 			return
 		}
-		c.accept(ctx, f, ack, fp, resolved)
+		c.accept(ctx, f, ack, fp, resolved, arrived)
 	})
 }
 
@@ -114,8 +115,10 @@ func (c *conn) answeredFromDedupe(ack *messages.AckFrame, fp messages.Fingerprin
 	return true
 }
 
-// accept hands a resolved send to the accepts batcher and acks the answer.
-func (c *conn) accept(ctx actor.Context, f *messages.SendFrame, ack *messages.AckFrame, fp messages.Fingerprint, resolved *hubResolved) {
+// accept hands a resolved send to the accepts batcher and acks the
+// answer; the time since the frame arrived goes to cm_broker_accept_seconds.
+func (c *conn) accept(ctx actor.Context, f *messages.SendFrame, ack *messages.AckFrame, fp messages.Fingerprint, resolved *hubResolved,
+	arrived time.Time) {
 	id := ack.ClientMessageID
 	req := &broker.AcceptRequest{MeshID: c.mesh.ID, ClientMessageID: id, RequestFingerprint: fp,
 		DestinationKind: resolved.kind, DestinationRef: resolved.ref, SenderPubkey: c.sender, TargetSpec: f.TargetSpec,
@@ -131,11 +134,12 @@ func (c *conn) accept(ctx actor.Context, f *messages.SendFrame, ack *messages.Ac
 		}
 		switch out.res.Outcome {
 		case broker.Rejected:
-			c.metrics.consumedThenB2.Inc()
+			c.metrics.spentOnRejected.Inc()
 		case broker.Failed:
 			c.log.Error("accept_failed", "conn", c.id, "client_message_id", id, "err", out.res.Err)
 		}
 		c.reply(answer(ack, &out.res)) // the push went out from the batcher, right after the commit
+		c.metrics.acceptLatency.Observe(time.Since(arrived).Seconds())
 	})
 }
 

@@ -10,14 +10,19 @@ import (
 
 // metrics are the broker's Prometheus series, on a registry of the
 // broker's own (several brokers may share a process in tests). Names of
-// the delivery contract are the spec's.
+// the delivery contract are the spec's, but for the one that broke
+// Prometheus's conventions in the spec's own jargon
+// (cm_broker_rate_limit_consumed_then_b2_rejected_total, now
+// cm_broker_rate_limit_spent_on_rejected_total); integration's
+// TestMetricsLint holds them to promlint.
 type metrics struct {
 	reg                 *prometheus.Registry
 	accepts             *prometheus.CounterVec // {outcome}
 	fingerprintMismatch *prometheus.CounterVec // {mesh_id}
 	rateLimitRejected   prometheus.Counter
-	consumedThenB2      prometheus.Counter
+	spentOnRejected     prometheus.Counter
 	acceptBatch         prometheus.Histogram
+	acceptLatency       prometheus.Histogram
 	firstSends          prometheus.Counter
 	connections         prometheus.Gauge
 	pushes              prometheus.Counter
@@ -46,10 +51,13 @@ func newMetrics() *metrics {
 		Help: "Sends refused 409: a known client_message_id with another request fingerprint."}, []string{"mesh_id"})
 	m.rateLimitRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_rate_limit_rejection_total",
 		Help: "Sends refused by the rate limiter (B1)."})
-	m.consumedThenB2 = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_rate_limit_consumed_then_b2_rejected_total",
-		Help: "Sends that paid rate budget and were then rejected in the accept transaction (B2)."})
+	m.spentOnRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_rate_limit_spent_on_rejected_total",
+		Help: "Sends the rate limiter counted that the accept transaction then rejected: rate budget spent on nothing."})
 	m.acceptBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cm_broker_accept_batch_size",
 		Help: "Sends per accept transaction (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 9)})
+	m.acceptLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cm_broker_accept_seconds",
+		Help:    "From a send frame's arrival to its ack, for the sends that reached the accept transaction (whatever it answered).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 15)})
 	m.firstSends = prometheus.NewCounter(prometheus.CounterOpts{Name: "cm_broker_first_send_total",
 		Help: "Sends marked first_send by their sender: their B0 dedupe read skipped (the accept transaction still answers duplicates)."})
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_broker_connections",
@@ -78,8 +86,8 @@ func newMetrics() *metrics {
 		Help: "Connections closed because their session key connected again at another replica (PostgreSQL), which took the session over."})
 	m.listenReconnects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_broker_listen_reconnects_total",
 		Help: "LISTEN connections re-established after a loss (dropped, or found dead by a probe), by channel: delivery, state, locks, reservations, sessions."}, []string{"channel"})
-	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.consumedThenB2,
-		m.acceptBatch, m.firstSends, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
+	for _, c := range []prometheus.Collector{m.accepts, m.fingerprintMismatch, m.rateLimitRejected, m.spentOnRejected,
+		m.acceptBatch, m.acceptLatency, m.firstSends, m.connections, m.pushes, m.acks, m.orphanChecks, m.orphansFound, m.atomicityViolation,
 		m.dedupeExpired, m.messagesPruned, m.leasesReleased, m.helloReplays, m.locksExpired, m.relayDrains, m.sessionsTaken, m.listenReconnects} {
 		f(c)
 	}

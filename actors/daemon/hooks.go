@@ -456,7 +456,8 @@ func (h *hooks) registerGauges(reg prometheus.Registerer) {
 			func(s *messages.HookHealth) float64 { return float64(s.Retrying) }),
 		gauge("cm_daemon_hook_failed", "Hook outbox rows given up on (non-retryable failure, payload not JSON), kept 7 days.",
 			func(s *messages.HookHealth) float64 { return float64(s.Failed) }),
-		gauge("cm_daemon_hook_receiver_write_errors", "Receivers (claudemesh hook) that could not write hooks.db, as counted in hooks.errors.",
-			func(s *messages.HookHealth) float64 { return float64(s.ReceiverWriteErrors) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cm_daemon_hook_receiver_errors_total",
+			Help: "Hook events their receiver (claudemesh hook) did not record: input it could not read, or hooks.db it could not write; the lines of hooks.errors."},
+			func() float64 { return float64(h.recent().ReceiverWriteErrors) }),
 	)
 }

@@ -141,7 +141,7 @@ func profilePosts(b *testing.B, hc *http.Client) int {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "cm_daemon_ipc_request_total{") && strings.Contains(line, `endpoint="/v1/profile"`) {
+		if strings.HasPrefix(line, "cm_daemon_ipc_requests_total{") && strings.Contains(line, `endpoint="/v1/profile"`) {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			n += int(v)

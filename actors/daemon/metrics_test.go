@@ -51,8 +51,8 @@ func TestMetrics(t *testing.T) {
 		`cm_daemon_outbox_depth{mesh="local",status="pending"} 4`,
 		`cm_daemon_outbox_depth{mesh="local",status="dead"} 0`,
 		`cm_daemon_connected{mesh="local"} 0`,
-		`cm_daemon_ipc_request_total{endpoint="/v1/send",status="202",transport="uds"} 5`,
-		`cm_daemon_ipc_request_total{endpoint="/v1/send",status="409",transport="uds"} 1`,
+		`cm_daemon_ipc_requests_total{endpoint="/v1/send",status="202",transport="uds"} 5`,
+		`cm_daemon_ipc_requests_total{endpoint="/v1/send",status="409",transport="uds"} 1`,
 		`cm_daemon_store_commit_seconds_count{db="outbox",durability="wal_sync"}`,
 		`cm_daemon_store_batch_size_count`,
 		`cm_daemon_sse_streams 0`,
@@ -73,7 +73,7 @@ func TestMetrics(t *testing.T) {
 	}
 	raw, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(raw), `cm_daemon_ipc_request_total{endpoint="other",status="404",transport="uds"} 1`) ||
+	if !strings.Contains(string(raw), `cm_daemon_ipc_requests_total{endpoint="other",status="404",transport="uds"} 1`) ||
 		strings.Contains(string(raw), "no-such-route") {
 		t.Errorf("the unknown path is not counted as other:\n%s", raw)
 	}

@@ -93,7 +93,7 @@ func (c *brokerInviteCreateCmd) Run() error {
 	}
 	fmt.Fprintf(os.Stderr, "invite %s to mesh %s: %s, role %s, expires %s; join with `claudemesh join <link>` "+
 		"(revoke with `claudemesh broker invite revoke %s %s`)\n",
-		inv.ID, inv.MeshSlug, uses, inv.Role, inv.ExpiresAt.UTC().Format(time.RFC3339), inv.MeshSlug, inv.ID)
+		inv.ID, inv.MeshSlug, uses, inv.Role, stampTime(inv.ExpiresAt), inv.MeshSlug, inv.ID)
 	fmt.Println(link)
 	return nil
 }
@@ -119,7 +119,7 @@ func (c *brokerInviteCreateCmd) brokerURL(ctx context.Context, s *broker.Store) 
 		return "", &exitError{code: 2, err: fmt.Errorf("the broker URL recorded in the database (%s) is not usable: %w; pass --broker-url", recorded, err)}
 	}
 	fmt.Fprintf(os.Stderr, "broker URL %s, as the broker recorded it when it started (%s); --broker-url overrides it\n",
-		recorded, at.UTC().Format(time.RFC3339))
+		recorded, stampTime(at))
 	return recorded, nil
 }
 
@@ -148,7 +148,7 @@ func (c *brokerInviteListCmd) Run() error {
 		fmt.Fprintln(tw, "ID\tROLE\tUSES LEFT\tEXPIRES\tSTATE")
 		for _, inv := range invites {
 			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\n", inv.ID, inv.Role, inv.UsesLeft, inv.MaxUses,
-				inv.ExpiresAt.UTC().Format(time.RFC3339), inviteState(&inv, now))
+				stampTime(inv.ExpiresAt), inviteState(&inv, now))
 		}
 		return tw.Flush()
 	})

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -48,7 +47,7 @@ func (c *brokerMemberListCmd) list(ctx context.Context, s *broker.Store, mesh *b
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PUBKEY\tNAME\tMEMBER ID\tJOINED")
 	for _, m := range members {
-		fmt.Fprintf(tw, "%s\t%q\t%s\t%s\n", m.Pubkey, m.DisplayName, m.ID, m.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%q\t%s\t%s\n", m.Pubkey, m.DisplayName, m.ID, stampTime(m.CreatedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

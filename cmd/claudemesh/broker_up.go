@@ -15,6 +15,7 @@ import (
 
 	brokeractors "github.com/claudemesh/claudemesh-go/actors/broker"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/journal"
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
@@ -35,7 +36,7 @@ type brokerUpCmd struct {
 	RateLimit             int           `default:"6000" help:"Messages per mesh per rate window."`
 	RateWindow            string        `default:"1m" help:"Rate window (a Go duration)."`
 	RelayPoll             time.Duration `name:"relay-poll" default:"2s" help:"PostgreSQL replicas: how often this broker looks for deliveries that waited unclaimed longer than this (a notification it missed: its LISTEN connection lost or silently dead) and pushes them to its connections; such a message arrives within twice this. One indexed query per look. 0 turns the look off. Ignored on SQLite (one broker)."`
-	LogLevel              string        `default:"info" enum:"debug,info,warn,error" help:"Minimum log level."`
+	LogLevel              string        `default:"info" enum:"debug,info,warn,error" env:"CLAUDEMESH_LOG_LEVEL" help:"Minimum log level."`
 	ShutdownFor           string        `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
 	LegacyProtocol        bool          `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
 }
@@ -44,7 +45,7 @@ func (c *brokerUpCmd) Run() error {
 	gctune.Set(brokerGCPercent, gcMemoryLimit)
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(journal.NewHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	window, err := time.ParseDuration(c.RateWindow)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--rate-window: %w", err)}

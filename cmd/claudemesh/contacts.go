@@ -57,7 +57,7 @@ func (c *contactsRequestsCmd) Run() error {
 			fmt.Println("no pending contact request")
 		}
 		for _, r := range res.Requests {
-			fmt.Printf("%s (%s): %d message(s), until %s\n", printable(r.Name), r.Pubkey, len(r.Messages), r.Until)
+			fmt.Printf("%s (%s): %d message(s), until %s\n", printable(r.Name), r.Pubkey, len(r.Messages), stamp(r.Until))
 			for i := range r.Messages {
 				fmt.Println("  " + inboxEntry(&r.Messages[i]))
 			}
@@ -113,7 +113,7 @@ func (c *contactsListCmd) Run() error {
 			fmt.Println("no contacts")
 		}
 		for _, k := range res.Contacts {
-			fmt.Printf("  %-24s %s  %-8s since %s\n", printable(k.Name), k.Pubkey, k.Via, k.AddedAt)
+			fmt.Printf("  %-24s %s  %-8s since %s\n", printable(k.Name), k.Pubkey, k.Via, stamp(k.AddedAt))
 		}
 		return nil
 	})

@@ -207,7 +207,7 @@ func (c *auditListCmd) Run() error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tAT\tKIND\tSUBJECT\tDETAIL")
 	for _, e := range page.Entries {
-		fmt.Fprintln(tw, row(fmt.Sprint(e.Seq), e.At, e.Kind, e.Subject, e.Detail))
+		fmt.Fprintln(tw, row(fmt.Sprint(e.Seq), stamp(e.At), e.Kind, e.Subject, e.Detail))
 	}
 	tw.Flush()
 	if page.NextAfter != 0 {

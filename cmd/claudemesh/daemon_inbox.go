@@ -166,7 +166,7 @@ func (c *daemonInboxCmd) window(ctx context.Context, client *ipc.Client, q url.V
 		q.Set("after", page.Next)
 	}
 	if len(shown) == 0 && !c.JSON && !c.Follow {
-		fmt.Printf("no messages since %s\n", q.Get("since"))
+		fmt.Printf("no messages since %s\n", stamp(q.Get("since")))
 	}
 	return shown, nil
 }
@@ -238,18 +238,8 @@ func inboxLine(it *messages.InboxItem) string {
 	if from == "" {
 		from = short(it.SenderPubkey, 12)
 	}
-	return fmt.Sprintf("%s  %s  %s  %s: %s", receivedAt(it.ReceivedAt), printable(it.Mesh), printable(inboxDestination(it)),
+	return fmt.Sprintf("%s  %s  %s  %s: %s", stamp(it.ReceivedAt), printable(it.Mesh), printable(inboxDestination(it)),
 		printable(from), body)
-}
-
-// receivedAt is a received_at of fixed width, to the millisecond in UTC
-// (the daemon's RFC 3339 drops trailing zeros).
-func receivedAt(s string) string {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return printable(s)
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 // inboxDestination is where a message was sent as `send` takes it: dm,

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/config"
@@ -89,110 +87,6 @@ func processAlive(pid int) bool {
 		return stat[i+2] != 'Z'
 	}
 	return true
-}
-
-type daemonStatusCmd struct {
-	JSON bool `name:"json" help:"Print one JSON object."`
-}
-
-type statusReport struct {
-	Running bool   `json:"running"`
-	Socket  string `json:"socket"`
-	// TCPPort is the loopback port of the bearer-token listener (from
-	// http.port), 0 when TCP is off.
-	TCPPort int              `json:"tcp_port"`
-	Health  *messages.Health `json:"health"`
-}
-
-func (c *daemonStatusCmd) Run() error {
-	paths, err := config.ResolvePaths()
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	r := statusReport{Socket: paths.Socket()}
-	r.Health, err = ipc.NewClient(paths.Socket()).Health(ctx)
-	switch {
-	case errors.Is(err, ipc.ErrDaemonNotRunning):
-		r.Health = nil
-	case err != nil:
-		return err
-	default:
-		r.Running = true
-		r.TCPPort, _ = httpPort(paths)
-	}
-	if c.JSON {
-		if err := json.NewEncoder(os.Stdout).Encode(&r); err != nil {
-			return err
-		}
-	} else if r.Running {
-		printStatus(&r)
-	}
-	if !r.Running {
-		return &exitError{code: 1, err: errors.New("daemon not running — start it with `claudemesh daemon up`")}
-	}
-	return nil
-}
-
-func printStatus(r *statusReport) {
-	h := r.Health
-	fmt.Printf("daemon: running, pid %d, up %s, version %s, schema %d\n", h.PID,
-		(time.Duration(h.UptimeS) * time.Second).String(), h.DaemonVersion, h.SchemaVersion)
-	fmt.Printf("socket: %s\n", r.Socket)
-	if r.TCPPort != 0 {
-		fmt.Printf("tcp: loopback port %d (from http.port; bearer token in local-token)\n", r.TCPPort)
-	} else {
-		fmt.Println("tcp: off (the Unix socket only)")
-	}
-	if h.FsyncMode != "" && h.FsyncMode != "strict" {
-		fmt.Printf("outbox fsync_mode: %s (a power cut can take back sends answered 202 since the last fsync)\n", h.FsyncMode)
-	}
-	if h.DiskPressure != "" && h.DiskPressure != "normal" {
-		fmt.Printf("disk pressure: %s (see [outbox] max_size_mb and [disk] reserved_mb; from refuse on, sends are answered 507; "+
-			"degraded also refuses new event streams)\n", h.DiskPressure)
-	}
-	if h.WALSyncFailed != "" {
-		fmt.Printf("WAL fsync failed: %s (outbox: sends are refused; inbox: nothing is acked; restart the daemon)\n",
-			printable(h.WALSyncFailed))
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESH\tMEMBER\tCONNECTED\tBREAKER\tLAG\tQUEUED\tINFLIGHT\tDEAD")
-	for _, m := range h.Meshes {
-		connected := "no"
-		switch {
-		case m.Connected:
-			connected = "yes"
-		case m.Revoked:
-			connected = "no (key revoked)"
-		}
-		fmt.Fprintln(tw, row(m.Mesh, short(m.MemberPubkey, 16), connected, m.Breaker, fmt.Sprintf("%dms", m.LagMs),
-			strconv.Itoa(m.QueueDepth), strconv.Itoa(m.Inflight), strconv.Itoa(m.Dead)))
-	}
-	tw.Flush()
-	printSendPace(h.Meshes)
-	printHookStatus(h.Hooks) // hook_status.go
-}
-
-// printSendPace says which meshes' sends the broker holds back: a pause
-// after a rate-limit refusal, the pace since, destinations backing off.
-func printSendPace(meshes []messages.MeshHealth) {
-	for _, m := range meshes {
-		p := m.SendPace
-		var parts []string
-		if p.PausedUntil != "" {
-			parts = append(parts, "paused until "+p.PausedUntil+" (the broker's rate limit)")
-		}
-		if p.PaceMs > 0 {
-			parts = append(parts, fmt.Sprintf("paced: one send at a time, at least %dms apart", p.PaceMs))
-		}
-		if p.DestinationBackoffs > 0 {
-			parts = append(parts, fmt.Sprintf("%d destination(s) backing off (no connected peer)", p.DestinationBackoffs))
-		}
-		if len(parts) > 0 {
-			fmt.Printf("sends to %s: %s; %d rate-limit refusal(s) so far\n", m.Mesh, strings.Join(parts, "; "), p.RateLimited)
-		}
-	}
 }
 
 type daemonAcceptHostCmd struct{}
@@ -351,6 +245,6 @@ func (c *daemonRotateTokenCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("rotated %s; the previous token is accepted until %s\n", paths.TokenFile(), res.PreviousValidUntil)
+	fmt.Printf("rotated %s; the previous token is accepted until %s\n", paths.TokenFile(), stamp(res.PreviousValidUntil))
 	return nil
 }

@@ -69,14 +69,19 @@ func (c *daemonLogsCmd) Run() error {
 	return followLog(ctx, paths.LogFile(), f, offset, p, followEvery)
 }
 
-// printTail prints the last n complete lines of f and returns the offset
-// after them and what follows (a line not ended yet).
+// printTail prints the last n complete lines of f that p shows (the lines
+// at --level or above: filtered, then taken) and returns the offset after
+// them and what follows (a line not ended yet).
 func printTail(f *os.File, n int, p *logPrinter) (int64, []byte, error) {
 	end, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return 0, nil, err
 	}
-	start, err := tailStart(f, end, n, 64<<10)
+	var keep func([]byte) bool
+	if p.min > levelRank("debug") {
+		keep = p.shows
+	}
+	start, err := tailStart(f, end, n, 64<<10, keep)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -89,13 +94,15 @@ func printTail(f *os.File, n int, p *logPrinter) (int64, []byte, error) {
 }
 
 // tailStart is the offset of the first of the last n complete lines of
-// the first end bytes of r, read backwards in chunks of chunk bytes (a
-// last line without its newline yet counts as one).
-func tailStart(r io.ReaderAt, end int64, n int, chunk int64) (int64, error) {
+// the first end bytes of r that keep reports true for (any line, for a nil
+// keep), read backwards in chunks of chunk bytes (a last line without its
+// newline yet counts as one); 0 when there are fewer.
+func tailStart(r io.ReaderAt, end int64, n int, chunk int64, keep func([]byte) bool) (int64, error) {
 	if n == 0 {
 		return end, nil
 	}
 	buf := make([]byte, chunk)
+	var after []byte // with keep: the line being read backwards, its bytes of the chunks read so far
 	seen := 0
 	pos := end
 	for pos > 0 {
@@ -104,13 +111,24 @@ func tailStart(r io.ReaderAt, end int64, n int, chunk int64) (int64, error) {
 		if _, err := r.ReadAt(buf[:size], pos); err != nil && !errors.Is(err, io.EOF) {
 			return 0, err
 		}
+		lineEnd := size // the line before buf[lineEnd] (a newline, or the chunk's end)
 		for i := size - 1; i >= 0; i-- {
 			if buf[i] != '\n' || pos+i == end-1 {
 				continue // the newline ending the file ends the last line
 			}
+			if keep != nil {
+				line := append(buf[i+1:lineEnd:lineEnd], after...)
+				after, lineEnd = after[:0], i
+				if !keep(bytes.TrimSuffix(line, []byte("\n"))) {
+					continue
+				}
+			}
 			if seen++; seen == n {
 				return pos + i + 1, nil
 			}
+		}
+		if keep != nil {
+			after = append(append([]byte(nil), buf[:lineEnd]...), after...)
 		}
 	}
 	return 0, nil
@@ -179,11 +197,19 @@ func rotated(path string, f *os.File) (*os.File, bool) {
 }
 
 // logPrinter prints log lines: JSON records as "time LEVEL msg key=value"
-// (or as written, with raw), filtered by level; other lines as they are.
+// (the time in stampLayout), or as written with raw, filtered by level;
+// other lines as they are.
 type logPrinter struct {
 	out *bufio.Writer
 	min int
 	raw bool
+}
+
+// shows reports whether line would be printed: a record at the level
+// or above, or a line that is not a record.
+func (p *logPrinter) shows(line []byte) bool {
+	rec, ok := parseRecord(line)
+	return !ok || levelRank(rec.level) >= p.min
 }
 
 // lines prints every complete line of data and returns the bytes after
@@ -217,7 +243,7 @@ func (p *logPrinter) line(line []byte) error {
 		_, err := fmt.Fprintf(p.out, "%s\n", line)
 		return err
 	}
-	_, err := fmt.Fprintf(p.out, "%s\n", printableKeepTabs(fmt.Sprintf("%s %-5s %s%s", rec.time, rec.level, rec.msg, rec.attrs)))
+	_, err := fmt.Fprintf(p.out, "%s\n", printableKeepTabs(fmt.Sprintf("%s %-5s %s%s", stamp(rec.time), rec.level, rec.msg, rec.attrs)))
 	return err
 }
 

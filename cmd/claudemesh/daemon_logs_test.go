@@ -32,9 +32,35 @@ func TestTailStart(t *testing.T) {
 	} {
 		for _, chunk := range []int64{1, 2, 3, 64} {
 			r := strings.NewReader(c.content)
-			start, err := tailStart(r, int64(len(c.content)), c.n, chunk)
+			start, err := tailStart(r, int64(len(c.content)), c.n, chunk, nil)
 			if err != nil || c.content[start:] != c.want {
 				t.Errorf("%q, last %d, chunks of %d: from %d (%q), %v; want %q", c.content, c.n, chunk, start, c.content[start:], err, c.want)
+			}
+		}
+	}
+}
+
+// TestTailStartFiltered: the last n lines that pass the filter, however
+// many lines that do not lie between them and the end.
+func TestTailStartFiltered(t *testing.T) {
+	warn := func(line []byte) bool { return strings.HasPrefix(string(line), "W") }
+	for _, c := range []struct {
+		content string
+		n       int
+		want    string
+	}{
+		{"W1\ni\ni\nW2\ni\ni\ni\n", 1, "W2\ni\ni\ni\n"},
+		{"W1\ni\ni\nW2\ni\ni\ni\n", 2, "W1\ni\ni\nW2\ni\ni\ni\n"},
+		{"i\nW1\ni\ni\nW2\ni\n", 2, "W1\ni\ni\nW2\ni\n"},
+		{"i\nW1\ni\nW2 not ended", 1, "W2 not ended"},
+		{"i\nW1\ni\nW2 not ended", 2, "W1\ni\nW2 not ended"},
+		{"i\ni\ni\n", 1, "i\ni\ni\n"}, // none passes: everything, for the printer to filter
+		{"W a long warning line\n" + strings.Repeat("info\n", 40), 1, "W a long warning line\n" + strings.Repeat("info\n", 40)},
+	} {
+		for _, chunk := range []int64{1, 2, 3, 7, 64} {
+			start, err := tailStart(strings.NewReader(c.content), int64(len(c.content)), c.n, chunk, warn)
+			if err != nil || c.content[start:] != c.want {
+				t.Errorf("%q, last %d warnings, chunks of %d: from %d (%q), %v; want %q", c.content, c.n, chunk, start, c.content[start:], err, c.want)
 			}
 		}
 	}
@@ -55,7 +81,7 @@ func TestLogPrinter(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Flush()
-	want := `2026-11-22T12:00:00.5Z INFO  daemon_started pid=42 sock=/tmp/d.sock note="two words" meta={"a":1} empty=""` + "\n" +
+	want := `2026-11-22T12:00:00.500Z INFO  daemon_started pid=42 sock=/tmp/d.sock note="two words" meta={"a":1} empty=""` + "\n" +
 		`goroutine 1 [running]:` + "\n" +
 		` WARN  no time` + "\n" +
 		`{"time":"x","msg":"no level"}` + "\n"

@@ -20,6 +20,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/actors/daemon"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/gctune"
+	"github.com/claudemesh/claudemesh-go/cmd/internal/journal"
 	"github.com/claudemesh/claudemesh-go/cmd/internal/sysmon"
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/deploy"
@@ -30,9 +31,9 @@ import (
 type daemonUpCmd struct {
 	Foreground bool          `help:"Stay attached to the terminal (what service managers use)."`
 	Config     string        `type:"path" placeholder:"FILE" help:"config.toml to read (default: config.toml in the daemon directory)."`
-	TCP        string        `name:"tcp" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
+	TCP        string        `name:"tcp" env:"CLAUDEMESH_TCP" placeholder:"ADDR" help:"Loopback address of the bearer-token TCP listener (overrides [ipc]; default 127.0.0.1:47823); port 0 picks one and writes it to http.port."`
 	NoTCP      bool          `name:"no-tcp" help:"Serve only the Unix socket. (In a container or under CI that is the default unless config.toml sets [ipc] tcp_enabled.)"`
-	LogLevel   string        `enum:",debug,info,warn,error" default:"" help:"Minimum log level (overrides [daemon] log_level)."`
+	LogLevel   string        `enum:",debug,info,warn,error" default:"" env:"CLAUDEMESH_LOG_LEVEL" help:"Minimum log level (overrides [daemon] log_level)."`
 	LogFile    string        `hidden:"" type:"path" help:"Write logs to this file with rotation ([log] limits) instead of stderr; set by the detaching up."`
 	Legacy     bool          `name:"legacy-broker" help:"Accept a broker that does not negotiate the delivery contract (the upstream broker): no broker-side dedupe, idempotency at the daemon only (also [features] legacy_broker = true in config.toml)."`
 	Liveness   time.Duration `hidden:"" name:"broker-liveness" help:"Drop a broker connection silent for this long (default 75s, the protocol's); for tests of silent failures."`
@@ -188,18 +189,22 @@ type logger struct {
 	file  *daemon.LogFile // nil when logging to stderr (terminal, journald)
 }
 
+// openLogger logs to --log-file, else to stderr (with the priority
+// prefixes journald reads, when stderr is the journal: cmd/internal/journal).
 func (c *daemonUpCmd) openLogger(cfg config.File) (*logger, error) {
 	l := &logger{level: new(slog.LevelVar)}
-	var out io.Writer = os.Stderr
-	if c.LogFile != "" {
-		f, err := daemon.OpenLogFile(c.LogFile, cfg.Log.MaxSizeMB, cfg.Log.MaxAgeDays)
-		if err != nil {
-			return nil, err
-		}
-		l.file, out = f, f
+	opts := &slog.HandlerOptions{Level: l.level}
+	if c.LogFile == "" {
+		l.Logger = slog.New(journal.NewHandler(os.Stderr, opts))
+		l.apply(cfg)
+		return l, nil
 	}
+	f, err := daemon.OpenLogFile(c.LogFile, cfg.Log.MaxSizeMB, cfg.Log.MaxAgeDays)
+	if err != nil {
+		return nil, err
+	}
+	l.file, l.Logger = f, slog.New(slog.NewJSONHandler(f, opts))
 	l.apply(cfg)
-	l.Logger = slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: l.level}))
 	return l, nil
 }
 

@@ -89,7 +89,7 @@ func (c *guardCheckCmd) judge(conflicts []messages.PathConflict, unchecked []str
 	var b strings.Builder
 	for _, cf := range conflicts {
 		fmt.Fprintf(&b, "\n  %s is reserved exclusively by %s (pattern %s, fence token %d, until %s)", printable(cf.Path),
-			printable(cf.HolderName), printable(cf.Pattern), cf.FenceToken, cf.ExpiresAt)
+			printable(cf.HolderName), printable(cf.Pattern), cf.FenceToken, stamp(cf.ExpiresAt))
 	}
 	for _, p := range unchecked {
 		fmt.Fprintf(&b, "\n  %s cannot be checked against the reservations standing in this repository (a pattern names "+

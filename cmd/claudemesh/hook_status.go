@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/persistence/hookoutbox"
 	"github.com/claudemesh/claudemesh-go/transport/ipc"
 )
 
@@ -26,11 +29,23 @@ func printHookStatus(h *messages.HookHealth) {
 		fmt.Printf("  last hook error: %s\n", printable(h.LastError))
 	}
 	if h.LastReceiverError != "" {
-		fmt.Printf("  last receiver error (hooks.errors): %s\n", printable(h.LastReceiverError))
+		fmt.Printf("  last receiver error (hooks.errors): %s\n", receiverError(h.LastReceiverError))
 	}
 	if h.OldestUndeliveredAgeMs > time.Minute.Milliseconds() {
 		fmt.Println("  hook events have waited more than a minute: see `claudemesh daemon logs` for hook_retry and hook_failed")
 	}
+}
+
+// receiverError is the last line of hooks.errors as a person reads it:
+// "<time> <agent> <event>: <error>" (the line as it is, printable, if it
+// is not one the receiver wrote).
+func receiverError(line string) string {
+	f, ok := hookoutbox.ParseFailure(line)
+	if !ok {
+		return printable(line)
+	}
+	who := strings.TrimSpace(f.Agent + " " + f.Event)
+	return printable(fmt.Sprintf("%s %s: %s", stampTime(f.At), cmp.Or(who, "(no agent, no event)"), f.Err))
 }
 
 // livePeer is a peer of `claudemesh peers` with the live state its hooks

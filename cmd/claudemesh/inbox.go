@@ -111,11 +111,11 @@ func threadLines(v *threadView) []string {
 	var lines []line
 	for i := range v.Received {
 		it := &v.Received[i]
-		lines = append(lines, line{receivedAt(it.ReceivedAt), inboxEntry(it)})
+		lines = append(lines, line{stamp(it.ReceivedAt), inboxEntry(it)})
 	}
 	for i := range v.Sent {
 		it := &v.Sent[i]
-		text := fmt.Sprintf("%s  %s  sent to %s  %s", receivedAt(it.EnqueuedAt), printable(it.Mesh), recipient(v.names, it.To), it.Status)
+		text := fmt.Sprintf("%s  %s  sent to %s  %s", stamp(it.EnqueuedAt), printable(it.Mesh), recipient(v.names, it.To), it.Status)
 		if it.Body != nil {
 			text += ": " + printable(*it.Body)
 		}
@@ -130,7 +130,7 @@ func threadLines(v *threadView) []string {
 			text += "  awaiting acknowledgement"
 		}
 		text += receiptNotes(it.Receipts)
-		lines = append(lines, line{receivedAt(it.EnqueuedAt), text})
+		lines = append(lines, line{stamp(it.EnqueuedAt), text})
 	}
 	slices.SortStableFunc(lines, func(a, b line) int { return strings.Compare(a.at, b.at) })
 	out := make([]string, len(lines))
@@ -184,7 +184,7 @@ func (c *inboxAckCmd) Run() error {
 		return res, mailError(err, "")
 	}, func(res *messages.InboxAcked) error {
 		fmt.Printf("acknowledged %s (client_message_id %s) at %s; receipt %s %s\n", res.ID, printable(res.ClientMessageID),
-			res.AckedAt, res.ReceiptClientMessageID, res.ReceiptStatus)
+			stamp(res.AckedAt), res.ReceiptClientMessageID, res.ReceiptStatus)
 		return nil
 	})
 }
@@ -243,7 +243,7 @@ func (c *inboxAwaitingAckCmd) Run() error {
 			fmt.Println("no message is waiting for an acknowledgement")
 		}
 		for _, it := range page.Items {
-			fmt.Printf("%s  %s  to %s  %s  %s%s%s\n", receivedAt(it.EnqueuedAt), printable(it.ClientMessageID), recipient(names, it.To),
+			fmt.Printf("%s  %s  to %s  %s  %s%s%s\n", stamp(it.EnqueuedAt), printable(it.ClientMessageID), recipient(names, it.To),
 				it.Status, printable(it.Mesh), mailNote(it.Subject, it.Importance), receiptNotes(it.Receipts))
 		}
 		return nil

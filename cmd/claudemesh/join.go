@@ -87,7 +87,7 @@ func (c *joinCmd) report(paths config.Paths, joined *join.Joined, pub, name stri
 		}
 		return attachErr
 	}
-	fmt.Printf("joined mesh %s as %.12s (broker %s)\n", joined.Slug, pub, joined.BrokerURL)
+	fmt.Printf("joined mesh %s as %s (key %.12s…, broker %s)\n", joined.Slug, printable(name), pub, joined.BrokerURL)
 	if len(before) > 0 {
 		beside := fmt.Sprintf("the %d meshes already in config.json", len(before))
 		if len(before) == 1 && before[0].Slug == config.LocalMeshSlug && before[0].BrokerURL == "" {

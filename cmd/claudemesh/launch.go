@@ -18,7 +18,7 @@ import (
 
 type launchCmd struct {
 	Name    string   `placeholder:"NAME" help:"Display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)."`
-	Mesh    string   `placeholder:"SLUG" help:"Mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)."`
+	Mesh    string   `placeholder:"SLUG" env:"CLAUDEMESH_MESH" help:"Mesh the session joins (default: the daemon's only mesh, identities of daemon add-agent aside)."`
 	Command []string `arg:"" passthrough:"" help:"The command to run (after --), e.g. claude."`
 }
 

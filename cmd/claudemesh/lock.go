@@ -87,9 +87,9 @@ func (c *lockAcquireCmd) Run() error {
 				how = "it was not released within --wait; ask its holder, or try again later"
 			}
 			return errNotGranted("%s is held by %s (fence token %d) until %s: %s", lockLabel(l.LockInfo), printable(l.HolderName),
-				l.FenceToken, l.ExpiresAt, how)
+				l.FenceToken, stamp(l.ExpiresAt), how)
 		}
-		fmt.Printf("granted %s: fence token %d, expires %s (mesh %s)\n", lockLabel(l.LockInfo), l.FenceToken, l.ExpiresAt, l.Mesh)
+		fmt.Printf("granted %s: fence token %d, expires %s (mesh %s)\n", lockLabel(l.LockInfo), l.FenceToken, stamp(l.ExpiresAt), l.Mesh)
 		if tok, _ := mcpserver.SessionToken(); tok == "" {
 			fmt.Printf("not in an agent session: renew it before then (claudemesh lock renew %s --fence %d), or release it\n",
 				printable(l.Key), l.FenceToken)
@@ -122,7 +122,7 @@ func (c *lockRenewCmd) Run() error {
 		}
 		return res, err
 	}, func(res *messages.LockAcquired) error {
-		fmt.Printf("renewed %s: fence token %d, expires %s\n", lockLabel(res.Lock.LockInfo), res.Lock.FenceToken, res.Lock.ExpiresAt)
+		fmt.Printf("renewed %s: fence token %d, expires %s\n", lockLabel(res.Lock.LockInfo), res.Lock.FenceToken, stamp(res.Lock.ExpiresAt))
 		return nil
 	})
 }
@@ -168,7 +168,7 @@ func (c *lockListCmd) Run() error {
 	}, func(res *messages.LockList) error {
 		return printList(res.Locks, false, "no locks held in mesh "+res.Mesh, "KEY\tREPO\tHOLDER\tFENCE\tEXPIRES",
 			func(l messages.LockInfo) string {
-				return row(l.Key, l.Repo, l.HolderName, fmt.Sprint(l.FenceToken), l.ExpiresAt)
+				return row(l.Key, l.Repo, l.HolderName, fmt.Sprint(l.FenceToken), stamp(l.ExpiresAt))
 			})
 	})
 }

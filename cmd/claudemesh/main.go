@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/claudemesh/claudemesh-go/cmd/internal/hookcmd"
+	"github.com/claudemesh/claudemesh-go/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -29,6 +31,7 @@ type cli struct {
 	Peers        peersCmd         `cmd:"" help:"List the peers connected to the daemon's meshes: the names and keys send takes."`
 	Nodes        nodesCmd         `cmd:"" help:"List the mesh's daemons (its members' connections) with host, version, state (online, stale, offline) and when each was last heard from."`
 	Inbox        inboxCmd         `cmd:"" help:"Print the messages received (the last 24 h by default; inside an agent session, that session's), and with -f those that arrive; read a thread, acknowledge a message, search."`
+	Status       statusCmd        `cmd:"" help:"Show the running daemon's state (daemon status) and its agent sessions (sessions)."`
 	Sessions     sessionsCmd      `cmd:"" help:"List the agent sessions registered with the daemon, each a peer of its own."`
 	Profile      profileCmd       `cmd:"" help:"Show the profile peers see (status, summary, …), or set the status and summary with --status and --summary (inside an agent session, the session's)."`
 	State        stateCmd         `cmd:"" help:"Get, set (with compare-and-set: --if-version) and list the mesh's shared state: small JSON values every agent of the mesh can read."`
@@ -51,6 +54,23 @@ type cli struct {
 	Contacts     contactsCmd      `cmd:"" help:"Set who may send you direct messages (contacts policy open, auto, contacts_only, block_all), and list, accept or refuse the contact requests it holds."`
 	Web          webCmd           `cmd:"" help:"Open the daemon's web view in a browser (with --no-open: print its one-time link): peers and sessions, inbox, outbox, locks, compose; live."`
 	Version      kong.VersionFlag `help:"Print the version and exit."`
+	DaemonDir    string           `name:"daemon-dir" env:"CLAUDEMESH_DAEMON_DIR" type:"path" placeholder:"DIR" help:"The daemon's directory: its socket, databases, token and log (default ~/.claudemesh/daemon)."`
+	ConfigDir    string           `name:"config-dir" env:"CLAUDEMESH_CONFIG_DIR" type:"path" placeholder:"DIR" help:"The directory of config.json, the meshes joined (default ~/.claudemesh)."`
+}
+
+// exportDirs puts --daemon-dir and --config-dir in the environment, where
+// config.ResolvePaths reads them — in this process and in those it starts
+// (a detached daemon, a launched session's commands, an MCP server).
+func (c *cli) exportDirs() error {
+	for env, dir := range map[string]string{config.EnvDaemonDir: c.DaemonDir, config.EnvConfigDir: c.ConfigDir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.Setenv(env, dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type brokerCmd struct {
@@ -67,7 +87,7 @@ type brokerMeshCmd struct {
 type daemonCmd struct {
 	Up               daemonUpCmd               `cmd:"" help:"Start the daemon: detached by default, attached with --foreground."`
 	Down             daemonDownCmd             `cmd:"" help:"Stop the running daemon and wait for it to exit."`
-	Status           daemonStatusCmd           `cmd:"" help:"Show the running daemon's state: pid, uptime, meshes, outbox."`
+	Status           daemonStatusCmd           `cmd:"" help:"Show the running daemon's state: pid, uptime, meshes, outbox, agent hooks, how many agent sessions are live."`
 	Reload           daemonReloadCmd           `cmd:"" help:"Have the running daemon re-read config.toml and config.json (SIGHUP) and say whether it applied."`
 	Version          daemonVersionCmd          `cmd:"" help:"Print the CLI's and the running daemon's versions."`
 	Metrics          daemonMetricsCmd          `cmd:"" help:"Print the running daemon's Prometheus metrics (GET /v1/metrics)."`
@@ -109,6 +129,7 @@ func main() {
 		kong.Description("Message peers across a claudemesh mesh through a durable local daemon."),
 		kong.Vars{"version": version},
 		kong.UsageOnError(),
+		kong.Help(helpWithHint),
 	)
 	if err != nil {
 		panic(err)
@@ -118,7 +139,11 @@ func main() {
 		parser.Errorf("%s", err)
 		os.Exit(2)
 	}
-	if err := ctx.Run(); err != nil {
+	err = c.exportDirs()
+	if err == nil {
+		err = ctx.Run()
+	}
+	if err != nil {
 		var ee *exitError
 		if !errors.As(err, &ee) {
 			ee = &exitError{code: 1, err: err}
@@ -132,4 +157,19 @@ func main() {
 		}
 		os.Exit(ee.code)
 	}
+}
+
+// helpWithHint is kong's help, which ends the top level's with how to read
+// a command's help: a command with commands of its own (daemon, broker,
+// daemon outbox, …) ends with the same hint.
+func helpWithHint(options kong.HelpOptions, ctx *kong.Context) error {
+	if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
+		return err
+	}
+	cmd := ctx.Selected()
+	if cmd == nil || options.Summary || !slices.ContainsFunc(cmd.Children, func(n *kong.Node) bool { return n.Type == kong.CommandNode }) {
+		return nil
+	}
+	_, err := fmt.Fprintf(ctx.Stdout, "\nRun \"%s <command> --help\" for more information on a command.\n", cmd.FullPath())
+	return err
 }

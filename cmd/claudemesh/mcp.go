@@ -10,7 +10,7 @@ import (
 )
 
 type mcpCmd struct {
-	Mesh  string `placeholder:"SLUG" help:"Mesh the session joins (default: CLAUDEMESH_MESH, else the daemon's only mesh, identities of daemon add-agent aside)."`
+	Mesh  string `placeholder:"SLUG" env:"CLAUDEMESH_MESH" help:"Mesh the session joins (default: the daemon's only mesh, identities of daemon add-agent aside)."`
 	Name  string `placeholder:"NAME" help:"Display name peers see (default: CLAUDEMESH_DISPLAY_NAME, else <directory>-<4 hex>)."`
 	Tools string `enum:"claudemesh,agent-mail" default:"claudemesh" help:"The tools served: claudemesh's own, or agent-mail (MCP Agent Mail's tool names and arguments, for agents prompted for it)."`
 }

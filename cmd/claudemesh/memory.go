@@ -53,7 +53,7 @@ func (c *recallCmd) Run() error {
 			if len(m.Tags) > 0 {
 				tags = " [" + printable(strings.Join(m.Tags, ", ")) + "]"
 			}
-			fmt.Printf("%s  %s by %s%s\n%s\n\n", m.ID, m.RememberedAt, printable(by), tags, printableLines(m.Content))
+			fmt.Printf("%s  %s by %s%s\n%s\n\n", m.ID, stamp(m.RememberedAt), printable(by), tags, printableLines(m.Content))
 		}
 		return nil
 	})

@@ -68,7 +68,7 @@ func (c *outboxListCmd) Run() error {
 	fmt.Fprintln(tw, "ID\tCLIENT_MESSAGE_ID\tMESH\tSTATUS\tATTEMPTS\tTO\tENQUEUED\tDETAIL")
 	for _, it := range page.Items {
 		fmt.Fprintln(tw, row(it.ID, it.ClientMessageID, it.Mesh, it.Status, strconv.Itoa(it.Attempts), short(it.To, 16),
-			it.EnqueuedAt, detail(&it)))
+			stamp(it.EnqueuedAt), detail(&it)))
 	}
 	tw.Flush()
 	if page.Next != "" {

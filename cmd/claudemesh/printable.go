@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -97,3 +98,21 @@ func eachLine(s string, escape func(string) string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// stampLayout is how every human-readable output prints a moment: RFC 3339
+// in UTC to the millisecond, one width everywhere (the daemon's and the
+// broker's RFC 3339 drops trailing zeros, or carries nanoseconds).
+const stampLayout = "2006-01-02T15:04:05.000Z"
+
+// stamp is the RFC 3339 time s in stampLayout; s printable as it is when
+// it is not one ("" stays "").
+func stamp(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return printable(s)
+	}
+	return stampTime(t)
+}
+
+// stampTime is t in stampLayout.
+func stampTime(t time.Time) string { return t.UTC().Format(stampLayout) }

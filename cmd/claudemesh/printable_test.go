@@ -119,7 +119,7 @@ func TestLogPrinterEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Flush()
-	want := `2026-11-22T12:00:00Z WARN  peer \u202eevil err="broker said \u001b[2J" retry_in=533ms` + "\n" +
+	want := `2026-11-22T12:00:00.000Z WARN  peer \u202eevil err="broker said \u001b[2J" retry_in=533ms` + "\n" +
 		`panic: \x1b]0;pwned\x07` + "\n" +
 		"\tat main.go:12\n"
 	if out.String() != want {
@@ -146,5 +146,22 @@ func TestPrintableLines(t *testing.T) {
 	got = printableText("steps:\n\tmake \x1b[2Jrelease\u202e\n")
 	if want := "steps:\n\tmake \\x1b[2Jrelease\\u202e\n"; got != want {
 		t.Fatalf("printableText: %q, want %q", got, want)
+	}
+}
+
+func TestStamp(t *testing.T) {
+	for in, want := range map[string]string{
+		"2026-12-08T00:19:22.52Z":            "2026-12-08T00:19:22.520Z",
+		"2026-12-08T00:19:13.017Z":           "2026-12-08T00:19:13.017Z",
+		"2026-12-08T00:19:13Z":               "2026-12-08T00:19:13.000Z",
+		"2026-12-08T01:44:59.570765706Z":     "2026-12-08T01:44:59.570Z",
+		"2026-12-08T02:19:13.017+02:00":      "2026-12-08T00:19:13.017Z",
+		"":                                   "",
+		"soon\x1b[2J":                        `soon\x1b[2J`,
+		"2026-12-08 00:19:13 (not RFC 3339)": "2026-12-08 00:19:13 (not RFC 3339)",
+	} {
+		if got := stamp(in); got != want {
+			t.Errorf("stamp(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -113,7 +113,7 @@ func conflictLines(cs []messages.ReservationConflict, force bool) string {
 			kind = "exclusive"
 		}
 		fmt.Fprintf(&b, "\n  %s holds %s (%s, fence token %d) until %s: it covers %s, as your %s does", printable(c.HolderName),
-			printable(c.Pattern), kind, c.FenceToken, c.ExpiresAt, printable(c.Path), printable(c.Yours))
+			printable(c.Pattern), kind, c.FenceToken, stamp(c.ExpiresAt), printable(c.Path), printable(c.Yours))
 		switch {
 		case c.Stale:
 			b.WriteString(" — its holder is gone: --force releases it")
@@ -175,7 +175,7 @@ func (c *reservationsCmd) Run() error {
 				if r.Exclusive {
 					kind = "exclusive"
 				}
-				return row(r.Pattern, kind, r.HolderName, fmt.Sprint(r.FenceToken), r.ExpiresAt, r.Repo)
+				return row(r.Pattern, kind, r.HolderName, fmt.Sprint(r.FenceToken), stamp(r.ExpiresAt), r.Repo)
 			})
 	})
 }

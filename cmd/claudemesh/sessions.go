@@ -28,10 +28,16 @@ func (c *sessionsCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return printList(list, c.JSON, "no agent sessions registered (claudemesh mcp and claudemesh launch register them)",
+	return printSessions(list, c.JSON)
+}
+
+// printSessions prints the sessions as `claudemesh sessions` does: a
+// table, or one JSON array.
+func printSessions(list []messages.SessionInfo, asJSON bool) error {
+	return printList(list, asJSON, "no agent sessions registered (claudemesh mcp and claudemesh launch register them)",
 		"MESH\tNAME\tSESSION\tPID\tPUBKEY\tREGISTERED", func(s messages.SessionInfo) string {
 			return row(s.Mesh, s.DisplayName, s.SessionID, strconv.Itoa(s.PID), short(s.Presence.SessionPubkey, 16),
-				time.UnixMilli(s.RegisteredAt).UTC().Format(time.RFC3339))
+				stampTime(time.UnixMilli(s.RegisteredAt)))
 		})
 }
 

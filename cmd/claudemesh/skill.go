@@ -37,7 +37,7 @@ func (c *skillListCmd) Run() error {
 		}
 		return printList(res.Skills, false, empty, "NAME\tVERSION\tTAGS\tPUBLISHED BY\tPUBLISHED AT\tDESCRIPTION",
 			func(s messages.MeshSkill) string {
-				return row(s.Name, strconv.Itoa(s.Version), strings.Join(s.Tags, ","), s.PublishedBy, s.PublishedAt, s.Description)
+				return row(s.Name, strconv.Itoa(s.Version), strings.Join(s.Tags, ","), s.PublishedBy, stamp(s.PublishedAt), s.Description)
 			})
 	})
 }

@@ -29,7 +29,7 @@ func (c *stateGetCmd) Run() error {
 	}, func(res *messages.StateGot) error {
 		s := res.State
 		fmt.Printf("%s = %s\n(version %d, set by %s at %s, mesh %s)\n", printable(s.Key), printable(string(s.Value)), s.Version,
-			printable(s.UpdatedBy), s.UpdatedAt, res.State.Mesh)
+			printable(s.UpdatedBy), stamp(s.UpdatedAt), res.State.Mesh)
 		return nil
 	})
 }
@@ -69,7 +69,7 @@ func (c *stateListCmd) Run() error {
 	}, func(res *messages.StateList) error {
 		return printList(res.Entries, false, "no state in mesh "+res.Mesh+" (set a key with `claudemesh state set KEY JSON`)",
 			"KEY\tVERSION\tVALUE\tSET BY\tAT", func(e messages.StateInfo) string {
-				return row(e.Key, strconv.FormatInt(e.Version, 10), string(e.Value), e.UpdatedBy, e.UpdatedAt)
+				return row(e.Key, strconv.FormatInt(e.Version, 10), string(e.Value), e.UpdatedBy, stamp(e.UpdatedAt))
 			})
 	})
 }

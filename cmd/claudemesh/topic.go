@@ -137,7 +137,7 @@ func (c *topicMembersCmd) Run() error {
 	}, func(res *messages.TopicMembers) error {
 		return printList(res.Members, false, "#"+res.Topic+" has no members", "NAME\tROLE\tPUBKEY\tJOINED\tLAST READ",
 			func(m messages.TopicMemberInfo) string {
-				return row(m.DisplayName, m.Role, m.Pubkey, m.JoinedAt, messages.Deref(m.LastReadAt))
+				return row(m.DisplayName, m.Role, m.Pubkey, stamp(m.JoinedAt), stamp(messages.Deref(m.LastReadAt)))
 			})
 	})
 }
@@ -169,6 +169,6 @@ func printHistory(res *messages.TopicHistory) error {
 			if m.Body != nil {
 				body = *m.Body
 			}
-			return row(m.CreatedAt, from, m.ID, body)
+			return row(stamp(m.CreatedAt), from, m.ID, body)
 		})
 }

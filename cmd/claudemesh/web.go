@@ -40,9 +40,9 @@ func (c *webCmd) Run() error {
 	if !c.NoOpen {
 		if err := openBrowser(login.URL); err == nil {
 			fmt.Fprintln(os.Stderr, "opened the web view in your browser; if nothing appeared, open this link (once, before "+
-				login.ExpiresAt+"):")
+				stamp(login.ExpiresAt)+"):")
 		} else {
-			fmt.Fprintln(os.Stderr, "no browser could be started ("+err.Error()+"); open this link (once, before "+login.ExpiresAt+"):")
+			fmt.Fprintln(os.Stderr, "no browser could be started ("+err.Error()+"); open this link (once, before "+stamp(login.ExpiresAt)+"):")
 		}
 	}
 	fmt.Println(login.URL)

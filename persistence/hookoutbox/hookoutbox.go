@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -212,6 +213,26 @@ func Failures(path string) (count int, last string, err error) {
 		return 0, "", nil
 	}
 	return len(lines), lines[len(lines)-1], nil
+}
+
+// Failure is one line of the file RecordFailure appends to.
+type Failure struct {
+	At           time.Time
+	Agent, Event string // as the receiver was given them ("" for none)
+	Err          string
+}
+
+// ParseFailure reads a line RecordFailure wrote; false for any other.
+func ParseFailure(line string) (Failure, bool) {
+	f := strings.SplitN(line, "\t", 4)
+	if len(f) != 4 {
+		return Failure{}, false
+	}
+	ms, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return Failure{}, false
+	}
+	return Failure{At: time.UnixMilli(ms), Agent: f[1], Event: f[2], Err: f[3]}, true
 }
 
 // oneLine is s without line breaks or tabs.

@@ -21,7 +21,7 @@
 // This package owns only the accept/deny decision and its counters. It does
 // not own the dedupe fast path (B0, persistence/broker), metrics (the caller
 // counts cm_broker_rate_limit_rejection_total and
-// cm_broker_rate_limit_consumed_then_b2_rejected_total), nor any refund when
+// cm_broker_rate_limit_spent_on_rejected_total), nor any refund when
 // B2 rejects after the limiter said ok (the spec says: no refund).
 //
 // Decisions the spec leaves open:

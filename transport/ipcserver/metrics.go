@@ -38,7 +38,7 @@ func (s *Server) metricsText(w http.ResponseWriter, r *http.Request) {
 			connected = 1
 		}
 		m.Connected.WithLabelValues(mh.Mesh).Set(connected)
-		m.Lag.WithLabelValues(mh.Mesh).Set(float64(mh.LagMs))
+		m.Lag.WithLabelValues(mh.Mesh).Set(float64(mh.LagMs) / 1000)
 		paused := 0.0
 		if until, err := time.Parse(time.RFC3339Nano, mh.SendPace.PausedUntil); err == nil {
 			paused = max(until.Sub(now).Seconds(), 0)

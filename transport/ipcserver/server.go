@@ -283,7 +283,7 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ct
 // Shutdown that ran out of time leaves).
 func (s *Server) Close() error { return s.http.Close() }
 
-// ServeHTTP counts every request (cm_daemon_ipc_request_total, and the
+// ServeHTTP counts every request (cm_daemon_ipc_requests_total, and the
 // duration of all but event streams) and passes it through the gate.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()

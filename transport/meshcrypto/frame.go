@@ -1,6 +1,7 @@
 package meshcrypto
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/claudemesh/claudemesh-go/messages"
@@ -20,7 +21,7 @@ func (id *Identity) SendFrame(s *messages.Send, clientMessageID string, fp messa
 		nonce, ciphertext, err = EncodePlain(s.Body)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot encrypt to %s: %w", s.Destination.TargetSpec, err)
+		return nil, sealError(s.Destination.TargetSpec, err)
 	}
 	f := messages.NewSendFrame(s, clientMessageID, fp, nonce, ciphertext)
 	h := s.Header()
@@ -31,7 +32,7 @@ func (id *Identity) SendFrame(s *messages.Send, clientMessageID string, fp messa
 	if dm {
 		env.Header = nil
 		if env.Nonce, env.Box, err = id.SealDM(s.Destination.TargetSpec, h.JSON()); err != nil {
-			return nil, fmt.Errorf("cannot encrypt to %s: %w", s.Destination.TargetSpec, err)
+			return nil, sealError(s.Destination.TargetSpec, err)
 		}
 	}
 	if f.Meta, err = messages.FrameMeta(s.Meta, env); err != nil {
@@ -39,6 +40,31 @@ func (id *Identity) SendFrame(s *messages.Send, clientMessageID string, fp messa
 	}
 	return f, nil
 }
+
+// sealError is why a DM to to could not be sealed, in a sender's words: a
+// recipient key that is no member's (it wraps ErrBadPublicKey) says so,
+// without this package's.
+func sealError(to string, err error) error {
+	if errors.Is(err, ErrBadPublicKey) {
+		return &recipientKeyError{to: to, err: err}
+	}
+	return fmt.Errorf("cannot encrypt to %s: %w", to, err)
+}
+
+// recipientKeyError is a DM's recipient that is 64 hex characters but no
+// ed25519 public key a member can have (not a point of the curve, or a
+// weak one), so that nothing can be encrypted to it.
+type recipientKeyError struct {
+	to  string
+	err error
+}
+
+func (e *recipientKeyError) Error() string {
+	return fmt.Sprintf("%s is not a member's public key (64 hex characters, but no key a member can have): "+
+		"nothing can be encrypted to it; check it against the peer list (claudemesh peers)", e.to)
+}
+
+func (e *recipientKeyError) Unwrap() error { return e.err }
 
 // OpenMail reads the mail header of a pushed message from sender: env's
 // sealed header opened with id, or its plain one. Errors wrap

@@ -89,3 +89,22 @@ func TestSendFrameNoMail(t *testing.T) {
 		t.Fatalf("a DM to a bad key: %v", err)
 	}
 }
+
+// TestSendFrameBadRecipient: a DM to 64 hex characters that are no
+// member's key says so in a sender's words, naming the key, not this
+// package's (its error still wraps ErrBadPublicKey).
+func TestSendFrameBadRecipient(t *testing.T) {
+	alice := mustGenerate(t)
+	for _, to := range []string{strings.Repeat("ff", 32), order8Point, mixedOrderPoint(t)} {
+		msg := "the deploy key is X"
+		send, err := (&messages.SendRequest{To: to, Message: &msg, Subject: "key"}).Validate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = alice.SendFrame(send, "c1", send.Fingerprint())
+		if !errors.Is(err, ErrBadPublicKey) || !strings.HasPrefix(err.Error(), to+" is not a member's public key") ||
+			strings.Contains(err.Error(), "meshcrypto") || strings.Contains(err.Error(), "curve point") {
+			t.Errorf("a DM to %s: %v", to, err)
+		}
+	}
+}

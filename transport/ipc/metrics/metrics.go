@@ -1,5 +1,9 @@
-// Package metrics holds the daemon's Prometheus series (spec §10.3, with
-// the spec's names where it has them), served at GET /v1/metrics. Counters
+// Package metrics holds the daemon's Prometheus series (spec §10.3, named
+// by Prometheus's conventions — base units, ratios, counters ending in
+// _total — where the spec's names break them: its cm_daemon_lag_ms is
+// cm_daemon_lag_seconds, cm_daemon_disk_pct cm_daemon_disk_ratio,
+// cm_daemon_ipc_request_total cm_daemon_ipc_requests_total), served at
+// GET /v1/metrics; integration's TestMetricsLint holds them to promlint. Counters
 // and histograms are updated where things happen — the IPC server, the
 // store, the dispatcher, the inbox, the broker connection, the events
 // actor; the gauges of state (connection, lag, outbox depth) are read from
@@ -18,7 +22,7 @@ type Daemon struct {
 
 	// Set at scrape time.
 	Connected   *prometheus.GaugeVec // cm_daemon_connected{mesh}
-	Lag         *prometheus.GaugeVec // cm_daemon_lag_ms{mesh}
+	Lag         *prometheus.GaugeVec // cm_daemon_lag_seconds{mesh}
 	OutboxDepth *prometheus.GaugeVec // cm_daemon_outbox_depth{mesh,status}
 	SendPaused  *prometheus.GaugeVec // cm_daemon_send_paused_seconds{mesh}
 	SendPace    *prometheus.GaugeVec // cm_daemon_send_pace_seconds{mesh}
@@ -32,14 +36,14 @@ type Daemon struct {
 	Reconnects     *prometheus.CounterVec   // cm_daemon_reconnects_total{mesh,reason}
 	Dispatch       *prometheus.HistogramVec // cm_daemon_dispatch_seconds{mesh,outcome}
 	Refused        *prometheus.CounterVec   // cm_daemon_send_refused_total{mesh,reason}
-	IPCRequests    *prometheus.CounterVec   // cm_daemon_ipc_request_total{endpoint,status,transport}
+	IPCRequests    *prometheus.CounterVec   // cm_daemon_ipc_requests_total{endpoint,status,transport}
 	IPCDuration    *prometheus.HistogramVec // cm_daemon_ipc_duration_seconds{endpoint}
 	SSEStreams     prometheus.Gauge         // cm_daemon_sse_streams
 	SSEDropped     prometheus.Counter       // cm_daemon_sse_dropped_total
 	TokenRotations prometheus.Counter       // cm_daemon_local_token_rotations_total
 	StoreBatch     prometheus.Histogram     // cm_daemon_store_batch_size
 	StoreCommit    *prometheus.HistogramVec // cm_daemon_store_commit_seconds{db,durability}
-	DiskPct        *prometheus.GaugeVec     // cm_daemon_disk_pct{kind}
+	DiskRatio      *prometheus.GaugeVec     // cm_daemon_disk_ratio{kind}
 	InboxRows      prometheus.Gauge         // cm_daemon_inbox_rows
 	InboxBytes     prometheus.Gauge         // cm_daemon_inbox_bytes
 	Pruned         *prometheus.CounterVec   // cm_daemon_retention_pruned_total{kind}
@@ -53,7 +57,7 @@ func New() *Daemon {
 	d := &Daemon{Registry: prometheus.NewRegistry()}
 	d.Connected = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_connected",
 		Help: "1 while the mesh's broker connection is up."}, []string{"mesh"})
-	d.Lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_lag_ms",
+	d.Lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_lag_seconds",
 		Help: "Round trip of the last answered ping to the mesh's broker."}, []string{"mesh"})
 	d.OutboxDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_outbox_depth",
 		Help: "Outbox rows by status: pending, inflight, dead (done and aborted rows are history)."}, []string{"mesh", "status"})
@@ -82,7 +86,7 @@ func New() *Daemon {
 	d.Dispatch = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_dispatch_seconds",
 		Help: "From a send frame leaving to the broker's answer being applied, by outcome (done, dead, retry).", Buckets: latency},
 		[]string{"mesh", "outcome"})
-	d.IPCRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_ipc_request_total",
+	d.IPCRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_ipc_requests_total",
 		Help: "IPC requests by route, HTTP status and transport (uds, tcp)."}, []string{"endpoint", "status", "transport"})
 	d.IPCDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_ipc_duration_seconds",
 		Help: "IPC request durations by route (event streams excluded).", Buckets: latency}, []string{"endpoint"})
@@ -96,8 +100,8 @@ func New() *Daemon {
 	d.StoreCommit = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cm_daemon_store_commit_seconds",
 		Help: "Store commit latency by database (outbox, inbox) and durability (relaxed: a commit, never fsynced itself; wal_sync: an fsync of the WAL — the store's WAL syncers', and outbox.db's deferred one under [outbox] fsync_mode batched_50ms and off).", Buckets: latency},
 		[]string{"db", "durability"})
-	d.DiskPct = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_disk_pct",
-		Help: "Disk pressure in percent, at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 80 outbox_pressure_high, at 95 sends are refused 507, at 100 degraded: new event streams refused 503)."},
+	d.DiskRatio = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cm_daemon_disk_ratio",
+		Help: "Disk pressure as a ratio (1 = full), at the last measurement: outbox = outbox.db and its WAL against [outbox] max_size_mb; free = [disk] reserved_mb against the free space (at 0.8 outbox_pressure_high, at 0.95 sends are refused 507, at 1 degraded: new event streams refused 503)."},
 		[]string{"kind"})
 	d.InboxRows = prometheus.NewGauge(prometheus.GaugeOpts{Name: "cm_daemon_inbox_rows",
 		Help: "Messages in the inbox, counted when a retention pass has pruned all it could."})
@@ -106,7 +110,7 @@ func New() *Daemon {
 	d.Pruned = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cm_daemon_retention_pruned_total",
 		Help: "What retention let go: inbox rows, events, outbox payloads, audit entries."}, []string{"kind"})
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskPct, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
+	d.Registry.MustRegister(d.InboxRows, d.InboxBytes, d.Pruned, d.DiskRatio, d.Connected, d.Lag, d.OutboxDepth, d.Send, d.Dedupe, d.Recv, d.Undecrypted, d.Reconnects,
 		d.SendPaused, d.SendPace, d.DestBackoff, d.Waiting, d.Refused, d.Dispatch, d.IPCRequests, d.IPCDuration, d.SSEStreams, d.SSEDropped, d.TokenRotations, d.StoreBatch, d.StoreCommit)
 	return d
 }
