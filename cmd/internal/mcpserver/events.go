@@ -260,9 +260,9 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if declared {
 		// Read once the write to stdout returned, never before: a push lost
 		// on the way (the client gone, its pipe closed) leaves it unread.
-		// It is shown from now on: a check_messages the client sends on
+		// It is pushed from now on: a check_messages the client sends on
 		// reading it does not return it again, marked or not yet.
-		m.shown.add(it.ID)
+		m.pushed.add(it.ID)
 		if s := m.link.current(); s != nil {
 			if _, err := s.as().MarkSeen(ctx, []string{it.ID}); err != nil && !errors.Is(err, context.Canceled) {
 				m.log.Warn("mcp_mark_seen_failed", "message_id", it.ID, "err", err)

@@ -39,7 +39,7 @@ func (m *mcpServer) readUnread(ctx context.Context, s *Session, limit int) (*che
 	if err != nil {
 		return nil, "", err
 	}
-	page.Items = slices.DeleteFunc(page.Items, func(it messages.InboxItem) bool { return m.shown.holds(it.ID) }) // pushed already
+	page.Items = slices.DeleteFunc(page.Items, func(it messages.InboxItem) bool { return m.pushed.holds(it.ID) })
 	for i := range page.Items {
 		m.shown.add(page.Items[i].ID)
 	}

@@ -235,6 +235,7 @@ type mcpServer struct {
 	topics topicNames    // the names of live topic messages' topics
 	subs   subscriptions // the resources the client subscribed to
 	shown  shownSet      // the messages a tool's result showed, which no push repeats
+	pushed shownSet      // the messages pushed to a channel client, which check_messages does not return again
 	// claudemesh is the binary guard_install runs ("": this one).
 	claudemesh string
 
