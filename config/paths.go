@@ -16,6 +16,11 @@ import (
 const (
 	EnvDaemonDir = "CLAUDEMESH_DAEMON_DIR"
 	EnvConfigDir = "CLAUDEMESH_CONFIG_DIR"
+	// EnvCPUProfile names a file a claudemesh process writes its CPU
+	// profile to, from its start to its exit (a daemon or broker stopped
+	// by SIGTERM): `claudemesh bench --profile DIR` sets it for each
+	// process it starts. Read one with `go tool pprof`.
+	EnvCPUProfile = "CLAUDEMESH_CPU_PROFILE"
 )
 
 // Paths are the two directories claudemesh uses.

@@ -24,6 +24,7 @@ type benchCmd struct {
 	SelfContained bool          `name:"self-contained" help:"Start a throwaway broker and daemons in a temporary directory and measure them (needed for e2e and broker)."`
 	DatabaseURL   string        `name:"database-url" placeholder:"URL" help:"--self-contained: run the broker on this PostgreSQL database (in a mesh of its own) instead of SQLite."`
 	FsyncMode     string        `name:"fsync-mode" enum:",strict,batched_50ms,off" default:"" help:"--self-contained: the [outbox] fsync_mode of the daemons it starts (default: theirs, strict)."`
+	Profile       string        `name:"profile" placeholder:"DIR" type:"existingdir" help:"--self-contained: each process the run starts writes its CPU profile to DIR/<broker|alice|bob>.pprof (read them with go tool pprof)."`
 	Connections   int           `default:"1" help:"broker mode: WebSockets to spread the clients over."`
 	Pending       int           `help:"startup mode: rows to put in the outbox (through POST /v1/send) before timing the starts."`
 	RateLimit     int           `name:"rate-limit" default:"600" help:"backlog mode: the broker's limit, messages per --rate-window."`
@@ -48,12 +49,12 @@ func (c *benchCmd) Run() error {
 	if c.Mode == bench.ModeBacklog && (c.RateLimit < 1 || c.RateWindow <= 0 || c.Count < 1) {
 		return usageErr("--mode backlog needs --count, and a --rate-limit and --rate-window above zero")
 	}
-	if (c.DatabaseURL != "" || c.FsyncMode != "") && !c.SelfContained {
-		return usageErr("--database-url and --fsync-mode are for --self-contained runs")
+	if (c.DatabaseURL != "" || c.FsyncMode != "" || c.Profile != "") && !c.SelfContained {
+		return usageErr("--database-url, --fsync-mode and --profile are for --self-contained runs")
 	}
 	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size,
 		Connections: c.Connections, Pending: c.Pending, FsyncMode: c.FsyncMode, Sessions: c.Sessions,
-		RateLimit: c.RateLimit, RateWindow: c.RateWindow, LegacyBroker: c.LegacyBroker}
+		RateLimit: c.RateLimit, RateWindow: c.RateWindow, LegacyBroker: c.LegacyBroker, ProfileDir: c.Profile}
 	if !c.JSON && isTerminal(os.Stderr) {
 		opts.Progress = func(p bench.Progress) {
 			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",

@@ -141,7 +141,9 @@ func main() {
 	}
 	err = c.exportDirs()
 	if err == nil {
+		stopProfile := startCPUProfile()
 		err = ctx.Run()
+		stopProfile()
 	}
 	if err != nil {
 		var ee *exitError

@@ -170,7 +170,10 @@ func (s *Store) AckDeliveries(ctx context.Context, acks []Ack) (int64, error) {
 // acks names the message, as ours does). A row never pushed is left.
 func (s *Store) ack(ctx context.Context, tx *sqlx.Tx, acks []Ack) (int64, error) {
 	var total int64
-	byMessage := s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?
+	// By (message_id, recipient_pubkey), the row's unique key: SQLite's
+	// planner would otherwise walk every undelivered row of the recipient
+	// (delivery_queue_pending_idx) for each ack, a backlog's worth.
+	byMessage := s.d.rewrite(`UPDATE delivery_queue /*INDEXED BY delivery_queue_message*/ SET delivered_at = ?
 		 WHERE message_id = ? AND mesh_id = ? AND delivered_at IS NULL
 		   AND recipient_pubkey IN (SELECT value FROM EACH(?))`)
 	byClientID := s.d.rewrite(`UPDATE delivery_queue SET delivered_at = ?

@@ -56,6 +56,7 @@ var sqliteDialect = &dialect{
 		// these indexes; PostgreSQL's statistics choose well.
 		"/*INDEXED BY reservation_prefix*/", "INDEXED BY reservation_prefix",
 		"/*INDEXED BY reservation_member*/", "INDEXED BY reservation_member",
+		"/*INDEXED BY delivery_queue_message*/", "INDEXED BY sqlite_autoindex_delivery_queue_1", // UNIQUE (message_id, recipient_pubkey)
 		"/*FOR SHARE*/", "",
 		"/*SKIP LOCKED*/", "",
 		"/*FOR UPDATE*/", "",
@@ -70,6 +71,7 @@ var postgresDialect = &dialect{
 		"EACH(?)", "jsonb_array_elements_text(CAST(? AS jsonb))",
 		"/*INDEXED BY reservation_prefix*/", "",
 		"/*INDEXED BY reservation_member*/", "",
+		"/*INDEXED BY delivery_queue_message*/", "",
 		"/*FOR SHARE*/", "FOR SHARE OF d",
 		"/*SKIP LOCKED*/", "FOR UPDATE OF d SKIP LOCKED",
 		"/*FOR UPDATE*/", "FOR UPDATE",

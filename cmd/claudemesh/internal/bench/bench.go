@@ -75,6 +75,9 @@ type Options struct {
 	RateLimit    int
 	RateWindow   time.Duration
 	LegacyBroker bool
+	// ProfileDir, when set, has each process a self-contained run starts
+	// write its CPU profile there (<broker|alice|bob|…>.pprof).
+	ProfileDir string
 	// Progress, if set, is called about once a second while sending.
 	Progress func(Progress)
 }

@@ -37,6 +37,8 @@ type Env struct {
 	// fsyncMode is the daemons' [outbox] fsync_mode ("": their default).
 	fsyncMode string
 	legacy    bool // the daemons' [features] legacy_broker
+	// profileDir, when set, is where each process writes its CPU profile.
+	profileDir string
 	// Peers are the members, in join order ("alice", "bob").
 	Peers []*Peer
 }
@@ -66,7 +68,7 @@ func StartEnv(ctx context.Context, bin string, opts Options, databaseURL string)
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{bin: bin, dir: dir, fsyncMode: opts.FsyncMode, legacy: opts.LegacyBroker}
+	e := &Env{bin: bin, dir: dir, fsyncMode: opts.FsyncMode, legacy: opts.LegacyBroker, profileDir: opts.ProfileDir}
 	store := []string{"--dir", filepath.Join(dir, "broker")}
 	if databaseURL != "" {
 		store = []string{"--database-url", databaseURL}
@@ -152,7 +154,7 @@ func (e *Env) cpuClock() cpuClock {
 }
 
 func (e *Env) peer(name string) *Peer {
-	p := &Peer{Name: name, env: append(os.Environ(), config.EnvDaemonDir+"="+filepath.Join(e.dir, name, "d"),
+	p := &Peer{Name: name, env: append(e.profiled(name), config.EnvDaemonDir+"="+filepath.Join(e.dir, name, "d"),
 		config.EnvConfigDir+"="+filepath.Join(e.dir, name, "c"))}
 	e.Peers = append(e.Peers, p)
 	return p
@@ -189,9 +191,20 @@ func brokerLimits(opts Options) []string {
 	return args
 }
 
+// profiled is the environment of a process named name: this one's, and
+// where to write its CPU profile when the run profiles.
+func (e *Env) profiled(name string) []string {
+	env := os.Environ()
+	if e.profileDir != "" {
+		env = append(env, config.EnvCPUProfile+"="+filepath.Join(e.profileDir, name+".pprof"))
+	}
+	return env
+}
+
 func (e *Env) startBroker(ctx context.Context, store, limits []string) error {
 	cmd := exec.Command(e.bin, append(append([]string{"broker", "up", "--listen", "127.0.0.1:0", "--log-level", "warn"},
 		limits...), store...)...)
+	cmd.Env = e.profiled("broker")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
