@@ -14,6 +14,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/config"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+	"github.com/claudemesh/claudemesh-go/transport/cork"
 )
 
 // EmbeddedRateLimit is the embedded broker's budget per mesh and minute:
@@ -69,8 +70,8 @@ func (d *Daemon) startEmbeddedBroker(local []config.Membership, system *actor.Ac
 	e.url = "ws://" + l.Addr().String() + "/ws"
 	e.srv = e.broker.HTTPServer()
 	e.pipes = newPipeListener()
-	go func() { d.fail(ignoreClosed(e.srv.Serve(l))) }()
-	go func() { d.fail(ignoreClosed(e.srv.Serve(e.pipes))) }()
+	go func() { d.fail(ignoreClosed(e.srv.Serve(cork.Listener{Listener: l}))) }()
+	go func() { d.fail(ignoreClosed(e.srv.Serve(cork.Listener{Listener: e.pipes}))) }()
 	return e, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/persistence/broker"
 	"github.com/claudemesh/claudemesh-go/persistence/ratelimit"
+	"github.com/claudemesh/claudemesh-go/transport/cork"
 	"github.com/claudemesh/claudemesh-go/transport/join"
 	"github.com/claudemesh/claudemesh-go/transport/wsserver"
 )
@@ -118,7 +119,7 @@ func (c *brokerUpCmd) Run() error {
 	defer signal.Stop(sig)
 	srv := b.HTTPServer()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
+	go func() { served <- srv.Serve(cork.Listener{Listener: l}) }()
 	log.Info("broker_started", "listen", l.Addr().String(), "public_url", public, "backend", store.Backend(), "pid", os.Getpid())
 	fmt.Fprintf(os.Stderr, "broker listening on %s (ws://%s/ws)\n", l.Addr(), l.Addr())
 	fmt.Fprintf(os.Stderr, "invites link to %s (set with --public-url)\n", public)

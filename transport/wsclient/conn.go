@@ -26,6 +26,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/messages/fifo"
+	"github.com/claudemesh/claudemesh-go/transport/cork"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
@@ -248,7 +249,7 @@ func closeErr(err error, local bool) error {
 type Conn struct {
 	cfg    *Config
 	ws     *websocket.Conn
-	cork   *corkedConn // under ws (nil: the Dialer's NetDialTLSContext made the connection)
+	cork   *cork.Conn // under ws (nil: the Dialer's NetDialTLSContext made the connection)
 	out    *fifo.Queue[[]byte]
 	frames chan any
 	done   chan struct{}
@@ -262,7 +263,7 @@ type Conn struct {
 	rtt       atomic.Int64
 }
 
-func start(cfg *Config, ws *websocket.Conn, cork *corkedConn, pending []any) *Conn {
+func start(cfg *Config, ws *websocket.Conn, cork *cork.Conn, pending []any) *Conn {
 	c := &Conn{cfg: cfg, ws: ws, cork: cork, out: fifo.New[[]byte](cfg.SendQueue),
 		frames: make(chan any, max(cfg.FrameBuffer, len(pending))), done: make(chan struct{}),
 		closeQ: make(chan *CloseError, 1)}

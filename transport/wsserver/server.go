@@ -24,6 +24,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/claudemesh/claudemesh-go/messages/fifo"
+	"github.com/claudemesh/claudemesh-go/transport/cork"
 )
 
 // Liveness and limits (wire protocol §1.7).
@@ -237,6 +238,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	c := &Conn{ws: ws, out: fifo.New[outFrame](OutQueue), done: make(chan struct{}), Remote: r.RemoteAddr,
 		pingEvery: s.limits.PingInterval}
 	c.unpend = release
+	c.cork, _ = ws.UnderlyingConn().(*cork.Conn)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -314,6 +316,7 @@ type closeFrame struct {
 // Conn is one WebSocket connection.
 type Conn struct {
 	ws     *websocket.Conn
+	cork   *cork.Conn // under ws, when the listener was a cork.Listener
 	out    *fifo.Queue[outFrame]
 	done   chan struct{}
 	once   sync.Once
@@ -327,6 +330,45 @@ type Conn struct {
 	// pinged is the number of the latest ping (its payload), beat the
 	// number of the latest ping whose pong was taken as a heartbeat.
 	pinged, beat atomic.Uint64
+}
+
+// maxCoalesce bounds the frames the writer gathers into one write.
+const maxCoalesce = 256
+
+// writeQueued writes the queued frames, up to maxCoalesce at a time in one
+// write (corked); false when the connection is done with (closed by a
+// queued close frame, or a write failed).
+func (c *Conn) writeQueued() bool {
+	for {
+		if c.cork != nil {
+			c.cork.Cork()
+		}
+		n, ok, more := 0, true, false
+		for f, popped := c.out.Pop(); popped; f, popped = c.out.Pop() {
+			c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
+			if f.close != nil {
+				c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.close.code, f.close.reason))
+				ok = false
+				break
+			}
+			if err := c.ws.WriteMessage(websocket.TextMessage, f.data); err != nil {
+				ok = false
+				break
+			}
+			if n++; n == maxCoalesce {
+				more = true
+				break
+			}
+		}
+		if c.cork != nil {
+			if err := c.cork.Uncork(); err != nil {
+				ok = false
+			}
+		}
+		if !ok || !more {
+			return ok
+		}
+	}
 }
 
 // Authenticated marks the connection as past its hello: the hello
@@ -413,15 +455,8 @@ func (c *Conn) write() {
 		case <-c.done:
 			return
 		case <-c.out.Ready():
-			for f, ok := c.out.Pop(); ok; f, ok = c.out.Pop() {
-				c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
-				if f.close != nil {
-					c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.close.code, f.close.reason))
-					return
-				}
-				if err := c.ws.WriteMessage(websocket.TextMessage, f.data); err != nil {
-					return
-				}
+			if !c.writeQueued() {
+				return
 			}
 		case <-ping.C:
 			n := strconv.FormatUint(c.pinged.Add(1), 10)

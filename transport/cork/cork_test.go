@@ -1,4 +1,4 @@
-package wsclient
+package cork
 
 import (
 	"bytes"
@@ -17,23 +17,23 @@ func (w *writesConn) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// TestCorkedConn: corked writes go out as one, in order, at uncork; an
+// TestConn: corked writes go out as one, in order, at uncork; an
 // uncorked write goes straight through; an empty cork writes nothing.
-func TestCorkedConn(t *testing.T) {
+func TestConn(t *testing.T) {
 	under := &writesConn{}
-	c := &corkedConn{Conn: under}
+	c := &Conn{Conn: under}
 	c.Write([]byte("a"))
-	c.cork()
+	c.Cork()
 	c.Write([]byte("bc"))
 	c.Write([]byte("d"))
 	if len(under.writes) != 1 {
 		t.Fatalf("corked writes went out: %q", under.writes)
 	}
-	if err := c.uncork(); err != nil {
+	if err := c.Uncork(); err != nil {
 		t.Fatal(err)
 	}
-	c.cork()
-	if err := c.uncork(); err != nil {
+	c.Cork()
+	if err := c.Uncork(); err != nil {
 		t.Fatal(err)
 	}
 	c.Write([]byte("e"))
