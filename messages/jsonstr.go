@@ -56,6 +56,24 @@ func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
 	return append(append(b, s[start:]...), '"')
 }
 
+// NullString is a string that JSON renders as null when it is empty: a
+// field an upstream client reads as always present, null when absent (an
+// inbox item's topic and reply_to_id, spec/upstream-daemon-notes.md §3.4).
+// It decodes from a string or from null.
+type NullString string
+
+// MarshalJSON renders s, null when it is empty; the encoder escapes HTML
+// in it as it does in a string field.
+func (s NullString) MarshalJSON() ([]byte, error) { return s.append(nil), nil }
+
+// append appends s as json.Marshal renders it.
+func (s NullString) append(b []byte) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return AppendJSONString(b, string(s), true)
+}
+
 const hexDigits = "0123456789abcdef"
 
 // jsonSafe tells the ASCII bytes a JSON string takes as they are: [0]

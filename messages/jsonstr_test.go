@@ -65,8 +65,8 @@ func FuzzInboxItemMarshal(f *testing.F) {
 	f.Add("i", "broker:x", "b1", "topic", "builds", "", false, []byte(`{"decrypt_error":"x"}`), "r", "", false)
 	f.Add("i", "c2", "b2", "dm", "", "text", true, []byte(nil), "c1", "Re: <the build>", true)
 	f.Fuzz(func(t *testing.T, id, cid, bmid, kind, topic, body string, hasBody bool, meta []byte, replyTo, subject string, mail bool) {
-		it := &InboxItem{ID: id, ClientMessageID: cid, BrokerMessageID: bmid, Mesh: "m", Kind: kind, Topic: topic,
-			SenderPubkey: "ab", SenderName: "alice", ReceivedAt: "2026-11-25T00:00:00Z", ReceivedAtMs: 5, ReplyToID: replyTo,
+		it := &InboxItem{ID: id, ClientMessageID: cid, BrokerMessageID: bmid, Mesh: "m", Kind: kind, Topic: NullString(topic),
+			SenderPubkey: "ab", SenderName: "alice", ReceivedAt: "2026-11-25T00:00:00Z", ReceivedAtMs: 5, ReplyToID: NullString(replyTo),
 			Subject: subject, ThreadID: replyTo}
 		if hasBody {
 			it.Body = &body
