@@ -14,6 +14,7 @@ import (
 // testdata/upstream-shapes.json quotes from spec/upstream-daemon-notes.md.
 type upstreamShapes struct {
 	InboxItem map[string]any `json:"inbox_item"`
+	InboxSeen map[string]any `json:"inbox_seen"`
 }
 
 func loadUpstreamShapes(t *testing.T) *upstreamShapes {
@@ -104,3 +105,24 @@ func TestInboxItemUpstreamShape(t *testing.T) {
 	}
 }
 
+// TestInboxSeenEmptyUpstreamShape: POST /v1/inbox/seen with an empty
+// list answers 200 and upstream's body (upstream-daemon-notes §3.2),
+// marking nothing; ids missing, null or not a list stay refused.
+func TestInboxSeenEmptyUpstreamShape(t *testing.T) {
+	h := newHarness(t)
+	seedInbox(h)
+	var answer map[string]any
+	if resp := h.do(http.MethodPost, "/v1/inbox/seen", `{"ids":[]}`, &answer); resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/inbox/seen {\"ids\":[]}: %d %v; want 200 as upstream's", resp.StatusCode, answer)
+	}
+	if want := loadUpstreamShapes(t).InboxSeen; len(answer) != len(want) || answer["marked_seen"] != want["marked_seen"] {
+		t.Errorf("answer %v, upstream's %v", answer, want)
+	}
+	if items, _ := h.inboxPage("/v1/inbox?unread_only=true&limit=1000"); len(items) != 10 {
+		t.Errorf("%d unread after an empty mark, want all 10", len(items))
+	}
+	for _, body := range []string{`{}`, `{"ids":null}`} {
+		h.wantError(http.MethodPost, "/v1/inbox/seen", body, http.StatusBadRequest, "invalid_ids")
+	}
+	h.wantError(http.MethodPost, "/v1/inbox/seen", `{"ids":"row-01"}`, http.StatusBadRequest, messages.CodeInvalidJSON)
+}
