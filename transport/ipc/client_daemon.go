@@ -75,6 +75,39 @@ func (d *Daemon) Require(f, what string) error {
 		d, f, what, strings.Join(d.Features, ", "))
 }
 
+// featureProbes are the ipc features a daemon may serve without listing
+// them, each with a request of the feature's own route that reads and
+// changes nothing: Client.Require asks it once before it refuses a
+// feature the daemon does not list. Upstream's daemon answers
+// GET /v1/outbox and leaves outbox out of its ipc_features
+// (upstream-daemon-notes §3.2).
+var featureProbes = map[string]string{
+	"outbox": "/v1/outbox?limit=1",
+	"audit":  "/v1/audit?limit=1",
+}
+
+// Require is nil when the daemon d serves the ipc feature f: it lists it,
+// or it does not but the feature's own route answers (featureProbes),
+// asked once — f is then added to d.Features. Otherwise it is
+// d.Require's refusal, with what the route answered; a failure to ask
+// (the daemon gone) is returned as it is.
+func (c *Client) Require(ctx context.Context, d *Daemon, f, what string) error {
+	path, probe := featureProbes[f]
+	if d.Offers(f) || !probe {
+		return d.Require(f, what)
+	}
+	_, err := c.raw(ctx, http.MethodGet, path, nil)
+	var answered *messages.Error
+	switch {
+	case errors.As(err, &answered):
+		return fmt.Errorf("%w (GET %s answered %d %s)", d.Require(f, what), path, answered.Status, answered.Code)
+	case err != nil:
+		return err
+	}
+	d.Features = append(slices.Clip(d.Features), f)
+	return nil
+}
+
 // Daemon asks GET /v1/version and identifies the daemon (Identify).
 func (c *Client) Daemon(ctx context.Context) (*Daemon, error) {
 	v, err := c.Version(ctx)
