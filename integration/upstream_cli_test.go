@@ -70,6 +70,8 @@ func (u *upstreamDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(200, `{"daemon_version":"1.37.0","ipc_api":"v1","ipc_features":`+string(f)+`,"schema_version":1}`)
 	case "GET /v1/health":
 		reply(200, `{"ok":true,"pid":58837,"brokers":{"flexicar":"open"}}`)
+	case "GET /v1/sessions":
+		reply(200, `{"sessions":[{"sessionId":"s-1","mesh":"flexicar","displayName":"bob-cli","pid":4242,"registeredAt":1781431200000,"token_prefix":"0a1b2c3d"}]}`)
 	case "GET /v1/peers":
 		reply(200, `{"peers":[{"pubkey":"`+u.bob+`","memberPubkey":"`+u.bob+`","displayName":"bob","status":"idle",`+
 			`"summary":"","groups":[],"sessionId":"s-1","connectedAt":"2026-06-14T10:00:00.000Z","cwd":"/w","peerRole":"member","mesh":"flexicar"}]}`)
@@ -270,5 +272,41 @@ func TestCLIAgainstUpstreamDaemonWithOutbox(t *testing.T) {
 	if r := runCLI(t, e, "daemon", "outbox", "requeue", "row-1", "--patch-payload", patch); r.code != 2 ||
 		!strings.Contains(r.stderr, "--patch-payload") {
 		t.Fatalf("requeue --patch-payload: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestDaemonStatusAgainstUpstreamDaemon: daemon status names an upstream
+// daemon as daemon version does and shows what its API offers — its ipc
+// features, its pid and each mesh's broker from its health, its agent
+// sessions — in text and in --json (upstream-daemon-notes §3.2's shapes).
+func TestDaemonStatusAgainstUpstreamDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	startUpstreamDaemon(t, e, upstreamFeatures)
+	r := runCLI(t, e, "daemon", "status")
+	want := []string{
+		"daemon: running, upstream 1.37.0 (pid 58837, ipc v1, schema 1)\n",
+		"socket: " + e.socket() + "\n",
+		"ipc features: " + strings.Join(upstreamFeatures, ", ") + "\n",
+		"MESH      BROKER\nflexicar  open\n",
+		"agent sessions: 1 registered\n",
+	}
+	if r.code != 0 || r.stdout != strings.Join(want, "") {
+		t.Fatalf("daemon status: exit %d\nstdout:\n%s\nwant:\n%s\nstderr %s", r.code, r.stdout, strings.Join(want, ""), r.stderr)
+	}
+	r = runCLI(t, e, "daemon", "status", "--json")
+	var got struct {
+		Running       bool           `json:"running"`
+		Daemon        map[string]any `json:"daemon"`
+		IPCAPI        string         `json:"ipc_api"`
+		SchemaVersion int            `json:"schema_version"`
+		IPCFeatures   []string       `json:"ipc_features"`
+		Health        map[string]any `json:"health"`
+		LiveSessions  int            `json:"live_sessions"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil || !got.Running || got.Daemon["kind"] != "upstream" ||
+		got.Daemon["version"] != "1.37.0" || got.IPCAPI != "v1" || got.SchemaVersion != 1 || len(got.IPCFeatures) != len(upstreamFeatures) ||
+		got.Health["pid"] != float64(58837) || fmt.Sprint(got.Health["brokers"]) != "map[flexicar:open]" || got.LiveSessions != 1 {
+		t.Fatalf("daemon status --json: exit %d, %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 	}
 }

@@ -34,6 +34,9 @@ type Daemon struct {
 	// the keys of GET /v1/health's brokers (upstream, when it offers
 	// health; nil otherwise).
 	Meshes []messages.MeshInfo `json:"-"`
+	// Health is upstream's answer of GET /v1/health (nil: ours, or an
+	// upstream daemon that does not offer health).
+	Health *messages.UpstreamHealth `json:"-"`
 }
 
 // IdentifyDaemon tells which daemon wrote an answer of GET /v1/version.
@@ -118,20 +121,18 @@ func (c *Client) Daemon(ctx context.Context) (*Daemon, error) {
 }
 
 // Identify identifies the daemon that answered v (IdentifyDaemon) and, for
-// an upstream daemon that offers health, reads the meshes it serves from
-// GET /v1/health: its brokers, one per mesh.
+// an upstream daemon that offers health, reads its health and the meshes
+// it serves from GET /v1/health: its brokers, one per mesh.
 func (c *Client) Identify(ctx context.Context, v *messages.Version) (*Daemon, error) {
 	d, err := IdentifyDaemon(v)
 	if err != nil || d.Kind != DaemonUpstream || !d.Offers("health") {
 		return d, err
 	}
-	var h struct {
-		Brokers map[string]string `json:"brokers"`
-	}
+	var h messages.UpstreamHealth
 	if err := c.do(ctx, http.MethodGet, "/v1/health", nil, &h); err != nil {
 		return nil, fmt.Errorf("the %s answered GET /v1/version but not GET /v1/health: %w", d, err)
 	}
-	d.Meshes = []messages.MeshInfo{}
+	d.Health, d.Meshes = &h, []messages.MeshInfo{}
 	for slug := range h.Brokers {
 		d.Meshes = append(d.Meshes, messages.MeshInfo{Mesh: slug})
 	}
