@@ -171,7 +171,7 @@ func (it *InboxItem) Marshal() ([]byte, error) {
 	}
 	b = AppendJSONString(append(b, `,"mesh":`...), it.Mesh, true)
 	b = AppendJSONString(append(b, `,"kind":`...), it.Kind, true)
-	b = it.Topic.append(append(b, `,"topic":`...))
+	b = it.Topic.append(append(b, `,"topic":`...), true)
 	b = AppendJSONString(append(b, `,"sender_pubkey":`...), it.SenderPubkey, true)
 	b = AppendJSONString(append(b, `,"sender_name":`...), it.SenderName, true)
 	if b = append(b, `,"body":`...); it.Body == nil {
@@ -180,7 +180,7 @@ func (it *InboxItem) Marshal() ([]byte, error) {
 		b = AppendJSONString(b, *it.Body, true)
 	}
 	b = AppendJSONString(append(b, `,"received_at":`...), it.ReceivedAt, true)
-	b = it.ReplyToID.append(append(b, `,"reply_to_id":`...))
+	b = it.ReplyToID.append(append(b, `,"reply_to_id":`...), true)
 	if b = append(b, `,"seen_at":`...); it.SeenAt == nil {
 		b = append(b, "null"...)
 	} else {

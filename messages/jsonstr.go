@@ -62,16 +62,17 @@ func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
 // It decodes from a string or from null.
 type NullString string
 
-// MarshalJSON renders s, null when it is empty; the encoder escapes HTML
-// in it as it does in a string field.
-func (s NullString) MarshalJSON() ([]byte, error) { return s.append(nil), nil }
+// MarshalJSON renders s, null when it is empty, without escaping HTML:
+// the encoder escapes it, or not, as it does in a string field.
+func (s NullString) MarshalJSON() ([]byte, error) { return s.append(nil, false), nil }
 
-// append appends s as json.Marshal renders it.
-func (s NullString) append(b []byte) []byte {
+// append appends s as JSON, escaping HTML as json.Marshal does when
+// escapeHTML is set.
+func (s NullString) append(b []byte, escapeHTML bool) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return AppendJSONString(b, string(s), true)
+	return AppendJSONString(b, string(s), escapeHTML)
 }
 
 const hexDigits = "0123456789abcdef"

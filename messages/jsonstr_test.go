@@ -86,6 +86,43 @@ func FuzzInboxItemMarshal(f *testing.F) {
 	})
 }
 
+// TestNullStringJSON: a NullString encodes as a string field does, with
+// and without HTML escaping, but as null when empty; it decodes from a
+// string or from null.
+func TestNullStringJSON(t *testing.T) {
+	type field struct {
+		S NullString `json:"s"`
+	}
+	type plain struct {
+		S string `json:"s"`
+	}
+	for _, s := range []string{"", "builds", "<a & b>\u2028", "\xff"} {
+		for _, html := range []bool{false, true} {
+			var got, want bytes.Buffer
+			enc, ref := json.NewEncoder(&got), json.NewEncoder(&want)
+			enc.SetEscapeHTML(html)
+			ref.SetEscapeHTML(html)
+			if err := enc.Encode(field{NullString(s)}); err != nil {
+				t.Fatal(err)
+			}
+			ref.Encode(plain{s})
+			if s == "" {
+				want.Reset()
+				want.WriteString(`{"s":null}` + "\n")
+			}
+			if got.String() != want.String() {
+				t.Errorf("%q (escape HTML %v): %s, want %s", s, html, got.Bytes(), want.Bytes())
+			}
+		}
+	}
+	for in, want := range map[string]NullString{`{"s":null}`: "", `{"s":"x"}`: "x", `{}`: ""} {
+		var f field
+		if err := json.Unmarshal([]byte(in), &f); err != nil || f.S != want {
+			t.Errorf("decode %s: %q %v, want %q", in, f.S, err, want)
+		}
+	}
+}
+
 // BenchmarkAppendJSONString: a sealed body's base64 as frames and inbox
 // items carry it, which needs no escape.
 //
