@@ -62,6 +62,10 @@ func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
 // It decodes from a string or from null.
 type NullString string
 
+// String is s as a plain string: what a template function taking a
+// string is given (`{{show .Topic.String}}`).
+func (s NullString) String() string { return string(s) }
+
 // MarshalJSON renders s, null when it is empty, without escaping HTML:
 // the encoder escapes it, or not, as it does in a string field.
 func (s NullString) MarshalJSON() ([]byte, error) { return s.append(nil, false), nil }
