@@ -185,7 +185,7 @@ func (in *InboxActor) item(p *messages.PushFrame) (messages.InboxItem, *messages
 	ms := time.Now().UnixMilli() // what is stored: the event says the time /v1/inbox will
 	it := messages.InboxItem{ID: ulid.Make().String(), ClientMessageID: persistence.InboxDedupeKey(p.ClientMessageID, p.MessageID),
 		BrokerMessageID: p.MessageID, Mesh: in.cfg.Slug, Kind: "dm", SenderPubkey: p.SenderPubkey, SenderName: p.SenderName,
-		ReceivedAt: time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), ReceivedAtMs: ms, ReplyToID: p.ReplyToID, Meta: p.Meta,
+		ReceivedAt: time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), ReceivedAtMs: ms, ReplyToID: messages.NullString(p.ReplyToID), Meta: p.Meta,
 		RecipientPubkey: in.cfg.Identity.PublicKeyHex(), RecipientKind: "member", Priority: p.Priority, SentAt: p.CreatedAt}
 	if in.cfg.Session != nil {
 		it.RecipientKind = "session"
@@ -194,10 +194,10 @@ func (in *InboxActor) item(p *messages.PushFrame) (messages.InboxItem, *messages
 		it.SenderName = p.SenderPubkey[:8]
 	}
 	if dest, err := messages.ParseDestination(p.TargetSpec); err == nil && dest.Kind == messages.KindTopic {
-		it.Kind, it.Topic = "topic", cmp.Or(p.Topic, p.TargetSpec)
+		it.Kind, it.Topic = "topic", messages.NullString(cmp.Or(p.Topic, p.TargetSpec))
 	} else if p.TargetSpec == "" && p.Topic != "" {
 		// The upstream broker's multicast push names the topic, not the target.
-		it.Kind, it.Topic = "topic", p.Topic
+		it.Kind, it.Topic = "topic", messages.NullString(p.Topic)
 	}
 	h := in.mail(p, &it)
 	if h != nil && h.Receipt != "" {

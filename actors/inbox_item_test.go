@@ -37,7 +37,7 @@ func TestInboxItemTopic(t *testing.T) {
 		p := c.push
 		p.MessageID, p.SenderPubkey, p.Nonce, p.Ciphertext = "bm-1", id.PublicKeyHex(), nonce, body
 		it, _ := in.item(&p)
-		if it.Kind != c.kind || it.Topic != c.want {
+		if it.Kind != c.kind || string(it.Topic) != c.want {
 			t.Errorf("%s: kind %q topic %q, want %q %q", c.name, it.Kind, it.Topic, c.kind, c.want)
 		}
 		if c.kind == "topic" && (it.Body == nil || *it.Body != "hello") {

@@ -41,7 +41,7 @@ func (in *InboxActor) mail(p *messages.PushFrame, it *messages.InboxItem) *messa
 	}
 	it.Subject, it.ThreadID, it.Importance, it.AckRequired = h.Subject, h.ThreadID, h.ImportanceOf(), h.AckRequired
 	if h.ReplyToID != "" {
-		it.ReplyToID = h.ReplyToID
+		it.ReplyToID = messages.NullString(h.ReplyToID)
 		if it.ThreadID == "" {
 			it.ThreadID = h.ReplyToID
 		}

@@ -192,11 +192,11 @@ func mailRoundTrip(t *testing.T, m *e2eMesh, ant, cat *agentSession) {
 	// root's id); a second-level reply stays in it.
 	c1 := mailSend(t, cat, messages.SendRequest{To: ant.pubkey, ReplyToID: a1}, "on it")
 	reply := waitMail(t, ant, url.Values{}, c1)
-	if reply.ThreadID != a1 || reply.ReplyToID != a1 {
+	if reply.ThreadID != a1 || string(reply.ReplyToID) != a1 {
 		t.Fatalf("ant's copy of the reply: %+v", reply)
 	}
 	a2 := mailSend(t, ant, messages.SendRequest{To: cat.pubkey, ReplyToID: reply.ID, AckRequired: true}, "thanks")
-	if deep := waitMail(t, cat, url.Values{}, a2); deep.ThreadID != a1 || deep.ReplyToID != c1 {
+	if deep := waitMail(t, cat, url.Values{}, a2); deep.ThreadID != a1 || string(deep.ReplyToID) != c1 {
 		t.Fatalf("cat's copy of the reply to the reply (given by its inbox id): %+v", deep)
 	}
 	if th := inboxOf(t, cat, url.Values{"thread": {a1}}); len(th) != 2 {

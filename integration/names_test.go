@@ -154,7 +154,7 @@ func TestReplyToIDRoundTrip(t *testing.T) {
 		t.Fatalf("a-1: %d %s", r.status, r.body)
 	}
 	a := messageOf(t, aliceEvents.next("message", e2eDeliverDeadline))
-	if a.ClientMessageID != "a-1" || a.ReplyToID != q.BrokerMessageID {
+	if a.ClientMessageID != "a-1" || string(a.ReplyToID) != q.BrokerMessageID {
 		t.Fatalf("alice's message event: %+v; want a-1 in reply to %s", a, q.BrokerMessageID)
 	}
 	for _, c := range []struct {
@@ -167,7 +167,7 @@ func TestReplyToIDRoundTrip(t *testing.T) {
 				stored = &it
 			}
 		}
-		if stored == nil || stored.ReplyToID != c.inReplyTo {
+		if stored == nil || string(stored.ReplyToID) != c.inReplyTo {
 			t.Errorf("%s's inbox row of %s: %+v; want reply_to_id %s", c.peer.name, c.id, stored, c.inReplyTo)
 		}
 	}

@@ -183,7 +183,7 @@ func TestSendCommand(t *testing.T) {
 		if r := sendCLI(t, s.aliceEnv, "--priority", "now", "--meta", `{"k":"v"}`, "#ops", "on topic"); r.code != 0 {
 			t.Fatalf("send #ops: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
 		}
-		if it := waitInbox(t, s.bobEnv, "on topic"); it.Kind != "topic" || !messages.IsTopicID(it.Topic) {
+		if it := waitInbox(t, s.bobEnv, "on topic"); it.Kind != "topic" || !messages.IsTopicID(string(it.Topic)) {
 			t.Errorf("topic message arrived as %+v, want the topic's id", it)
 		}
 	})

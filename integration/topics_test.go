@@ -63,7 +63,7 @@ func TestTopics(t *testing.T) {
 		t.Fatalf("send #dev: %d %v %s", st, err, body)
 	}
 	got := messageOf(t, stream.next("message", e2eDeliverDeadline))
-	if got.ClientMessageID != "topic-1" || got.Kind != "topic" || got.Topic != created.Topic.ID || messages.Deref(got.Body) != "standup in 5" {
+	if got.ClientMessageID != "topic-1" || got.Kind != "topic" || string(got.Topic) != created.Topic.ID || messages.Deref(got.Body) != "standup in 5" {
 		t.Fatalf("bob's message: %+v", got)
 	}
 

@@ -124,7 +124,7 @@ type InboxItem struct {
 	BrokerMessageID string          `json:"broker_message_id,omitempty"`
 	Mesh            string          `json:"mesh"`
 	Kind            string          `json:"kind"` // dm | topic
-	Topic           string          `json:"topic,omitempty"`
+	Topic           NullString      `json:"topic"`
 	TopicName       string          `json:"topic_name,omitempty"` // the name of Topic's topic when its mesh's connection knows it: filled as the inbox is read, not stored
 	SenderPubkey    string          `json:"sender_pubkey"`
 	SenderName      string          `json:"sender_name"`
@@ -132,7 +132,7 @@ type InboxItem struct {
 	Meta            json.RawMessage `json:"meta,omitempty"`
 	ReceivedAt      string          `json:"received_at"` // RFC 3339
 	ReceivedAtMs    int64           `json:"-"`
-	ReplyToID       string          `json:"reply_to_id,omitempty"`
+	ReplyToID       NullString      `json:"reply_to_id"`
 	// SeenAt is when the row was first read (RFC 3339; null: unread), as it
 	// was before the listing that returns it stamped it.
 	SeenAt *string `json:"seen_at"`
@@ -171,9 +171,7 @@ func (it *InboxItem) Marshal() ([]byte, error) {
 	}
 	b = AppendJSONString(append(b, `,"mesh":`...), it.Mesh, true)
 	b = AppendJSONString(append(b, `,"kind":`...), it.Kind, true)
-	if it.Topic != "" {
-		b = AppendJSONString(append(b, `,"topic":`...), it.Topic, true)
-	}
+	b = it.Topic.append(append(b, `,"topic":`...), true)
 	b = AppendJSONString(append(b, `,"sender_pubkey":`...), it.SenderPubkey, true)
 	b = AppendJSONString(append(b, `,"sender_name":`...), it.SenderName, true)
 	if b = append(b, `,"body":`...); it.Body == nil {
@@ -182,9 +180,7 @@ func (it *InboxItem) Marshal() ([]byte, error) {
 		b = AppendJSONString(b, *it.Body, true)
 	}
 	b = AppendJSONString(append(b, `,"received_at":`...), it.ReceivedAt, true)
-	if it.ReplyToID != "" {
-		b = AppendJSONString(append(b, `,"reply_to_id":`...), it.ReplyToID, true)
-	}
+	b = it.ReplyToID.append(append(b, `,"reply_to_id":`...), true)
 	if b = append(b, `,"seen_at":`...); it.SeenAt == nil {
 		b = append(b, "null"...)
 	} else {

@@ -109,6 +109,15 @@ type Health struct {
 	Hooks *HookHealth `json:"hooks,omitempty"`
 }
 
+// UpstreamHealth is GET /v1/health as the upstream daemon answers it
+// (upstream-daemon-notes §3.2): its pid and the state of each mesh's
+// broker connection (connecting, open, reconnecting or closed), by slug.
+type UpstreamHealth struct {
+	OK      bool              `json:"ok"`
+	PID     int               `json:"pid"`
+	Brokers map[string]string `json:"brokers"`
+}
+
 // MeshHealth is one mesh's part of /v1/health: the broker connection
 // (Breaker: closed | open | half_open; LagMs: the last ping's round trip)
 // and the outbox.

@@ -56,6 +56,29 @@ func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
 	return append(append(b, s[start:]...), '"')
 }
 
+// NullString is a string that JSON renders as null when it is empty: a
+// field an upstream client reads as always present, null when absent (an
+// inbox item's topic and reply_to_id, spec/upstream-daemon-notes.md §3.4).
+// It decodes from a string or from null.
+type NullString string
+
+// String is s as a plain string: what a template function taking a
+// string is given (`{{show .Topic.String}}`).
+func (s NullString) String() string { return string(s) }
+
+// MarshalJSON renders s, null when it is empty, without escaping HTML:
+// the encoder escapes it, or not, as it does in a string field.
+func (s NullString) MarshalJSON() ([]byte, error) { return s.append(nil, false), nil }
+
+// append appends s as JSON, escaping HTML as json.Marshal does when
+// escapeHTML is set.
+func (s NullString) append(b []byte, escapeHTML bool) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return AppendJSONString(b, string(s), escapeHTML)
+}
+
 const hexDigits = "0123456789abcdef"
 
 // jsonSafe tells the ASCII bytes a JSON string takes as they are: [0]

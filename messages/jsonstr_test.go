@@ -65,8 +65,8 @@ func FuzzInboxItemMarshal(f *testing.F) {
 	f.Add("i", "broker:x", "b1", "topic", "builds", "", false, []byte(`{"decrypt_error":"x"}`), "r", "", false)
 	f.Add("i", "c2", "b2", "dm", "", "text", true, []byte(nil), "c1", "Re: <the build>", true)
 	f.Fuzz(func(t *testing.T, id, cid, bmid, kind, topic, body string, hasBody bool, meta []byte, replyTo, subject string, mail bool) {
-		it := &InboxItem{ID: id, ClientMessageID: cid, BrokerMessageID: bmid, Mesh: "m", Kind: kind, Topic: topic,
-			SenderPubkey: "ab", SenderName: "alice", ReceivedAt: "2026-11-25T00:00:00Z", ReceivedAtMs: 5, ReplyToID: replyTo,
+		it := &InboxItem{ID: id, ClientMessageID: cid, BrokerMessageID: bmid, Mesh: "m", Kind: kind, Topic: NullString(topic),
+			SenderPubkey: "ab", SenderName: "alice", ReceivedAt: "2026-11-25T00:00:00Z", ReceivedAtMs: 5, ReplyToID: NullString(replyTo),
 			Subject: subject, ThreadID: replyTo}
 		if hasBody {
 			it.Body = &body
@@ -84,6 +84,43 @@ func FuzzInboxItemMarshal(f *testing.F) {
 			t.Fatalf("Marshal = %s %v, json.Marshal = %s %v", got, err, want, werr)
 		}
 	})
+}
+
+// TestNullStringJSON: a NullString encodes as a string field does, with
+// and without HTML escaping, but as null when empty; it decodes from a
+// string or from null.
+func TestNullStringJSON(t *testing.T) {
+	type field struct {
+		S NullString `json:"s"`
+	}
+	type plain struct {
+		S string `json:"s"`
+	}
+	for _, s := range []string{"", "builds", "<a & b>\u2028", "\xff"} {
+		for _, html := range []bool{false, true} {
+			var got, want bytes.Buffer
+			enc, ref := json.NewEncoder(&got), json.NewEncoder(&want)
+			enc.SetEscapeHTML(html)
+			ref.SetEscapeHTML(html)
+			if err := enc.Encode(field{NullString(s)}); err != nil {
+				t.Fatal(err)
+			}
+			ref.Encode(plain{s})
+			if s == "" {
+				want.Reset()
+				want.WriteString(`{"s":null}` + "\n")
+			}
+			if got.String() != want.String() {
+				t.Errorf("%q (escape HTML %v): %s, want %s", s, html, got.Bytes(), want.Bytes())
+			}
+		}
+	}
+	for in, want := range map[string]NullString{`{"s":null}`: "", `{"s":"x"}`: "x", `{}`: ""} {
+		var f field
+		if err := json.Unmarshal([]byte(in), &f); err != nil || f.S != want {
+			t.Errorf("decode %s: %q %v, want %q", in, f.S, err, want)
+		}
+	}
 }
 
 // BenchmarkAppendJSONString: a sealed body's base64 as frames and inbox

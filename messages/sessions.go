@@ -178,7 +178,8 @@ func (r *RegisterSession) Validate() *Error {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// InboxSeenRequest is the body of POST /v1/inbox/seen.
+// InboxSeenRequest is the body of POST /v1/inbox/seen. IDs is nil when
+// the body has none (or null), empty for an empty list.
 type InboxSeenRequest struct {
 	IDs []string `json:"ids"`
 }

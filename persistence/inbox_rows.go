@@ -139,9 +139,9 @@ func InboxRowOf(it *messages.InboxItem) *InboxRow {
 // Item renders the row for the API (GET /v1/inbox).
 func (r *InboxRow) Item() messages.InboxItem {
 	it := messages.InboxItem{ID: r.ID, ClientMessageID: r.ClientMessageID, BrokerMessageID: messages.Deref(r.BrokerMessageID),
-		Mesh: r.Mesh, Kind: "dm", Topic: messages.Deref(r.Topic), SenderPubkey: r.SenderPubkey, SenderName: r.SenderName,
+		Mesh: r.Mesh, Kind: "dm", Topic: messages.NullString(messages.Deref(r.Topic)), SenderPubkey: r.SenderPubkey, SenderName: r.SenderName,
 		Body: r.Body, ReceivedAt: time.UnixMilli(r.ReceivedAt).UTC().Format(time.RFC3339Nano), ReceivedAtMs: r.ReceivedAt,
-		ReplyToID: messages.Deref(r.ReplyToID), RecipientPubkey: messages.Deref(r.RecipientPubkey),
+		ReplyToID: messages.NullString(messages.Deref(r.ReplyToID)), RecipientPubkey: messages.Deref(r.RecipientPubkey),
 		RecipientKind: messages.Deref(r.RecipientKind)}
 	if r.SeenAt != nil {
 		seen := time.UnixMilli(*r.SeenAt).UTC().Format(time.RFC3339Nano)
@@ -169,11 +169,12 @@ func msTime(ms *int64) *string {
 }
 
 // optional is s as a nullable column: nil for "".
-func optional(s string) *string {
+func optional[S ~string](s S) *string {
 	if s == "" {
 		return nil
 	}
-	return &s
+	v := string(s)
+	return &v
 }
 
 // InboxDedupeKey is the inbox's client_message_id for a message (A25): the

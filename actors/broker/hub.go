@@ -92,6 +92,15 @@ func (p *presence) role() string {
 
 func (p *presence) inGroup(name string) bool { return inGroup(p.groups, name) }
 
+// listedGroups are the groups a peers_list entry shows: [] for none, as
+// upstream's broker sends it, never null.
+func (p *presence) listedGroups() []messages.Group {
+	if p.groups == nil {
+		return []messages.Group{}
+	}
+	return p.groups
+}
+
 // inGroup reports whether groups claim the group name, or one below it.
 func inGroup(groups []messages.Group, name string) bool {
 	for _, g := range groups {
@@ -523,7 +532,7 @@ func (h *hub) peers(q *hubListPeers) *messages.PeersListFrame {
 			continue
 		}
 		out.Peers = append(out.Peers, messages.Peer{Pubkey: p.pubkey(), MemberPubkey: m.Pubkey, DisplayName: p.name(),
-			Status: p.status(), Summary: p.summary(), Groups: p.groups, SessionID: p.sessionID,
+			Status: p.status(), Summary: p.summary(), Groups: p.listedGroups(), SessionID: p.sessionID,
 			ConnectedAt: p.connectedAt.UTC().Format(time.RFC3339Nano), Cwd: p.cwd, PeerRole: p.role(), Hostname: p.hostname,
 			PeerType: p.peerType, Channel: p.channel, Visible: m.Visible, Avatar: m.Avatar, Title: m.Title, Bio: m.Bio,
 			Capabilities: m.Capabilities})

@@ -114,7 +114,7 @@ func (c *daemonInboxCmd) Run() error {
 		last = ev.ID
 		it, ok := messageEvent(ev)
 		if ok && it.TopicName == "" {
-			it.TopicName = c.topics[it.Topic]
+			it.TopicName = c.topics[string(it.Topic)]
 		}
 		if !ok || shown[it.ID] || !c.matches(it) {
 			continue
@@ -211,7 +211,7 @@ func (c *daemonInboxCmd) sender(ctx context.Context, client *ipc.Client) (string
 // also the stream's own filter on our daemon; upstream's stream has none).
 func (c *daemonInboxCmd) matches(it *messages.InboxItem) bool {
 	importance := cmp.Or(it.Importance, messages.ImportanceNormal)
-	topic := c.Topic == "" || it.Topic == c.Topic || it.TopicName == c.Topic
+	topic := c.Topic == "" || string(it.Topic) == c.Topic || it.TopicName == c.Topic
 	return (c.Mesh == "" || it.Mesh == c.Mesh) && topic &&
 		(c.From == "" || strings.EqualFold(it.SenderPubkey, c.From)) &&
 		(c.Thread == "" || it.ThreadID == c.Thread || it.ClientMessageID == c.Thread) &&
@@ -246,15 +246,16 @@ func inboxLine(it *messages.InboxItem) string {
 // #topic, @group or * (a broadcast); "-" for an item that says neither its
 // kind nor its topic (upstream's DMs and untopical broadcasts look alike).
 func inboxDestination(it *messages.InboxItem) string {
+	topic := string(it.Topic)
 	switch {
 	case it.Kind == messages.KindDM:
 		return "dm"
-	case it.Kind == "" && it.Topic == "":
+	case it.Kind == "" && topic == "":
 		return "-"
-	case it.Topic == "*", strings.HasPrefix(it.Topic, "@"), strings.HasPrefix(it.Topic, "#"):
-		return it.Topic
+	case topic == "*", strings.HasPrefix(topic, "@"), strings.HasPrefix(topic, "#"):
+		return topic
 	}
-	return "#" + cmp.Or(it.TopicName, it.Topic)
+	return "#" + cmp.Or(it.TopicName, topic)
 }
 
 // sinceParam turns --since (a duration ago or an RFC 3339 time) into the

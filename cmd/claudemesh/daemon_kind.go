@@ -12,7 +12,8 @@ import (
 
 // connectDaemon returns a client of the running daemon (daemonClient) and
 // the daemon it found there, ours or upstream's, once it has checked that
-// the daemon offers every ipc feature the command (what) needs.
+// the daemon serves every ipc feature the command (what) needs: lists it,
+// or answers its route when asked (ipc.Client.Require).
 func connectDaemon(what string, features ...string) (*ipc.Client, *ipc.Daemon, error) {
 	client, err := daemonClient()
 	if err != nil {
@@ -25,7 +26,7 @@ func connectDaemon(what string, features ...string) (*ipc.Client, *ipc.Daemon, e
 		return nil, nil, err
 	}
 	for _, f := range features {
-		if err := d.Require(f, what); err != nil {
+		if err := client.Require(ctx, d, f, what); err != nil {
 			return nil, nil, err
 		}
 	}

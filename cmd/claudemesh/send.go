@@ -199,8 +199,10 @@ func listOrNone(s []string) string {
 // does not list them, or whose broker is away (503 broker_unavailable), is
 // given the name to resolve itself (ours from the last peer list it had).
 func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, direct bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
+	defer cancel()
 	if c.Wait > 0 {
-		if err := d.Require("outbox", "send --wait (it follows the message's outbox row)"); err != nil {
+		if err := client.Require(ctx, d, "outbox", "send --wait (it follows the message's outbox row)"); err != nil {
 			return usageErr("%v", err)
 		}
 	}
@@ -209,8 +211,6 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, dire
 			return usageErr("%v", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sendDaemonTimeout)
-	defer cancel()
 	to := c.To
 	if direct && d.Offers("peers") {
 		list, err := meshPeers(ctx, client, mesh)

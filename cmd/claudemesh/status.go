@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -44,8 +46,9 @@ func (c *daemonStatusCmd) Run() error { return runStatus(c.JSON, false) }
 
 func (c *statusCmd) Run() error { return runStatus(c.JSON, true) }
 
-// runStatus asks the daemon on the socket for its health and its
-// sessions, and prints them; withSessions lists the sessions too. Exit 1
+// runStatus asks the daemon on the socket what it is, its health and its
+// sessions, and prints them; withSessions lists the sessions too. An
+// upstream daemon's status is what its API says (upstreamStatus). Exit 1
 // when no daemon answers.
 func runStatus(asJSON, withSessions bool) error {
 	paths, err := config.ResolvePaths()
@@ -56,7 +59,16 @@ func runStatus(asJSON, withSessions bool) error {
 	defer cancel()
 	client := ipc.NewClient(paths.Socket())
 	r := statusReport{Socket: paths.Socket()}
-	r.Health, err = client.Health(ctx)
+	v, err := client.Version(ctx)
+	if err == nil {
+		var d *ipc.Daemon
+		if d, err = client.Identify(ctx, v); err == nil && d.Kind == ipc.DaemonUpstream {
+			return upstreamStatus(ctx, client, v, d, paths.Socket(), asJSON)
+		}
+	}
+	if err == nil {
+		r.Health, err = client.Health(ctx)
+	}
 	switch {
 	case errors.Is(err, ipc.ErrDaemonNotRunning):
 		r.Health = nil
@@ -165,4 +177,56 @@ func printSendPace(meshes []messages.MeshHealth) {
 			fmt.Printf("sends to %s: %s; %d rate-limit refusal(s) so far\n", m.Mesh, strings.Join(parts, "; "), p.RateLimited)
 		}
 	}
+}
+
+// upstreamStatusReport is `daemon status --json` of an upstream daemon:
+// which daemon it is, as `daemon version` names it, and what its API
+// says — its ipc features, its health as it answered (its pid, each
+// mesh's broker connection), how many agent sessions it has registered.
+type upstreamStatusReport struct {
+	Running       bool                     `json:"running"`
+	Socket        string                   `json:"socket"`
+	Daemon        *ipc.Daemon              `json:"daemon"`
+	IPCAPI        string                   `json:"ipc_api"`
+	SchemaVersion int                      `json:"schema_version"`
+	IPCFeatures   []string                 `json:"ipc_features"`
+	Health        *messages.UpstreamHealth `json:"health"` // null when it does not offer health
+	LiveSessions  *int                     `json:"live_sessions,omitempty"`
+}
+
+// upstreamStatus prints the status of the upstream daemon d, which
+// answered GET /v1/version with v.
+func upstreamStatus(ctx context.Context, client *ipc.Client, v *messages.Version, d *ipc.Daemon, socket string, asJSON bool) error {
+	r := upstreamStatusReport{Running: true, Socket: socket, Daemon: d, IPCAPI: v.IPCAPI, SchemaVersion: v.SchemaVersion,
+		IPCFeatures: d.Features, Health: d.Health}
+	if d.Offers("sessions") {
+		if sessions, err := client.Sessions(ctx); err == nil {
+			n := len(sessions)
+			r.LiveSessions = &n
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(&r)
+	}
+	pid := ""
+	if r.Health != nil {
+		pid = fmt.Sprintf("pid %d, ", r.Health.PID)
+	}
+	fmt.Printf("daemon: running, upstream %s (%sipc %s, schema %d)\n", d.Version, pid, r.IPCAPI, r.SchemaVersion)
+	fmt.Printf("socket: %s\n", socket)
+	fmt.Printf("ipc features: %s\n", strings.Join(r.IPCFeatures, ", "))
+	if r.Health == nil {
+		fmt.Println("brokers: not said (the daemon does not offer the health feature)")
+	} else {
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "MESH\tBROKER")
+		for _, slug := range slices.Sorted(maps.Keys(r.Health.Brokers)) {
+			fmt.Fprintln(tw, row(slug, r.Health.Brokers[slug]))
+		}
+		tw.Flush()
+	}
+	if r.LiveSessions != nil {
+		fmt.Printf("agent sessions: %d registered\n", *r.LiveSessions)
+	}
+	return nil
 }

@@ -34,6 +34,9 @@ type Daemon struct {
 	// the keys of GET /v1/health's brokers (upstream, when it offers
 	// health; nil otherwise).
 	Meshes []messages.MeshInfo `json:"-"`
+	// Health is upstream's answer of GET /v1/health (nil: ours, or an
+	// upstream daemon that does not offer health).
+	Health *messages.UpstreamHealth `json:"-"`
 }
 
 // IdentifyDaemon tells which daemon wrote an answer of GET /v1/version.
@@ -75,6 +78,39 @@ func (d *Daemon) Require(f, what string) error {
 		d, f, what, strings.Join(d.Features, ", "))
 }
 
+// featureProbes are the ipc features a daemon may serve without listing
+// them, each with a request of the feature's own route that reads and
+// changes nothing: Client.Require asks it once before it refuses a
+// feature the daemon does not list. Upstream's daemon answers
+// GET /v1/outbox and leaves outbox out of its ipc_features
+// (upstream-daemon-notes §3.2).
+var featureProbes = map[string]string{
+	"outbox": "/v1/outbox?limit=1",
+	"audit":  "/v1/audit?limit=1",
+}
+
+// Require is nil when the daemon d serves the ipc feature f: it lists it,
+// or it does not but the feature's own route answers (featureProbes),
+// asked once — f is then added to d.Features. Otherwise it is
+// d.Require's refusal, with what the route answered; a failure to ask
+// (the daemon gone) is returned as it is.
+func (c *Client) Require(ctx context.Context, d *Daemon, f, what string) error {
+	path, probe := featureProbes[f]
+	if d.Offers(f) || !probe {
+		return d.Require(f, what)
+	}
+	_, err := c.raw(ctx, http.MethodGet, path, nil)
+	var answered *messages.Error
+	switch {
+	case errors.As(err, &answered):
+		return fmt.Errorf("%w (GET %s answered %d %s)", d.Require(f, what), path, answered.Status, answered.Code)
+	case err != nil:
+		return err
+	}
+	d.Features = append(slices.Clip(d.Features), f)
+	return nil
+}
+
 // Daemon asks GET /v1/version and identifies the daemon (Identify).
 func (c *Client) Daemon(ctx context.Context) (*Daemon, error) {
 	v, err := c.Version(ctx)
@@ -85,20 +121,18 @@ func (c *Client) Daemon(ctx context.Context) (*Daemon, error) {
 }
 
 // Identify identifies the daemon that answered v (IdentifyDaemon) and, for
-// an upstream daemon that offers health, reads the meshes it serves from
-// GET /v1/health: its brokers, one per mesh.
+// an upstream daemon that offers health, reads its health and the meshes
+// it serves from GET /v1/health: its brokers, one per mesh.
 func (c *Client) Identify(ctx context.Context, v *messages.Version) (*Daemon, error) {
 	d, err := IdentifyDaemon(v)
 	if err != nil || d.Kind != DaemonUpstream || !d.Offers("health") {
 		return d, err
 	}
-	var h struct {
-		Brokers map[string]string `json:"brokers"`
-	}
+	var h messages.UpstreamHealth
 	if err := c.do(ctx, http.MethodGet, "/v1/health", nil, &h); err != nil {
 		return nil, fmt.Errorf("the %s answered GET /v1/version but not GET /v1/health: %w", d, err)
 	}
-	d.Meshes = []messages.MeshInfo{}
+	d.Health, d.Meshes = &h, []messages.MeshInfo{}
 	for slug := range h.Brokers {
 		d.Meshes = append(d.Meshes, messages.MeshInfo{Mesh: slug})
 	}

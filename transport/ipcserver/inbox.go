@@ -156,7 +156,8 @@ const MaxSeenIDs = 1000
 
 // inboxSeen answers POST /v1/inbox/seen {"ids": [...]}: the rows named
 // (a session's own only) are stamped seen; marked_seen counts those that
-// were unread.
+// were unread. An empty list marks nothing and says so, as upstream's
+// daemon answers it; a missing (or null) ids is refused.
 func (s *Server) inboxSeen(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -169,9 +170,13 @@ func (s *Server) inboxSeen(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(req.IDs) == 0 || len(req.IDs) > MaxSeenIDs || slices.Contains(req.IDs, "") {
+	if req.IDs == nil || len(req.IDs) > MaxSeenIDs || slices.Contains(req.IDs, "") {
 		writeError(w, &messages.Error{Status: http.StatusBadRequest, Code: "invalid_ids",
-			Detail: "ids must be 1 to " + strconv.Itoa(MaxSeenIDs) + " inbox row ids (the id field of GET /v1/inbox items)"})
+			Detail: "ids must be a list of at most " + strconv.Itoa(MaxSeenIDs) + " inbox row ids (the id field of GET /v1/inbox items)"})
+		return
+	}
+	if len(req.IDs) == 0 {
+		writeJSON(w, http.StatusOK, &messages.InboxMarked{})
 		return
 	}
 	res, err := ask[*messages.InboxChanged](s, s.opts.Store, &messages.MarkInboxSeen{IDs: req.IDs, Mesh: sessionRoute(r), Now: now()})

@@ -42,7 +42,7 @@ func TestInboxReadStateAndDeletes(t *testing.T) {
 
 	for _, c := range []struct{ method, path, body, code string }{
 		{http.MethodPost, "/v1/inbox/seen", `{}`, "invalid_ids"},
-		{http.MethodPost, "/v1/inbox/seen", `{"ids":[]}`, "invalid_ids"},
+		{http.MethodPost, "/v1/inbox/seen", `{"ids":null}`, "invalid_ids"},
 		{http.MethodPost, "/v1/inbox/seen", `{"ids":[""]}`, "invalid_ids"},
 		{http.MethodPost, "/v1/inbox/seen", `{"ids":"row-06"}`, messages.CodeInvalidJSON},
 		{http.MethodPost, "/v1/inbox/seen", `{"ids":["row-06"],"extra":1}`, "unknown_field"},

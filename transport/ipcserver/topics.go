@@ -241,12 +241,13 @@ func (s *Server) nameTopics(items []messages.InboxItem) {
 	}
 	for i := range items {
 		it := &items[i]
-		if it.Kind != "topic" || !messages.IsTopicID(it.Topic) {
+		topic := string(it.Topic)
+		if it.Kind != "topic" || !messages.IsTopicID(topic) {
 			continue
 		}
-		it.TopicName = names(it.Mesh)[it.Topic]
+		it.TopicName = names(it.Mesh)[topic]
 		if m := s.served(it.Mesh); it.TopicName == "" && m != nil && m.Parent != "" {
-			it.TopicName = names(m.Parent)[it.Topic]
+			it.TopicName = names(m.Parent)[topic]
 		}
 	}
 }

@@ -203,3 +203,36 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// TestInboxPageDrawsTopicAndReply: the inbox page draws a message's topic
+// and the message it answers, as GET /v1/inbox gives them (null when a
+// message has none).
+func TestInboxPageDrawsTopicAndReply(t *testing.T) {
+	now := time.Now().UTC()
+	item := func(id, topic, replyTo string) map[string]any {
+		return map[string]any{"id": id, "client_message_id": "c-" + id, "mesh": "demo", "kind": map[bool]string{true: "dm", false: "topic"}[topic == ""],
+			"topic": map[bool]any{true: nil, false: topic}[topic == ""], "reply_to_id": map[bool]any{true: nil, false: replyTo}[replyTo == ""],
+			"sender_pubkey": "a1", "sender_name": "ann", "body": "text of " + id, "received_at": now.Format(time.RFC3339Nano), "seen_at": nil}
+	}
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/inbox" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"items": []any{item("m1", "", ""), item("m2", "builds", "c-m1")}, "marked_seen": 0})
+	})
+	v := New(Options{API: api, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Secrets: func() [][]byte { return [][]byte{[]byte("token")} }})
+	l, err := v.NewLogin("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie := strings.Split(serve(v, http.MethodGet, strings.TrimPrefix(l.URL, "http://127.0.0.1:1"), "", nil).Header().Get("Set-Cookie"), ";")[0]
+	rec := serve(v, http.MethodGet, "/web/inbox", cookie, nil)
+	body := rec.Body.String()
+	for _, want := range []string{"text of m1", "#builds", "reply to <code>c-m1</code>", "text of m2"} {
+		if rec.Code != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("inbox page: %d, no %q in\n%s", rec.Code, want, body)
+		}
+	}
+}

@@ -221,8 +221,8 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	if ss == nil || m.shown.has(it.ID) {
 		return
 	}
-	if s := m.link.current(); s != nil && it.Kind == "topic" && it.TopicName == "" && messages.IsTopicID(it.Topic) {
-		it.TopicName = m.topics.name(ctx, s, it.Topic)
+	if s := m.link.current(); s != nil && it.Kind == "topic" && it.TopicName == "" && messages.IsTopicID(string(it.Topic)) {
+		it.TopicName = m.topics.name(ctx, s, string(it.Topic))
 	}
 	text := formatMessage(it)
 	//lint:ignore SA1019 logging notifications stay until every client reads channels; the protocol keeps them through 2027
@@ -241,9 +241,9 @@ func (m *mcpServer) deliver(ctx context.Context, it *messages.InboxItem) {
 	meta := map[string]string{"from": it.SenderName, "from_pubkey": it.SenderPubkey, "message_id": it.ID,
 		"client_message_id": it.ClientMessageID, "kind": it.Kind, "mesh": it.Mesh, "received_at": it.ReceivedAt}
 	if it.Topic != "" {
-		meta["topic"] = topicLabel(cmp.Or(it.TopicName, it.Topic))
+		meta["topic"] = topicLabel(cmp.Or(it.TopicName, string(it.Topic)))
 	}
-	for k, v := range map[string]string{"reply_to_id": it.ReplyToID, "subject": it.Subject, "thread_id": it.ThreadID,
+	for k, v := range map[string]string{"reply_to_id": string(it.ReplyToID), "subject": it.Subject, "thread_id": it.ThreadID,
 		"importance": it.Importance} {
 		if v != "" {
 			meta[k] = v

@@ -68,8 +68,8 @@ func (m *mcpServer) readUnread(ctx context.Context, s *Session, limit int) (*che
 }
 
 func toInboxMessage(it *messages.InboxItem) inboxMessage {
-	return inboxMessage{ID: it.ID, From: it.SenderName, FromPubkey: it.SenderPubkey, Kind: it.Kind, Topic: it.Topic, TopicName: it.TopicName,
-		Body: bodyText(it), ReceivedAt: it.ReceivedAt, ReplyToID: it.ReplyToID, ClientMessageID: it.ClientMessageID,
+	return inboxMessage{ID: it.ID, From: it.SenderName, FromPubkey: it.SenderPubkey, Kind: it.Kind, Topic: string(it.Topic), TopicName: it.TopicName,
+		Body: bodyText(it), ReceivedAt: it.ReceivedAt, ReplyToID: string(it.ReplyToID), ClientMessageID: it.ClientMessageID,
 		Subject: it.Subject, ThreadID: it.ThreadID, Importance: it.Importance, AckRequired: it.AckRequired, Acked: it.AckedAt != nil}
 }
 
@@ -91,11 +91,11 @@ func formatMessage(it *messages.InboxItem) string {
 	}
 	where := "direct message"
 	if it.Kind != "dm" {
-		where = "to " + topicLabel(cmp.Or(it.TopicName, it.Topic))
+		where = "to " + topicLabel(cmp.Or(it.TopicName, string(it.Topic)))
 	}
 	head := fmt.Sprintf("From %s (%.16s…) at %s, %s, id %s", from, it.SenderPubkey, when, where, it.ID)
 	if it.ReplyToID != "" {
-		head += ", in reply to " + it.ReplyToID
+		head += ", in reply to " + string(it.ReplyToID)
 	}
 	head += mailHead(it)
 	return head + ":\n" + bodyText(it)
