@@ -127,6 +127,11 @@ type (
 		conn      *wsclient.Conn
 		maxAge    time.Duration
 		firstSend bool // the broker takes first_send (wsclient.Session.FirstSend)
+		// serial: one send in flight at a time. A legacy broker negotiated
+		// nothing, and upstream's handles a connection's frames
+		// concurrently: two sends in flight could be stored, acked and
+		// pushed in the other order. Ours keeps one connection's order.
+		serial bool
 	}
 	linkDown struct{}
 	// inboundPush is a push for the inbox, with the connection it came on
@@ -312,7 +317,7 @@ func (b *BrokerConn) connected(ctx actor.Context, m *dialed) {
 		<-conn.Done()
 		root.Send(self, &linkEnded{conn: conn, err: conn.Err()})
 	}()
-	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge(), firstSend: m.session.FirstSend})
+	ctx.Send(b.dispatcher, &linkUp{conn: conn, maxAge: m.session.MaxAge(), firstSend: m.session.FirstSend, serial: m.session.Legacy})
 	b.relays.each(ctx, atUp)
 }
 

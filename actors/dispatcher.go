@@ -112,7 +112,7 @@ func (d *Dispatcher) Receive(ctx actor.Context) {
 		d.stopTimers()
 	case *linkUp:
 		d.link, d.gen, d.firstSend = m.conn, dispatchGen.Add(1), m.firstSend
-		d.pacer.LinkUp()
+		d.pacer.LinkUp(m.serial)
 		ctx.Request(d.store, &messages.DispatchReady{Mesh: d.mesh, Gen: d.gen, Window: DispatchWindow,
 			MaxAge: m.maxAge.Milliseconds(), Now: time.Now().UnixMilli()})
 	case *linkDown:

@@ -28,6 +28,13 @@ func (m *e2eMesh) restartBrokerWith(args ...string) {
 	m.t.Helper()
 	addr := m.broker.addr
 	stopBroker(m.t, m.broker, syscall.SIGTERM)
+	m.startBrokerAt(addr, args...)
+}
+
+// startBrokerAt starts the mesh's broker, stopped, on addr and its store
+// with args (and no other flag).
+func (m *e2eMesh) startBrokerAt(addr string, args ...string) {
+	m.t.Helper()
 	m.broker = startBrokerProc(m.t, m.brokerEnv, append(append(slices.Clone(m.store), "--listen", addr), args...)...)
 }
 

@@ -121,6 +121,10 @@ func (c *conn) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		c.live.Done()
 	case *frameIn:
+		if !c.legacyConcurrent(ctx, m.data) {
+			c.frame(ctx, m.data)
+		}
+	case *frameDelayed: // legacy.go
 		c.frame(ctx, m.data)
 	case *connClosed:
 		c.closed(ctx, m.err)

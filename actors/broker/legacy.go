@@ -2,7 +2,12 @@ package broker
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/claudemesh/claudemesh-go/actors/workers"
 	"github.com/claudemesh/claudemesh-go/messages"
 )
 
@@ -29,9 +34,35 @@ import (
 // (ratelimit.Bucket), which PerMinute and Burst describe in the refusal.
 // Dedupe stays: a repeated client_message_id is answered as the first was,
 // where upstream would store it twice.
+//
+// HandlerDelay (`broker up --legacy-concurrent`, hidden) handles a
+// connection's frames concurrently, as upstream does: its broker runs each
+// frame's handler without waiting for the previous one (`ws.on("message",
+// async …)`), so that two sends of one connection are stored, acked and
+// pushed in the order their awaits return, not the order they came in.
+// Each frame after the hello is handled after a random delay of up to
+// HandlerDelay (its handler's awaits); two frames closer together than
+// that may swap. Zero: one connection's frames in the order they came, as
+// this broker keeps them.
 type LegacyProtocol struct {
-	PerMinute int // the rate the refusal text names, messages a minute
-	Burst     int
+	PerMinute    int // the rate the refusal text names, messages a minute
+	Burst        int
+	HandlerDelay time.Duration
+}
+
+// frameDelayed is a frame of a legacy connection handed back after its
+// delay (LegacyProtocol.HandlerDelay).
+type frameDelayed struct{ data []byte }
+
+// legacyConcurrent hands a frame back to the connection after a random
+// delay of up to HandlerDelay, and reports whether it did: only after the
+// hello, and only when the delay is set.
+func (c *conn) legacyConcurrent(ctx actor.Context, data []byte) bool {
+	if c.legacy == nil || c.legacy.HandlerDelay <= 0 || c.member == nil {
+		return false
+	}
+	workers.SendLater(ctx, rand.N(c.legacy.HandlerDelay), &frameDelayed{data: data})
+	return true
 }
 
 // Upstream's refusal texts (wire protocol §2.3).

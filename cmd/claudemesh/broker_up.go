@@ -40,6 +40,7 @@ type brokerUpCmd struct {
 	LogLevel              string        `default:"info" enum:"debug,info,warn,error" env:"CLAUDEMESH_LOG_LEVEL" help:"Minimum log level."`
 	ShutdownFor           string        `hidden:"" default:"5s" help:"How long a shutdown waits for open requests."`
 	LegacyProtocol        bool          `name:"legacy-protocol" hidden:"" help:"Interop tests only: speak only the upstream broker's protocol (no feature negotiation, upstream's ack shape and error strings, a token bucket of 10 refilled at --rate-limit per --rate-window per sender, refusals without retry-after)."`
+	LegacyConcurrent      time.Duration `name:"legacy-concurrent" hidden:"" placeholder:"DURATION" help:"Interop tests only, with --legacy-protocol: handle a connection's frames concurrently, as the upstream broker does: each after a random delay of up to this, so that two sends of one connection may be stored, acked and pushed in the other order."`
 }
 
 func (c *brokerUpCmd) Run() error {
@@ -77,12 +78,14 @@ func (c *brokerUpCmd) Run() error {
 	var limiter ratelimit.Limiter = ratelimit.NewMemory(limits)
 	var legacy *brokeractors.LegacyProtocol
 	switch {
+	case c.LegacyConcurrent < 0 || c.LegacyConcurrent > 0 && !c.LegacyProtocol:
+		return &exitError{code: 2, err: errors.New("--legacy-concurrent takes a positive duration, with --legacy-protocol")}
 	case c.LegacyProtocol && c.RedisURL != "":
 		return &exitError{code: 2, err: errors.New("--legacy-protocol limits in memory, as upstream does: drop --redis-url")}
 	case c.LegacyProtocol:
 		bucket := ratelimit.NewBucket(limits, 0)
 		limiter = bucket
-		legacy = &brokeractors.LegacyProtocol{PerMinute: bucket.PerMinute(), Burst: bucket.Burst()}
+		legacy = &brokeractors.LegacyProtocol{PerMinute: bucket.PerMinute(), Burst: bucket.Burst(), HandlerDelay: c.LegacyConcurrent}
 		log.Warn("legacy_protocol", "detail", "this broker speaks only the upstream protocol, for interop tests: no feature negotiation, no retry-after")
 	case c.RedisURL != "":
 		if limiter, err = ratelimit.NewRedis(ctx, c.RedisURL, limits); err != nil {

@@ -31,10 +31,12 @@ const (
 // then asks for 60 s gets one a second), then shortened by 1/32 per
 // accepted send and doubled per refusal, so that the pace settles just
 // under what the broker accepts. A gap that shrinks below PaceMinGap ends
-// the pacing. Not safe for concurrent use (the dispatcher owns it).
+// the pacing. On a serial connection (LinkUp) the window stays at one
+// send. Not safe for concurrent use (the dispatcher owns it).
 type Pacer struct {
 	backoff   *Backoff
 	maxWindow int
+	serial    bool          // the connection's sends go one at a time (LinkUp)
 	window    int           // sends that may await their answer
 	gap       time.Duration // least interval between two sends; 0: not paced
 	last      time.Time     // the last send
@@ -52,8 +54,17 @@ func NewPacer(maxWindow int, rnd func() float64) *Pacer {
 
 // LinkUp starts a new connection: an unpaced one starts its window over;
 // a pause and a pace carry over (the broker's limit outlives a connection).
-func (p *Pacer) LinkUp() {
-	if p.gap == 0 {
+// A serial connection keeps its window at one send for its whole life,
+// paced or not: its broker may handle two frames of one connection in
+// either order (upstream's runs each frame's handler without waiting for
+// the previous one), so that two sends in flight together could be stored
+// and delivered in the other order.
+func (p *Pacer) LinkUp(serial bool) {
+	p.serial = serial
+	switch {
+	case serial:
+		p.window = 1
+	case p.gap == 0:
 		p.window = min(PaceInitialWindow, p.maxWindow)
 	}
 }
@@ -86,7 +97,7 @@ func (p *Pacer) Accepted() {
 		if p.gap < PaceMinGap {
 			p.gap = 0
 		}
-	case p.window < p.maxWindow:
+	case p.window < p.maxWindow && !p.serial:
 		p.window++
 	}
 }

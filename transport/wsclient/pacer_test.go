@@ -85,9 +85,39 @@ func TestPacer(t *testing.T) {
 	if s := p.State(later.Add(time.Hour)); s.Gap != 0 || s.Window < 2 || !s.PausedUntil.IsZero() {
 		t.Fatalf("after 1000 accepts: %+v; want no pacing and a growing window", s)
 	}
-	p.LinkUp()
+	p.LinkUp(false)
 	if s := p.State(later); s.Window != PaceInitialWindow {
 		t.Fatalf("a new link of an unpaced pacer: window %d, want %d", s.Window, PaceInitialWindow)
+	}
+}
+
+// TestPacerSerial: on a serial connection (a legacy broker, which may
+// handle two frames of one connection in either order) one send at a time
+// may await its answer, however many are accepted, paced or not; a
+// connection that is not serial starts its window over.
+func TestPacerSerial(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	p := NewPacer(256, func() float64 { return 0.5 })
+	p.LinkUp(true)
+	if ready, _ := p.Wait(t0, 0); !ready {
+		t.Fatal("an idle serial connection may not send")
+	}
+	if ready, wait := p.Wait(t0, 1); ready || wait != 0 {
+		t.Fatalf("a serial connection with a send in flight: ready %v, wait %s; want its answer awaited", ready, wait)
+	}
+	for range 100 {
+		p.Accepted()
+	}
+	p.Refused(t0, t0.Add(time.Millisecond), 0)
+	for range 1000 {
+		p.Accepted()
+	}
+	if s := p.State(t0.Add(time.Hour)); s.Window != 1 || s.Gap != 0 {
+		t.Fatalf("a serial connection after accepts, a pause and its pacing's end: %+v; want window 1, not paced", s)
+	}
+	p.LinkUp(false)
+	if s := p.State(t0); s.Window != PaceInitialWindow {
+		t.Fatalf("a connection that is not serial after a serial one: window %d, want %d", s.Window, PaceInitialWindow)
 	}
 }
 
