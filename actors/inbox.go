@@ -193,11 +193,14 @@ func (in *InboxActor) item(p *messages.PushFrame) (messages.InboxItem, *messages
 	if it.SenderName == "" && len(p.SenderPubkey) >= 8 {
 		it.SenderName = p.SenderPubkey[:8]
 	}
-	if dest, err := messages.ParseDestination(p.TargetSpec); err == nil && dest.Kind == messages.KindTopic {
+	switch dest, err := messages.ParseDestination(p.TargetSpec); {
+	case err == nil && dest.Kind == messages.KindTopic:
 		it.Kind, it.Topic = "topic", messages.NullString(cmp.Or(p.Topic, p.TargetSpec))
-	} else if p.TargetSpec == "" && p.Topic != "" {
+	case p.TargetSpec == "" && p.Topic != "":
 		// The upstream broker's multicast push names the topic, not the target.
 		it.Kind, it.Topic = "topic", messages.NullString(p.Topic)
+	case upstreamMulticast(p):
+		it.Kind, it.Topic = "topic", "*"
 	}
 	h := in.mail(p, &it)
 	if h != nil && h.Receipt != "" {
@@ -211,6 +214,17 @@ func (in *InboxActor) item(p *messages.PushFrame) (messages.InboxItem, *messages
 	text := string(body)
 	it.Body = &text
 	return it, nil
+}
+
+// upstreamMulticast reports whether a push has the shape of the upstream
+// broker's multicast (wire protocol §2.3, shape 2: a `*`, `@all` or
+// `@group` send, pushed with its sender's member key and no
+// client_message_id), which names no target: its drained DMs (shape 1)
+// carry neither a member key nor a name, and ours always name the
+// target. Which of the three it was sent to the push does not say; it is
+// kept as a broadcast (`*`).
+func upstreamMulticast(p *messages.PushFrame) bool {
+	return p.TargetSpec == "" && p.SenderMemberPubkey != "" && p.ClientMessageID == ""
 }
 
 // decrypt opens a DM with the member key; any other body is base64

@@ -8,6 +8,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/messages"
 	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
+	"github.com/claudemesh/claudemesh-go/transport/wsclient"
 )
 
 // TestInboxItemTopic: a push is a topic message when its target is a topic
@@ -42,6 +43,58 @@ func TestInboxItemTopic(t *testing.T) {
 		}
 		if c.kind == "topic" && (it.Body == nil || *it.Body != "hello") {
 			t.Errorf("%s: body %v", c.name, it.Body)
+		}
+	}
+}
+
+// TestInboxItemUpstreamPushKinds: the upstream broker's pushes (wire
+// protocol §2.3), decoded as the broker connection decodes them, are
+// classified by their shape, as they name no target: a drained DM (shape
+// 1: a client_message_id, no sender name or member key) is a DM, opened
+// with the member key; a multicast (shape 2: the sender's member key, id
+// and name, no client_message_id) is a broadcast, or a topic message when
+// it names its topic, its body base64 plaintext.
+func TestInboxItemUpstreamPushKinds(t *testing.T) {
+	alice, bob := mustIdentity(t), mustIdentity(t)
+	in := &InboxActor{cfg: MeshConfig{Slug: "m", Identity: bob}}
+	msg := "to bob alone"
+	send, err := (&messages.SendRequest{To: bob.PublicKeyHex(), Message: &msg}).Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm, err := alice.SendFrame(send, "c1", send.Fingerprint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, plain, err := meshcrypto.EncodePlain([]byte("to everyone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tid = "Tq3v9XkR2mN8pL4wZs7yB1cD6fG0hJ5e"
+	a := alice.PublicKeyHex()
+	for _, c := range []struct {
+		name, frame, kind, topic, body string
+	}{
+		{"shape 1, a drained DM", `{"type":"push","messageId":"q1","meshId":"m","senderPubkey":"` + a +
+			`","priority":"next","nonce":"` + dm.Nonce + `","ciphertext":"` + dm.Ciphertext +
+			`","createdAt":"2026-05-04T18:00:00.000Z","client_message_id":"c1","request_fingerprint":"` + dm.RequestFingerprint + `"}`,
+			"dm", "", msg},
+		{"shape 2, a broadcast", `{"type":"push","messageId":"q2","meshId":"m","senderPubkey":"` + a + `","senderMemberPubkey":"` + a +
+			`","senderMemberId":"mem-1","senderName":"alice","priority":"next","nonce":"` + nonce + `","ciphertext":"` + plain +
+			`","createdAt":"2026-05-04T18:00:00.000Z"}`,
+			"topic", "*", "to everyone"},
+		{"shape 2, a topic's", `{"type":"push","messageId":"q3","meshId":"m","senderPubkey":"` + a + `","senderMemberPubkey":"` + a +
+			`","senderMemberId":"mem-1","senderName":"alice","topic":"` + tid + `","priority":"next","nonce":"` + nonce +
+			`","ciphertext":"` + plain + `","createdAt":"2026-05-04T18:00:00.000Z"}`,
+			"topic", tid, "to everyone"},
+	} {
+		f, err := wsclient.DecodeBrokerFrame([]byte(c.frame))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		it, _ := in.item(f.(*messages.PushFrame))
+		if it.Kind != c.kind || string(it.Topic) != c.topic || messages.Deref(it.Body) != c.body {
+			t.Errorf("%s: kind %q topic %q body %q, want %q %q %q", c.name, it.Kind, it.Topic, messages.Deref(it.Body), c.kind, c.topic, c.body)
 		}
 	}
 }
