@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/claudemesh/claudemesh-go/integration/wait"
 	"github.com/claudemesh/claudemesh-go/messages"
+	"github.com/claudemesh/claudemesh-go/transport/meshcrypto"
 )
 
 // namesPeers waits until alice's GET /v1/peers lists every name in want.
@@ -171,4 +173,66 @@ func TestReplyToIDRoundTrip(t *testing.T) {
 			t.Errorf("%s's inbox row of %s: %+v; want reply_to_id %s", c.peer.name, c.id, stored, c.inReplyTo)
 		}
 	}
+}
+
+// TestSendByNameOneMember: a name that several connections of one other
+// member share, none an agent session — the upstream CLI's own
+// connections (a hello with a session key of the process's, channel
+// claude-code), which stay listed for the broker's grace after their
+// command — names that member: POST /v1/send stores the member key
+// (upstream's broker, and ours, push a DM to it to the member's live
+// connections), where it answered 409 ambiguous_recipient. Agent sessions
+// that share a name stay ambiguous (TestSendByDisplayName).
+func TestSendByNameOneMember(t *testing.T) {
+	m := newE2EMesh(t)
+	carol := m.join("carol")
+	m.restartBrokerWith("--legacy-protocol", "--rate-limit", "600", "--rate-window", "1m") // lists a member under its hello's name
+	m.alice.startLegacy(t)
+	member := joinedMember(t, carol.env, "demo")
+	var clis []*wsClient
+	for i := range 2 {
+		session, err := meshcrypto.GenerateIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := dialBroker(t, fmt.Sprintf("twin-%d", i), member.BrokerURL)
+		hello := member.hello(fmt.Sprintf("cli-%d", i))
+		hello["sessionPubkey"], hello["displayName"], hello["channel"] = session.PublicKeyHex(), "twin", messages.ChannelUpstreamCLI
+		c.send(hello)
+		c.next("hello_ack")
+		clis = append(clis, c)
+	}
+	waitTwins(t, m.alice.c, "twin", 2)
+
+	r := sendJSON(t, m.alice.c, map[string]string{"to": "twin", "message": "to carol's CLI", "client_message_id": "twin-1"})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("to twin: %d %s; want 202 to carol's member key", r.status, r.body)
+	}
+	if row := byClientID(listAll(t, m.alice.c, ""))["twin-1"]; row.To != carol.pubkey {
+		t.Fatalf("twin-1 went to %q, want carol's member key %s", row.To, carol.pubkey)
+	}
+	if p := clis[0].push(); p["client_message_id"] != "twin-1" {
+		t.Fatalf("carol's CLI got %v, want twin-1", p)
+	}
+	if r := sendCLI(t, m.alice.env, "twin", "by alice's CLI"); r.code != 0 { // it resolves the name itself
+		t.Fatalf("claudemesh send twin: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	first, second := clis[1].push(), clis[1].push() // each of carol's connections gets each DM to her key
+	if str(first, "client_message_id") != "twin-1" || str(second, "client_message_id") == "twin-1" || second["senderPubkey"] != m.alice.pubkey {
+		t.Fatalf("carol's other CLI connection got %v, then %v; want twin-1, then alice's DM by the CLI", first, second)
+	}
+}
+
+// waitTwins waits until c's GET /v1/peers lists n peers under name.
+func waitTwins(t *testing.T, c *http.Client, name string, n int) {
+	t.Helper()
+	wait.For(t, e2eConnectDeadline, fmt.Sprintf("%d peers named %s", n, name), func() bool {
+		var body struct {
+			Peers []messages.Peer `json:"peers"`
+		}
+		if st, _, err := getJSON(c, "http://localhost/v1/peers?mesh=demo", &body); err != nil || st != http.StatusOK {
+			return false
+		}
+		return len(messages.MatchPeers(name, body.Peers)) == n
+	})
 }

@@ -17,10 +17,19 @@ const MinPeerPrefix = 8
 
 // PeerRoleMember is the peerRole of a peer-list entry for a member with no
 // connection (member_directory feature); its status is PeerStatusOffline.
+// PeerRoleSession is that of a connection with a session key of its own.
 const (
 	PeerRoleMember    = "member"
 	PeerStatusOffline = "offline"
+	PeerRoleSession   = "session"
 )
+
+// ChannelUpstreamCLI is the hello channel of the upstream CLI's own
+// connections (its commands without a daemon): a member hello with a
+// session key made for the process, listed as a control-plane peer by
+// upstream's broker and as a session by ours, and for the broker's 90 s
+// grace after the command ends.
+const ChannelUpstreamCLI = "claude-code"
 
 // NameKey is what two display names must not share within a mesh: the
 // name under Unicode compatibility normalization (NFKC) and case folding,
@@ -125,6 +134,43 @@ func MatchPeers(to string, peers []Peer) []Peer {
 		})
 	}
 	return found
+}
+
+// OneMember is the member key that the several peers a name matches
+// (MatchPeers) all belong to, when none of them is an agent session and
+// own does not claim the key: the connections of one member listed under
+// one name — its daemon and the upstream CLI's connections of its
+// commands, which stay listed for the broker's grace — are one recipient,
+// and a DM to the member key reaches that member's live connections. An
+// agent session (peerRole session, from a session_hello: ours or the
+// upstream daemon's, not a CLI's connection) has an inbox of its own that
+// a DM to its member's key does not reach, so a name two of them share
+// stays ambiguous; own is the sender's own member key, whose other
+// connections are not where a message should go. ok is false for fewer
+// than two peers, and for peers of several members or of none known.
+func OneMember(found []Peer, own func(key string) bool) (key string, ok bool) {
+	if len(found) < 2 {
+		return "", false
+	}
+	key = strings.ToLower(found[0].MemberPubkey)
+	for _, p := range found {
+		if key == "" || !strings.EqualFold(p.MemberPubkey, key) || p.PeerRole == PeerRoleSession && p.Channel != ChannelUpstreamCLI {
+			return "", false
+		}
+	}
+	if own(key) {
+		return "", false
+	}
+	return key, true
+}
+
+// ResolveRecipient is ResolvePeer for where a message goes: a name that
+// several peers of one member share (OneMember) names that member's key.
+func ResolveRecipient(to, mesh string, peers []Peer, own func(key string) bool) (string, error) {
+	if key, ok := OneMember(MatchPeers(to, peers), own); ok {
+		return key, nil
+	}
+	return ResolvePeer(to, mesh, peers)
 }
 
 // seenPeers says which peers a name could have named, for the error of a

@@ -213,16 +213,9 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, dire
 	}
 	to := c.To
 	if direct && d.Offers("peers") {
-		list, err := meshPeers(ctx, client, mesh)
-		var me *messages.Error
-		switch {
-		case errors.As(err, &me) && me.Code == messages.CodeBrokerUnavailable:
-		case err != nil:
-			return fmt.Errorf("cannot resolve %q through the daemon's peer list of mesh %s: %w", c.To, mesh, err)
-		default:
-			if to, err = messages.ResolvePeer(c.To, mesh, list); err != nil {
-				return err
-			}
+		var err error
+		if to, err = c.resolveThrough(ctx, client, d, mesh); err != nil {
+			return err
 		}
 	}
 	req := c.request(to)
@@ -258,6 +251,24 @@ func (c *sendCmd) viaDaemon(client *ipc.Client, d *ipc.Daemon, mesh string, dire
 	}
 	fmt.Printf("%s %s to %s\n", res.Accepted.Status, res.Accepted.ClientMessageID, c.target(to))
 	return nil
+}
+
+// resolveThrough resolves the peer's name c.To against d's peer list of
+// mesh (messages.ResolveRecipient; a member of d's own is not a recipient
+// of one of its names); a broker away leaves the name for d to resolve.
+func (c *sendCmd) resolveThrough(ctx context.Context, client *ipc.Client, d *ipc.Daemon, mesh string) (string, error) {
+	list, err := meshPeers(ctx, client, mesh)
+	var me *messages.Error
+	switch {
+	case errors.As(err, &me) && me.Code == messages.CodeBrokerUnavailable:
+		return c.To, nil
+	case err != nil:
+		return "", fmt.Errorf("cannot resolve %q through the daemon's peer list of mesh %s: %w", c.To, mesh, err)
+	}
+	own := func(key string) bool {
+		return slices.ContainsFunc(d.Meshes, func(m messages.MeshInfo) bool { return strings.EqualFold(m.MemberPubkey, key) })
+	}
+	return messages.ResolveRecipient(c.To, mesh, list, own)
 }
 
 // waitDone follows the outbox row of cid sent on mesh for --wait: done
@@ -384,7 +395,8 @@ func (c *sendCmd) cold(paths config.Paths, direct bool) error {
 		if err != nil {
 			return fmt.Errorf("cannot resolve %q on mesh %s: %w", c.To, m.Slug, err)
 		}
-		if to, err = messages.ResolvePeer(c.To, m.Slug, peers); err != nil {
+		own := func(key string) bool { return strings.EqualFold(key, m.Pubkey) }
+		if to, err = messages.ResolveRecipient(c.To, m.Slug, peers, own); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package ipcserver
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,9 +93,11 @@ func (d *peerDirectory) busy(mesh, key string, now time.Time) string {
 // resolveRecipient resolves a send whose `to` names a peer (a display name
 // or a pubkey prefix) to the one key the peer list of mesh gives it, after
 // phase A and before the accept, and sets the destination's targetSpec;
-// the fingerprint keeps the `to` as typed. No peer or several is a refusal
-// (404 unknown_recipient, 409 ambiguous_recipient with the candidates),
-// and nothing is stored. While the broker is away, or does not answer
+// the fingerprint keeps the `to` as typed. Several peers of one member
+// other than this daemon's, none an agent session, are that member's key
+// (messages.OneMember). No peer or several others is a refusal (404
+// unknown_recipient, 409 ambiguous_recipient with the candidates), and
+// nothing is stored. While the broker is away, or does not answer
 // within messages.NameTimeout, the last list the daemon had answers: kept
 // here, else the one the mesh's connection kept in outbox.db across
 // reconnects and restarts (messages.KeptPeers). A name no such list gives
@@ -114,14 +117,23 @@ func (s *Server) resolveRecipient(mesh *Mesh, send *messages.Send) error {
 		list, _ = s.askPeers(slug, &messages.KeptPeers{}, DefaultRequestTimeout)
 		found = messages.MatchPeers(to, list)
 	}
+	key, oneMember := messages.OneMember(found, s.ownMember)
 	switch {
 	case away != nil && len(found) == 0:
 		return messages.NeverSeen("peer", to, slug, away, "the 64-hex pubkey")
-	case len(found) != 1:
+	case len(found) == 1:
+		key = found[0].Pubkey
+	case !oneMember:
 		return messages.RecipientError(to, slug, list, found)
 	}
-	send.Destination.TargetSpec = strings.ToLower(found[0].Pubkey)
+	send.Destination.TargetSpec = strings.ToLower(key)
 	return nil
+}
+
+// ownMember reports whether key is the member key of one of this
+// daemon's memberships.
+func (s *Server) ownMember(key string) bool {
+	return slices.ContainsFunc(s.Memberships(), func(m Mesh) bool { return strings.EqualFold(m.Info.MemberPubkey, key) })
 }
 
 // askPeers asks the broker connection of the mesh slug names for a peer
