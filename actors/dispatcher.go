@@ -45,7 +45,9 @@ const (
 // Claimed rows wait in held, oldest first, until the pacer lets them go
 // (dispatch_pace.go): a rate-limit refusal pauses the whole link and puts
 // the refused row back in held, in its place, without telling the store;
-// `no connected peer` backs off that destination alone.
+// `no connected peer` backs off that destination alone. On a link that
+// negotiated nothing the pacer lets one send out at a time (linkUp's
+// serial): such a broker may reorder sends in flight together.
 type Dispatcher struct {
 	mesh       string
 	store      *actor.PID

@@ -30,6 +30,7 @@ type benchCmd struct {
 	RateLimit     int           `name:"rate-limit" default:"600" help:"backlog mode: the broker's limit, messages per --rate-window."`
 	RateWindow    time.Duration `name:"rate-window" default:"1m" help:"backlog mode: the broker's rate window."`
 	LegacyBroker  bool          `name:"legacy-broker" help:"backlog mode: run the broker in its legacy test mode (upstream's token bucket of 10 refilled at the same rate, refusals without retry-after) and the daemons with [features] legacy_broker."`
+	Concurrent    time.Duration `name:"legacy-concurrent" placeholder:"DURATION" help:"With --legacy-broker: the broker handles a connection's frames concurrently, as upstream's does, each after a random delay of up to this (e.g. 5ms), so that sends in flight together may be stored and pushed in either order."`
 	Mesh          string        `placeholder:"SLUG" help:"Without --self-contained: the mesh to send on (default: the only one)."`
 	To            string        `placeholder:"DEST" help:"Without --self-contained: where to send (default @bench; e2e: the receiver's member pubkey)."`
 	Receiver      string        `type:"path" placeholder:"SOCKET" help:"e2e without --self-contained: the receiving daemon's socket (the sender is the running daemon)."`
@@ -52,9 +53,12 @@ func (c *benchCmd) Run() error {
 	if (c.DatabaseURL != "" || c.FsyncMode != "" || c.Profile != "") && !c.SelfContained {
 		return usageErr("--database-url, --fsync-mode and --profile are for --self-contained runs")
 	}
+	if c.Concurrent < 0 || c.Concurrent > 0 && !c.LegacyBroker {
+		return usageErr("--legacy-concurrent takes a positive duration, with --legacy-broker")
+	}
 	opts := bench.Options{Mode: c.Mode, Clients: c.Clients, Count: c.Count, Duration: c.Duration, Rate: c.Rate, Size: c.Size,
 		Connections: c.Connections, Pending: c.Pending, FsyncMode: c.FsyncMode, Sessions: c.Sessions,
-		RateLimit: c.RateLimit, RateWindow: c.RateWindow, LegacyBroker: c.LegacyBroker, ProfileDir: c.Profile}
+		RateLimit: c.RateLimit, RateWindow: c.RateWindow, LegacyBroker: c.LegacyBroker, Concurrent: c.Concurrent, ProfileDir: c.Profile}
 	if !c.JSON && isTerminal(os.Stderr) {
 		opts.Progress = func(p bench.Progress) {
 			fmt.Fprintf(os.Stderr, "\r%6.1fs  %8d done  %8.0f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d   ",

@@ -71,10 +71,12 @@ type Options struct {
 	// RateLimit and RateWindow are the broker's limit in a backlog run;
 	// LegacyBroker runs that broker in its legacy mode (upstream's bucket
 	// and strings, no retry-after) and the daemons with [features]
-	// legacy_broker.
+	// legacy_broker; Concurrent, set, has it handle a connection's frames
+	// concurrently, as upstream's does (`broker up --legacy-concurrent`).
 	RateLimit    int
 	RateWindow   time.Duration
 	LegacyBroker bool
+	Concurrent   time.Duration
 	// ProfileDir, when set, has each process a self-contained run starts
 	// write its CPU profile there (<broker|alice|bob|…>.pprof).
 	ProfileDir string

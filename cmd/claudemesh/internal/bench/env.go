@@ -188,6 +188,9 @@ func brokerLimits(opts Options) []string {
 	if opts.LegacyBroker {
 		args = append(args, "--legacy-protocol")
 	}
+	if opts.Concurrent > 0 {
+		args = append(args, "--legacy-concurrent", opts.Concurrent.String())
+	}
 	return args
 }
 
